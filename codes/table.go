@@ -1,0 +1,135 @@
+package codes
+
+// The codes. Names say what happened; the number groups them:
+// 0xx token, 1xx trust and enrollment, 2xx cluster and raft, 3xx local
+// daemon and API, 4xx files and config, 5xx gossip and overlay, 9xx generic.
+const (
+	// Join token.
+	TokenCorrupt    Code = "X400001TKNCRP"
+	TokenVersion    Code = "X400002TKNVER"
+	TokenExpired    Code = "X401003TKNEXP"
+	TokenConsumed   Code = "X401004TKNCNS"
+	TokenWrongAddr  Code = "X403005TKNADR"
+	TokenUnknown    Code = "X401006TKNUNK"
+	TokenNameDiffer Code = "X403007TKNNAM"
+	TokenBadTTL     Code = "X400008TKNTTL"
+	ClockSkew       Code = "X200009CLKSKW"
+
+	// Trust and enrollment.
+	CAMismatch       Code = "X495101CAPINF"
+	SeedNotControl   Code = "X495102SEEDRL"
+	NameTaken        Code = "X409103NAMTKN"
+	SeedsUnreachable Code = "X503104SEEDUN"
+	EnrollRejected   Code = "X400105ENRBAD"
+	AlreadyJoined    Code = "X409106ALRJND"
+	AdvertiseAddr    Code = "X400107NICNOF"
+	BadNodeName      Code = "X400108BADNAM"
+	BadRole          Code = "X400109BADROL"
+	CAHolderDown     Code = "X503110CAUNRC"
+	PeerRoleDenied   Code = "X403111ROLDNY"
+	JoinUnconfirmed  Code = "X504112JNUNCF"
+
+	// Cluster and raft.
+	AlreadyInitialised Code = "X409201ALRINI"
+	NotInCluster       Code = "X409202NOCLST"
+	NotControl         Code = "X403203NOTCTL"
+	NoLeader           Code = "X503204NOLEAD"
+	RaftApply          Code = "X503205RFTAPL"
+	NodeUnknown        Code = "X404206NODUNK"
+	QuorumLoss         Code = "X409207QRMLSS"
+	SnapshotVersion    Code = "X500208SNPVER"
+
+	// Local daemon and API.
+	DaemonStarting    Code = "X503301STRTNG"
+	DaemonUnreachable Code = "X503302DMNUNR"
+	BadRequest        Code = "X400303BADREQ"
+	PermissionDenied  Code = "X403304PRMDNY"
+	UnknownCode       Code = "X404305UNKCOD"
+	Busy              Code = "X409306BUSYOP"
+
+	// Files and config.
+	KeyPermissions Code = "X400401KEYPRM"
+	ConfigInvalid  Code = "X400402BADCFG"
+	StateDir       Code = "X500403STATEF"
+	RestartNeeded  Code = "X200404RSTREQ"
+
+	// Gossip and overlay.
+	GossipKey      Code = "X401501GSPKEY"
+	GossipJoin     Code = "X503502GSPJON"
+	OverlayApply   Code = "X500503OVLAPL"
+	OverlayUnreach Code = "X504504OVLUNR"
+
+	// Generic.
+	Internal Code = "X500901INTERR"
+)
+
+// table is the one literal list of codes; docs/errors.md is checked against it.
+var table = map[Code]Info{
+	TokenCorrupt:    {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
+	TokenVersion:    {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
+	TokenExpired:    {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
+	TokenConsumed:   {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
+	TokenWrongAddr:  {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
+	TokenUnknown:    {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
+	TokenNameDiffer: {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
+	TokenBadTTL:     {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
+	ClockSkew:       {200, "this machine's clock differs from the cluster's by more than a minute", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+
+	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
+	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
+	NameTaken:        {409, "another node in the cluster already has this name", "admit the machine under a different name, or remove the old node first"},
+	SeedsUnreachable: {503, "no seed in the token could be reached", "check that a control node is running and its enroll port (7300/tcp) is reachable from here"},
+	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
+	AlreadyJoined:    {409, "this node already has a cluster identity", "run `meshctl leave` first, or pass --force to replace the identity"},
+	AdvertiseAddr:    {400, "the advertise address is not usable on this machine", "pass --advertise-addr with an IP address assigned to one of this machine's interfaces"},
+	BadNodeName:      {400, "the node name is not valid", "use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"},
+	BadRole:          {400, "the role is not valid", "use --role worker or --role control"},
+	CAHolderDown:     {503, "the CA holder could not be reached to sign certificates", "bring the origin node back; the token was not used and will work once it is reachable"},
+	PeerRoleDenied:   {403, "the peer's certificate does not carry the role this endpoint requires", "only control nodes of this cluster may call this endpoint"},
+	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
+
+	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
+	NotInCluster:       {409, "this node has not joined a cluster yet", "run `meshctl init --cluster NAME` to create one or `meshctl join TOKEN` to join one"},
+	NotControl:         {403, "this operation needs a control node", "run it on a control node"},
+	NoLeader:           {503, "the cluster has no raft leader right now", "wait for an election to finish, or restore quorum by bringing control nodes back"},
+	RaftApply:          {503, "the cluster could not commit the change", "retry; if it persists check that a quorum of control nodes is up"},
+	NodeUnknown:        {404, "no node by that name", "check the name with `meshctl nodes`"},
+	QuorumLoss:         {409, "the change would leave the control plane without quorum", "add or recover control nodes first"},
+	SnapshotVersion:    {500, "the state snapshot has an unknown format version", "run a meshd version that knows this snapshot format"},
+
+	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
+	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},
+	BadRequest:        {400, "the request is malformed", "check the command's usage with --help"},
+	PermissionDenied:  {403, "this user may not change meshd", "run as root or as a member of the meshd group"},
+	UnknownCode:       {404, "no such code", "list the codes in docs/errors.md"},
+	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
+
+	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},
+	ConfigInvalid:  {400, "the configuration file is invalid", "fix the field named in the message; meshd did not start and changed nothing"},
+	StateDir:       {500, "the state directory could not be read or written", "check the path, its permissions (0700) and the free disk space"},
+	RestartNeeded:  {200, "the configuration change takes effect only after a restart", "restart meshd (`systemctl restart meshd`)"},
+
+	GossipKey:      {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
+	GossipJoin:     {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
+	OverlayApply:   {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
+	OverlayUnreach: {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+
+	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
+
+	EventClusterCreated: {100, "a cluster was created", "none needed"},
+	EventTokenMinted:    {100, "a join token was minted", "none needed"},
+	EventNodeAdmitted:   {100, "a node was admitted and recorded", "none needed"},
+	EventNodeActive:     {100, "a node is active", "none needed"},
+	EventNodeLeft:       {100, "a node left the cluster", "none needed"},
+	EventNodeRemoved:    {100, "a node was removed and its certificates revoked", "none needed"},
+}
+
+// Event codes (1xx): what happened, for the audit ring and the event stream.
+const (
+	EventClusterCreated Code = "X100601CLINIT"
+	EventTokenMinted    Code = "X100602TKMINT"
+	EventNodeAdmitted   Code = "X100603NDADMT"
+	EventNodeActive     Code = "X100604NDACTV"
+	EventNodeLeft       Code = "X100605NDLEFT"
+	EventNodeRemoved    Code = "X100606NDRMVD"
+)
