@@ -1,0 +1,8 @@
+// Package pki owns meshd's certificates and key files: the cluster CA
+// (X.509) and the Nebula CA, role-bearing TLS leaves, Nebula host
+// certificates signed from a public key, SHA-256 fingerprints, the pinned
+// and role-checked verification of peers, and key files written atomically
+// and refused when group- or world-accessible.
+//
+// Import rule: pki imports only codes (and the Nebula cert package).
+package pki

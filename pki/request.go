@@ -1,0 +1,34 @@
+package pki
+
+import (
+	"net/netip"
+	"time"
+)
+
+// LeafRequest asks the CA to sign a role-bearing TLS leaf for a public key
+// the node generated itself (carried in a PKCS#10 CSR whose signature is
+// checked).
+type LeafRequest struct {
+	CSR      []byte        // DER PKCS#10; its public key is what gets certified
+	Name     string        // node name: Subject CommonName and a DNS SAN
+	NodeID   string        // stable node id: a URI SAN meshd://node/<id>
+	Role     Role          // Subject OrganizationalUnit; control => server+client auth, worker => client auth only
+	IPs      []netip.Addr  // underlay IP SANs (control nodes serve on them)
+	Lifetime time.Duration // 0 means DefaultLeafLifetime
+}
+
+// NebulaRequest asks the Nebula CA to sign a host certificate for a Nebula
+// public key the node generated itself.
+type NebulaRequest struct {
+	PublicKey []byte        // PEM, as cert.MarshalPublicKeyToPEM writes it
+	Name      string        // node name
+	IP        netip.Prefix  // overlay address with the cluster prefix length
+	Groups    []string      // e.g. the role
+	Lifetime  time.Duration // 0 means DefaultNebulaLifetime
+}
+
+const (
+	DefaultCALifetime     = 10 * 365 * 24 * time.Hour
+	DefaultLeafLifetime   = 365 * 24 * time.Hour
+	DefaultNebulaLifetime = 365 * 24 * time.Hour
+)

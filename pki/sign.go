@@ -1,0 +1,207 @@
+package pki
+
+import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/slackhq/nebula/cert"
+)
+
+// leafBackdate is how far before "now" a leaf becomes valid, to absorb
+// small clock differences between the CA holder and its peers.
+const leafBackdate = 5 * time.Minute
+
+// nodeURIScheme and nodeURIHost make the URI SAN meshd://node/<id> that
+// carries a node's id in its TLS leaf.
+const (
+	nodeURIScheme = "meshd"
+	nodeURIHost   = "node"
+)
+
+// nodeURI returns meshd://node/<id>.
+func nodeURI(id string) *url.URL {
+	return &url.URL{Scheme: nodeURIScheme, Host: nodeURIHost, Path: "/" + id}
+}
+
+// SignTLS signs a role-bearing TLS leaf for the public key in req.CSR. The
+// CSR's signature must verify (else codes.EnrollRejected); the role must be
+// control or worker (else codes.BadRole). A control leaf may serve and act
+// as a client; a worker leaf is client-only, so it can never pass as a
+// server. The leaf is valid from now-5m to now+req.Lifetime, cut off at the
+// CA's own expiry.
+func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
+	role, err := ParseRole(string(req.Role))
+	if err != nil {
+		return nil, err
+	}
+	csr, err := x509.ParseCertificateRequest(req.CSR)
+	if err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: parse CSR: %w", err))
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: CSR signature: %w", err))
+	}
+	if err := checkLeafKey(csr.PublicKey); err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: %w", err))
+	}
+	if req.Name == "" || req.NodeID == "" {
+		return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign TLS leaf: name and node id are required"))
+	}
+
+	usage := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if role == RoleControl {
+		usage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	}
+	ips := make([]net.IP, 0, len(req.IPs))
+	for _, ip := range req.IPs {
+		if !ip.IsValid() {
+			return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign TLS leaf: invalid IP address"))
+		}
+		ips = append(ips, net.IP(ip.Unmap().AsSlice()))
+	}
+	lifetime := req.Lifetime
+	if lifetime <= 0 {
+		lifetime = DefaultLeafLifetime
+	}
+	notBefore, notAfter := ca.clampValidity(now.Add(-leafBackdate), now.Add(lifetime))
+	if !notAfter.After(now) {
+		return nil, fmt.Errorf("sign TLS leaf: the cluster CA expired at %s", ca.cert.NotAfter.Format(time.RFC3339))
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, fmt.Errorf("sign TLS leaf: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject: pkix.Name{
+			CommonName:         req.Name,
+			OrganizationalUnit: []string{string(role)},
+			Organization:       []string{"meshd"},
+		},
+		DNSNames:              []string{req.Name},
+		URIs:                  []*url.URL{nodeURI(req.NodeID)},
+		IPAddresses:           ips,
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           usage,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("sign TLS leaf for %s: %w", req.Name, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// checkLeafKey accepts the key types a node may certify: ECDSA P-256 or
+// P-384, or Ed25519.
+func checkLeafKey(pub any) error {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
+			return nil
+		}
+		return fmt.Errorf("ECDSA curve %s is not accepted", k.Curve.Params().Name)
+	case ed25519.PublicKey:
+		return nil
+	}
+	return fmt.Errorf("public key type %T is not accepted", pub)
+}
+
+// clampValidity fits [nb, na] inside the X.509 CA's validity, at second
+// precision (what certificates encode).
+func (ca *CA) clampValidity(nb, na time.Time) (time.Time, time.Time) {
+	nb = nb.UTC().Truncate(time.Second)
+	na = na.UTC().Truncate(time.Second)
+	if nb.Before(ca.cert.NotBefore) {
+		nb = ca.cert.NotBefore
+	}
+	if na.After(ca.cert.NotAfter) {
+		na = ca.cert.NotAfter
+	}
+	return nb, na
+}
+
+// SignNebula signs a Nebula host certificate for the public key in req.
+// The key's curve must be the Nebula CA's (else codes.EnrollRejected), and
+// req.IP must lie inside the overlay with the overlay's prefix length. The
+// certificate carries exactly req.IP and req.Groups, and its validity lies
+// within the Nebula CA's.
+func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
+	pub, _, curve, err := cert.UnmarshalPublicKeyFromPEM(req.PublicKey)
+	if err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign Nebula certificate: public key: %w", err))
+	}
+	if curve != ca.nebula.Curve() {
+		return nil, codes.Wrap(codes.EnrollRejected,
+			fmt.Errorf("sign Nebula certificate: public key curve %s, the Nebula CA uses %s", curve, ca.nebula.Curve()))
+	}
+	if req.Name == "" {
+		return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign Nebula certificate: name is required"))
+	}
+	if err := ca.checkOverlayIP(req.IP); err != nil {
+		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
+	}
+
+	lifetime := req.Lifetime
+	if lifetime <= 0 {
+		lifetime = DefaultNebulaLifetime
+	}
+	notBefore := now.Add(-leafBackdate).UTC().Truncate(time.Second)
+	notAfter := now.Add(lifetime).UTC().Truncate(time.Second)
+	if caNB := ca.nebula.NotBefore(); notBefore.Before(caNB) {
+		notBefore = caNB
+	}
+	if caNA := ca.nebula.NotAfter(); notAfter.After(caNA) {
+		notAfter = caNA
+	}
+	if !notAfter.After(now) {
+		return nil, fmt.Errorf("sign Nebula certificate: the Nebula CA expired at %s", ca.nebula.NotAfter().Format(time.RFC3339))
+	}
+	tbs := &cert.TBSCertificate{
+		Version:   ca.nebula.Version(),
+		Name:      req.Name,
+		Networks:  []netip.Prefix{req.IP},
+		Groups:    append([]string(nil), req.Groups...),
+		NotBefore: notBefore,
+		NotAfter:  notAfter,
+		PublicKey: pub,
+		Curve:     curve,
+	}
+	c, err := tbs.Sign(ca.nebula, ca.nebula.Curve(), ca.nebulaKey)
+	if err != nil {
+		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
+	}
+	out, err := c.MarshalPEM()
+	if err != nil {
+		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
+	}
+	return out, nil
+}
+
+// checkOverlayIP requires ip to be a host address inside the Nebula CA's
+// overlay network, with the overlay's prefix length.
+func (ca *CA) checkOverlayIP(ip netip.Prefix) error {
+	if !ip.IsValid() {
+		return fmt.Errorf("invalid overlay address %v", ip)
+	}
+	for _, overlay := range ca.nebula.Networks() {
+		if overlay.Contains(ip.Addr()) && ip.Bits() == overlay.Bits() && ip.Addr() != overlay.Addr() {
+			return nil
+		}
+	}
+	return fmt.Errorf("overlay address %s is not a host address in the cluster overlay %v", ip, ca.nebula.Networks())
+}
