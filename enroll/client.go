@@ -1,0 +1,301 @@
+package enroll
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// maxResponseBody bounds an enroll response body.
+const maxResponseBody = 1 << 20
+
+// maxClockSkew is how far the server's clock may differ from ours before
+// the joiner is warned with codes.ClockSkew.
+const maxClockSkew = time.Minute
+
+// ClientDeps are the joiner's collaborators.
+type ClientDeps struct {
+	Log  *slog.Logger     // nil discards
+	Now  func() time.Time // nil means time.Now
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Step, if set, is told each step as it happens, e.g.
+	// "connecting to seed 127.0.0.2:7300".
+	Step func(msg string)
+}
+
+// Enroll sends req to the cluster tok names and returns its verified
+// response. It tries tok.Seeds in order, moving on only when a seed cannot
+// be reached or the connection fails before or after verification. The
+// TLS handshake succeeds only when pki.VerifyPinned accepts the seed's
+// chain against tok.CA; a verification failure ends the enrollment at once
+// with its code, before anything is sent and without trying another seed.
+//
+// Zero fields of req are filled in: Protocol, Secret and Name from tok,
+// Clock from d.Now.
+func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Response, error) {
+	c := newClient(tok, d)
+	if tok.CA.IsZero() {
+		return nil, codes.Wrap(codes.CAMismatch, errors.New("the join token pins no CA"))
+	}
+	if req.Protocol == 0 {
+		req.Protocol = ProtocolVersion
+	}
+	if req.Secret.IsZero() {
+		req.Secret = tok.Secret
+	}
+	if req.Name == "" {
+		req.Name = tok.Name
+	}
+	if req.Clock.IsZero() {
+		req.Clock = c.now()
+	}
+	csr, err := x509.ParseCertificateRequest(req.CSR)
+	if err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request CSR: %w", err))
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode enroll request: %w", err)
+	}
+
+	var failures []string
+	for _, seed := range tok.Seeds {
+		resp, err := c.try(ctx, seed, body)
+		var unreachable *seedError
+		switch {
+		case errors.As(err, &unreachable):
+			c.log.Warn("seed unreachable", "seed", seed, "err", unreachable.err)
+			c.step(fmt.Sprintf("seed %s unreachable: %v", seed, unreachable.err))
+			failures = append(failures, fmt.Sprintf("%s: %v", seed, unreachable.err))
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("enroll: %w", ctx.Err())
+			}
+			continue
+		case err != nil:
+			c.log.Warn("enroll failed", "code", codes.OrInternal(err), "seed", seed, "err", err)
+			return nil, err
+		}
+		if err := c.check(resp, csr.PublicKey); err != nil {
+			return nil, err
+		}
+		c.warnSkew(resp.ServerTime)
+		return resp, nil
+	}
+	return nil, codes.Wrap(codes.SeedsUnreachable,
+		fmt.Errorf("no seed of %d could be reached: %s", len(tok.Seeds), strings.Join(failures, "; ")))
+}
+
+// seedError marks a failure to reach or talk to a seed, which moves on to
+// the next seed. Verification failures and the server's answers never do.
+type seedError struct{ err error }
+
+func (e *seedError) Error() string { return e.err.Error() }
+func (e *seedError) Unwrap() error { return e.err }
+
+type client struct {
+	tok  Token
+	log  *slog.Logger
+	now  func() time.Time
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	step func(string)
+}
+
+func newClient(tok Token, d ClientDeps) *client {
+	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.log = c.log.With("component", "enroll")
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.dial == nil {
+		c.dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+	}
+	if c.step == nil {
+		c.step = func(string) {}
+	}
+	return c
+}
+
+// try enrolls through one seed: connect, verify, then POST body over the
+// verified connection.
+func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, error) {
+	c.step("connecting to seed " + seed)
+	raw, err := c.dial(ctx, "tcp", seed)
+	if err != nil {
+		return nil, &seedError{err}
+	}
+	var verifyErr error
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by VerifyConnection: pinned CA and control role
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			rawCerts := make([][]byte, len(cs.PeerCertificates))
+			for i, pc := range cs.PeerCertificates {
+				rawCerts[i] = pc.Raw
+			}
+			_, verifyErr = pki.VerifyPinned(rawCerts, c.tok.CA, c.now())
+			return verifyErr
+		},
+	}
+	if host, _, err := net.SplitHostPort(seed); err == nil && net.ParseIP(host) == nil {
+		cfg.ServerName = host
+	}
+	conn := tls.Client(raw, cfg)
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	defer stop()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = raw.SetDeadline(dl)
+	}
+	if err := conn.HandshakeContext(ctx); err != nil {
+		if verifyErr != nil {
+			// Fail closed: never retried elsewhere, nothing was sent.
+			return nil, fmt.Errorf("seed %s: %w", seed, verifyErr)
+		}
+		return nil, &seedError{fmt.Errorf("TLS handshake: %w", err)}
+	}
+	role := "?"
+	if pcs := conn.ConnectionState().PeerCertificates; len(pcs) > 0 {
+		if r, err := pki.RoleOf(pcs[0]); err == nil {
+			role = string(r)
+		}
+	}
+	c.step(fmt.Sprintf("seed verified: CA sha256 matches token, role %s", role))
+
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+seed+Path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("enroll request: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Close = true
+	if err := hreq.Write(conn); err != nil {
+		return nil, &seedError{fmt.Errorf("send enroll request: %w", err)}
+	}
+	hresp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
+	if err != nil {
+		return nil, &seedError{fmt.Errorf("read enroll response: %w", err)}
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBody+1))
+	if err != nil {
+		return nil, &seedError{fmt.Errorf("read enroll response: %w", err)}
+	}
+	if len(data) > maxResponseBody {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: enroll response larger than %d bytes", seed, maxResponseBody))
+	}
+	if hresp.StatusCode != http.StatusOK {
+		return nil, errorFromBody(seed, hresp.StatusCode, data)
+	}
+	var resp Response
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: malformed enroll response: %w", seed, err))
+	}
+	return &resp, nil
+}
+
+// errorFromBody turns a failed enroll answer into an error with the
+// server's code; an unknown or missing code is codes.EnrollRejected.
+func errorFromBody(seed string, status int, data []byte) error {
+	var body ErrorBody
+	_ = json.Unmarshal(data, &body)
+	code := codes.Code(body.Code)
+	if _, known := code.Info(); !known {
+		code = codes.EnrollRejected
+	}
+	cause := body.Cause
+	if cause == "" {
+		cause = code.Cause()
+	}
+	msg := fmt.Sprintf("seed %s refused the enrollment (HTTP %d): %s", seed, status, cause)
+	if body.Detail != "" {
+		msg += ": " + body.Detail
+	}
+	return codes.Wrap(code, errors.New(msg))
+}
+
+// check verifies a successful answer: it must name the pinned CA and
+// certify our own TLS key, chained to that CA, for the token's name and
+// role.
+func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
+	ca, err := parseFirstCert(resp.CACert)
+	if err != nil {
+		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %w", err))
+	}
+	if fp := pki.FingerprintOf(ca); fp != c.tok.CA {
+		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", fp, c.tok.CA))
+	}
+	rejected := func(format string, args ...any) error {
+		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll response: "+format, args...))
+	}
+	leaf, err := parseFirstCert(resp.TLSCert)
+	if err != nil {
+		return rejected("TLS certificate: %w", err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: c.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return rejected("TLS certificate does not chain to the cluster CA: %w", err)
+	}
+	pub, ok := leaf.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
+	if !ok || !pub.Equal(csrKey) {
+		return rejected("TLS certificate does not certify this node's key")
+	}
+	if resp.Name != c.tok.Name || leaf.Subject.CommonName != c.tok.Name {
+		return rejected("admitted name %q, the token names %q", resp.Name, c.tok.Name)
+	}
+	if role, err := pki.RoleOf(leaf); err != nil || resp.Role != role || (c.tok.Role != "" && role != c.tok.Role) {
+		return rejected("admitted role %q (certificate %q), the token names %q", resp.Role, role, c.tok.Role)
+	}
+	c.step(fmt.Sprintf("admitted as %s (%s), node id %s, overlay IP %s", resp.Name, resp.Role, resp.NodeID, resp.OverlayIP))
+	return nil
+}
+
+// warnSkew warns when the server's clock differs from ours by more than a
+// minute: token expiry and certificate validity depend on it.
+func (c *client) warnSkew(serverTime time.Time) {
+	if serverTime.IsZero() {
+		return
+	}
+	skew := serverTime.Sub(c.now())
+	if skew < 0 {
+		skew = -skew
+	}
+	if skew <= maxClockSkew {
+		return
+	}
+	c.log.Warn("clock skew", "code", codes.ClockSkew, "skew", skew.Round(time.Second))
+	c.step(fmt.Sprintf("warning %s: this clock differs from the cluster's by %s; %s",
+		codes.ClockSkew, skew.Round(time.Second), codes.ClockSkew.Remedy()))
+}
+
+// parseFirstCert parses the first CERTIFICATE block of a PEM bundle.
+func parseFirstCert(b []byte) (*x509.Certificate, error) {
+	for {
+		var blk *pem.Block
+		blk, b = pem.Decode(b)
+		if blk == nil {
+			return nil, errors.New("no PEM certificate")
+		}
+		if blk.Type == "CERTIFICATE" {
+			return x509.ParseCertificate(blk.Bytes)
+		}
+	}
+}

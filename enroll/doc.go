@@ -1,0 +1,7 @@
+// Package enroll owns joining: the join token format and checksum, the
+// admission checks a control node makes against its ledger, the enroll
+// HTTP server, and the joiner's pinned-TLS client.
+//
+// Import rule: enroll imports pki and codes only. The agent implements the
+// Ledger and Signer interfaces defined here (over raft and the CA holder).
+package enroll

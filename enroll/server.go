@@ -1,0 +1,317 @@
+package enroll
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// maxRequestBody bounds an enroll request body.
+const maxRequestBody = 64 << 10
+
+// admitTries bounds how often the server picks another overlay IP after a
+// concurrent admission took the one it proposed.
+const admitTries = 8
+
+// ServerConfig configures the enroll server.
+type ServerConfig struct {
+	// MaxSkew is how far a joiner's clock may differ from this node's
+	// before the admission is logged with codes.ClockSkew.
+	MaxSkew time.Duration
+}
+
+// DefaultServerConfig returns the defaults: MaxSkew one minute.
+func DefaultServerConfig() ServerConfig { return ServerConfig{MaxSkew: time.Minute} }
+
+// Validate checks the config.
+func (c ServerConfig) Validate() error {
+	if c.MaxSkew <= 0 {
+		return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("enroll max skew %s: want a positive duration", c.MaxSkew))
+	}
+	return nil
+}
+
+// Deps are the enroll server's collaborators.
+type Deps struct {
+	Log       *slog.Logger     // nil discards
+	Now       func() time.Time // nil means time.Now
+	NewNodeID func() string    // nil means 16 random bytes, hex
+}
+
+// Server admits joiners: it checks an enroll request against the ledger,
+// has the signer certify the joiner's public keys, and records the
+// admission as one ledger entry. It serves Path over HTTP; the caller runs
+// it behind TLS with this node's control leaf.
+type Server struct {
+	cfg    ServerConfig
+	ledger Ledger
+	signer Signer
+	log    *slog.Logger
+	now    func() time.Time
+	nodeID func() string
+}
+
+// NewServer returns a server that admits against l and signs with s.
+func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.NewNodeID == nil {
+		d.NewNodeID = randomNodeID
+	}
+	return &Server{cfg: cfg, ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID}
+}
+
+// randomNodeID is 16 random bytes in hex.
+func randomNodeID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// Enroll admits the joiner that sent req from source, or fails with a
+// coded error and nothing recorded. The token's ledger record decides name
+// and role; the request's claims decide nothing. Checks run in a fixed
+// order: protocol, name, token known, unused, unexpired, source address,
+// name equal to the token's, name free.
+func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
+	source = source.Unmap()
+	if req.Protocol != ProtocolVersion {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
+	}
+	if err := ValidName(req.Name); err != nil {
+		return nil, err
+	}
+	hash := req.Secret.Hash()
+	rec, ok, err := s.ledger.Token(ctx, hash)
+	if err != nil {
+		return nil, fmt.Errorf("look up token: %w", err)
+	}
+	if !ok {
+		return nil, codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(hash)))
+	}
+	if rec.Consumed() {
+		return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
+	}
+	now := s.now()
+	if !now.Before(rec.Expires) {
+		return nil, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
+	}
+	if rec.Addr != "" && !sameAddr(rec.Addr, source) {
+		return nil, codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("token for %s is bound to %s, request came from %s", rec.Name, rec.Addr, source))
+	}
+	if req.Name != rec.Name {
+		return nil, codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("token admits %s, request names %s", rec.Name, req.Name))
+	}
+	taken, err := s.ledger.NameTaken(ctx, req.Name)
+	if err != nil {
+		return nil, fmt.Errorf("check name %s: %w", req.Name, err)
+	}
+	if taken {
+		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("a node named %s already exists", req.Name))
+	}
+	if s.cfg.MaxSkew > 0 && !req.Clock.IsZero() && absDuration(req.Clock.Sub(now)) > s.cfg.MaxSkew {
+		s.log.Warn("joiner clock skew", "code", codes.ClockSkew, "name", req.Name, "skew", req.Clock.Sub(now).Round(time.Second))
+	}
+
+	var ips []netip.Addr
+	if req.Underlay != "" {
+		u, err := netip.ParseAddr(req.Underlay)
+		if err != nil {
+			return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("underlay address %q: %w", req.Underlay, err))
+		}
+		if rec.Role == pki.RoleControl {
+			ips = []netip.Addr{u.Unmap()}
+		}
+	} else if rec.Role == pki.RoleControl {
+		return nil, codes.Wrap(codes.EnrollRejected, errors.New("a control node must advertise its underlay address"))
+	}
+
+	// Fetch the facts before anything is written: a failure here costs the
+	// joiner nothing, while after Admit it would cost the token.
+	facts, err := s.ledger.JoinFacts(ctx, rec.Role)
+	if err != nil {
+		return nil, fmt.Errorf("join facts: %w", err)
+	}
+	nodeID := s.nodeID()
+	tlsCert, err := s.signer.SignTLS(ctx, pki.LeafRequest{CSR: req.CSR, Name: rec.Name, NodeID: nodeID, Role: rec.Role, IPs: ips})
+	if err != nil {
+		return nil, fmt.Errorf("sign TLS leaf for %s: %w", rec.Name, err)
+	}
+	overlayIP, nebulaCert, err := s.admit(ctx, req, rec, source, nodeID, tlsCert)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("node admitted", "code", codes.EventNodeAdmitted, "name", rec.Name, "role", rec.Role,
+		"node_id", nodeID, "token", shortHash(hash), "overlay_ip", overlayIP, "source", source)
+
+	return &Response{
+		NodeID:       nodeID,
+		Name:         rec.Name,
+		Role:         rec.Role,
+		ClusterID:    facts.ClusterID,
+		ClusterName:  facts.ClusterName,
+		CACert:       facts.CACert,
+		TLSCert:      tlsCert,
+		NebulaCACert: facts.NebulaCACert,
+		NebulaCert:   nebulaCert,
+		OverlayIP:    overlayIP,
+		GossipKeys:   facts.GossipKeys,
+		Seeds:        facts.Seeds,
+		SerfPeers:    facts.SerfPeers,
+		Lighthouses:  facts.Lighthouses,
+		RaftPeers:    facts.RaftPeers,
+		ServerTime:   s.now(),
+	}, nil
+}
+
+// admit picks an overlay IP, has the Nebula certificate signed for it and
+// records the admission, picking again when a concurrent admission took
+// the IP first.
+func (s *Server) admit(ctx context.Context, req Request, rec TokenRecord, source netip.Addr, nodeID string, tlsCert []byte) (netip.Prefix, []byte, error) {
+	for range admitTries {
+		ip, err := s.ledger.FreeOverlayIP(ctx)
+		if err != nil {
+			return netip.Prefix{}, nil, fmt.Errorf("pick overlay IP: %w", err)
+		}
+		nebulaCert, err := s.signer.SignNebula(ctx, pki.NebulaRequest{
+			PublicKey: req.NebulaPublic, Name: rec.Name, IP: ip, Groups: []string{string(rec.Role)},
+		})
+		if err != nil {
+			return netip.Prefix{}, nil, fmt.Errorf("sign Nebula certificate for %s: %w", rec.Name, err)
+		}
+		err = s.ledger.Admit(ctx, Admission{
+			Token:      req.Secret.Hash(),
+			NodeID:     nodeID,
+			Name:       rec.Name,
+			Role:       rec.Role,
+			Underlay:   req.Underlay,
+			SourceAddr: source.String(),
+			OverlayIP:  ip,
+			TLSCert:    tlsCert,
+			NebulaCert: nebulaCert,
+			NebulaPub:  req.NebulaPublic,
+			Version:    req.Version,
+			At:         s.now(),
+		})
+		if errors.Is(err, ErrIPTaken) {
+			s.log.Debug("overlay IP taken by a concurrent admission, picking another", "overlay_ip", ip, "name", rec.Name)
+			continue
+		}
+		if err != nil {
+			return netip.Prefix{}, nil, fmt.Errorf("admit %s: %w", rec.Name, err)
+		}
+		return ip, nebulaCert, nil
+	}
+	return netip.Prefix{}, nil, codes.Wrap(codes.RaftApply,
+		fmt.Errorf("admit %s: every overlay IP offered in %d tries was taken by a concurrent admission", rec.Name, admitTries))
+}
+
+// ServeHTTP serves the enroll endpoint: POST Path with a JSON Request of
+// at most 64 KiB. Success is 200 with a JSON Response; a failure is an
+// ErrorBody with its code's status. Errors without a code are answered as
+// codes.Internal, without detail, and logged.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Path {
+		s.writeError(w, http.StatusNotFound, codes.Wrap(codes.EnrollRejected, fmt.Errorf("no endpoint %s", r.URL.Path)))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		s.writeError(w, http.StatusMethodNotAllowed, codes.Wrap(codes.EnrollRejected, fmt.Errorf("method %s, want POST", r.Method)))
+		return
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		s.fail(w, "", fmt.Errorf("remote address %q: %w", r.RemoteAddr, err))
+		return
+	}
+	source := ap.Addr().Unmap()
+	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err != nil {
+		s.fail(w, "", err)
+		return
+	}
+	resp, err := s.Enroll(r.Context(), req, source)
+	if err != nil {
+		s.fail(w, req.Name, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if err := json.NewEncoder(w).Encode(resp); err != nil {
+		s.log.Warn("write enroll response", "name", resp.Name, "err", err)
+	}
+}
+
+// decodeRequest reads one JSON Request; anything malformed is
+// codes.EnrollRejected. The error never quotes the body.
+func decodeRequest(r io.Reader) (Request, error) {
+	var req Request
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&req); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return Request{}, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request larger than %d bytes", tooBig.Limit))
+		}
+		return Request{}, codes.Wrap(codes.EnrollRejected, errors.New("enroll request is not valid JSON"))
+	}
+	if dec.More() {
+		return Request{}, codes.Wrap(codes.EnrollRejected, errors.New("enroll request has trailing data"))
+	}
+	return req, nil
+}
+
+// fail logs err and answers it with its code's status.
+func (s *Server) fail(w http.ResponseWriter, name string, err error) {
+	code := codes.OrInternal(err)
+	if codes.Of(err) == "" {
+		s.log.Error("enroll failed", "code", code, "name", name, "err", err)
+	} else {
+		s.log.Warn("enroll refused", "code", code, "name", name, "err", err)
+	}
+	s.writeError(w, code.Status(), err)
+}
+
+// writeError writes err as an ErrorBody. Detail carries the message of a
+// coded error only: an uncoded one may describe internals.
+func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
+	code := codes.OrInternal(err)
+	body := ErrorBody{Code: code.String(), Cause: code.Cause(), Remedy: code.Remedy()}
+	if codes.Of(err) != "" {
+		body.Detail = err.Error()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// sameAddr reports whether the token's bound address is source.
+func sameAddr(bound string, source netip.Addr) bool {
+	a, err := netip.ParseAddr(bound)
+	return err == nil && a.Unmap() == source
+}
+
+// shortHash is a token hash prefix: enough to find it in `meshctl tokens`.
+func shortHash(h TokenHash) string { return h.String()[:12] }
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}

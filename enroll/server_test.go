@@ -1,0 +1,383 @@
+package enroll_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// fakeLedger is a Ledger made of func fields; it records every call.
+type fakeLedger struct {
+	token     func(h enroll.TokenHash) (enroll.TokenRecord, bool, error)
+	nameTaken func(name string) (bool, error)
+	freeIP    func() (netip.Prefix, error)
+	admit     func(a enroll.Admission) error
+	joinFacts func(r pki.Role) (enroll.JoinFacts, error)
+
+	mu       sync.Mutex
+	calls    []string
+	admitted []enroll.Admission
+}
+
+func (l *fakeLedger) record(call string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call)
+}
+
+// Calls returns the names of the methods called so far.
+func (l *fakeLedger) Calls() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// Admitted returns the admissions that succeeded.
+func (l *fakeLedger) Admitted() []enroll.Admission {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.admitted)
+}
+
+func (l *fakeLedger) Token(_ context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+	l.record("Token")
+	return l.token(h)
+}
+
+func (l *fakeLedger) NameTaken(_ context.Context, name string) (bool, error) {
+	l.record("NameTaken")
+	return l.nameTaken(name)
+}
+
+func (l *fakeLedger) FreeOverlayIP(context.Context) (netip.Prefix, error) {
+	l.record("FreeOverlayIP")
+	return l.freeIP()
+}
+
+func (l *fakeLedger) Admit(_ context.Context, a enroll.Admission) error {
+	l.record("Admit")
+	if err := l.admit(a); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.admitted = append(l.admitted, a)
+	return nil
+}
+
+func (l *fakeLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
+	l.record("JoinFacts")
+	return l.joinFacts(r)
+}
+
+// caSigner is the real pki.CA behind the Signer interface, with hooks.
+type caSigner struct {
+	ca         *pki.CA
+	signTLS    func(req pki.LeafRequest) ([]byte, error) // nil: the CA signs
+	signNebula func(req pki.NebulaRequest) ([]byte, error)
+}
+
+func (s *caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
+	if s.signTLS != nil {
+		return s.signTLS(req)
+	}
+	return s.ca.SignTLS(req, pkitest.Now)
+}
+
+func (s *caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, error) {
+	if s.signNebula != nil {
+		return s.signNebula(req)
+	}
+	return s.ca.SignNebula(req, pkitest.Now)
+}
+
+// cluster is one test cluster: a CA, a ledger holding one token and an
+// enroll server.
+type cluster struct {
+	ca     *pki.CA
+	secret enroll.Secret
+	rec    enroll.TokenRecord
+	ledger *fakeLedger
+	signer *caSigner
+	deps   enroll.Deps
+	nextIP byte
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	secret, err := enroll.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{
+		ca:     pkitest.NewCA(t, "prod"),
+		secret: secret,
+		rec: enroll.TokenRecord{
+			Hash: secret.Hash(), Name: "w1", Role: pki.RoleWorker,
+			Created: pkitest.Now, Expires: pkitest.Now.Add(15 * time.Minute), MintedBy: "origin",
+		},
+		deps:   enroll.Deps{Now: pkitest.Clock(), NewNodeID: func() string { return "node-w1" }},
+		nextIP: 10,
+	}
+	c.signer = &caSigner{ca: c.ca}
+	c.ledger = &fakeLedger{
+		token: func(h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+			if h != c.rec.Hash {
+				return enroll.TokenRecord{}, false, nil
+			}
+			return c.rec, true, nil
+		},
+		nameTaken: func(string) (bool, error) { return false, nil },
+		freeIP: func() (netip.Prefix, error) {
+			c.nextIP++
+			return pkitest.IP(c.nextIP), nil
+		},
+		admit: func(enroll.Admission) error { return nil },
+		joinFacts: func(pki.Role) (enroll.JoinFacts, error) {
+			return enroll.JoinFacts{
+				ClusterID: "0123456789abcdef0123456789abcdef", ClusterName: "prod",
+				CACert: c.ca.CertPEM(), NebulaCACert: c.ca.NebulaCertPEM(), Overlay: pkitest.Overlay,
+				GossipKeys: [][]byte{bytes.Repeat([]byte{7}, 32)}, Seeds: []string{"127.0.0.1:7300"},
+			}, nil
+		},
+	}
+	return c
+}
+
+func (c *cluster) server() *enroll.Server {
+	return enroll.NewServer(enroll.DefaultServerConfig(), c.ledger, c.signer, c.deps)
+}
+
+// request builds a joiner's request with fresh keys.
+func (c *cluster) request(t *testing.T, name string) (enroll.Request, *pki.Keys) {
+	t.Helper()
+	keys, err := pki.NewKeys(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enroll.Request{
+		Protocol: enroll.ProtocolVersion, Secret: c.secret, Name: name, CSR: keys.CSR,
+		NebulaPublic: keys.NebulaPublicPEM, Underlay: "127.0.0.1", Version: "test", Clock: pkitest.Now,
+	}, keys
+}
+
+// TestEnrollCheckOrder drives Server.Enroll directly: one fault per case,
+// and cases with several faults to pin which check comes first.
+func TestEnrollCheckOrder(t *testing.T) {
+	local := netip.MustParseAddr("127.0.0.1")
+	tests := []struct {
+		name   string
+		edit   func(c *cluster, req *enroll.Request)
+		source netip.Addr
+		want   codes.Code
+	}{
+		{name: "ok/worker"},
+		{name: "ok/bound-addr-mapped-source", edit: func(c *cluster, _ *enroll.Request) { c.rec.Addr = "127.0.0.1" }, source: netip.MustParseAddr("::ffff:127.0.0.1")},
+		{name: "fail/protocol", edit: func(_ *cluster, r *enroll.Request) { r.Protocol = 2 }, want: codes.EnrollRejected},
+		{name: "fail/bad-name", edit: func(_ *cluster, r *enroll.Request) { r.Name = "W_1" }, want: codes.BadNodeName},
+		{name: "fail/unknown", edit: func(c *cluster, r *enroll.Request) { r.Secret, _ = enroll.NewSecret() }, want: codes.TokenUnknown},
+		{name: "fail/consumed", edit: func(c *cluster, _ *enroll.Request) { c.rec.ConsumedAt = pkitest.Now }, want: codes.TokenConsumed},
+		{name: "fail/expired-at-instant", edit: func(c *cluster, _ *enroll.Request) { c.rec.Expires = pkitest.Now }, want: codes.TokenExpired},
+		{name: "fail/wrong-addr", edit: func(c *cluster, _ *enroll.Request) { c.rec.Addr = "192.0.2.1" }, want: codes.TokenWrongAddr},
+		{name: "fail/name-differ", edit: func(c *cluster, _ *enroll.Request) { c.rec.Name = "w2" }, want: codes.TokenNameDiffer},
+		{name: "fail/name-taken", edit: func(c *cluster, _ *enroll.Request) {
+			c.ledger.nameTaken = func(string) (bool, error) { return true, nil }
+		}, want: codes.NameTaken},
+		{name: "fail/control-without-underlay", edit: func(c *cluster, r *enroll.Request) { c.rec.Role = pki.RoleControl; r.Underlay = "" }, want: codes.EnrollRejected},
+		{name: "fail/bad-underlay", edit: func(_ *cluster, r *enroll.Request) { r.Underlay = "nowhere" }, want: codes.EnrollRejected},
+		{name: "fail/bad-csr", edit: func(_ *cluster, r *enroll.Request) { r.CSR = []byte("x") }, want: codes.EnrollRejected},
+		{name: "fail/ledger-no-leader", edit: func(c *cluster, _ *enroll.Request) {
+			c.ledger.token = func(enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+				return enroll.TokenRecord{}, false, codes.Wrap(codes.NoLeader, errors.New("no leader"))
+			}
+		}, want: codes.NoLeader},
+		{name: "order/consumed-before-expired", edit: func(c *cluster, _ *enroll.Request) {
+			c.rec.ConsumedAt, c.rec.Expires = pkitest.Now, pkitest.Now
+		}, want: codes.TokenConsumed},
+		{name: "order/expired-before-wrong-addr", edit: func(c *cluster, _ *enroll.Request) {
+			c.rec.Expires, c.rec.Addr = pkitest.Now, "192.0.2.1"
+		}, want: codes.TokenExpired},
+		{name: "order/wrong-addr-before-name-differ", edit: func(c *cluster, _ *enroll.Request) {
+			c.rec.Addr, c.rec.Name = "192.0.2.1", "w2"
+		}, want: codes.TokenWrongAddr},
+		{name: "order/protocol-before-name", edit: func(_ *cluster, r *enroll.Request) { r.Protocol, r.Name = 0, "" }, want: codes.EnrollRejected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			req, _ := c.request(t, "w1")
+			if tt.edit != nil {
+				tt.edit(c, &req)
+			}
+			source := tt.source
+			if !source.IsValid() {
+				source = local
+			}
+			resp, err := c.server().Enroll(t.Context(), req, source)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.NodeID != "node-w1" || resp.Role != pki.RoleWorker || !resp.ServerTime.Equal(pkitest.Now) {
+					t.Errorf("response %+v", resp)
+				}
+				if n := len(c.ledger.Admitted()); n != 1 {
+					t.Errorf("%d admissions, want 1", n)
+				}
+				return
+			}
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("Enroll = %v (code %q), want %s", err, got, tt.want)
+			}
+			if slices.Contains(c.ledger.Calls(), "Admit") {
+				t.Error("a refused enrollment reached Admit")
+			}
+		})
+	}
+}
+
+func TestEnrollAdmission(t *testing.T) {
+	c := newCluster(t)
+	c.rec.Role = pki.RoleControl
+	req, _ := c.request(t, "w1")
+	resp, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := c.ledger.Admitted()
+	if len(adm) != 1 {
+		t.Fatalf("%d admissions, want 1", len(adm))
+	}
+	a := adm[0]
+	if a.Token != c.secret.Hash() || a.NodeID != "node-w1" || a.Name != "w1" || a.Role != pki.RoleControl ||
+		a.SourceAddr != "127.0.0.1" || a.Underlay != "127.0.0.1" || a.OverlayIP != resp.OverlayIP ||
+		!bytes.Equal(a.TLSCert, resp.TLSCert) || !bytes.Equal(a.NebulaCert, resp.NebulaCert) || !a.At.Equal(pkitest.Now) {
+		t.Errorf("admission %+v does not match response %+v", a, resp)
+	}
+	leaf, err := (&pki.Identity{Cert: resp.TLSCert}).Leaf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leaf.IPAddresses) != 1 || leaf.IPAddresses[0].String() != "127.0.0.1" {
+		t.Errorf("control leaf IP SANs = %v, want the underlay", leaf.IPAddresses)
+	}
+}
+
+func TestServeHTTP(t *testing.T) {
+	c := newCluster(t)
+	srv := c.server()
+	good, _ := c.request(t, "w1")
+	goodBody, err := json.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		body       []byte
+		wantStatus int
+		wantCode   codes.Code
+	}{
+		{name: "fail/get", method: http.MethodGet, path: enroll.Path, wantStatus: http.StatusMethodNotAllowed, wantCode: codes.EnrollRejected},
+		{name: "fail/other-path", method: http.MethodPost, path: "/v1/other", body: goodBody, wantStatus: http.StatusNotFound, wantCode: codes.EnrollRejected},
+		{name: "fail/bad-json", method: http.MethodPost, path: enroll.Path, body: []byte("{"), wantStatus: 400, wantCode: codes.EnrollRejected},
+		{name: "fail/trailing-data", method: http.MethodPost, path: enroll.Path, body: append(slices.Clone(goodBody), " {}"...), wantStatus: 400, wantCode: codes.EnrollRejected},
+		{name: "fail/too-large", method: http.MethodPost, path: enroll.Path, body: []byte(`{"version":"` + strings.Repeat("a", 70<<10) + `"}`), wantStatus: 400, wantCode: codes.EnrollRejected},
+		{name: "ok/enroll", method: http.MethodPost, path: enroll.Path, body: goodBody, wantStatus: 200},
+		{name: "fail/consumed-second-time", method: http.MethodPost, path: enroll.Path, body: goodBody, wantStatus: 401, wantCode: codes.TokenConsumed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequestWithContext(t.Context(), tt.method, tt.path, bytes.NewReader(tt.body))
+			r.RemoteAddr = "127.0.0.1:40000"
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, r)
+			if w.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.wantStatus, w.Body)
+			}
+			if tt.wantCode == "" {
+				var resp enroll.Response
+				if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || resp.Name != "w1" {
+					t.Fatalf("response %s: %v", w.Body, err)
+				}
+				// The ledger now knows the token as consumed.
+				c.rec.ConsumedAt, c.rec.ConsumedBy = pkitest.Now, resp.NodeID
+				return
+			}
+			var body enroll.ErrorBody
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("error body %s: %v", w.Body, err)
+			}
+			if body.Code != string(tt.wantCode) || body.Cause == "" || body.Remedy == "" {
+				t.Errorf("error body %+v, want code %s with cause and remedy", body, tt.wantCode)
+			}
+		})
+	}
+}
+
+func TestServeHTTPInternalErrorHidesDetail(t *testing.T) {
+	c := newCluster(t)
+	c.ledger.token = func(enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+		return enroll.TokenRecord{}, false, errors.New("bolt: database at /var/lib/meshd/raft.db is locked")
+	}
+	var logs bytes.Buffer
+	c.deps.Log = slogTo(&logs)
+	req, _ := c.request(t, "w1")
+	body, _ := json.Marshal(req)
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, enroll.Path, bytes.NewReader(body))
+	r.RemoteAddr = "127.0.0.1:40000"
+	w := httptest.NewRecorder()
+	c.server().ServeHTTP(w, r)
+	var eb enroll.ErrorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != 500 || eb.Code != string(codes.Internal) || eb.Detail != "" {
+		t.Errorf("status %d body %+v, want 500 %s without detail", w.Code, eb, codes.Internal)
+	}
+	if !strings.Contains(logs.String(), "raft.db is locked") {
+		t.Errorf("the internal error was not logged: %s", logs.String())
+	}
+	secretJSON, _ := json.Marshal(c.secret)
+	if strings.Contains(logs.String(), strings.Trim(string(secretJSON), `"`)) {
+		t.Errorf("log shows the token secret: %s", logs.String())
+	}
+}
+
+func FuzzServeHTTP(f *testing.F) {
+	f.Add([]byte(`{"protocol":1,"name":"w1","secret":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`))
+	f.Add([]byte(`{"protocol":1,"csr":"!!","clock":"x"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c := newCluster(t)
+		r := httptest.NewRequest(http.MethodPost, enroll.Path, bytes.NewReader(body))
+		r.RemoteAddr = "127.0.0.1:40000"
+		w := httptest.NewRecorder()
+		c.server().ServeHTTP(w, r)
+		if w.Code == http.StatusOK {
+			return
+		}
+		var eb enroll.ErrorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil {
+			t.Fatalf("status %d with a body that is no ErrorBody: %q", w.Code, w.Body)
+		}
+		if _, ok := codes.Code(eb.Code).Info(); !ok {
+			t.Fatalf("unknown code %q", eb.Code)
+		}
+	})
+}

@@ -1,0 +1,56 @@
+package enroll
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/pki"
+)
+
+// ProtocolVersion is the enroll protocol version a Request carries.
+const ProtocolVersion = 1
+
+// Path is the enroll endpoint on a control node's TLS port.
+const Path = "/v1/enroll"
+
+// Request is what a joiner sends after it has verified the server. Only
+// public keys travel; the private keys stay on the joiner.
+type Request struct {
+	Protocol     int       `json:"protocol"`
+	Secret       Secret    `json:"secret"`        // the token secret; hashed on arrival, never stored or logged
+	Name         string    `json:"name"`          // must equal the token's
+	CSR          []byte    `json:"csr"`           // DER PKCS#10 for the TLS leaf
+	NebulaPublic []byte    `json:"nebula_public"` // PEM Nebula X25519 public key
+	Underlay     string    `json:"underlay"`      // advertised underlay IP
+	Version      string    `json:"version"`       // joiner's agent version
+	Clock        time.Time `json:"clock"`         // joiner's clock, for the skew warning
+}
+
+// Response is what an admitted joiner receives.
+type Response struct {
+	NodeID       string       `json:"node_id"`
+	Name         string       `json:"name"`
+	Role         pki.Role     `json:"role"`
+	ClusterID    string       `json:"cluster_id"`
+	ClusterName  string       `json:"cluster_name"`
+	CACert       []byte       `json:"ca_cert"`        // PEM
+	TLSCert      []byte       `json:"tls_cert"`       // PEM leaf for the joiner's key
+	NebulaCACert []byte       `json:"nebula_ca_cert"` // PEM
+	NebulaCert   []byte       `json:"nebula_cert"`    // PEM host cert for the joiner's key
+	OverlayIP    netip.Prefix `json:"overlay_ip"`     // address/cluster prefix length
+	GossipKeys   [][]byte     `json:"gossip_keys"`    // primary first
+	Seeds        []string     `json:"seeds"`
+	SerfPeers    []string     `json:"serf_peers"`
+	Lighthouses  []Lighthouse `json:"lighthouses"`
+	RaftPeers    []RaftPeer   `json:"raft_peers,omitempty"`
+	ServerTime   time.Time    `json:"server_time"`
+}
+
+// ErrorBody is the JSON body of a failed enroll call; it mirrors the local
+// API's error shape.
+type ErrorBody struct {
+	Code   string `json:"code"`
+	Cause  string `json:"cause"`
+	Remedy string `json:"remedy"`
+	Detail string `json:"detail,omitempty"`
+}
