@@ -1,0 +1,344 @@
+package enroll
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// Token lifetimes and the format version.
+const (
+	TokenVersion = 1                // the only version ParseToken accepts
+	DefaultTTL   = 15 * time.Minute // lifetime of a token minted without --ttl
+	MaxTTL       = time.Hour        // longest lifetime a token may have
+	MinTTL       = time.Minute      // shortest lifetime a token may have
+)
+
+// Limits on the seed list a token carries.
+const (
+	MaxSeeds   = 16  // at most this many enroll endpoints
+	MaxSeedLen = 255 // bytes per endpoint ("host:port")
+)
+
+// tokenPrefix is the version prefix of a v1 token; it is also covered by the
+// checksum, so a payload cannot be moved under another version.
+const tokenPrefix = "mesh1_"
+
+// Layout of the fixed part of the payload.
+const (
+	clusterIDSize = 16
+	fixedSize     = clusterIDSize + len(pki.Fingerprint{}) + SecretSize + 8 + 1 // id, CA, secret, expiry, role
+	crcSize       = 4
+)
+
+// Role bytes in the payload.
+const (
+	roleByteWorker  = 1
+	roleByteControl = 2
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Token is a one-time join token: everything a new machine needs to find the
+// cluster, trust it, and be admitted under one name and role. It prints and
+// logs redacted; only Encode reveals the secret.
+type Token struct {
+	ClusterID string          // 32 lowercase hex characters (16 bytes)
+	CA        pki.Fingerprint // full SHA-256 of the cluster CA cert: the joiner's only trust anchor
+	Seeds     []string        // enroll endpoints "host:port" of every control node, 1 to MaxSeeds
+	Name      string          // the one node name it admits (ValidName)
+	Role      pki.Role        // the role it admits
+	Expires   time.Time       // whole seconds, UTC
+	Secret    Secret          // the one-time secret; the cluster stores only its hash
+}
+
+// Encode returns the one-line form of t:
+//
+//	mesh1_ + base64url(payload || crc32c("mesh1_" || payload))
+//
+// It refuses a token without a CA fingerprint, secret or seed, or with a
+// bad cluster id, name or role (the error carries the matching code).
+func (t Token) Encode() (string, error) {
+	if err := t.validate(); err != nil {
+		return "", err
+	}
+	id, _ := hex.DecodeString(t.ClusterID) // validated
+	b := make([]byte, 0, fixedSize+1+len(t.Name)+1+len(t.Seeds)*32+crcSize)
+	b = append(b, id...)
+	b = append(b, t.CA[:]...)
+	b = append(b, t.Secret[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
+	b = append(b, roleByte(t.Role))
+	b = append(b, byte(len(t.Name)))
+	b = append(b, t.Name...)
+	b = append(b, byte(len(t.Seeds)))
+	for _, s := range t.Seeds {
+		b = append(b, byte(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint32(b, checksum(b))
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// ParseToken decodes a token as Encode writes it. Surrounding whitespace is
+// ignored. A prefix of another shape, a bad checksum, a wrong length or a bad
+// field is codes.TokenCorrupt; a well-formed prefix of another version is
+// codes.TokenVersion. ParseToken does not judge expiry: see CheckExpiry.
+func ParseToken(s string) (Token, error) {
+	s = strings.TrimSpace(s)
+	body, err := splitPrefix(s)
+	if err != nil {
+		return Token{}, err
+	}
+	// The base64 decoder skips CR and LF even in strict mode; a token has
+	// exactly one spelling, so refuse them here.
+	if strings.ContainsAny(body, "\r\n") {
+		return Token{}, corrupt("line break inside the token")
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(body)
+	if err != nil {
+		return Token{}, corrupt("not base64url")
+	}
+	if len(b) < fixedSize+2+crcSize {
+		return Token{}, corrupt("too short")
+	}
+	payload, sum := b[:len(b)-crcSize], binary.BigEndian.Uint32(b[len(b)-crcSize:])
+	if checksum(payload) != sum {
+		return Token{}, corrupt("checksum mismatch")
+	}
+	t, err := decodePayload(payload)
+	if err != nil {
+		return Token{}, corrupt(err.Error())
+	}
+	if err := t.validate(); err != nil {
+		return Token{}, corrupt(err.Error())
+	}
+	return t, nil
+}
+
+// splitPrefix checks the "mesh<digits>_" prefix and returns what follows.
+func splitPrefix(s string) (string, error) {
+	rest, ok := strings.CutPrefix(s, "mesh")
+	if !ok {
+		return "", corrupt("does not start with mesh1_")
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n == len(rest) || rest[n] != '_' {
+		return "", corrupt("does not start with mesh1_")
+	}
+	if v := rest[:n]; v != strconv.Itoa(TokenVersion) {
+		return "", codes.Wrap(codes.TokenVersion, fmt.Errorf("join token version %s: this meshd reads version %d", v, TokenVersion))
+	}
+	return rest[n+1:], nil
+}
+
+// decodePayload reads the binary layout; trailing bytes are an error.
+func decodePayload(p []byte) (Token, error) {
+	var t Token
+	t.ClusterID = hex.EncodeToString(p[:clusterIDSize])
+	p = p[clusterIDSize:]
+	copy(t.CA[:], p)
+	p = p[len(t.CA):]
+	copy(t.Secret[:], p)
+	p = p[SecretSize:]
+	t.Expires = time.Unix(int64(binary.BigEndian.Uint64(p)), 0).UTC()
+	p = p[8:]
+	switch p[0] {
+	case roleByteWorker:
+		t.Role = pki.RoleWorker
+	case roleByteControl:
+		t.Role = pki.RoleControl
+	default:
+		return Token{}, fmt.Errorf("unknown role byte %d", p[0])
+	}
+	p = p[1:]
+	name, p, ok := lenPrefixed(p)
+	if !ok {
+		return Token{}, errors.New("name overruns the token")
+	}
+	t.Name = string(name)
+	if len(p) < 1 {
+		return Token{}, errors.New("seed count missing")
+	}
+	n := int(p[0])
+	p = p[1:]
+	if n > MaxSeeds {
+		return Token{}, fmt.Errorf("%d seeds, at most %d", n, MaxSeeds)
+	}
+	t.Seeds = make([]string, 0, n)
+	for range n {
+		var seed []byte
+		if seed, p, ok = lenPrefixed(p); !ok {
+			return Token{}, errors.New("seed overruns the token")
+		}
+		t.Seeds = append(t.Seeds, string(seed))
+	}
+	if len(p) != 0 {
+		return Token{}, fmt.Errorf("%d trailing bytes", len(p))
+	}
+	return t, nil
+}
+
+// lenPrefixed splits a one-byte-length-prefixed field off p.
+func lenPrefixed(p []byte) (field, rest []byte, ok bool) {
+	if len(p) < 1 || len(p) < 1+int(p[0]) {
+		return nil, nil, false
+	}
+	n := int(p[0])
+	return p[1 : 1+n], p[1+n:], true
+}
+
+// validate checks every field; Encode and ParseToken share it, so anything
+// ParseToken accepts encodes back to the same string.
+func (t Token) validate() error {
+	if b, err := hex.DecodeString(t.ClusterID); err != nil || len(b) != clusterIDSize || strings.ToLower(t.ClusterID) != t.ClusterID {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("cluster id %q: want %d lowercase hex characters", t.ClusterID, 2*clusterIDSize))
+	}
+	if t.CA.IsZero() {
+		return codes.Wrap(codes.BadRequest, errors.New("token without a CA fingerprint"))
+	}
+	if t.Secret.IsZero() {
+		return codes.Wrap(codes.BadRequest, errors.New("token without a secret"))
+	}
+	if t.Expires.Unix() <= 0 {
+		return codes.Wrap(codes.BadRequest, errors.New("token without an expiry"))
+	}
+	if err := ValidName(t.Name); err != nil {
+		return err
+	}
+	if roleByte(t.Role) == 0 {
+		return codes.Wrap(codes.BadRole, fmt.Errorf("role %q: want worker or control", t.Role))
+	}
+	if len(t.Seeds) == 0 || len(t.Seeds) > MaxSeeds {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("%d seeds: want 1 to %d", len(t.Seeds), MaxSeeds))
+	}
+	for _, s := range t.Seeds {
+		if err := validSeed(s); err != nil {
+			return codes.Wrap(codes.BadRequest, err)
+		}
+	}
+	return nil
+}
+
+// validSeed accepts "host:port" with an IP address or DNS name and a port
+// in 1..65535.
+func validSeed(s string) error {
+	if len(s) > MaxSeedLen {
+		return fmt.Errorf("seed of %d bytes, at most %d", len(s), MaxSeedLen)
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("seed %q: %w", s, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("seed %q: bad port", s)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if host == "" {
+		return fmt.Errorf("seed %q: empty host", s)
+	}
+	for _, c := range []byte(host) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return fmt.Errorf("seed %q: bad host", s)
+		}
+	}
+	return nil
+}
+
+func roleByte(r pki.Role) byte {
+	switch r {
+	case pki.RoleWorker:
+		return roleByteWorker
+	case pki.RoleControl:
+		return roleByteControl
+	}
+	return 0
+}
+
+func checksum(payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, []byte(tokenPrefix))
+	return crc32.Update(c, castagnoli, payload)
+}
+
+func corrupt(why string) error {
+	return codes.Wrap(codes.TokenCorrupt, fmt.Errorf("join token is truncated or corrupt: %s", why))
+}
+
+// CheckExpiry fails with codes.TokenExpired once now has reached t.Expires.
+func (t Token) CheckExpiry(now time.Time) error {
+	if now.Before(t.Expires) {
+		return nil
+	}
+	return codes.Wrap(codes.TokenExpired, fmt.Errorf("join token for %s expired at %s", t.Name, t.Expires.UTC().Format(time.RFC3339)))
+}
+
+// ValidName checks a node name: 1-63 characters of a-z, 0-9 and '-',
+// starting and ending with a letter or digit (a DNS label). Otherwise it
+// fails with codes.BadNodeName.
+func ValidName(name string) error {
+	bad := len(name) == 0 || len(name) > 63 || name[0] == '-' || name[len(name)-1] == '-'
+	for i := 0; i < len(name) && !bad; i++ {
+		c := name[i]
+		bad = !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
+	}
+	if bad {
+		return codes.Wrap(codes.BadNodeName, fmt.Errorf("node name %q: want 1-63 of a-z, 0-9, '-', starting and ending with a letter or digit", name))
+	}
+	return nil
+}
+
+// CheckTTL accepts a token lifetime from MinTTL to MaxTTL; otherwise it
+// fails with codes.TokenBadTTL.
+func CheckTTL(d time.Duration) error {
+	if d < MinTTL || d > MaxTTL {
+		return codes.Wrap(codes.TokenBadTTL, fmt.Errorf("token lifetime %s: want %s to %s", d, MinTTL, MaxTTL))
+	}
+	return nil
+}
+
+// String shows the cluster id, name, role and expiry, never the secret.
+func (t Token) String() string {
+	return fmt.Sprintf("enroll.Token{cluster=%s name=%s role=%s expires=%s secret=[redacted]}",
+		t.ClusterID, t.Name, t.Role, t.Expires.UTC().Format(time.RFC3339))
+}
+
+// GoString is String, so %#v is redacted too.
+func (t Token) GoString() string { return t.String() }
+
+// Format makes every verb (%v, %+v, %#v, %s, %x, ...) print the redacted
+// form.
+func (t Token) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(t.String())) }
+
+// LogValue logs the redacted fields as a group.
+func (t Token) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("cluster", t.ClusterID),
+		slog.String("name", t.Name),
+		slog.String("role", string(t.Role)),
+		slog.Time("expires", t.Expires),
+		slog.String("secret", "[redacted]"),
+	)
+}
+
+// MarshalJSON refuses: a token holds its secret, and the only way out of
+// the process is Encode, shown once to the operator.
+func (Token) MarshalJSON() ([]byte, error) {
+	return nil, errors.New("a join token is never marshalled to JSON; use Encode")
+}

@@ -1,0 +1,325 @@
+package enroll
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// testToken is a fixed, valid token; tests copy and edit it.
+func testToken() Token {
+	var t Token
+	t.ClusterID = "00112233445566778899aabbccddeeff"
+	for i := range t.CA {
+		t.CA[i] = byte(0xc0 + i)
+	}
+	for i := range t.Secret {
+		t.Secret[i] = byte(0x10 + 3*i)
+	}
+	t.Seeds = []string{"192.0.2.10:7300", "[2001:db8::1]:7300", "ctl-3.example.net:7300"}
+	t.Name = "web-1"
+	t.Role = pki.RoleWorker
+	t.Expires = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	return t
+}
+
+func mustEncode(t testing.TB, tok Token) string {
+	t.Helper()
+	s, err := tok.Encode()
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	return s
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Token)
+	}{
+		{"worker", func(*Token) {}},
+		{"control", func(t *Token) { t.Role = pki.RoleControl }},
+		{"one-seed", func(t *Token) { t.Seeds = t.Seeds[:1] }},
+		{"max-seeds", func(t *Token) {
+			t.Seeds = nil
+			for i := range MaxSeeds {
+				t.Seeds = append(t.Seeds, fmt.Sprintf("10.0.0.%d:7300", i+1))
+			}
+		}},
+		{"long-name", func(t *Token) { t.Name = strings.Repeat("a", 63) }},
+		{"long-seed", func(t *Token) { t.Seeds = []string{strings.Repeat("h", MaxSeedLen-5) + ":7300"} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := testToken()
+			tc.edit(&want)
+			s := mustEncode(t, want)
+			if strings.ContainsAny(s, " \t\r\n") {
+				t.Fatalf("token is not one line: %q", s)
+			}
+			got, err := ParseToken("  " + s + "\n")
+			if err != nil {
+				t.Fatalf("ParseToken: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, want)
+			}
+			if again := mustEncode(t, got); again != s {
+				t.Fatalf("re-encode differs:\n%s\n%s", again, s)
+			}
+		})
+	}
+}
+
+func TestTokenLength(t *testing.T) {
+	tok := testToken()
+	tok.Seeds = []string{"192.0.2.10:7300"}
+	tok.Name = "w1"
+	s := mustEncode(t, tok)
+	// 89 fixed + 1+2 name + 1+1+15 seed + 4 crc = 113 bytes -> 151 base64 chars.
+	if len(s) != len(tokenPrefix)+151 {
+		t.Fatalf("len = %d: %s", len(s), s)
+	}
+	t.Logf("example token (%d chars): %s", len(s), s)
+}
+
+// rawToken builds a token string from an arbitrary payload with a correct
+// checksum, to reach the field checks behind the checksum.
+func rawToken(payload []byte) string {
+	b := binary.BigEndian.AppendUint32(append([]byte(nil), payload...), checksum(payload))
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// payloadOf returns the checked payload of a valid token string.
+func payloadOf(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(s, tokenPrefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:len(b)-crcSize]
+}
+
+func TestParseTokenFailures(t *testing.T) {
+	good := mustEncode(t, testToken())
+	p := payloadOf(t, good)
+	roleAt := fixedSize - 1
+	nameAt := fixedSize
+	edit := func(f func(b []byte) []byte) string {
+		return rawToken(f(append([]byte(nil), p...)))
+	}
+	for _, tc := range []struct {
+		name string
+		in   string
+		want codes.Code
+	}{
+		{"corrupt/empty", "", codes.TokenCorrupt},
+		{"corrupt/whitespace", " \n\t", codes.TokenCorrupt},
+		{"corrupt/no-prefix", strings.TrimPrefix(good, tokenPrefix), codes.TokenCorrupt},
+		{"corrupt/prefix-no-digits", "mesh_" + good[len(tokenPrefix):], codes.TokenCorrupt},
+		{"corrupt/prefix-no-underscore", "mesh1", codes.TokenCorrupt},
+		{"corrupt/prefix-upper", "MESH1_" + good[len(tokenPrefix):], codes.TokenCorrupt},
+		{"corrupt/other-scheme", "join_" + good[len(tokenPrefix):], codes.TokenCorrupt},
+		{"version/zero", "mesh0_" + good[len(tokenPrefix):], codes.TokenVersion},
+		{"version/two", "mesh2_" + good[len(tokenPrefix):], codes.TokenVersion},
+		{"version/leading-zero", "mesh01_" + good[len(tokenPrefix):], codes.TokenVersion},
+		{"version/huge", "mesh99999999999999999999_x", codes.TokenVersion},
+		{"corrupt/prefix-only", tokenPrefix, codes.TokenCorrupt},
+		{"corrupt/not-base64", tokenPrefix + "!!!!", codes.TokenCorrupt},
+		{"corrupt/padded", good + "==", codes.TokenCorrupt},
+		{"corrupt/std-alphabet", tokenPrefix + strings.NewReplacer("-", "+", "_", "/").Replace(good[len(tokenPrefix):]) + "+", codes.TokenCorrupt},
+		{"corrupt/inner-newline", good[:40] + "\n" + good[40:], codes.TokenCorrupt},
+		{"corrupt/inner-space", good[:40] + " " + good[40:], codes.TokenCorrupt},
+		{"corrupt/truncated", good[:len(good)-4], codes.TokenCorrupt},
+		{"corrupt/truncated-half", good[:len(good)/2], codes.TokenCorrupt},
+		{"corrupt/appended", good + "AAAA", codes.TokenCorrupt},
+		{"corrupt/checksum", rawToken(p)[:len(good)-2] + "AA", codes.TokenCorrupt},
+		{"corrupt/short-payload", rawToken(p[:fixedSize]), codes.TokenCorrupt},
+		{"corrupt/trailing-byte", edit(func(b []byte) []byte { return append(b, 0) }), codes.TokenCorrupt},
+		{"corrupt/role-zero", edit(func(b []byte) []byte { b[roleAt] = 0; return b }), codes.TokenCorrupt},
+		{"corrupt/role-unknown", edit(func(b []byte) []byte { b[roleAt] = 9; return b }), codes.TokenCorrupt},
+		{"corrupt/name-overrun", edit(func(b []byte) []byte { b[nameAt] = 200; return b }), codes.TokenCorrupt},
+		{"corrupt/name-bad", edit(func(b []byte) []byte { b[nameAt+1] = 'W'; return b }), codes.TokenCorrupt},
+		{"corrupt/name-empty", rawToken(append(append(append([]byte(nil), p[:nameAt]...), 0), p[nameAt+1+len("web-1"):]...)), codes.TokenCorrupt},
+		{"corrupt/no-seeds", rawToken(append(append([]byte(nil), p[:nameAt+1+len("web-1")]...), 0)), codes.TokenCorrupt},
+		{"corrupt/seed-count-missing", rawToken(p[:nameAt+1+len("web-1")]), codes.TokenCorrupt},
+		{"corrupt/seed-overrun", edit(func(b []byte) []byte { b[nameAt+1+len("web-1")] = 4; return b }), codes.TokenCorrupt},
+		{"corrupt/too-many-seeds", edit(func(b []byte) []byte { b[nameAt+1+len("web-1")] = MaxSeeds + 1; return b }), codes.TokenCorrupt},
+		{"corrupt/seed-bad", edit(func(b []byte) []byte { b[nameAt+1+len("web-1")+2] = ' '; return b }), codes.TokenCorrupt},
+		{"corrupt/zero-ca", edit(func(b []byte) []byte { clear(b[clusterIDSize : clusterIDSize+32]); return b }), codes.TokenCorrupt},
+		{"corrupt/zero-secret", edit(func(b []byte) []byte { clear(b[clusterIDSize+32 : clusterIDSize+64]); return b }), codes.TokenCorrupt},
+		{"corrupt/zero-expiry", edit(func(b []byte) []byte { clear(b[clusterIDSize+64 : clusterIDSize+72]); return b }), codes.TokenCorrupt},
+		{"corrupt/negative-expiry", edit(func(b []byte) []byte { b[clusterIDSize+64] = 0x80; return b }), codes.TokenCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok, err := ParseToken(tc.in)
+			if got := codes.Of(err); got != tc.want {
+				t.Fatalf("ParseToken = %v, %v; code %q, want %q", tok, err, got, tc.want)
+			}
+		})
+	}
+}
+
+// A version prefix that still reads mesh<digits>_ after an edit.
+var versionShape = regexp.MustCompile(`^mesh[0-9]+_`)
+
+// wantForEdit is what ParseToken must say about a one-character edit at i.
+func wantForEdit(edited string, i int) []codes.Code {
+	if i < len(tokenPrefix) && versionShape.MatchString(strings.TrimSpace(edited)) {
+		return []codes.Code{codes.TokenCorrupt, codes.TokenVersion}
+	}
+	return []codes.Code{codes.TokenCorrupt}
+}
+
+func checkEdit(t *testing.T, what, edited string, i int) {
+	t.Helper()
+	_, err := ParseToken(edited)
+	got := codes.Of(err)
+	for _, w := range wantForEdit(edited, i) {
+		if got == w {
+			return
+		}
+	}
+	t.Errorf("%s at %d: %q -> code %q (err %v), want one of %v", what, i, edited, got, err, wantForEdit(edited, i))
+}
+
+func TestTokenOneCharacterDeleted(t *testing.T) {
+	for _, tok := range []Token{testToken(), func() Token { x := testToken(); x.Seeds = x.Seeds[:1]; x.Name = "a"; return x }()} {
+		s := mustEncode(t, tok)
+		for i := range s {
+			checkEdit(t, "delete", s[:i]+s[i+1:], i)
+		}
+	}
+}
+
+func TestTokenOneCharacterReplaced(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/= .\n\x00\xff"
+	s := mustEncode(t, testToken())
+	for i := range s {
+		for _, c := range []byte(alphabet) {
+			if c == s[i] {
+				continue
+			}
+			checkEdit(t, fmt.Sprintf("replace with %q", c), s[:i]+string(c)+s[i+1:], i)
+		}
+	}
+}
+
+func TestTokenEncodeRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Token)
+		want codes.Code
+	}{
+		{"zero-ca", func(t *Token) { t.CA = pki.Fingerprint{} }, codes.BadRequest},
+		{"zero-secret", func(t *Token) { t.Secret = Secret{} }, codes.BadRequest},
+		{"no-seeds", func(t *Token) { t.Seeds = nil }, codes.BadRequest},
+		{"too-many-seeds", func(t *Token) { t.Seeds = make([]string, MaxSeeds+1) }, codes.BadRequest},
+		{"seed-no-port", func(t *Token) { t.Seeds = []string{"10.0.0.1"} }, codes.BadRequest},
+		{"seed-port-zero", func(t *Token) { t.Seeds = []string{"10.0.0.1:0"} }, codes.BadRequest},
+		{"seed-too-long", func(t *Token) { t.Seeds = []string{strings.Repeat("h", MaxSeedLen) + ":1"} }, codes.BadRequest},
+		{"bad-name", func(t *Token) { t.Name = "Web_1" }, codes.BadNodeName},
+		{"empty-name", func(t *Token) { t.Name = "" }, codes.BadNodeName},
+		{"bad-role", func(t *Token) { t.Role = "admin" }, codes.BadRole},
+		{"no-role", func(t *Token) { t.Role = "" }, codes.BadRole},
+		{"bad-cluster-id", func(t *Token) { t.ClusterID = "xyz" }, codes.BadRequest},
+		{"upper-cluster-id", func(t *Token) { t.ClusterID = strings.ToUpper(t.ClusterID) }, codes.BadRequest},
+		{"no-expiry", func(t *Token) { t.Expires = time.Time{} }, codes.BadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := testToken()
+			tc.edit(&tok)
+			s, err := tok.Encode()
+			if got := codes.Of(err); got != tc.want {
+				t.Fatalf("Encode = %q, %v; code %q, want %q", s, err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTokenRedacted(t *testing.T) {
+	tok := testToken()
+	secrets := []string{
+		base64.RawURLEncoding.EncodeToString(tok.Secret[:]),
+		base64.StdEncoding.EncodeToString(tok.Secret[:]),
+		hex.EncodeToString(tok.Secret[:]),
+		strings.ToUpper(hex.EncodeToString(tok.Secret[:])),
+		mustEncode(t, tok),
+		fmt.Sprint(tok.Secret[:]),
+	}
+	var js bytes.Buffer
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("minted", "token", tok, "ptr", &tok)
+	var txt bytes.Buffer
+	slog.New(slog.NewTextHandler(&txt, nil)).Info("minted", "token", tok)
+	outputs := map[string]string{
+		"String": tok.String(),
+		"%v":     fmt.Sprintf("%v", tok),
+		"%+v":    fmt.Sprintf("%+v", tok),
+		"%#v":    fmt.Sprintf("%#v", tok),
+		"%s":     fmt.Sprintf("%s", tok),
+		"%x":     fmt.Sprintf("%x", tok),
+		"%d":     fmt.Sprintf("%d", tok),
+		"ptr %v": fmt.Sprintf("%v", &tok),
+		"slice":  fmt.Sprintf("%+v", []Token{tok}),
+		"json":   js.String(),
+		"text":   txt.String(),
+	}
+	for name, out := range outputs {
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Errorf("%s output reveals the secret: %s", name, out)
+			}
+		}
+		if !strings.Contains(out, "web-1") && name != "%x" {
+			t.Errorf("%s output lacks the node name: %s", name, out)
+		}
+	}
+}
+
+func TestCheckExpiry(t *testing.T) {
+	tok := testToken()
+	if err := tok.CheckExpiry(tok.Expires.Add(-time.Second)); err != nil {
+		t.Fatalf("before expiry: %v", err)
+	}
+	for _, now := range []time.Time{tok.Expires, tok.Expires.Add(time.Hour)} {
+		if got := codes.Of(tok.CheckExpiry(now)); got != codes.TokenExpired {
+			t.Fatalf("at %s: code %q", now, got)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"a", "0", "web-1", "a-b-c", strings.Repeat("z", 63), "1a"} {
+		if err := ValidName(ok); err != nil {
+			t.Errorf("ValidName(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "-a", "a-", "A", "a_b", "a.b", "a b", strings.Repeat("z", 64), "é", "a\x00"} {
+		if got := codes.Of(ValidName(bad)); got != codes.BadNodeName {
+			t.Errorf("ValidName(%q) code %q", bad, got)
+		}
+	}
+}
+
+func TestCheckTTL(t *testing.T) {
+	for _, d := range []time.Duration{MinTTL, DefaultTTL, MaxTTL} {
+		if err := CheckTTL(d); err != nil {
+			t.Errorf("CheckTTL(%s) = %v", d, err)
+		}
+	}
+	for _, d := range []time.Duration{0, -time.Minute, MinTTL - 1, MaxTTL + 1, 24 * time.Hour} {
+		if got := codes.Of(CheckTTL(d)); got != codes.TokenBadTTL {
+			t.Errorf("CheckTTL(%s) code %q", d, got)
+		}
+	}
+}
