@@ -1,0 +1,220 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// Each apply method checks everything first and changes the state only
+// once nothing can fail: a failed command changes nothing.
+
+func (s *Snapshot) bootstrap(c Bootstrap) error {
+	if s.Cluster != nil {
+		return codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("cluster %s already exists", s.Cluster.ID))
+	}
+	cl, origin := c.Cluster.clone(), c.Origin.clone()
+	if cl.ID == "" {
+		return codes.Wrap(codes.BadRequest, errors.New("bootstrap: cluster without an id"))
+	}
+	if !cl.Overlay.IsValid() {
+		return codes.Wrap(codes.BadRequest, errors.New("bootstrap: cluster without an overlay prefix"))
+	}
+	cl.Overlay = cl.Overlay.Masked()
+	if origin.ID == "" {
+		return codes.Wrap(codes.BadRequest, errors.New("bootstrap: origin without an id"))
+	}
+	if err := enroll.ValidName(origin.Name); err != nil {
+		return err
+	}
+	switch origin.Role {
+	case "":
+		origin.Role = pki.RoleControl
+	case pki.RoleControl:
+	default:
+		return codes.Wrap(codes.BadRole, fmt.Errorf("bootstrap: origin role %q, want control", origin.Role))
+	}
+	origin.OverlayIP = origin.OverlayIP.Unmap()
+	if err := checkHost(cl.Overlay, origin.OverlayIP); err != nil {
+		return err
+	}
+
+	if cl.Created.IsZero() {
+		cl.Created = c.At
+	}
+	if cl.CAHolder == "" {
+		cl.CAHolder = origin.ID
+	}
+	origin.State = NodeActive
+	origin.Created, origin.Updated = c.At, c.At
+	s.Cluster = &cl
+	s.Nodes[origin.ID] = origin
+	s.IPAM[origin.OverlayIP] = origin.ID
+	s.audit(AuditEvent{Code: codes.EventClusterCreated, At: c.At, Actor: c.Actor, Subject: cl.Name,
+		Detail: fmt.Sprintf("cluster %s, origin %s (%s) at %s", cl.ID, origin.Name, origin.ID, origin.OverlayIP)})
+	return nil
+}
+
+func (s *Snapshot) mintToken(c MintToken) error {
+	r := c.Record
+	if s.Cluster == nil {
+		return codes.Wrap(codes.NotInCluster, errors.New("mint token: no cluster yet"))
+	}
+	if _, dup := s.Tokens[r.Hash]; dup {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("mint token: hash %s already recorded", r.Hash))
+	}
+	if r.Hash == (enroll.TokenHash{}) {
+		return codes.Wrap(codes.BadRequest, errors.New("mint token: no hash"))
+	}
+	if err := enroll.ValidName(r.Name); err != nil {
+		return err
+	}
+	if _, err := pki.ParseRole(string(r.Role)); err != nil {
+		return err
+	}
+	if err := enroll.CheckTTL(r.Expires.Sub(r.Created)); err != nil {
+		return err
+	}
+	if r.Addr != "" {
+		if _, err := netip.ParseAddr(r.Addr); err != nil {
+			return codes.Wrap(codes.BadRequest, fmt.Errorf("mint token: bound address %q: %w", r.Addr, err))
+		}
+	}
+	if r.Consumed() || r.ConsumedBy != "" {
+		return codes.Wrap(codes.BadRequest, errors.New("mint token: record is already consumed"))
+	}
+
+	s.Tokens[r.Hash] = r
+	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: r.Created, Actor: c.Actor, Subject: r.Name,
+		Detail: fmt.Sprintf("role %s, expires %s, hash %s", r.Role, r.Expires.UTC().Format("2006-01-02T15:04:05Z"), r.Hash)})
+	return nil
+}
+
+func (s *Snapshot) admit(c Admit) error {
+	a, n := c.Admission, c.Node.clone()
+	if s.Cluster == nil {
+		return codes.Wrap(codes.NotInCluster, errors.New("admit: no cluster yet"))
+	}
+	if a.NodeID == "" || (n.ID != "" && n.ID != a.NodeID) {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %q does not match admission %q", n.ID, a.NodeID))
+	}
+	if _, dup := s.Nodes[a.NodeID]; dup {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %s already recorded", a.NodeID))
+	}
+
+	rec, ok := s.Tokens[a.Token]
+	switch {
+	case !ok:
+		return codes.Wrap(codes.TokenUnknown, fmt.Errorf("admit %s: no record of token %s", a.Name, a.Token))
+	case rec.Consumed():
+		return codes.Wrap(codes.TokenConsumed, fmt.Errorf("admit %s: token consumed by %s", a.Name, rec.ConsumedBy))
+	case !a.At.Before(rec.Expires):
+		return codes.Wrap(codes.TokenExpired, fmt.Errorf("admit %s: token expired at %s", a.Name, rec.Expires.UTC().Format("2006-01-02T15:04:05Z")))
+	case a.Name != rec.Name || (n.Name != "" && n.Name != rec.Name):
+		return codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("admit %q: token admits %q", a.Name, rec.Name))
+	case (a.Role != "" && a.Role != rec.Role) || (n.Role != "" && n.Role != rec.Role):
+		return codes.Wrap(codes.BadRole, fmt.Errorf("admit %s: token admits role %s", a.Name, rec.Role))
+	}
+	if rec.Addr != "" && !sameIP(rec.Addr, a.SourceAddr) {
+		return codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("admit %s: token bound to %s, join came from %s", a.Name, rec.Addr, a.SourceAddr))
+	}
+	if other, taken := s.nodeByName(rec.Name); taken {
+		return codes.Wrap(codes.NameTaken, fmt.Errorf("admit %s: name held by node %s (%s)", rec.Name, other.ID, other.State))
+	}
+	ip := a.OverlayIP.Addr().Unmap()
+	if err := checkHost(s.Cluster.Overlay, ip); err != nil {
+		return err
+	}
+	if a.OverlayIP.Bits() != s.Cluster.Overlay.Bits() || (n.OverlayIP.IsValid() && n.OverlayIP.Unmap() != ip) {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: overlay %v does not match node %v in cluster %v", rec.Name, a.OverlayIP, n.OverlayIP, s.Cluster.Overlay))
+	}
+	if holder, taken := s.IPAM[ip]; taken {
+		return fmt.Errorf("admit %s: %v held by node %s: %w", rec.Name, ip, holder, enroll.ErrIPTaken)
+	}
+
+	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, rec.Name, rec.Role, ip
+	n.State = NodeActive
+	if n.Underlay == "" {
+		n.Underlay = a.Underlay
+	}
+	if n.NebulaPublicKey == nil {
+		n.NebulaPublicKey = append([]byte(nil), a.NebulaPub...)
+	}
+	if n.Version == "" {
+		n.Version = a.Version
+	}
+	n.Created, n.Updated = a.At, a.At
+	rec.ConsumedAt, rec.ConsumedBy = a.At, n.ID
+
+	s.Tokens[a.Token] = rec
+	s.Nodes[n.ID] = n
+	s.IPAM[ip] = n.ID
+	s.audit(AuditEvent{Code: codes.EventNodeAdmitted, At: a.At, Actor: c.Actor, Subject: n.Name,
+		Detail: fmt.Sprintf("node %s, role %s, overlay %s, underlay %s", n.ID, n.Role, ip, n.Underlay)})
+	return nil
+}
+
+func (s *Snapshot) setNodeState(c SetNodeState) error {
+	n, ok := s.Nodes[c.NodeID]
+	if !ok {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))
+	}
+	var event codes.Code
+	switch c.State {
+	case NodeActive:
+		event = codes.EventNodeActive
+	case NodeLeft:
+		event = codes.EventNodeLeft
+	case NodeRemoved:
+		event = codes.EventNodeRemoved
+	default:
+		// joining is only ever a node's first state, set by Admit.
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: cannot move to state %q", n.Name, c.State))
+	}
+	if n.State == NodeRemoved && c.State != NodeRemoved {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s was removed; it cannot become %s", n.Name, c.State))
+	}
+
+	if c.State == NodeRemoved && n.State != NodeRemoved {
+		for _, fp := range []string{n.NebulaFingerprint, n.TLSFingerprint} {
+			if fp != "" {
+				s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: c.At})
+			}
+		}
+	}
+	n.State, n.Updated = c.State, c.At
+	s.Nodes[n.ID] = n
+	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: fmt.Sprintf("node %s", n.ID)})
+	return nil
+}
+
+// nodeByName finds the node holding name, ignoring removed nodes.
+func (s *Snapshot) nodeByName(name string) (Node, bool) {
+	for _, n := range s.Nodes {
+		if n.Name == name && n.State != NodeRemoved {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// audit appends e to the ring, dropping the oldest event past AuditSize.
+func (s *Snapshot) audit(e AuditEvent) {
+	if len(s.Audit) < AuditSize {
+		s.Audit = append(s.Audit, e)
+		return
+	}
+	copy(s.Audit, s.Audit[1:])
+	s.Audit[len(s.Audit)-1] = e
+}
+
+// sameIP compares two textual IP addresses; unparsable ones never match.
+func sameIP(a, b string) bool {
+	x, err1 := netip.ParseAddr(a)
+	y, err2 := netip.ParseAddr(b)
+	return err1 == nil && err2 == nil && x.Unmap().WithZone("") == y.Unmap().WithZone("")
+}

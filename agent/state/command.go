@@ -1,0 +1,117 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+)
+
+// cmdType is the first byte of an encoded command. Values are part of the
+// raft log format: never renumber or reuse one.
+type cmdType byte
+
+const (
+	typeBootstrap    cmdType = 1
+	typeMintToken    cmdType = 2
+	typeAdmit        cmdType = 3
+	typeSetNodeState cmdType = 4
+)
+
+// Command is a change to the cluster state, applied through raft. The
+// concrete types are Bootstrap, MintToken, Admit and SetNodeState.
+type Command interface {
+	commandType() cmdType
+}
+
+// Bootstrap creates the cluster and records the origin node (active, with
+// its overlay IP allocated). It fails with codes.AlreadyInitialised when a
+// cluster exists.
+type Bootstrap struct {
+	Cluster Cluster   `json:"cluster"`
+	Origin  Node      `json:"origin"`
+	At      time.Time `json:"at"`
+	Actor   string    `json:"actor,omitempty"`
+}
+
+// MintToken records a join token (by the hash of its secret). A hash that
+// is already recorded is refused.
+type MintToken struct {
+	Record enroll.TokenRecord `json:"record"`
+	Actor  string             `json:"actor,omitempty"`
+}
+
+// Admit is the admission compare-and-set, ONE raft entry: it consumes the
+// token, records the node and allocates its overlay IP, or fails with
+// nothing changed.
+type Admit struct {
+	Admission enroll.Admission `json:"admission"`
+	Node      Node             `json:"node"`
+	Actor     string           `json:"actor,omitempty"`
+}
+
+// SetNodeState moves a node to another state. Moving a node to "removed"
+// revokes its certificates; a removed node stays removed.
+type SetNodeState struct {
+	NodeID string    `json:"node_id"`
+	State  NodeState `json:"state"`
+	At     time.Time `json:"at"`
+	Actor  string    `json:"actor,omitempty"`
+}
+
+func (Bootstrap) commandType() cmdType    { return typeBootstrap }
+func (MintToken) commandType() cmdType    { return typeMintToken }
+func (Admit) commandType() cmdType        { return typeAdmit }
+func (SetNodeState) commandType() cmdType { return typeSetNodeState }
+
+// Encode returns the raft log form of c: its type byte, then JSON.
+func Encode(c Command) ([]byte, error) {
+	if c == nil {
+		return nil, errors.New("encode command: nil")
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %T: %w", c, err)
+	}
+	return append([]byte{byte(c.commandType())}, body...), nil
+}
+
+// Decode reads a command written by Encode. An empty entry, an unknown type
+// or a malformed body is an error (codes.Internal: the log holds something
+// this meshd cannot apply).
+func Decode(b []byte) (Command, error) {
+	if len(b) == 0 {
+		return nil, codes.Wrap(codes.Internal, errors.New("decode command: empty"))
+	}
+	var (
+		c   Command
+		err error
+	)
+	switch cmdType(b[0]) {
+	case typeBootstrap:
+		c, err = decodeAs[Bootstrap](b[1:])
+	case typeMintToken:
+		c, err = decodeAs[MintToken](b[1:])
+	case typeAdmit:
+		c, err = decodeAs[Admit](b[1:])
+	case typeSetNodeState:
+		c, err = decodeAs[SetNodeState](b[1:])
+	default:
+		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
+	}
+	if err != nil {
+		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command type %d: %w", b[0], err))
+	}
+	return c, nil
+}
+
+func decodeAs[T Command](body []byte) (Command, error) {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

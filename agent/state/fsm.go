@@ -1,0 +1,205 @@
+package state
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+)
+
+// FSM is the raft finite state machine holding the cluster state. Reads
+// return copies and are safe to call concurrently with Apply.
+type FSM struct {
+	mu sync.RWMutex
+	s  Snapshot
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an FSM with no cluster.
+func New() *FSM {
+	f := &FSM{}
+	f.s.normalise()
+	return f
+}
+
+// Apply decodes and applies one raft log entry. It returns nil on success,
+// or the error: a coded error, enroll.ErrIPTaken, or a decode error. A
+// failed command changes nothing. Apply is deterministic: it reads no clock
+// and draws no randomness.
+func (f *FSM) Apply(l *raft.Log) any {
+	c, err := Decode(l.Data)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch c := c.(type) {
+	case Bootstrap:
+		err = f.s.bootstrap(c)
+	case MintToken:
+		err = f.s.mintToken(c)
+	case Admit:
+		err = f.s.admit(c)
+	case SetNodeState:
+		err = f.s.setNodeState(c)
+	default:
+		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
+	}
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// Snapshot returns a deep copy of the state, taken under the lock; raft
+// persists it while Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{s: f.snapshot()}, nil
+}
+
+// Restore replaces all state with the snapshot read from rc.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := ReadSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.s = *s
+	return nil
+}
+
+// snapshot returns a deep copy of the state.
+func (f *FSM) snapshot() *Snapshot {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.clone()
+}
+
+type fsmSnapshot struct{ s *Snapshot }
+
+// Persist writes the snapshot to sink and closes it, or cancels it on error.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := WriteSnapshot(sink, s.s); err != nil {
+		return errors.Join(err, sink.Cancel())
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the snapshot holds no resources.
+func (*fsmSnapshot) Release() {}
+
+// Cluster returns the cluster facts; ok is false before Bootstrap.
+func (f *FSM) Cluster() (Cluster, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.s.Cluster == nil {
+		return Cluster{}, false
+	}
+	return f.s.Cluster.clone(), true
+}
+
+// Nodes returns every node record, removed ones included, sorted by name
+// (then id).
+func (f *FSM) Nodes() []Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Node, 0, len(f.s.Nodes))
+	for _, n := range f.s.Nodes {
+		out = append(out, n.clone())
+	}
+	slices.SortFunc(out, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// Node returns the node with the given id.
+func (f *FSM) Node(id string) (Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.s.Nodes[id]
+	return n.clone(), ok
+}
+
+// NodeByName returns the node that holds name; removed nodes are ignored.
+func (f *FSM) NodeByName(name string) (Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.s.nodeByName(name)
+	return n.clone(), ok
+}
+
+// Token returns the record of the token whose secret hashes to h.
+func (f *FSM) Token(h enroll.TokenHash) (enroll.TokenRecord, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	r, ok := f.s.Tokens[h]
+	return r, ok
+}
+
+// Tokens returns every token record, sorted by creation time (then hash).
+func (f *FSM) Tokens() []enroll.TokenRecord {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]enroll.TokenRecord, 0, len(f.s.Tokens))
+	for _, r := range f.s.Tokens {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b enroll.TokenRecord) int {
+		return cmp.Or(a.Created.Compare(b.Created), slices.Compare(a.Hash[:], b.Hash[:]))
+	})
+	return out
+}
+
+// IPAllocated reports whether ip is allocated to a node record.
+func (f *FSM) IPAllocated(ip netip.Addr) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.s.IPAM[ip.Unmap()]
+	return ok
+}
+
+// FreeIP returns the lowest unallocated host address of the cluster
+// overlay, skipping the network and broadcast addresses. It reserves
+// nothing: Admit is the compare-and-set. With no cluster it fails with
+// codes.NotInCluster; with the overlay full, codes.Internal.
+func (f *FSM) FreeIP() (netip.Addr, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.s.Cluster == nil {
+		return netip.Addr{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster yet"))
+	}
+	p := f.s.Cluster.Overlay
+	first, end, ok := hostRange(p)
+	for a := first; ok && a.Less(end); a = a.Next() {
+		if _, taken := f.s.IPAM[a]; !taken {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, codes.Wrap(codes.Internal, fmt.Errorf("overlay %v has no free address", p))
+}
+
+// Revocations returns the revoked certificates, oldest first.
+func (f *FSM) Revocations() []Revocation {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.s.Revocations)
+}
+
+// Audit returns the audit ring, oldest first.
+func (f *FSM) Audit() []AuditEvent {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return slices.Clone(f.s.Audit)
+}

@@ -1,0 +1,192 @@
+package state
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/snapshot-v1.bin (only when the v1 format is new; it is frozen once released)")
+
+const goldenV1 = "testdata/snapshot-v1.bin"
+
+// goldenFSM builds the known state frozen in testdata/snapshot-v1.bin:
+// every command type, a consumed and an open token, a removed node with
+// revocations, and the audit events they produced.
+func goldenFSM(t testing.TB) *FSM {
+	f := New()
+	mustApply(t, f, bootstrapCmd())
+	mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker), Actor: "uid:0"})
+	mustApply(t, f, MintToken{Record: tokenRecord(2, "c1", pki.RoleControl), Actor: "uid:0"})
+	bound := tokenRecord(3, "w3", pki.RoleWorker)
+	bound.Addr = "192.0.2.7"
+	mustApply(t, f, MintToken{Record: bound, Actor: "uid:0"})
+	mustApply(t, f, admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.2"))
+	mustApply(t, f, admitCmd(2, "n-c1", "c1", pki.RoleControl, "10.42.0.3"))
+	mustApply(t, f, SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0.Add(2 * time.Minute), Actor: "uid:0"})
+	return f
+}
+
+// persist runs the FSM's snapshot through a raft snapshot store and opens
+// it again, as raft does before Restore.
+func persist(t *testing.T, f *FSM) io.ReadCloser {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	store := raft.NewInmemSnapshotStore()
+	_, trans := raft.NewInmemTransport("")
+	defer trans.Close()
+	sink, err := store.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	_, rc, err := store.Open(sink.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+func TestSnapshotPersistRestore(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fsm  func(testing.TB) *FSM
+	}{
+		{"empty", func(testing.TB) *FSM { return New() }},
+		{"bootstrapped", bootstrapped},
+		{"full", goldenFSM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.fsm(t)
+			fresh := New()
+			if err := fresh.Restore(persist(t, f)); err != nil {
+				t.Fatalf("Restore: %v", err)
+			}
+			if got, want := fresh.snapshot(), f.snapshot(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("restored state differs:\n got %+v\nwant %+v", got, want)
+			}
+			if !bytes.Equal(stateBytes(t, fresh), stateBytes(t, f)) {
+				t.Fatal("restored state encodes differently")
+			}
+		})
+	}
+}
+
+func TestRestoreReplacesState(t *testing.T) {
+	empty := New()
+	f := goldenFSM(t)
+	if err := f.Restore(persist(t, empty)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Cluster(); ok || len(f.Nodes()) != 0 || len(f.Tokens()) != 0 || len(f.Audit()) != 0 {
+		t.Fatal("Restore of an empty snapshot left state behind")
+	}
+	if err := f.Restore(io.NopCloser(strings.NewReader("junk"))); err == nil {
+		t.Fatal("Restore of junk succeeded")
+	}
+}
+
+// The snapshot is a deep copy: applying after Snapshot does not change it.
+func TestSnapshotIsACopy(t *testing.T) {
+	f := bootstrapped(t)
+	want := stateBytes(t, f)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker)})
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, snap.(*fsmSnapshot).s); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Bytes(), want) {
+		t.Fatal("snapshot changed after a later Apply")
+	}
+}
+
+func TestSnapshotGoldenV1(t *testing.T) {
+	want := goldenFSM(t).snapshot()
+	if *update {
+		var b bytes.Buffer
+		if err := WriteSnapshot(&b, want); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(goldenV1, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(goldenV1)
+	if err != nil {
+		t.Fatalf("%v (generate it once with go test ./agent/state -run GoldenV1 -update)", err)
+	}
+	got, err := ReadSnapshot(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("the frozen v1 snapshot no longer decodes: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the frozen v1 snapshot decodes to another state:\n got %+v\nwant %+v", got, want)
+	}
+	f := New()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := f.NodeByName("c1"); !ok || n.OverlayIP.String() != "10.42.0.3" || n.Role != pki.RoleControl {
+		t.Fatalf("NodeByName(c1) after restore = %+v, %v", n, ok)
+	}
+	if len(f.Revocations()) != 2 || len(f.Audit()) != 7 {
+		t.Fatalf("restored %d revocations, %d audit events", len(f.Revocations()), len(f.Audit()))
+	}
+}
+
+func TestReadSnapshotRefuses(t *testing.T) {
+	var good bytes.Buffer
+	if err := WriteSnapshot(&good, goldenFSM(t).snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	g := good.Bytes()
+	body := g[len(snapshotMagic)+1:]
+	withVersion := func(v byte) []byte {
+		return append(append([]byte(snapshotMagic), v), body...)
+	}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want codes.Code
+	}{
+		{"empty", nil, codes.Internal},
+		{"magic-only", []byte(snapshotMagic), codes.Internal},
+		{"wrong-magic", append([]byte("meshd-snapshoT\n\x01"), body...), codes.Internal},
+		{"version-0", withVersion(0), codes.SnapshotVersion},
+		{"version-2", withVersion(2), codes.SnapshotVersion},
+		{"truncated", g[:len(g)/2], codes.Internal},
+		{"trailing", append(append([]byte(nil), g...), "{}"...), codes.Internal},
+		{"not-json", append([]byte(snapshotMagic+"\x01"), "hello"...), codes.Internal},
+		{"node-misfiled", []byte(snapshotMagic + "\x01" + `{"nodes":{"a":{"id":"b"}}}`), codes.Internal},
+		{"ipam-orphan", []byte(snapshotMagic + "\x01" + `{"ipam":{"10.0.0.1":"ghost"}}`), codes.Internal},
+		{"ipam-bad-ip", []byte(snapshotMagic + "\x01" + `{"ipam":{"x":"a"},"nodes":{"a":{"id":"a"}}}`), codes.Internal},
+		{"token-misfiled", []byte(snapshotMagic + "\x01" + `{"tokens":{"` + strings.Repeat("00", 32) + `":{"hash":"` + strings.Repeat("11", 32) + `"}}}`), codes.Internal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ReadSnapshot(bytes.NewReader(tc.in))
+			if got := codes.Of(err); got != tc.want {
+				t.Fatalf("ReadSnapshot = %+v, %v; code %q, want %q", s, err, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// AuditSize is how many events the audit ring keeps; older ones are dropped.
+const AuditSize = 256
+
+// Cluster holds the facts every node of the cluster shares.
+type Cluster struct {
+	ID            string       `json:"id"`
+	Name          string       `json:"name"`
+	Created       time.Time    `json:"created"`
+	CACert        []byte       `json:"ca_cert"`        // PEM
+	NebulaCACert  []byte       `json:"nebula_ca_cert"` // PEM
+	CAFingerprint string       `json:"ca_fingerprint"` // hex SHA-256 of the CA cert
+	Overlay       netip.Prefix `json:"overlay"`
+	GossipKeys    [][]byte     `json:"gossip_keys"` // primary first
+	CAHolder      string       `json:"ca_holder"`   // node id of the node holding the CA keys
+}
+
+// NodeState is where a node is in its life in the cluster.
+type NodeState string
+
+// The node states.
+const (
+	NodeJoining NodeState = "joining"
+	NodeActive  NodeState = "active"
+	NodeLeft    NodeState = "left"
+	NodeRemoved NodeState = "removed"
+)
+
+// Valid reports whether s is one of the four node states.
+func (s NodeState) Valid() bool {
+	switch s {
+	case NodeJoining, NodeActive, NodeLeft, NodeRemoved:
+		return true
+	}
+	return false
+}
+
+// Node is the cluster's record of one machine.
+type Node struct {
+	ID                string     `json:"id"`
+	Name              string     `json:"name"`
+	Role              pki.Role   `json:"role"`
+	State             NodeState  `json:"state"`
+	Underlay          string     `json:"underlay"`              // IP
+	EnrollAddr        string     `json:"enroll_addr,omitempty"` // host:port, control nodes
+	RaftAddr          string     `json:"raft_addr,omitempty"`   // host:port, control nodes
+	SerfAddr          string     `json:"serf_addr,omitempty"`   // host:port
+	NebulaPort        int        `json:"nebula_port,omitempty"`
+	OverlayIP         netip.Addr `json:"overlay_ip"`
+	TLSFingerprint    string     `json:"tls_fingerprint,omitempty"`
+	TLSExpires        time.Time  `json:"tls_expires,omitzero"`
+	NebulaFingerprint string     `json:"nebula_fingerprint,omitempty"`
+	NebulaExpires     time.Time  `json:"nebula_expires,omitzero"`
+	NebulaPublicKey   []byte     `json:"nebula_public_key,omitempty"` // PEM
+	Version           string     `json:"version,omitempty"`
+	Created           time.Time  `json:"created"`
+	Updated           time.Time  `json:"updated"`
+}
+
+// Revocation is a certificate every Nebula instance (and every mTLS check)
+// must refuse.
+type Revocation struct {
+	NodeID      string    `json:"node_id"`
+	Fingerprint string    `json:"fingerprint"`
+	At          time.Time `json:"at"`
+}
+
+// AuditEvent is one entry of the audit ring.
+type AuditEvent struct {
+	Code    codes.Code `json:"code"`
+	At      time.Time  `json:"at"`
+	Actor   string     `json:"actor,omitempty"`
+	Subject string     `json:"subject,omitempty"`
+	Detail  string     `json:"detail,omitempty"`
+}
+
+func (c Cluster) clone() Cluster {
+	c.CACert = bytes.Clone(c.CACert)
+	c.NebulaCACert = bytes.Clone(c.NebulaCACert)
+	if c.GossipKeys != nil {
+		keys := make([][]byte, len(c.GossipKeys))
+		for i, k := range c.GossipKeys {
+			keys[i] = bytes.Clone(k)
+		}
+		c.GossipKeys = keys
+	}
+	return c
+}
+
+func (n Node) clone() Node {
+	n.NebulaPublicKey = bytes.Clone(n.NebulaPublicKey)
+	return n
+}
+
+// hostRange returns the usable host addresses of p as the half-open range
+// [first, end): the network address and the last (broadcast) address are
+// skipped. ok is false when p has no usable host.
+func hostRange(p netip.Prefix) (first, end netip.Addr, ok bool) {
+	if !p.IsValid() {
+		return netip.Addr{}, netip.Addr{}, false
+	}
+	p = p.Masked()
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 1 << (7 - i%8)
+	}
+	end, _ = netip.AddrFromSlice(b)
+	first = p.Addr().Next()
+	return first, end, first.IsValid() && first.Less(end)
+}
+
+// checkHost fails unless a is a usable host address of p.
+func checkHost(p netip.Prefix, a netip.Addr) error {
+	first, end, ok := hostRange(p)
+	if !ok || !a.IsValid() || a.Zone() != "" || a.Less(first) || !a.Less(end) || a.Is4() != p.Addr().Is4() {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("overlay IP %v is not a host address of %v", a, p))
+	}
+	return nil
+}
