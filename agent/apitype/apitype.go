@@ -1,0 +1,172 @@
+package apitype
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// Routes of the local API.
+const (
+	PathStatus = "/v0/status"
+	PathNodes  = "/v0/nodes"
+	PathTokens = "/v0/tokens"
+	PathInit   = "/v0/init"
+	PathAdmit  = "/v0/admit"
+	PathJoin   = "/v0/join"
+	PathLeave  = "/v0/leave"
+	PathReload = "/v0/reload"
+)
+
+// Host is the Host header every local API request must carry; anything
+// else (a browser tricked into calling the socket through a proxy) is refused.
+const Host = "meshd.sock"
+
+// VersionHeader carries the sender's version both ways.
+const VersionHeader = "Meshd-Version"
+
+// Error is the body of every failed local API call, and the error type
+// localclient returns.
+type Error struct {
+	ErrCode codes.Code `json:"code"`
+	Cause   string     `json:"cause"`
+	Remedy  string     `json:"remedy"`
+	Detail  string     `json:"detail,omitempty"`
+}
+
+// NewError builds the wire error for code c with detail from err.
+func NewError(c codes.Code, err error) *Error {
+	e := &Error{ErrCode: c, Cause: c.Cause(), Remedy: c.Remedy()}
+	if err != nil && err.Error() != c.Cause() {
+		e.Detail = err.Error()
+	}
+	return e
+}
+
+// Code returns the stable code.
+func (e *Error) Code() codes.Code { return e.ErrCode }
+
+func (e *Error) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.ErrCode, e.Cause, e.Detail)
+	}
+	return fmt.Sprintf("%s: %s", e.ErrCode, e.Cause)
+}
+
+// Unwrap exposes the code to codes.Of.
+func (e *Error) Unwrap() error { return codes.Wrap(e.ErrCode, nil) }
+
+// Warning rides in a 2xx body.
+type Warning struct {
+	Code   codes.Code `json:"code"`
+	Detail string     `json:"detail"`
+}
+
+// Status is GET /v0/status.
+type Status struct {
+	State       string    `json:"state"` // "starting", "unjoined", "running"
+	Version     string    `json:"version"`
+	Cluster     string    `json:"cluster,omitempty"`
+	ClusterID   string    `json:"cluster_id,omitempty"`
+	Node        string    `json:"node,omitempty"`
+	NodeID      string    `json:"node_id,omitempty"`
+	Role        string    `json:"role,omitempty"`
+	CAHolder    bool      `json:"ca_holder,omitempty"`
+	OverlayIP   string    `json:"overlay_ip,omitempty"`
+	Underlay    string    `json:"underlay_addr,omitempty"`
+	Raft        string    `json:"raft,omitempty"` // leader, voter, nonvoter, none
+	Leader      string    `json:"leader,omitempty"`
+	CertExpires time.Time `json:"cert_expires,omitzero"`
+	Warnings    []Warning `json:"warnings,omitempty"`
+}
+
+// Node is one row of GET /v0/nodes; DESIGN §8 names the fields.
+type Node struct {
+	Name        string    `json:"name"`
+	ID          string    `json:"id"`
+	Role        string    `json:"role"`
+	State       string    `json:"state"`
+	Gossip      string    `json:"gossip"` // alive, suspect, failed, left, or unknown before gossip runs
+	OverlayIP   string    `json:"overlay_ip"`
+	Underlay    string    `json:"underlay_addr"`
+	Raft        string    `json:"raft"` // leader, voter, nonvoter, none
+	CertExpires time.Time `json:"cert_expires"`
+	Version     string    `json:"version"`
+}
+
+// Token is one row of GET /v0/tokens: never the secret, only its hash prefix.
+type Token struct {
+	ID         string    `json:"id"` // first 12 hex characters of the secret's hash
+	Name       string    `json:"name"`
+	Role       string    `json:"role"`
+	Addr       string    `json:"addr,omitempty"`
+	Created    time.Time `json:"created"`
+	Expires    time.Time `json:"expires"`
+	MintedBy   string    `json:"minted_by"`
+	State      string    `json:"state"` // unused, used, expired
+	ConsumedBy string    `json:"consumed_by,omitempty"`
+}
+
+// InitRequest is POST /v0/init.
+type InitRequest struct {
+	Cluster       string `json:"cluster"`
+	Name          string `json:"name,omitempty"` // this node's name; default: hostname
+	AdvertiseAddr string `json:"advertise_addr,omitempty"`
+	Force         bool   `json:"force,omitempty"`
+}
+
+// InitResponse answers POST /v0/init.
+type InitResponse struct {
+	ClusterID     string    `json:"cluster_id"`
+	Cluster       string    `json:"cluster"`
+	Node          string    `json:"node"`
+	CAFingerprint string    `json:"ca_fingerprint"`
+	OverlayIP     string    `json:"overlay_ip"`
+	Underlay      string    `json:"underlay_addr"`
+	Warnings      []Warning `json:"warnings,omitempty"`
+}
+
+// AdmitRequest is POST /v0/admit.
+type AdmitRequest struct {
+	Name string        `json:"name"`
+	Role string        `json:"role"`
+	TTL  time.Duration `json:"ttl"`
+	Addr string        `json:"addr,omitempty"`
+}
+
+// AdmitResponse answers POST /v0/admit.
+type AdmitResponse struct {
+	Token   string    `json:"token"`
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Role    string    `json:"role"`
+	Expires time.Time `json:"expires"`
+	Command string    `json:"command"`
+}
+
+// JoinRequest is POST /v0/join. The token travels only over the local socket.
+type JoinRequest struct {
+	Token         string `json:"token"`
+	AdvertiseAddr string `json:"advertise_addr,omitempty"`
+	Force         bool   `json:"force,omitempty"`
+}
+
+// JoinLine is one line of the streamed POST /v0/join response: a step, and
+// finally either Result or Error.
+type JoinLine struct {
+	Step    string      `json:"step,omitempty"`
+	Warning *Warning    `json:"warning,omitempty"`
+	Result  *JoinResult `json:"result,omitempty"`
+	Error   *Error      `json:"error,omitempty"`
+}
+
+// JoinResult ends a successful join.
+type JoinResult struct {
+	Cluster   string `json:"cluster"`
+	ClusterID string `json:"cluster_id"`
+	Node      string `json:"node"`
+	NodeID    string `json:"node_id"`
+	Role      string `json:"role"`
+	OverlayIP string `json:"overlay_ip"`
+}

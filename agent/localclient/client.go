@@ -1,0 +1,212 @@
+package localclient
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+)
+
+// DefaultSocket is where meshd listens unless told otherwise.
+const DefaultSocket = "/run/meshd/meshd.sock"
+
+// SocketFromEnv returns $MESHD_SOCKET, or DefaultSocket.
+func SocketFromEnv() string {
+	if s := os.Getenv("MESHD_SOCKET"); s != "" {
+		return s
+	}
+	return DefaultSocket
+}
+
+// Client talks to meshd. The zero value uses DefaultSocket.
+type Client struct {
+	Socket  string                                                            // unix socket path
+	Dial    func(ctx context.Context, network, addr string) (net.Conn, error) // nil: net.Dialer
+	Version string                                                            // sent in the Meshd-Version header
+}
+
+// ErrUnreachable wraps every failure to reach the daemon at all; meshctl
+// exits 3 on it.
+var ErrUnreachable = errors.New("meshd unreachable")
+
+func (c *Client) socket() string {
+	if c.Socket != "" {
+		return c.Socket
+	}
+	return DefaultSocket
+}
+
+func (c *Client) http() *http.Client {
+	dial := c.Dial
+	if dial == nil {
+		var d net.Dialer
+		dial = d.DialContext
+	}
+	sock := c.socket()
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dial(ctx, "unix", sock)
+		},
+		DisableKeepAlives: true,
+	}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+apitype.Host+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Version != "" {
+		req.Header.Set(apitype.VersionHeader, c.Version)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, codes.Wrap(codes.DaemonUnreachable, fmt.Errorf("%w: %s: %v", ErrUnreachable, c.socket(), err))
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+func decodeError(resp *http.Response) error {
+	var e apitype.Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err := json.Unmarshal(b, &e); err != nil || e.ErrCode == "" {
+		return apitype.NewError(codes.Internal, fmt.Errorf("HTTP %d from meshd: %.200s", resp.StatusCode, b))
+	}
+	return &e
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, out any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (c *Client) postJSON(ctx context.Context, path string, in, out any) error {
+	resp, err := c.do(ctx, http.MethodPost, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status returns GET /v0/status.
+func (c *Client) Status(ctx context.Context) (*apitype.Status, error) {
+	var s apitype.Status
+	return &s, c.getJSON(ctx, apitype.PathStatus, &s)
+}
+
+// Nodes returns GET /v0/nodes.
+func (c *Client) Nodes(ctx context.Context) ([]apitype.Node, error) {
+	var n []apitype.Node
+	return n, c.getJSON(ctx, apitype.PathNodes, &n)
+}
+
+// Tokens returns GET /v0/tokens.
+func (c *Client) Tokens(ctx context.Context) ([]apitype.Token, error) {
+	var t []apitype.Token
+	return t, c.getJSON(ctx, apitype.PathTokens, &t)
+}
+
+// Init creates a cluster on this node.
+func (c *Client) Init(ctx context.Context, req apitype.InitRequest) (*apitype.InitResponse, error) {
+	var r apitype.InitResponse
+	return &r, c.postJSON(ctx, apitype.PathInit, req, &r)
+}
+
+// Admit mints a join token.
+func (c *Client) Admit(ctx context.Context, req apitype.AdmitRequest) (*apitype.AdmitResponse, error) {
+	var r apitype.AdmitResponse
+	return &r, c.postJSON(ctx, apitype.PathAdmit, req, &r)
+}
+
+// Reload asks meshd to re-read its config file.
+func (c *Client) Reload(ctx context.Context) ([]apitype.Warning, error) {
+	var w []apitype.Warning
+	return w, c.postJSON(ctx, apitype.PathReload, struct{}{}, &w)
+}
+
+// Join runs a join and calls step for every progress line as it arrives.
+// It returns the result only on a confirmed success.
+func (c *Client) Join(ctx context.Context, req apitype.JoinRequest, step func(apitype.JoinLine)) (*apitype.JoinResult, error) {
+	resp, err := c.do(ctx, http.MethodPost, apitype.PathJoin, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l apitype.JoinLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return nil, apitype.NewError(codes.Internal, fmt.Errorf("bad join stream line: %v", err))
+		}
+		switch {
+		case l.Error != nil:
+			return nil, l.Error
+		case l.Result != nil:
+			return l.Result, nil
+		case step != nil:
+			step(l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, apitype.NewError(codes.JoinUnconfirmed, fmt.Errorf("join stream broke: %v", err))
+	}
+	return nil, apitype.NewError(codes.JoinUnconfirmed, errors.New("join stream ended without a result"))
+}
+
+// WaitReady polls Status until meshd answers with a state other than
+// "starting", or ctx ends. For scripts and tests that start meshd.
+func (c *Client) WaitReady(ctx context.Context) (*apitype.Status, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		s, err := c.Status(ctx)
+		if err == nil && s.State != "starting" {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = codes.Wrap(codes.DaemonStarting, ctx.Err())
+			}
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
