@@ -1,0 +1,179 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// Deps are the agent's collaborators.
+type Deps struct {
+	Log       *slog.Logger
+	LogOutput io.Writer        // raft's own log lines go here (warnings and up)
+	Now       func() time.Time // nil: time.Now
+	Version   string
+	// Notify is told "READY", "RELOADING", "STOPPING" (sd_notify); may be nil.
+	Notify func(state string)
+}
+
+// phase is what the local API reports as status.state.
+type phase string
+
+const (
+	phaseStarting phase = "starting"
+	phaseUnjoined phase = "unjoined"
+	phaseRunning  phase = "running"
+)
+
+// Agent is the meshd daemon.
+type Agent struct {
+	cfg FileConfig
+	log *slog.Logger
+	d   Deps
+
+	// op serialises init, join and leave; a second one gets codes.Busy.
+	op chan struct{}
+
+	mu    sync.Mutex
+	phase phase
+	rt    *runtime // nil until this node is a running member
+}
+
+// New validates cfg and returns an agent that has not started anything.
+func New(cfg FileConfig, d Deps) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.LogOutput == nil {
+		d.LogOutput = io.Discard
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Notify == nil {
+		d.Notify = func(string) {}
+	}
+	return &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}, nil
+}
+
+// Run serves until ctx is cancelled. The local socket opens first so that
+// meshctl sees "starting" rather than "connection refused"; then the state
+// dir is read and, if this node is a member, its runtime starts. A restart
+// is not a departure: cancelling ctx stops everything and leaves the cluster
+// as it was.
+func (a *Agent) Run(ctx context.Context) error {
+	ln, err := listenSocket(a.cfg.Socket, a.cfg.SocketGroup, a.log)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           a.localHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       peerCredContext,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	defer func() {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+		<-serveErr
+	}()
+
+	if err := a.start(ctx); err != nil {
+		a.log.Error("meshd could not start", "code", codes.OrInternal(err), "err", err)
+		return err
+	}
+	a.d.Notify("READY")
+	a.log.Info("meshd ready", "state", string(a.currentPhase()), "socket", a.cfg.Socket, "version", a.d.Version)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("local API stopped", "err", err)
+		}
+	}
+	a.d.Notify("STOPPING")
+	a.log.Info("meshd stopping")
+	a.stopRuntime()
+	return nil
+}
+
+// start reads the state dir and starts the runtime of a member node.
+func (a *Agent) start(ctx context.Context) error {
+	if err := ensureStateDir(a.cfg.StateDir); err != nil {
+		return err
+	}
+	facts, err := loadNodeFacts(a.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if facts == nil {
+		a.setPhase(phaseUnjoined, nil)
+		return nil
+	}
+	rt, err := a.startRuntime(ctx, facts, nil)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", facts, err)
+	}
+	a.setPhase(phaseRunning, rt)
+	return nil
+}
+
+func (a *Agent) setPhase(p phase, rt *runtime) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.phase, a.rt = p, rt
+}
+
+func (a *Agent) currentPhase() phase {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.phase
+}
+
+// running returns the runtime of a member node, or codes.NotInCluster.
+func (a *Agent) running() (*runtime, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.phase == phaseStarting:
+		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	case a.rt == nil:
+		return nil, codes.Wrap(codes.NotInCluster, nil)
+	}
+	return a.rt, nil
+}
+
+func (a *Agent) stopRuntime() {
+	a.mu.Lock()
+	rt := a.rt
+	a.rt = nil
+	a.mu.Unlock()
+	if rt != nil {
+		rt.stop()
+	}
+}
+
+// beginOp takes the single init/join/leave slot or fails with codes.Busy.
+func (a *Agent) beginOp() (func(), error) {
+	select {
+	case a.op <- struct{}{}:
+		return func() { <-a.op }, nil
+	default:
+		return nil, codes.Wrap(codes.Busy, nil)
+	}
+}

@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// FileConfig is /etc/meshd/meshd.yaml. Unknown keys are refused with the
+// field named; Validate runs before anything starts or is written.
+type FileConfig struct {
+	StateDir      string     `yaml:"state_dir"`
+	Socket        string     `yaml:"socket"`
+	SocketGroup   string     `yaml:"socket_group"`
+	BindAddr      string     `yaml:"bind_addr"`      // listeners bind here; default all addresses
+	AdvertiseAddr string     `yaml:"advertise_addr"` // underlay IP; default chosen from the interfaces
+	NodeName      string     `yaml:"node_name"`      // name used by init; default the hostname
+	OverlayCIDR   string     `yaml:"overlay_cidr"`   // used by init
+	LogLevel      string     `yaml:"log_level"`      // debug, info, warn, error
+	LogFormat     string     `yaml:"log_format"`     // text or json
+	Ports         Ports      `yaml:"ports"`
+	Raft          RaftTiming `yaml:"raft"`
+}
+
+// Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
+type Ports struct {
+	Gossip  int `yaml:"gossip"`
+	Control int `yaml:"control"`
+	Raft    int `yaml:"raft"`
+	Nebula  int `yaml:"nebula"`
+}
+
+// RaftTiming tunes raft's timers. The defaults suit real networks; tests on
+// loopback shorten them.
+type RaftTiming struct {
+	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
+	ElectionTimeout  time.Duration `yaml:"election_timeout"`
+	LeaderLease      time.Duration `yaml:"leader_lease"`
+}
+
+// DefaultFileConfig is what an empty config file means.
+func DefaultFileConfig() FileConfig {
+	return FileConfig{
+		StateDir:    "/var/lib/meshd",
+		Socket:      "/run/meshd/meshd.sock",
+		SocketGroup: "meshd",
+		BindAddr:    "0.0.0.0",
+		OverlayCIDR: "10.42.0.0/16",
+		LogLevel:    "info",
+		LogFormat:   "text",
+		Ports:       Ports{Gossip: 7946, Control: 7300, Raft: 7301, Nebula: 4242},
+		Raft:        RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond},
+	}
+}
+
+// ConfigError names the field that is wrong.
+type ConfigError struct {
+	Field string
+	Value string
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("config field %s=%q: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// LoadConfig reads path over DefaultFileConfig. A missing file at path is
+// only an error if mustExist; meshd runs on defaults otherwise.
+func LoadConfig(path string, mustExist bool) (FileConfig, error) {
+	cfg := DefaultFileConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !mustExist {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("read config: %w", err))
+	}
+	if err := decodeConfig(b, &cfg); err != nil {
+		return cfg, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("%s: %w", path, err))
+	}
+	return cfg, nil
+}
+
+func decodeConfig(b []byte, cfg *FileConfig) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// Validate checks every field; the first problem is returned as a coded
+// *ConfigError naming the field.
+func (c FileConfig) Validate() error {
+	bad := func(field, value string, err error) error {
+		return codes.Wrap(codes.ConfigInvalid, &ConfigError{Field: field, Value: value, Err: err})
+	}
+	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
+		return bad("state_dir", c.StateDir, errors.New("must be an absolute path"))
+	}
+	if c.Socket == "" || !filepath.IsAbs(c.Socket) {
+		return bad("socket", c.Socket, errors.New("must be an absolute path"))
+	}
+	if len(c.Socket) > 100 {
+		return bad("socket", c.Socket, errors.New("unix socket paths must be shorter than 100 bytes"))
+	}
+	if _, err := netip.ParseAddr(c.BindAddr); err != nil {
+		return bad("bind_addr", c.BindAddr, errors.New("must be an IP address"))
+	}
+	if c.AdvertiseAddr != "" {
+		if _, err := netip.ParseAddr(c.AdvertiseAddr); err != nil {
+			return bad("advertise_addr", c.AdvertiseAddr, errors.New("must be an IP address"))
+		}
+	}
+	p, err := netip.ParsePrefix(c.OverlayCIDR)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
+		return bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return bad("log_level", c.LogLevel, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return bad("log_format", c.LogFormat, errors.New("must be text or json"))
+	}
+	for _, pt := range []struct {
+		name string
+		v    int
+	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}, {"ports.nebula", c.Ports.Nebula}} {
+		if pt.v < 1 || pt.v > 65535 {
+			return bad(pt.name, fmt.Sprint(pt.v), errors.New("must be a port between 1 and 65535"))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"raft.heartbeat_timeout", c.Raft.HeartbeatTimeout}, {"raft.election_timeout", c.Raft.ElectionTimeout}, {"raft.leader_lease", c.Raft.LeaderLease}} {
+		if d.v < 5*time.Millisecond || d.v > time.Minute {
+			return bad(d.name, d.v.String(), errors.New("must be between 5ms and 1m"))
+		}
+	}
+	if c.Raft.LeaderLease > c.Raft.HeartbeatTimeout {
+		return bad("raft.leader_lease", c.Raft.LeaderLease.String(), errors.New("must not exceed raft.heartbeat_timeout"))
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(s))
+	return l, err
+}
+
+// NewLogger builds meshd's structured logger from the config.
+func (c FileConfig) NewLogger(w io.Writer, withTime bool) *slog.Logger {
+	lvl, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: lvl}
+	if !withTime {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+	}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// Init creates a cluster with this node as its origin: both CAs (whose keys
+// never leave this machine), the gossip key, this node's control identity,
+// and raft bootstrapped with this node as the single voter. Everything is
+// built in memory first; node.json, written last, commits it.
+func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string) (*apitype.InitResponse, error) {
+	done, err := a.beginOp()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if a.currentPhase() == phaseStarting {
+		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	}
+	if err := enroll.ValidName(req.Cluster); err != nil {
+		return nil, fmt.Errorf("cluster name: %w", err)
+	}
+	name := firstNonEmpty(req.Name, a.cfg.NodeName, defaultNodeName())
+	if err := enroll.ValidName(name); err != nil {
+		return nil, fmt.Errorf("node name (from --name, node_name or the hostname): %w", err)
+	}
+	underlay, err := chooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	if err != nil {
+		return nil, err
+	}
+	existing, err := loadNodeFacts(a.cfg.StateDir)
+	if err != nil && !req.Force {
+		return nil, err
+	}
+	if existing != nil && !req.Force {
+		return nil, codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("this node is %s", existing))
+	}
+
+	plan, err := a.planInit(req.Cluster, name, underlay, actor)
+	if err != nil {
+		return nil, err
+	}
+
+	// From here on the state dir changes.
+	a.stopRuntime()
+	a.setPhase(phaseUnjoined, nil)
+	if err := wipeState(a.cfg.StateDir); err != nil {
+		return nil, err
+	}
+	rt, err := a.commitInit(ctx, plan)
+	if err != nil {
+		_ = wipeState(a.cfg.StateDir)
+		return nil, err
+	}
+	a.setPhase(phaseRunning, rt)
+	a.log.Info("cluster created", "code", codes.EventClusterCreated, "cluster", req.Cluster,
+		"cluster_id", plan.facts.ClusterID, "node", name, "overlay_ip", plan.facts.Overlay.Addr())
+	return &apitype.InitResponse{
+		ClusterID: plan.facts.ClusterID, Cluster: req.Cluster, Node: name,
+		CAFingerprint: plan.ca.Fingerprint().String(),
+		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(),
+	}, nil
+}
+
+// initPlan is everything init will write, built before anything is written.
+type initPlan struct {
+	ca    *pki.CA
+	id    *pki.Identity
+	facts *nodeFacts
+	boot  *state.Bootstrap
+}
+
+func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string) (*initPlan, error) {
+	now := a.d.Now()
+	overlay, err := netip.ParsePrefix(a.cfg.OverlayCIDR)
+	if err != nil {
+		return nil, codes.Wrap(codes.ConfigInvalid, err)
+	}
+	ca, err := pki.NewCA(cluster, overlay, now)
+	if err != nil {
+		return nil, fmt.Errorf("create CAs: %w", err)
+	}
+	nodeID, clusterID := newID(), newID()
+	keys, err := pki.NewKeys(name)
+	if err != nil {
+		return nil, fmt.Errorf("generate keys: %w", err)
+	}
+	tlsPEM, err := ca.SignTLS(pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID,
+		Role: pki.RoleControl, IPs: []netip.Addr{underlay}}, now)
+	if err != nil {
+		return nil, fmt.Errorf("sign own TLS leaf: %w", err)
+	}
+	ip := netip.PrefixFrom(overlay.Addr().Next(), overlay.Bits())
+	nebPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
+		Groups: []string{string(pki.RoleControl)}}, now)
+	if err != nil {
+		return nil, fmt.Errorf("sign own Nebula cert: %w", err)
+	}
+	id := &pki.Identity{CACert: ca.CertPEM(), Cert: tlsPEM, Key: keys.TLSKeyPEM,
+		NebulaCACert: ca.NebulaCertPEM(), NebulaCert: nebPEM, NebulaKey: keys.NebulaKeyPEM}
+	leaf, err := id.Leaf()
+	if err != nil {
+		return nil, err
+	}
+	nebFP, nebExp, err := pki.NebulaCertInfo(nebPEM)
+	if err != nil {
+		return nil, err
+	}
+	gossipKey := newGossipKey()
+	host := underlay.String()
+	enrollAddr := net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Control))
+	facts := &nodeFacts{
+		NodeID: nodeID, Name: name, Role: pki.RoleControl, CAHolder: true,
+		ClusterID: clusterID, ClusterName: cluster, Overlay: ip, Underlay: underlay,
+		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now,
+	}
+	origin := state.Node{
+		ID: nodeID, Name: name, Role: pki.RoleControl, State: state.NodeActive,
+		Underlay: host, EnrollAddr: enrollAddr,
+		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Raft)),
+		SerfAddr:   net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Gossip)),
+		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
+		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
+		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,
+		Version: a.d.Version, Created: now, Updated: now,
+	}
+	boot := &state.Bootstrap{
+		Cluster: state.Cluster{
+			ID: clusterID, Name: cluster, Created: now, CACert: ca.CertPEM(), NebulaCACert: ca.NebulaCertPEM(),
+			CAFingerprint: ca.Fingerprint().String(), Overlay: overlay, GossipKeys: [][]byte{gossipKey}, CAHolder: nodeID,
+		},
+		Origin: origin, At: now, Actor: actor,
+	}
+	return &initPlan{ca: ca, id: id, facts: facts, boot: boot}, nil
+}
+
+// commitInit writes the plan: CA and identity files, raft bootstrapped and
+// its first entry committed, then node.json last.
+func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*runtime, error) {
+	if err := p.ca.Save(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	if err := p.id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	rt, err := a.startRuntime(ctx, p.facts, p.boot)
+	if err != nil {
+		return nil, err
+	}
+	if err := saveNodeFacts(a.cfg.StateDir, p.facts); err != nil {
+		rt.stop()
+		return nil, err
+	}
+	return rt, nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// Join runs DESIGN §6's join on this machine. Everything reversible comes
+// first (token checks, address choice, key generation, the pinned enroll
+// call); the state dir is written only after the cluster has recorded this
+// node, and node.json last. emit receives each step as it happens.
+func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(apitype.JoinLine)) (*apitype.JoinResult, error) {
+	done, err := a.beginOp()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	step := func(format string, args ...any) { emit(apitype.JoinLine{Step: fmt.Sprintf(format, args...)}) }
+	if a.currentPhase() == phaseStarting {
+		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	}
+
+	// 1. decode and check the token locally.
+	tok, err := enroll.ParseToken(req.Token)
+	if err != nil {
+		return nil, err
+	}
+	now := a.d.Now()
+	if err := tok.CheckExpiry(now); err != nil {
+		return nil, err
+	}
+	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
+		tok.Expires.Sub(now).Round(time.Second))
+
+	// 2. refuse to overwrite an identity without --force.
+	existing, err := loadNodeFacts(a.cfg.StateDir)
+	if err != nil && !req.Force {
+		return nil, err
+	}
+	if existing != nil && !req.Force {
+		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
+	}
+
+	// 3. the underlay address.
+	underlay, err := chooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	if err != nil {
+		return nil, err
+	}
+	step("underlay address %s", underlay)
+
+	// 4. keys, generated here; only public keys leave this machine.
+	keys, err := pki.NewKeys(tok.Name)
+	if err != nil {
+		return nil, fmt.Errorf("generate keys: %w", err)
+	}
+	step("generated TLS and Nebula keys on this machine")
+
+	// 5-8. pinned TLS to a seed, enroll, receive certificates and facts.
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if isLocal(underlay) {
+		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
+	}
+	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
+		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
+		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
+		Version: a.d.Version, Clock: now,
+	}, enroll.ClientDeps{
+		Log: a.log, Now: a.d.Now, Dial: dialer.DialContext,
+		Step: func(msg string) { step("%s", msg) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if skew := resp.ServerTime.Sub(a.d.Now()); skew > time.Minute || skew < -time.Minute {
+		emit(apitype.JoinLine{Warning: &apitype.Warning{Code: codes.ClockSkew, Detail: fmt.Sprintf("clock differs from the cluster's by %s", skew.Round(time.Second))}})
+	}
+
+	// 9. persist atomically, node.json last; start what this role runs.
+	rt, err := a.commitJoin(ctx, keys, resp, underlay.String())
+	if err != nil {
+		return nil, err
+	}
+	a.setPhase(phaseRunning, rt)
+	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
+	a.log.Info("joined cluster", "cluster", resp.ClusterName, "node", resp.Name, "node_id", resp.NodeID,
+		"role", resp.Role, "overlay_ip", resp.OverlayIP)
+	return &apitype.JoinResult{Cluster: resp.ClusterName, ClusterID: resp.ClusterID, Node: resp.Name,
+		NodeID: resp.NodeID, Role: string(resp.Role), OverlayIP: resp.OverlayIP.Addr().String()}, nil
+}
+
+func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (*runtime, error) {
+	facts := &nodeFacts{
+		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
+		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
+		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
+		GossipKeys: resp.GossipKeys, Joined: a.d.Now(),
+	}
+	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
+		return nil, err
+	}
+	id := &pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM,
+		NebulaCACert: resp.NebulaCACert, NebulaCert: resp.NebulaCert, NebulaKey: keys.NebulaKeyPEM}
+	a.stopRuntime()
+	a.setPhase(phaseUnjoined, nil)
+	if err := wipeState(a.cfg.StateDir); err != nil {
+		return nil, err
+	}
+	if err := id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	rt, err := a.startRuntime(ctx, facts, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := saveNodeFacts(a.cfg.StateDir, facts); err != nil {
+		rt.stop()
+		return nil, err
+	}
+	return rt, nil
+}

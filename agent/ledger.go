@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// raftLedger is enroll.Ledger over this control node's raft and FSM.
+type raftLedger struct{ rt *runtime }
+
+var _ enroll.Ledger = (*raftLedger)(nil)
+
+func (l *raftLedger) Token(ctx context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+	if err := l.rt.caughtUp(ctx); err != nil {
+		return enroll.TokenRecord{}, false, err
+	}
+	rec, ok := l.rt.raft.fsm.Token(h)
+	return rec, ok, nil
+}
+
+func (l *raftLedger) NameTaken(ctx context.Context, name string) (bool, error) {
+	if err := l.rt.caughtUp(ctx); err != nil {
+		return false, err
+	}
+	_, ok := l.rt.raft.fsm.NodeByName(name)
+	return ok, nil
+}
+
+func (l *raftLedger) FreeOverlayIP(context.Context) (netip.Prefix, error) {
+	c, ok := l.rt.raft.fsm.Cluster()
+	if !ok {
+		return netip.Prefix{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	ip, err := l.rt.raft.fsm.FreeIP()
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(ip, c.Overlay.Bits()), nil
+}
+
+// Admit applies ONE raft entry: consume the token, record the node and its
+// overlay IP. The FSM re-checks everything (compare-and-set).
+func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
+	tlsCert, err := parseCertPEM(a.TLSCert)
+	if err != nil {
+		return fmt.Errorf("admitted TLS leaf: %w", err)
+	}
+	nebFP, nebExp, err := pki.NebulaCertInfo(a.NebulaCert)
+	if err != nil {
+		return fmt.Errorf("admitted Nebula cert: %w", err)
+	}
+	n := state.Node{
+		ID: a.NodeID, Name: a.Name, Role: a.Role, State: state.NodeActive,
+		Underlay: a.Underlay, OverlayIP: a.OverlayIP.Addr(),
+		TLSFingerprint: pki.FingerprintOf(tlsCert).String(), TLSExpires: tlsCert.NotAfter,
+		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: a.NebulaPub,
+		Version: a.Version, Created: a.At, Updated: a.At,
+	}
+	if a.Role == pki.RoleControl {
+		ports := l.rt.ports
+		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(ports.Control))
+		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(ports.Raft))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return l.rt.raft.apply(cctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID})
+}
+
+func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
+	c, ok := l.rt.raft.fsm.Cluster()
+	if !ok {
+		return enroll.JoinFacts{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	f := enroll.JoinFacts{
+		ClusterID: c.ID, ClusterName: c.Name, CACert: c.CACert, NebulaCACert: c.NebulaCACert,
+		Overlay: c.Overlay, GossipKeys: c.GossipKeys,
+	}
+	for _, n := range l.rt.raft.fsm.Nodes() {
+		if n.Role != pki.RoleControl || n.State != state.NodeActive {
+			continue
+		}
+		if n.EnrollAddr != "" {
+			f.Seeds = append(f.Seeds, n.EnrollAddr)
+		}
+		if n.SerfAddr != "" {
+			f.SerfPeers = append(f.SerfPeers, n.SerfAddr)
+		}
+		if n.NebulaPort != 0 {
+			f.Lighthouses = append(f.Lighthouses, enroll.Lighthouse{OverlayIP: n.OverlayIP,
+				Underlay: net.JoinHostPort(n.Underlay, strconv.Itoa(n.NebulaPort))})
+		}
+		if r == pki.RoleControl && n.RaftAddr != "" {
+			f.RaftPeers = append(f.RaftPeers, enroll.RaftPeer{ID: n.ID, Address: n.RaftAddr})
+		}
+	}
+	return f, nil
+}
+
+// caSigner signs with the CA this node holds.
+type caSigner struct {
+	ca  *pki.CA
+	now func() time.Time
+}
+
+func (s caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
+	return s.ca.SignTLS(req, s.now())
+}
+
+func (s caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, error) {
+	return s.ca.SignNebula(req, s.now())
+}
+
+// noSigner stands in on a control node that does not hold the CA until
+// signing is forwarded to the CA holder over mTLS.
+type noSigner struct{}
+
+func (noSigner) SignTLS(context.Context, pki.LeafRequest) ([]byte, error) {
+	return nil, codes.Wrap(codes.CAHolderDown, errors.New("this control node does not hold the CA"))
+}
+
+func (noSigner) SignNebula(context.Context, pki.NebulaRequest) ([]byte, error) {
+	return nil, codes.Wrap(codes.CAHolderDown, errors.New("this control node does not hold the CA"))
+}
+
+func parseCertPEM(b []byte) (*x509.Certificate, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return nil, errors.New("not a PEM certificate")
+	}
+	return x509.ParseCertificate(blk.Bytes)
+}

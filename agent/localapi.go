@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+)
+
+// localHandler is the local API on the unix socket (STYLE §6).
+func (a *Agent) localHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+apitype.PathStatus, a.handleStatus)
+	mux.HandleFunc("GET "+apitype.PathNodes, a.handleNodes)
+	mux.HandleFunc("GET "+apitype.PathTokens, a.handleTokens)
+	mux.HandleFunc("POST "+apitype.PathInit, a.write(a.handleInit))
+	mux.HandleFunc("POST "+apitype.PathAdmit, a.write(a.handleAdmit))
+	mux.HandleFunc("POST "+apitype.PathJoin, a.write(a.handleJoin))
+	return a.guard(mux)
+}
+
+// guard refuses what a browser could send (Origin, Referer, a foreign Host)
+// and tags every response with meshd's version.
+func (a *Agent) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(apitype.VersionHeader, a.d.Version)
+		if r.Host != apitype.Host || r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+			writeError(w, codes.Wrap(codes.PermissionDenied, errors.New("request not from a local client")))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// write allows a state-changing call only to root or the socket group.
+func (a *Agent) write(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := mayWrite(actorFrom(r.Context()), a.cfg.SocketGroup); err != nil {
+			writeError(w, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError sends the coded error with the code's HTTP status.
+func writeError(w http.ResponseWriter, err error) {
+	c := codes.OrInternal(err)
+	writeJSON(w, c.Status(), apitype.NewError(c, err))
+}
+
+// decodeBody reads a JSON request body of at most 64 KiB, refusing unknown fields.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("request body: %w", err))
+	}
+	return nil
+}
+
+func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.status())
+}
+
+func (a *Agent) handleNodes(w http.ResponseWriter, r *http.Request) {
+	nodes, err := a.nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nodes)
+}
+
+func (a *Agent) handleTokens(w http.ResponseWriter, r *http.Request) {
+	toks, err := a.tokens(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toks)
+}
+
+func (a *Agent) handleInit(w http.ResponseWriter, r *http.Request) {
+	var req apitype.InitRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := a.Init(r.Context(), req, actorFrom(r.Context()).String())
+	if err != nil {
+		a.log.Warn("init failed", "code", codes.OrInternal(err), "err", err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *Agent) handleAdmit(w http.ResponseWriter, r *http.Request) {
+	var req apitype.AdmitRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := a.Admit(r.Context(), req, actorFrom(r.Context()).String())
+	if err != nil {
+		a.log.Warn("admit failed", "code", codes.OrInternal(err), "err", err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleJoin streams one JSON line per step and ends with a result or an
+// error line. Errors found before the first step get a plain error response.
+func (a *Agent) handleJoin(w http.ResponseWriter, r *http.Request) {
+	var req apitype.JoinRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	emit := func(l apitype.JoinLine) {
+		_ = enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	res, err := a.Join(r.Context(), req, emit)
+	if err != nil {
+		c := codes.OrInternal(err)
+		a.log.Warn("join failed", "code", c, "err", err)
+		emit(apitype.JoinLine{Error: apitype.NewError(c, err)})
+		return
+	}
+	emit(apitype.JoinLine{Result: res})
+}

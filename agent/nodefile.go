@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// nodeFactsVersion is the format version of node.json.
+const nodeFactsVersion = 1
+
+// nodeFacts is this node's identity in its cluster and what it knows of the
+// cluster, persisted as <state>/node.json (0600: it holds the gossip key).
+// It is written last by init and join: its presence means "member".
+type nodeFacts struct {
+	Version     int                 `json:"version"`
+	NodeID      string              `json:"node_id"`
+	Name        string              `json:"name"`
+	Role        pki.Role            `json:"role"`
+	CAHolder    bool                `json:"ca_holder"`
+	ClusterID   string              `json:"cluster_id"`
+	ClusterName string              `json:"cluster_name"`
+	Overlay     netip.Prefix        `json:"overlay_ip"` // address with the cluster prefix length
+	Underlay    netip.Addr          `json:"underlay"`
+	Seeds       []string            `json:"seeds"`
+	SerfPeers   []string            `json:"serf_peers"`
+	Lighthouses []enroll.Lighthouse `json:"lighthouses"`
+	RaftPeers   []enroll.RaftPeer   `json:"raft_peers,omitempty"`
+	GossipKeys  [][]byte            `json:"gossip_keys"`
+	Joined      time.Time           `json:"joined"`
+}
+
+func (f nodeFacts) String() string {
+	return fmt.Sprintf("node %s (%s) %s in cluster %s", f.Name, f.NodeID, f.Role, f.ClusterName)
+}
+
+// Layout of the state directory.
+const (
+	nodeFile    = "node.json"
+	identityDir = "identity"
+	caDir       = "ca"
+	raftDir     = "raft"
+)
+
+func loadNodeFacts(stateDir string) (*nodeFacts, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, nodeFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	if err := checkPrivate(filepath.Join(stateDir, nodeFile)); err != nil {
+		return nil, err
+	}
+	var f nodeFacts
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: %w", nodeFile, err))
+	}
+	if f.Version != nodeFactsVersion {
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: unknown version %d", nodeFile, f.Version))
+	}
+	return &f, nil
+}
+
+func saveNodeFacts(stateDir string, f *nodeFacts) error {
+	f.Version = nodeFactsVersion
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFileAtomic(filepath.Join(stateDir, nodeFile), b, 0o600); err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
+	return nil
+}
+
+// checkPrivate refuses a secret-bearing file that group or others can read.
+func checkPrivate(path string) error {
+	_, err := pki.ReadKeyFile(path)
+	return err
+}
+
+// wipeState removes everything meshd keeps in stateDir, keeping the dir.
+func wipeState(stateDir string) error {
+	for _, name := range []string{nodeFile, identityDir, caDir, raftDir} {
+		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
+			return codes.Wrap(codes.StateDir, err)
+		}
+	}
+	return nil
+}
+
+// ensureStateDir creates stateDir 0700, or refuses one group/world accessible.
+func ensureStateDir(stateDir string) error {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
+	st, err := os.Stat(stateDir)
+	if err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return codes.Wrap(codes.StateDir, fmt.Errorf("state dir %s has mode %o; want 0700", stateDir, st.Mode().Perm()))
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// runtime is everything a member node runs: for a control node raft and the
+// control listener (enroll and internal API). It is started from the state
+// dir and stopped in reverse order.
+type runtime struct {
+	facts *nodeFacts
+	id    *pki.Identity
+	leaf  *x509.Certificate
+	ca    *pki.CA // only on the CA holder
+	raft  *raftNode
+	ports Ports
+	log   *slog.Logger
+	now   func() time.Time
+
+	control   *http.Server
+	controlLn net.Listener
+	wg        sync.WaitGroup
+}
+
+// startRuntime starts a member node's components from its state dir. If
+// boot is non-nil this is init: raft is bootstrapped with this node as the
+// single voter and boot is the first entry it commits.
+func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.Bootstrap) (_ *runtime, err error) {
+	dir := a.cfg.StateDir
+	id, err := pki.LoadIdentity(filepath.Join(dir, identityDir))
+	if err != nil {
+		return nil, fmt.Errorf("load identity: %w", err)
+	}
+	leaf, err := id.Leaf()
+	if err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now}
+	defer func() {
+		if err != nil {
+			rt.stop()
+		}
+	}()
+	if facts.CAHolder {
+		if rt.ca, err = pki.LoadCA(filepath.Join(dir, caDir)); err != nil {
+			return nil, fmt.Errorf("load CA: %w", err)
+		}
+	}
+	if facts.Role != pki.RoleControl {
+		return rt, nil
+	}
+	if err := a.startRaft(ctx, rt, boot); err != nil {
+		return nil, err
+	}
+	if err := a.startControl(rt); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
+	serverTLS, err := pki.ServerTLSConfig(rt.id, pki.RoleControl)
+	if err != nil {
+		return err
+	}
+	clientTLS, err := pki.ClientTLSConfig(rt.id, pki.RoleControl)
+	if err != nil {
+		return err
+	}
+	advertise := &net.TCPAddr{IP: rt.facts.Underlay.AsSlice(), Port: a.cfg.Ports.Raft}
+	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Raft))
+	stream, err := newTLSStreamLayer(bind, advertise, serverTLS, clientTLS)
+	if err != nil {
+		return fmt.Errorf("listen raft %s: %w", bind, err)
+	}
+	dir := filepath.Join(a.cfg.StateDir, raftDir)
+	fresh := !hasRaftState(dir)
+	if boot != nil && !fresh {
+		_ = stream.Close()
+		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
+	}
+	rt.raft, err = openRaft(raftOptions{dir: dir, nodeID: rt.facts.NodeID, bind: bind, advertise: advertise,
+		timing: a.cfg.Raft, stream: stream, logOutput: a.d.LogOutput})
+	if err != nil {
+		_ = stream.Close()
+		return err
+	}
+	if boot == nil {
+		return nil
+	}
+	if err := rt.raft.bootstrap(rt.facts.NodeID, advertise); err != nil {
+		return fmt.Errorf("bootstrap raft: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := rt.raft.waitLeader(wctx); err != nil {
+		return err
+	}
+	return rt.raft.apply(wctx, boot)
+}
+
+func (a *Agent) startControl(rt *runtime) error {
+	tlsConf, err := pki.ServerTLSConfig(rt.id)
+	if err != nil {
+		return err
+	}
+	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
+	ln, err := tls.Listen("tcp", bind, tlsConf)
+	if err != nil {
+		return fmt.Errorf("listen control %s: %w", bind, err)
+	}
+	var signer enroll.Signer = caSigner{ca: rt.ca, now: rt.now}
+	if rt.ca == nil {
+		signer = noSigner{}
+	}
+	es := enroll.NewServer(enroll.DefaultServerConfig(), &raftLedger{rt: rt}, signer,
+		enroll.Deps{Log: a.log, Now: a.d.Now})
+	mux := http.NewServeMux()
+	mux.Handle("POST "+enroll.Path, es)
+	mux.HandleFunc("GET "+internalNodesPath, rt.handleInternalNodes)
+	rt.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
+	rt.controlLn = ln
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		if err := rt.control.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("control listener stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// stop stops the components in reverse order of start.
+func (rt *runtime) stop() {
+	if rt.control != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_ = rt.control.Shutdown(ctx)
+		cancel()
+	}
+	rt.wg.Wait()
+	if rt.raft != nil {
+		if err := rt.raft.close(); err != nil {
+			rt.log.Warn("raft shutdown", "err", err)
+		}
+	}
+}
+
+// readDeadline bounds how long a read waits for raft to catch up after a
+// restart before it answers codes.NoLeader.
+const readDeadline = 5 * time.Second
+
+// caughtUp waits until this control node's FSM reflects its whole log.
+func (rt *runtime) caughtUp(ctx context.Context) error {
+	return rt.raft.waitCaughtUp(ctx, readDeadline)
+}
+
+// overlayAddr is this node's overlay address without the prefix length.
+func (rt *runtime) overlayAddr() netip.Addr { return rt.facts.Overlay.Addr() }

@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// internalNodesPath serves the node list to any member with a leaf of this
+// cluster (workers have no raft of their own).
+const internalNodesPath = "/v1/nodes"
+
+func (a *Agent) status() apitype.Status {
+	a.mu.Lock()
+	ph, rt := a.phase, a.rt
+	a.mu.Unlock()
+	s := apitype.Status{State: string(ph), Version: a.d.Version}
+	if rt == nil {
+		return s
+	}
+	f := rt.facts
+	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
+	s.Role, s.CAHolder = string(f.Role), f.CAHolder
+	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
+	s.CertExpires = rt.leaf.NotAfter
+	s.Raft = "none"
+	if rt.raft != nil {
+		s.Raft = rt.raft.roles()[f.NodeID]
+		if s.Raft == "" {
+			s.Raft = "none"
+		}
+		if _, id := rt.raft.r.LeaderWithID(); id != "" {
+			if n, ok := rt.raft.fsm.Node(string(id)); ok {
+				s.Leader = n.Name
+			} else {
+				s.Leader = string(id)
+			}
+		}
+	}
+	return s
+}
+
+// nodes lists the cluster from this node's raft, or asks a control node.
+func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
+	rt, err := a.running()
+	if err != nil {
+		return nil, err
+	}
+	if rt.raft != nil {
+		if err := rt.caughtUp(ctx); err != nil {
+			return nil, err
+		}
+		return rt.nodeRows(), nil
+	}
+	return rt.remoteNodes(ctx)
+}
+
+func (rt *runtime) nodeRows() []apitype.Node {
+	roles := rt.raft.roles()
+	out := []apitype.Node{}
+	for _, n := range rt.raft.fsm.Nodes() {
+		out = append(out, nodeRow(n, roles[n.ID]))
+	}
+	return out
+}
+
+func nodeRow(n state.Node, raftRole string) apitype.Node {
+	if raftRole == "" {
+		raftRole = "none"
+	}
+	row := apitype.Node{
+		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
+		Gossip: "unknown", Underlay: n.Underlay, Raft: raftRole,
+		CertExpires: n.TLSExpires, Version: n.Version,
+	}
+	if n.OverlayIP.IsValid() {
+		row.OverlayIP = n.OverlayIP.String()
+	}
+	return row
+}
+
+// handleInternalNodes answers GET /v1/nodes on the control port for a
+// caller that presented a leaf of this cluster.
+func (rt *runtime) handleInternalNodes(w http.ResponseWriter, r *http.Request) {
+	if r.TLS == nil {
+		writeError(w, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("no TLS")))
+		return
+	}
+	if _, _, _, ok := pki.PeerIdentity(*r.TLS); !ok {
+		writeError(w, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("no client certificate of this cluster")))
+		return
+	}
+	if err := rt.caughtUp(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rt.nodeRows())
+}
+
+// remoteNodes asks the control nodes this worker knows, in order, over mTLS.
+func (rt *runtime) remoteNodes(ctx context.Context) ([]apitype.Node, error) {
+	client, err := rt.internalClient()
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for _, seed := range rt.facts.Seeds {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+seed+internalNodesPath, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		var rows []apitype.Node
+		err = json.NewDecoder(resp.Body).Decode(&rows)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil {
+			lastErr = fmt.Errorf("%s answered %s", seed, resp.Status)
+			continue
+		}
+		return rows, nil
+	}
+	return nil, codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
+}
+
+func (rt *runtime) internalClient() (*http.Client, error) {
+	conf, err := pki.ClientTLSConfig(rt.id, pki.RoleControl)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}, nil
+}
+
+func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
+	rt, err := a.running()
+	if err != nil {
+		return nil, err
+	}
+	if rt.raft == nil {
+		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("tokens are listed on control nodes"))
+	}
+	if err := rt.caughtUp(ctx); err != nil {
+		return nil, err
+	}
+	now := a.d.Now()
+	out := []apitype.Token{}
+	for _, t := range rt.raft.fsm.Tokens() {
+		st := "unused"
+		switch {
+		case t.Consumed():
+			st = "used"
+		case !now.Before(t.Expires):
+			st = "expired"
+		}
+		row := apitype.Token{ID: t.Hash.String()[:12], Name: t.Name, Role: string(t.Role), Addr: t.Addr,
+			Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st}
+		if t.Consumed() {
+			if n, ok := rt.raft.fsm.Node(t.ConsumedBy); ok {
+				row.ConsumedBy = n.Name
+			} else {
+				row.ConsumedBy = t.ConsumedBy
+			}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
