@@ -1,0 +1,184 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient"
+	"github.com/meshd/meshd/codes"
+)
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "meshctl",
+		Short:         "Control the local meshd mesh agent",
+		Long:          "meshctl creates a cluster, admits and joins nodes, and shows the cluster, by talking to the local meshd over its unix socket.",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Version:       version,
+	}
+	root.PersistentFlags().StringVar(&a.socket, "socket", localclient.SocketFromEnv(), "meshd's local API socket (or $MESHD_SOCKET)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
+		a.statusCommand(), a.tokensCommand(), a.explainCommand())
+	return root
+}
+
+// args wraps a cobra positional-args check so that a mistake exits 2.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func (a *app) addOutput(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&a.output, "output", "o", "table", "output format: table or json")
+}
+
+func (a *app) json() (bool, error) {
+	switch a.output {
+	case "json":
+		return true, nil
+	case "table", "":
+		return false, nil
+	}
+	return false, usageError{fmt.Errorf("--output %q: want table or json", a.output)}
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (a *app) initCommand() *cobra.Command {
+	var req apitype.InitRequest
+	cmd := &cobra.Command{
+		Use:   "init --cluster NAME",
+		Short: "Create a new cluster with this node as its origin (CA holder)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			if req.Cluster == "" {
+				return usageError{fmt.Errorf("--cluster is required")}
+			}
+			resp, err := a.client().Init(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(resp)
+			}
+			a.warn(resp.Warnings)
+			fmt.Fprintf(a.stdout, "cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
+			fmt.Fprintf(a.stdout, "node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
+			fmt.Fprintf(a.stdout, "cluster CA sha256: %s\n", resp.CAFingerprint)
+			fmt.Fprintln(a.stdout, "next: meshctl admit NAME   (on this node) to let another machine join")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "cluster name (required)")
+	cmd.Flags().StringVar(&req.Name, "name", "", "this node's name (default: the hostname)")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "discard an existing cluster on this node and create a new one")
+	a.addOutput(cmd)
+	return cmd
+}
+
+func (a *app) admitCommand() *cobra.Command {
+	var (
+		req  apitype.AdmitRequest
+		role string
+	)
+	cmd := &cobra.Command{
+		Use:   "admit NAME",
+		Short: "Mint a one-time join token for the node NAME",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			req.Name, req.Role = argv[0], role
+			resp, err := a.client().Admit(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
+					"role": resp.Role, "expires": resp.Expires, "command": resp.Command})
+			}
+			fmt.Fprintf(a.stdout, "admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
+				resp.Expires.Local().Format(time.RFC3339), resp.ID)
+			fmt.Fprintf(a.stdout, "on the new machine run:\n  %s\n", resp.Command)
+			fmt.Fprintln(a.stdout, resp.Token)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&role, "role", "worker", "role to admit: worker or control")
+	cmd.Flags().DurationVar(&req.TTL, "ttl", 15*time.Minute, "token lifetime (at most 1h)")
+	cmd.Flags().StringVar(&req.Addr, "addr", "", "bind the token to the joiner's source IP as the control node sees it")
+	a.addOutput(cmd)
+	return cmd
+}
+
+func (a *app) joinCommand() *cobra.Command {
+	var req apitype.JoinRequest
+	cmd := &cobra.Command{
+		Use:   "join TOKEN",
+		Short: "Join the cluster that minted TOKEN",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			req.Token = strings.TrimSpace(argv[0])
+			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
+				if l.Warning != nil {
+					fmt.Fprintf(a.stderr, "warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
+				}
+				if l.Step != "" {
+					fmt.Fprintf(a.stdout, "• %s\n", l.Step)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity")
+	return cmd
+}
+
+func (a *app) explainCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain CODE",
+		Short: "Explain an error or event code (works offline)",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(_ *cobra.Command, argv []string) error {
+			c, info, ok := codes.Lookup(strings.ToUpper(strings.TrimSpace(argv[0])))
+			if !ok {
+				return codes.Errorf(codes.UnknownCode, "%q is not a meshd code", argv[0])
+			}
+			fmt.Fprintf(a.stdout, "%s (status %d)\ncause:  %s\nremedy: %s\n", c, info.Status, info.Cause, info.Remedy)
+			return nil
+		},
+	}
+}
+
+func (a *app) warn(ws []apitype.Warning) {
+	for _, w := range ws {
+		fmt.Fprintf(a.stderr, "warning %s: %s (%s)\n", w.Code, w.Code.Cause(), w.Detail)
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshd/meshd/agent/apitype"
+)
+
+func (a *app) nodesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "List the cluster's nodes",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			nodes, err := a.client().Nodes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if nodes == nil {
+					nodes = []apitype.Node{}
+				}
+				return a.printJSON(nodes)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION")
+			for _, n := range nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.State, n.Gossip,
+					n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
+			}
+			return tw.Flush()
+		},
+	}
+	a.addOutput(cmd)
+	return cmd
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show this node's state",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			s, err := a.client().Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(s)
+			}
+			a.warn(s.Warnings)
+			switch s.State {
+			case "unjoined":
+				fmt.Fprintf(a.stdout, "meshd %s is running and has not joined a cluster\n", s.Version)
+				fmt.Fprintln(a.stdout, "next: meshctl init --cluster NAME, or meshctl join TOKEN")
+				return nil
+			case "starting":
+				fmt.Fprintf(a.stdout, "meshd %s is starting\n", s.Version)
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) {
+				if v != "" {
+					fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+				}
+			}
+			row("state", s.State)
+			row("cluster", fmt.Sprintf("%s (%s)", s.Cluster, s.ClusterID))
+			row("node", fmt.Sprintf("%s (%s)", s.Node, s.NodeID))
+			row("role", s.Role)
+			if s.CAHolder {
+				row("ca holder", "yes")
+			}
+			row("overlay", s.OverlayIP)
+			row("underlay", s.Underlay)
+			row("raft", s.Raft)
+			row("leader", s.Leader)
+			row("cert expires", date(s.CertExpires))
+			row("version", s.Version)
+			return tw.Flush()
+		},
+	}
+	a.addOutput(cmd)
+	return cmd
+}
+
+func (a *app) tokensCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tokens",
+		Short: "List join tokens (never their secrets)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			toks, err := a.client().Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if toks == nil {
+					toks = []apitype.Token{}
+				}
+				return a.printJSON(toks)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY")
+			for _, t := range toks {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
+					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy)
+			}
+			return tw.Flush()
+		},
+	}
+	a.addOutput(cmd)
+	return cmd
+}
+
+func date(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02")
+}

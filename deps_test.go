@@ -1,0 +1,129 @@
+package meshd_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/meshd/meshd/"
+
+var updateDeps = flag.Bool("update", false, "rewrite cmd/*/deps.txt")
+
+// allowed lists, per package, the project packages it may import: DESIGN §2,
+// imports pointing one way. A package not listed here fails the test, so a
+// new package has to take its place in the graph on purpose.
+var allowed = map[string][]string{
+	"codes":             {},
+	"pki":               {"codes"},
+	"pki/pkitest":       {"pki", "codes"},
+	"enroll":            {"pki", "codes"},
+	"gossip":            {"codes"},
+	"mesh":              {"pki", "codes"},
+	"agent/state":       {"enroll", "pki", "codes"},
+	"agent/apitype":     {"codes"},
+	"agent/localclient": {"agent/apitype", "codes"},
+	"agent":             {"agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes"},
+	"agent/agenttest":   {"agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
+	"cmd/meshd":         {"agent", "codes"},
+	"cmd/meshctl":       {"agent/localclient", "agent/apitype", "codes"},
+}
+
+// forbiddenInMeshctl must never be linked into meshctl.
+var forbiddenInMeshctl = []string{
+	"github.com/hashicorp/raft", "github.com/hashicorp/serf", "github.com/hashicorp/memberlist",
+	"github.com/slackhq/nebula", "gvisor.dev/gvisor",
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+	Standard   bool
+}
+
+func goList(t *testing.T, args ...string) []listed {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	var ps []listed
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestImportGraph(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		if p.ImportPath == strings.TrimSuffix(module, "/") {
+			continue
+		}
+		ok, known := allowed[rel]
+		if !known {
+			t.Errorf("package %s has no place in the import graph (add it to allowed in deps_test.go)", rel)
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			dep := strings.TrimPrefix(imp, module)
+			found := false
+			for _, a := range ok {
+				found = found || a == dep
+			}
+			if !found {
+				t.Errorf("%s imports %s: against the one-way graph of DESIGN §2", rel, dep)
+			}
+		}
+	}
+}
+
+func TestMeshctlLinksNoDaemonLibraries(t *testing.T) {
+	ps := goList(t, "-deps", "./cmd/meshctl")
+	for _, p := range ps {
+		for _, bad := range forbiddenInMeshctl {
+			if strings.HasPrefix(p.ImportPath, bad) {
+				t.Errorf("meshctl links %s", p.ImportPath)
+			}
+		}
+	}
+}
+
+// TestDepsGolden keeps cmd/*/deps.txt, the non-standard packages each binary
+// links, so every new dependency is in front of a reviewer.
+func TestDepsGolden(t *testing.T) {
+	for _, cmd := range []string{"meshd", "meshctl"} {
+		var deps []string
+		for _, p := range goList(t, "-deps", "./cmd/"+cmd) {
+			if !p.Standard && !strings.HasPrefix(p.ImportPath, module) {
+				deps = append(deps, p.ImportPath)
+			}
+		}
+		sort.Strings(deps)
+		want := strings.Join(deps, "\n") + "\n"
+		path := "cmd/" + cmd + "/deps.txt"
+		if *updateDeps {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("%s is out of date; run go test -run TestDepsGolden . -update and review the change", path)
+		}
+	}
+}
