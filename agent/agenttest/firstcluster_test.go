@@ -1,0 +1,247 @@
+package agenttest_test
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/agenttest"
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+)
+
+// TestFirstCluster: init, admit two workers, both join, and the node list
+// shows three nodes with roles and distinct overlay IPs, on the origin and
+// on a worker; the cluster survives a restart of every node.
+func TestFirstCluster(t *testing.T) {
+	clock := &agenttest.Clock{}
+	origin := agenttest.NewNode(t, "origin", clock)
+	w1 := agenttest.NewNode(t, "w1", clock)
+	w2 := agenttest.NewNode(t, "w2", clock)
+
+	st, err := w1.Client.Status(t.Context())
+	if err != nil || st.State != "unjoined" {
+		t.Fatalf("unjoined status = %+v, %v", st, err)
+	}
+	origin.Init(t, "alpha")
+	var tokens []string
+	for _, w := range []*agenttest.Node{w1, w2} {
+		tok := origin.Admit(t, apitype.AdmitRequest{Name: w.Name})
+		tokens = append(tokens, tok)
+		res, err := w.Join(t, tok)
+		if err != nil {
+			t.Fatalf("join %s: %v", w.Name, err)
+		}
+		if res.Role != "worker" || res.Node != w.Name {
+			t.Fatalf("join result %+v", res)
+		}
+	}
+
+	checkNoSecrets(t, tokens, origin, w1, w2)
+
+	want := map[string]string{"origin": "control", "w1": "worker", "w2": "worker"}
+	checkNodes(t, origin.Nodes(t), want)
+	checkNodes(t, w1.Nodes(t), want) // a worker asks a control node over mTLS
+
+	toks, err := origin.Client.Tokens(t.Context())
+	if err != nil || len(toks) != 2 || toks[0].State != "used" || toks[1].State != "used" {
+		t.Fatalf("tokens = %+v, %v", toks, err)
+	}
+
+	// Restart everything: no operator action, same cluster.
+	before := origin.Nodes(t)
+	for _, n := range []*agenttest.Node{origin, w1, w2} {
+		n.Stop(t)
+	}
+	for _, n := range []*agenttest.Node{origin, w1, w2} {
+		n.Start(t)
+	}
+	// nodes waits for raft to re-apply its log after the restart.
+	after := origin.Nodes(t)
+	if !sameNodes(before, after) {
+		t.Fatalf("node list changed across restart:\n%v\n%v", before, after)
+	}
+	st, err = w2.Client.Status(t.Context())
+	if err != nil || st.State != "running" || st.Role != "worker" || st.Node != "w2" {
+		t.Fatalf("w2 status after restart = %+v, %v", st, err)
+	}
+}
+
+// checkNoSecrets fails if any node's log holds a token, a token secret (in
+// any common encoding) or a line of the CA's private key.
+func checkNoSecrets(t *testing.T, tokens []string, nodes ...*agenttest.Node) {
+	t.Helper()
+	var secrets []string
+	for _, text := range tokens {
+		tok, err := enroll.ParseToken(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := tok.Secret[:]
+		secrets = append(secrets, text, hex.EncodeToString(s), base64.RawURLEncoding.EncodeToString(s),
+			base64.StdEncoding.EncodeToString(s))
+	}
+	caKey, err := os.ReadFile(filepath.Join(nodes[0].Dir, "ca", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(caKey), "\n") {
+		if len(line) > 20 && !strings.HasPrefix(line, "-----") {
+			secrets = append(secrets, line)
+		}
+	}
+	for _, n := range nodes {
+		logs := n.Logs()
+		if len(logs) == 0 {
+			t.Fatalf("%s logged nothing; the check would prove nothing", n.Name)
+		}
+		for _, s := range secrets {
+			if strings.Contains(logs, s) {
+				t.Errorf("%s's log contains a secret (%d chars)", n.Name, len(s))
+			}
+		}
+	}
+}
+
+func checkNodes(t *testing.T, nodes []apitype.Node, want map[string]string) {
+	t.Helper()
+	if len(nodes) != len(want) {
+		t.Fatalf("got %d nodes, want %d: %+v", len(nodes), len(want), nodes)
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if want[n.Name] != n.Role {
+			t.Errorf("node %s role %q, want %q", n.Name, n.Role, want[n.Name])
+		}
+		ip, err := netip.ParseAddr(n.OverlayIP)
+		if err != nil || seen[n.OverlayIP] {
+			t.Errorf("node %s overlay IP %q invalid or duplicate", n.Name, n.OverlayIP)
+		}
+		seen[n.OverlayIP] = true
+		if !netip.MustParsePrefix("10.42.0.0/16").Contains(ip) {
+			t.Errorf("node %s overlay IP %s outside the overlay", n.Name, ip)
+		}
+		if n.State != "active" || n.CertExpires.IsZero() || n.Underlay == "" {
+			t.Errorf("node %+v incomplete", n)
+		}
+	}
+}
+
+func sameNodes(a, b []apitype.Node) bool {
+	strip := func(ns []apitype.Node) string {
+		for i := range ns {
+			ns[i].Raft = "" // leadership may move; membership may not
+		}
+		j, _ := json.Marshal(ns)
+		return string(j)
+	}
+	return strip(a) == strip(b)
+}
+
+// TestJoinFailures: each way a join can go wrong fails with its own code and
+// leaves the cluster's node list and the joiner's state dir unchanged.
+func TestJoinFailures(t *testing.T) {
+	clock := &agenttest.Clock{}
+	origin := agenttest.NewNode(t, "origin", clock)
+	origin.Init(t, "alpha")
+	w1 := agenttest.NewNode(t, "w1", clock)
+	used := origin.Admit(t, apitype.AdmitRequest{Name: "w1"})
+	if _, err := w1.Join(t, used); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name  string
+		token func(t *testing.T, joiner *agenttest.Node) string
+		want  codes.Code
+	}{
+		{"fail/replayed", func(*testing.T, *agenttest.Node) string { return used }, codes.TokenConsumed},
+		{"fail/truncated", func(t *testing.T, j *agenttest.Node) string {
+			tok := origin.Admit(t, apitype.AdmitRequest{Name: j.Name})
+			return tok[:len(tok)-1]
+		}, codes.TokenCorrupt},
+		{"fail/one-char-changed", func(t *testing.T, j *agenttest.Node) string {
+			tok := []byte(origin.Admit(t, apitype.AdmitRequest{Name: j.Name}))
+			i := len(tok) / 2
+			tok[i] = map[bool]byte{true: 'A', false: 'B'}[tok[i] != 'A']
+			return string(tok)
+		}, codes.TokenCorrupt},
+		{"fail/expired", func(t *testing.T, j *agenttest.Node) string {
+			tok := origin.Admit(t, apitype.AdmitRequest{Name: j.Name, TTL: time.Minute})
+			clock.Advance(2 * time.Minute)
+			return tok
+		}, codes.TokenExpired},
+		{"fail/wrong-source-addr", func(t *testing.T, j *agenttest.Node) string {
+			return origin.Admit(t, apitype.AdmitRequest{Name: j.Name, Addr: "127.0.0.254"})
+		}, codes.TokenWrongAddr},
+		{"fail/name-taken", func(t *testing.T, j *agenttest.Node) string {
+			// Two tokens for one name, minted before either was used: the
+			// first join takes the name, the second is refused.
+			first := origin.Admit(t, apitype.AdmitRequest{Name: "dup"})
+			second := origin.Admit(t, apitype.AdmitRequest{Name: "dup"})
+			if _, err := agenttest.NewNode(t, "dup", clock).Join(t, first); err != nil {
+				t.Fatal(err)
+			}
+			return second
+		}, codes.NameTaken},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			joiner := agenttest.NewNode(t, "j-"+strings.ReplaceAll(tc.name[5:], "-", ""), clock)
+			tok := tc.token(t, joiner)
+			nodesBefore := origin.Nodes(t)
+			dirBefore := joiner.DirDigest(t)
+			_, err := joiner.Join(t, tok)
+			if got := codes.Of(err); got != tc.want {
+				t.Fatalf("join error %v: code %q, want %q", err, got, tc.want)
+			}
+			if !sameNodes(nodesBefore, origin.Nodes(t)) {
+				t.Error("the cluster's node list changed")
+			}
+			if joiner.DirDigest(t) != dirBefore {
+				t.Error("the joiner's state dir changed")
+			}
+			if st, _ := joiner.Client.Status(t.Context()); st.State != "unjoined" {
+				t.Errorf("joiner state %q after a failed join", st.State)
+			}
+		})
+	}
+}
+
+// TestJoinRefusesForeignCA: a token whose seed address now belongs to a
+// second, independent cluster fails closed with the CA-mismatch code; the
+// enroll request is never sent, so the foreign cluster records nothing.
+func TestJoinRefusesForeignCA(t *testing.T) {
+	clock := &agenttest.Clock{}
+	a := agenttest.NewNode(t, "origin-a", clock)
+	a.Init(t, "alpha")
+	tok := a.Admit(t, apitype.AdmitRequest{Name: "j"})
+	ip := a.IP
+	a.Stop(t)
+
+	b := agenttest.NewNodeAt(t, "origin-b", ip, clock)
+	b.Init(t, "beta")
+	joiner := agenttest.NewNode(t, "j", clock)
+	nodesBefore, dirBefore := b.Nodes(t), joiner.DirDigest(t)
+
+	_, err := joiner.Join(t, tok)
+	if got := codes.Of(err); got != codes.CAMismatch {
+		t.Fatalf("join error %v: code %q, want %q", err, got, codes.CAMismatch)
+	}
+	if !sameNodes(nodesBefore, b.Nodes(t)) {
+		t.Error("the foreign cluster's node list changed")
+	}
+	if joiner.DirDigest(t) != dirBefore {
+		t.Error("the joiner's state dir changed")
+	}
+	if l := b.Logs(); strings.Contains(l, "node admitted") || strings.Contains(l, "enroll refused") {
+		t.Error("the foreign cluster saw an enroll request")
+	}
+}
