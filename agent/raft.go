@@ -25,9 +25,9 @@ type raftNode struct {
 	// until the FSM has applied at least this far after a restart.
 	openIndex uint64
 	r         *raft.Raft
-	fsm   *state.FSM
-	store *raftboltdb.BoltStore
-	trans *raft.NetworkTransport
+	fsm       *state.FSM
+	store     *raftboltdb.BoltStore
+	trans     *raft.NetworkTransport
 }
 
 type raftOptions struct {
