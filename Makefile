@@ -6,7 +6,7 @@ GO ?= go
 BIN := build
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit fuzz-short fuzz demo clean tidy-check
+.PHONY: all build test unit fuzz-short fuzz demo clean root-tests
 
 all: build
 
@@ -15,8 +15,15 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/meshctl ./cmd/meshctl
 
 # The whole suite: vet, unit and in-process cluster tests under -race, the
-# CLI black-box test, and a short run of every fuzz target.
-test: unit fuzz-short
+# CLI black-box test, a short run of every fuzz target, and, when run as
+# root (as CI is), the root-only suites: network-namespace e2e and the
+# package test under a booted systemd.
+test: unit fuzz-short root-tests
+
+ROOT_TESTS ?= $(if $(filter 0,$(shell id -u)),$(ROOT_SUITES),)
+ROOT_SUITES :=
+root-tests: $(ROOT_TESTS)
+	@$(if $(ROOT_TESTS),true,echo "root-tests: not root; skipping the namespace e2e and package tests")
 
 unit:
 	$(GO) vet ./...
@@ -35,3 +42,6 @@ demo: build
 
 clean:
 	rm -rf $(BIN) dist
+
+# Packaging (.deb/.rpm, lint, the systemd-nspawn package test) lives in its own file.
+-include packaging.mk
