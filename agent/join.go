@@ -71,7 +71,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
 		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
-		Version: a.d.Version, Clock: now,
+		Version: a.d.Version, Clock: now, Ports: a.ports(),
 	}, enroll.ClientDeps{
 		Log: a.log, Now: a.d.Now, Dial: dialer.DialContext,
 		Step: func(msg string) { step("%s", msg) },
@@ -94,6 +94,12 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		"role", resp.Role, "overlay_ip", resp.OverlayIP)
 	return &apitype.JoinResult{Cluster: resp.ClusterName, ClusterID: resp.ClusterID, Node: resp.Name,
 		NodeID: resp.NodeID, Role: string(resp.Role), OverlayIP: resp.OverlayIP.Addr().String()}, nil
+}
+
+// ports announces where this node listens.
+func (a *Agent) ports() enroll.Ports {
+	p := a.cfg.Ports
+	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
 func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (*runtime, error) {

@@ -68,10 +68,13 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: a.NebulaPub,
 		Version: a.Version, Created: a.At, Updated: a.At,
 	}
-	if a.Role == pki.RoleControl {
-		ports := l.rt.ports
-		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(ports.Control))
-		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(ports.Raft))
+	if a.Ports.Gossip > 0 {
+		n.SerfAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Gossip))
+	}
+	n.NebulaPort = a.Ports.Nebula
+	if a.Role == pki.RoleControl && a.Ports.Control > 0 && a.Ports.Raft > 0 {
+		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
+		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

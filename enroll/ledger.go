@@ -60,6 +60,7 @@ type Admission struct {
 	NebulaCert []byte       // PEM, as signed
 	NebulaPub  []byte       // PEM
 	Version    string       // joiner's agent version
+	Ports      Ports        // where the joiner listens
 	At         time.Time    // the admitting node's clock; expiry is judged at this instant
 }
 

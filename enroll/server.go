@@ -206,6 +206,7 @@ func (s *Server) admit(ctx context.Context, req Request, rec TokenRecord, source
 			NebulaCert: nebulaCert,
 			NebulaPub:  req.NebulaPublic,
 			Version:    req.Version,
+			Ports:      req.Ports,
 			At:         s.now(),
 		})
 		if errors.Is(err, ErrIPTaken) {

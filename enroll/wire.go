@@ -23,7 +23,17 @@ type Request struct {
 	NebulaPublic []byte    `json:"nebula_public"` // PEM Nebula X25519 public key
 	Underlay     string    `json:"underlay"`      // advertised underlay IP
 	Version      string    `json:"version"`       // joiner's agent version
+	Ports        Ports     `json:"ports"`         // where the joiner listens
 	Clock        time.Time `json:"clock"`         // joiner's clock, for the skew warning
+}
+
+// Ports are the ports a node listens on (DESIGN §3), announced at enrollment
+// so that the cluster records where to reach it.
+type Ports struct {
+	Gossip  int `json:"gossip"`
+	Nebula  int `json:"nebula"`
+	Control int `json:"control,omitempty"` // control nodes
+	Raft    int `json:"raft,omitempty"`    // control nodes
 }
 
 // Response is what an admitted joiner receives.
