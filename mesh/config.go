@@ -1,0 +1,301 @@
+package mesh
+
+import (
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/slackhq/nebula/cert"
+)
+
+// Defaults used by DefaultConfig.
+const (
+	DefaultListenHost   = "0.0.0.0"
+	DefaultListenPort   = 4242
+	DefaultTunDev       = "meshd0"
+	DefaultMTU          = 1300
+	DefaultSocketBuffer = 8 << 20 // 8 MiB: no UDP receive drops under load (research §5)
+)
+
+// Lighthouse is a control node as Nebula sees it: its overlay address and
+// the underlay addresses it listens on.
+type Lighthouse struct {
+	OverlayIP netip.Addr
+	Underlay  []netip.AddrPort
+}
+
+// Config is everything meshd decides about its Nebula instance. It is plain
+// data: copy it, compare it with reflect.DeepEqual, and render it with
+// Render. It carries no yaml tags; Render maps it onto Nebula's keys.
+//
+// The node's own overlay address is the first network of Cert. An entry
+// for it in Lighthouses or StaticHosts (a control node's list of control
+// nodes includes itself) is dropped by Start, Reload and Verify.
+type Config struct {
+	// CACert, Cert and Key are PEM: the Nebula CA bundle, this node's host
+	// certificate (exactly one) and its private key. They are inlined in
+	// the rendered YAML and never logged.
+	CACert, Cert, Key []byte
+
+	// ListenHost and ListenPort are the UDP underlay listener: an IP
+	// literal and a port. Port 0 picks a free port and is allowed only
+	// for a node that is not a lighthouse.
+	ListenHost string
+	ListenPort int
+
+	// AmLighthouse makes this node a lighthouse (a control node).
+	AmLighthouse bool
+
+	// Lighthouses are the control nodes. Their overlay addresses become
+	// lighthouse.hosts (empty on a lighthouse itself) and their underlay
+	// addresses enter static_host_map.
+	Lighthouses []Lighthouse
+
+	// StaticHosts are the other known nodes (cluster state and gossip),
+	// merged into static_host_map.
+	StaticHosts map[netip.Addr][]netip.AddrPort
+
+	// Blocklist holds Nebula certificate fingerprints (hex SHA-256) that
+	// this instance refuses (pki.blocklist).
+	Blocklist []string
+
+	// TunDev and MTU describe the kernel TUN device. TunDev is unused in
+	// userspace mode.
+	TunDev string
+	MTU    int
+
+	// Userspace runs the overlay on a gvisor network stack inside the
+	// process instead of a kernel TUN device: no root needed, and the
+	// overlay is reached only through DialContext and Listen.
+	Userspace bool
+
+	// SocketBuffer sets listen.read_buffer and listen.write_buffer in
+	// bytes (0 leaves the kernel default). Setting it needs CAP_NET_ADMIN;
+	// without it Nebula logs a warning and carries on.
+	SocketBuffer int
+
+	// LocalAllowList restricts the local addresses this node advertises
+	// to lighthouses to those inside these prefixes; everything else is
+	// denied, IPv4 and IPv6 alike. Empty keeps Nebula's default (advertise
+	// every non-loopback address). Production passes the underlay /32; a
+	// test on loopback passes 127.0.0.1/32, which advertises nothing at
+	// all (Nebula never advertises loopback addresses), so the lighthouse
+	// uses the address it observes.
+	LocalAllowList []netip.Prefix
+
+	// Fast shortens Nebula's timers for tests: connection_alive_interval
+	// and pending_deletion_interval 2 s, lighthouse.interval 1 s.
+	Fast bool
+}
+
+// DefaultConfig returns the production defaults: listen on 0.0.0.0:4242,
+// TUN device meshd0 with MTU 1300, 8 MiB socket buffers. The caller adds
+// the certificates and the peers.
+func DefaultConfig() Config {
+	return Config{
+		ListenHost:   DefaultListenHost,
+		ListenPort:   DefaultListenPort,
+		TunDev:       DefaultTunDev,
+		MTU:          DefaultMTU,
+		SocketBuffer: DefaultSocketBuffer,
+	}
+}
+
+// ConfigError names the field of a Config that is wrong. Value is never a
+// PEM block or key.
+type ConfigError struct {
+	Field string
+	Value string
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Value == "" {
+		return fmt.Sprintf("mesh config %s: %v", e.Field, e.Err)
+	}
+	return fmt.Sprintf("mesh config %s %q: %v", e.Field, e.Value, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Validate checks the shape of c without any cryptography: the PEM fields
+// hold blocks of the right kind, addresses and ports are valid, names fit.
+// Start and Reload additionally check that the certificate chains to the
+// CA, is current, is not blocklisted and matches the key. The error
+// carries codes.ConfigInvalid and a *ConfigError.
+func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return codes.Wrap(codes.ConfigInvalid, err)
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	bad := func(field, value string, format string, args ...any) error {
+		return &ConfigError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	}
+	certTypes := []string{cert.CertificateBanner, cert.CertificateV2Banner}
+	keyTypes := []string{cert.X25519PrivateKeyBanner, cert.P256PrivateKeyBanner}
+	for _, f := range []struct {
+		name     string
+		pem      []byte
+		types    []string
+		min, max int
+	}{
+		{"CACert", c.CACert, certTypes, 1, 1 << 10},
+		{"Cert", c.Cert, certTypes, 1, 1},
+		{"Key", c.Key, keyTypes, 1, 1},
+	} {
+		n, err := pemBlocks(f.pem, f.types)
+		if err != nil {
+			return bad(f.name, "", "%v", err)
+		}
+		if n < f.min || n > f.max {
+			return bad(f.name, "", "want %d to %d PEM blocks of type %s, found %d", f.min, f.max, strings.Join(f.types, " or "), n)
+		}
+	}
+	if _, err := netip.ParseAddr(c.ListenHost); err != nil {
+		return bad("ListenHost", c.ListenHost, "want an IP literal: %v", err)
+	}
+	if c.ListenPort < 0 || c.ListenPort > 65535 {
+		return bad("ListenPort", fmt.Sprint(c.ListenPort), "out of range 0-65535")
+	}
+	if c.AmLighthouse && c.ListenPort == 0 {
+		return bad("ListenPort", "0", "a lighthouse needs a fixed port")
+	}
+	seen := map[netip.Addr]bool{}
+	for i, lh := range c.Lighthouses {
+		field := fmt.Sprintf("Lighthouses[%d]", i)
+		if !lh.OverlayIP.IsValid() {
+			return bad(field+".OverlayIP", "", "missing")
+		}
+		if seen[lh.OverlayIP] {
+			return bad(field+".OverlayIP", lh.OverlayIP.String(), "listed twice")
+		}
+		seen[lh.OverlayIP] = true
+		if err := checkUnderlay(lh.Underlay); err != nil {
+			return bad(field+".Underlay", "", "%v", err)
+		}
+	}
+	for ip, underlay := range c.StaticHosts {
+		if !ip.IsValid() {
+			return bad("StaticHosts", "", "invalid overlay address")
+		}
+		if err := checkUnderlay(underlay); err != nil {
+			return bad("StaticHosts["+ip.String()+"]", "", "%v", err)
+		}
+	}
+	for i, fp := range c.Blocklist {
+		if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
+			return bad(fmt.Sprintf("Blocklist[%d]", i), fp, "want a lower-case hex SHA-256 fingerprint")
+		}
+	}
+	if !c.Userspace {
+		if c.TunDev == "" || len(c.TunDev) > 15 || strings.ContainsAny(c.TunDev, "/ \t\n%:") {
+			return bad("TunDev", c.TunDev, "want an interface name of 1-15 characters")
+		}
+	}
+	if c.MTU < 576 || c.MTU > 9001 {
+		return bad("MTU", fmt.Sprint(c.MTU), "out of range 576-9001")
+	}
+	if c.SocketBuffer < 0 {
+		return bad("SocketBuffer", fmt.Sprint(c.SocketBuffer), "negative")
+	}
+	for i, p := range c.LocalAllowList {
+		if !p.IsValid() {
+			return bad(fmt.Sprintf("LocalAllowList[%d]", i), p.String(), "invalid prefix")
+		}
+	}
+	return nil
+}
+
+// checkUnderlay requires at least one address, each with a port.
+func checkUnderlay(addrs []netip.AddrPort) error {
+	if len(addrs) == 0 {
+		return errors.New("no underlay address")
+	}
+	for _, a := range addrs {
+		if !a.IsValid() || a.Port() == 0 {
+			return fmt.Errorf("underlay %v: want IP:port with a non-zero port", a)
+		}
+	}
+	return nil
+}
+
+// pemBlocks counts the PEM blocks in b, all of which must have one of the
+// given types; anything but whitespace between blocks is an error.
+func pemBlocks(b []byte, types []string) (int, error) {
+	n := 0
+	rest := b
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if !slices.Contains(types, block.Type) {
+			return n, fmt.Errorf("unexpected PEM block %q", block.Type)
+		}
+		n++
+	}
+	if strings.TrimSpace(string(rest)) != "" {
+		return n, errors.New("trailing data that is not PEM")
+	}
+	return n, nil
+}
+
+// restartFields lists the fields whose change Nebula v1.10.3 cannot apply
+// live (research §1): the listener, the TUN device, the lighthouse role,
+// the device kind and the timers. The own overlay address is checked from
+// the certificates by Reload.
+func restartFields(old, new Config) []string {
+	var out []string
+	if addrOf(old.ListenHost) != addrOf(new.ListenHost) {
+		out = append(out, "ListenHost")
+	}
+	if old.ListenPort != new.ListenPort {
+		out = append(out, "ListenPort")
+	}
+	if !new.Userspace && old.TunDev != new.TunDev {
+		out = append(out, "TunDev")
+	}
+	if old.AmLighthouse != new.AmLighthouse {
+		out = append(out, "AmLighthouse")
+	}
+	if old.Userspace != new.Userspace {
+		out = append(out, "Userspace")
+	}
+	if old.Fast != new.Fast {
+		out = append(out, "Fast")
+	}
+	return out
+}
+
+func addrOf(s string) netip.Addr {
+	a, _ := netip.ParseAddr(s)
+	return a.Unmap()
+}
+
+// withoutSelf returns c without entries for the node's own overlay
+// address. Maps and slices are copied; c is not modified.
+func (c Config) withoutSelf(self netip.Addr) Config {
+	out := c
+	out.Lighthouses = make([]Lighthouse, 0, len(c.Lighthouses))
+	for _, lh := range c.Lighthouses {
+		if lh.OverlayIP != self {
+			out.Lighthouses = append(out.Lighthouses, lh)
+		}
+	}
+	out.StaticHosts = make(map[netip.Addr][]netip.AddrPort, len(c.StaticHosts))
+	for ip, u := range c.StaticHosts {
+		if ip != self {
+			out.StaticHosts[ip] = u
+		}
+	}
+	return out
+}

@@ -1,0 +1,286 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/slackhq/nebula"
+	"github.com/slackhq/nebula/config"
+	"github.com/slackhq/nebula/overlay"
+	"github.com/slackhq/nebula/service"
+)
+
+// releaseTimeout bounds how long a kernel-mode Stop waits for the TUN
+// device and the UDP port to be released.
+const releaseTimeout = 3 * time.Second
+
+// Mesh is one running Nebula instance. Its methods are safe for concurrent
+// use. Production runs one per process; tests may run several userspace
+// instances in one process.
+type Mesh struct {
+	log    *slog.Logger
+	bridge *logBridge
+	nc     *config.C
+	ctrl   *nebula.Control
+	svc    *service.Service // userspace mode only
+	self   netip.Addr       // own overlay address: first network of the certificate
+	net    netip.Prefix     // that network
+	kernel bool
+	tunDev string
+	listen netip.AddrPort // configured listener; port 0 until Nebula reports the bound one
+
+	mu      sync.RWMutex // Reload and Stop write; everything else reads
+	applied Config       // the config running now, own address already dropped
+	yaml    string       // Render(applied): what Nebula holds
+	fp      string       // fingerprint of applied.Cert
+	stopped bool
+}
+
+// Start validates c, checks its certificate against its CA and key, and
+// starts Nebula: nebula.Main with its own logrus logger bridged to log
+// (tagged component=mesh), then Control.Start, or in userspace mode
+// service.New, which starts it. Before returning it verifies the running
+// instance against c (see Verify).
+//
+// Errors carry codes.ConfigInvalid (Validate) or codes.OverlayApply. A
+// userspace instance whose start fails after Nebula was started cannot be
+// stopped (see Stop) and is left running, unreachable.
+func Start(c Config, log *slog.Logger) (*Mesh, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "mesh")
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	id, err := inspect(c, time.Now())
+	if err != nil {
+		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", err))
+	}
+	eff := c.withoutSelf(id.ip)
+	text, err := Render(eff)
+	if err != nil {
+		return nil, err
+	}
+	ll, bridge := newNebulaLogger(log)
+	nc := config.NewC(ll)
+	if err := nc.LoadString(text); err != nil {
+		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: load rendered config: %w", err))
+	}
+	var factory overlay.DeviceFactory // nil: a kernel TUN device
+	if c.Userspace {
+		factory = overlay.NewUserDeviceFromConfig
+	}
+	ctrl, err := nebula.Main(nc, false, "", ll, factory)
+	if err != nil {
+		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", err))
+	}
+	m := &Mesh{
+		log: log, bridge: bridge, nc: nc, ctrl: ctrl,
+		self: id.ip, net: id.network, kernel: !c.Userspace, tunDev: c.TunDev,
+		listen:  netip.AddrPortFrom(addrOf(c.ListenHost), uint16(c.ListenPort)),
+		applied: eff, yaml: text, fp: id.fingerprint,
+	}
+	if c.Userspace {
+		svc, err := service.New(ctrl) // calls ctrl.Start
+		if err != nil {
+			return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: userspace network stack: %w", err))
+		}
+		m.svc = svc
+	} else {
+		ctrl.Start()
+	}
+	if err := m.verify(eff, id.fingerprint); err != nil {
+		m.Stop()
+		return nil, err
+	}
+	log.Info("overlay started", keyOverlayIP, id.ip, keyUDP, m.udpAddr(),
+		"lighthouse", c.AmLighthouse, "userspace", c.Userspace,
+		"lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
+		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)
+	return m, nil
+}
+
+// OverlayIP is this node's overlay address, from its certificate.
+func (m *Mesh) OverlayIP() netip.Addr { return m.self }
+
+// udpAddr is the underlay address Nebula listens on, with the bound port
+// when the config asked for port 0.
+func (m *Mesh) udpAddr() netip.AddrPort {
+	if m.listen.Port() == 0 {
+		if a := m.bridge.udpAddr(); a.IsValid() {
+			return a
+		}
+	}
+	return m.listen
+}
+
+// DialContext connects to addr (overlay IP and port) through the overlay.
+// Userspace mode only: in kernel mode the overlay is an ordinary network
+// interface, so use a net.Dialer.
+func (m *Mesh) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	svc, err := m.service()
+	if err != nil {
+		return nil, err
+	}
+	return svc.DialContext(ctx, network, addr)
+}
+
+// Listen listens on the overlay. Userspace mode only, and as Nebula's
+// service allows it: network "tcp" or "tcp4", a wildcard address and a
+// non-zero port (":7000"). Keep calling Accept until Close: the userspace
+// stack hands each new connection over synchronously.
+func (m *Mesh) Listen(network, addr string) (net.Listener, error) {
+	svc, err := m.service()
+	if err != nil {
+		return nil, err
+	}
+	l, err := svc.Listen(network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &onceCloseListener{Listener: l}, nil
+}
+
+func (m *Mesh) service() (*service.Service, error) {
+	if m.svc == nil {
+		return nil, errors.New("mesh: dial and listen need userspace mode; in kernel mode use the overlay interface")
+	}
+	return m.svc, nil
+}
+
+// onceCloseListener makes Close idempotent: Nebula's listener panics on a
+// second Close.
+type onceCloseListener struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *onceCloseListener) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
+}
+
+// Stop shuts the instance down. Calling it again does nothing.
+//
+// Kernel mode: Control.Stop closes every tunnel (telling the peers) and
+// the device; then Stop "kicks" Nebula's reader threads, which v1.10.3
+// leaves blocked in read(2) and recvmsg(2) holding the TUN device and the
+// UDP port (upstream issue #975), by sending one packet into the overlay
+// route and one datagram to the listen port. It returns once both are
+// released, or after releaseTimeout with a warning. A new Start in the same
+// process can then take the same device name and port.
+//
+// Userspace mode: Stop does NOT stop Nebula. In v1.10.3 stopping a
+// userspace instance closes the device pipes, Nebula's reader sees io.EOF
+// instead of os.ErrClosed and calls os.Exit(2); service.New type-asserts
+// the concrete device, so it cannot be wrapped. Stop logs a warning and
+// returns; the instance keeps running until the process exits, and its
+// methods keep working.
+func (m *Mesh) Stop() {
+	if !m.kernel {
+		m.log.Warn("overlay not stopped: Nebula v1.10.3 exits the process when a userspace instance stops; it runs until the process exits")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	start := time.Now()
+	udp := m.udpAddr()
+	m.ctrl.Stop()
+	if err := m.release(udp); err != nil {
+		m.log.Warn("overlay stopped, but Nebula still holds its resources; a restart in this process may fail",
+			keyErr, err, "after", time.Since(start))
+		return
+	}
+	m.log.Info("overlay stopped", "took", time.Since(start))
+}
+
+// release kicks Nebula's blocked readers until the TUN device is gone and
+// the UDP port can be bound again, with backoff, up to releaseTimeout.
+func (m *Mesh) release(udp netip.AddrPort) error {
+	deadline := time.Now().Add(releaseTimeout)
+	wait := 2 * time.Millisecond
+	for {
+		kick(m.kickTarget(), udp)
+		tunGone, portFree := tunReleased(m.tunDev), portReleased(udp)
+		if tunGone && portFree {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: tun %s released %t, udp %s released %t", releaseTimeout, m.tunDev, tunGone, udp, portFree)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// kickTarget is an overlay address other than our own, so a packet to it
+// is routed into the TUN device.
+func (m *Mesh) kickTarget() netip.Addr {
+	if n := m.self.Next(); m.net.Contains(n) && n.Next().IsValid() && m.net.Contains(n.Next()) {
+		return n // not the last address of the network (the broadcast address)
+	}
+	return m.self.Prev()
+}
+
+// kick sends one UDP datagram to overlay (through the TUN device) and one
+// to the listen address udp. Errors are expected once things are released
+// and are ignored.
+func kick(overlay netip.Addr, udp netip.AddrPort) {
+	send := func(to netip.AddrPort) {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
+		if err != nil {
+			return
+		}
+		_, _ = c.Write([]byte{0})
+		_ = c.Close()
+	}
+	if overlay.IsValid() {
+		send(netip.AddrPortFrom(overlay, 9)) // discard
+	}
+	if udp.Port() != 0 {
+		to := udp.Addr()
+		if to.IsUnspecified() && to.Is4() {
+			to = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		} else if to.IsUnspecified() {
+			to = netip.IPv6Loopback()
+		}
+		send(netip.AddrPortFrom(to, udp.Port()))
+	}
+}
+
+// tunReleased reports whether the TUN device dev is gone.
+func tunReleased(dev string) bool {
+	_, err := net.InterfaceByName(dev)
+	return err != nil
+}
+
+// portReleased reports whether udp can be bound again (it is closed at
+// once). An unknown port counts as released.
+func portReleased(udp netip.AddrPort) bool {
+	if udp.Port() == 0 {
+		return true
+	}
+	network := "udp6"
+	if udp.Addr().Is4() {
+		network = "udp4"
+	}
+	c, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(udp))
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}

@@ -1,0 +1,224 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+	"github.com/slackhq/nebula/cert"
+)
+
+// identity is what Start and Reload learn from a Config's certificate.
+type identity struct {
+	fingerprint string
+	expires     time.Time
+	ip          netip.Addr   // first network of the certificate: the overlay address
+	network     netip.Prefix // that network, masked
+}
+
+// inspect checks what Nebula would accept without complaint but cannot
+// work: the certificate must be a current host certificate that chains to
+// one of the CAs, is not in the config's own blocklist, and pairs with the
+// key. Nebula loads a certificate from a foreign CA, or one whose key does
+// not match, and only fails handshakes later.
+func inspect(c Config, now time.Time) (identity, error) {
+	fp, expires, err := pki.NebulaCertInfo(c.Cert)
+	if err != nil {
+		return identity{}, err
+	}
+	crt, _, err := cert.UnmarshalCertificateFromPEM(c.Cert)
+	if err != nil {
+		return identity{}, fmt.Errorf("parse Nebula certificate: %w", err)
+	}
+	if crt.IsCA() {
+		return identity{}, fmt.Errorf("certificate %s is a CA, not a host certificate", fp)
+	}
+	nets := crt.Networks()
+	if len(nets) == 0 {
+		return identity{}, fmt.Errorf("certificate %s has no overlay network", fp)
+	}
+	pool, err := cert.NewCAPoolFromPEM(c.CACert)
+	if err != nil && !(errors.Is(err, cert.ErrExpired) && pool != nil) {
+		return identity{}, fmt.Errorf("Nebula CA certificates: %w", err)
+	}
+	if _, err := pool.VerifyCertificate(now, crt); err != nil {
+		return identity{}, fmt.Errorf("certificate %s (%s) does not verify against the CA: %w", fp, crt.Name(), err)
+	}
+	if slices.Contains(c.Blocklist, fp) {
+		return identity{}, fmt.Errorf("certificate %s is in this node's own blocklist", fp)
+	}
+	key, _, curve, err := cert.UnmarshalPrivateKeyFromPEM(c.Key)
+	if err != nil {
+		return identity{}, fmt.Errorf("parse Nebula private key: %w", err)
+	}
+	if err := crt.VerifyPrivateKey(curve, key); err != nil {
+		return identity{}, fmt.Errorf("the private key does not match certificate %s: %w", fp, err)
+	}
+	return identity{fingerprint: fp, expires: expires, ip: nets[0].Addr(), network: nets[0].Masked()}, nil
+}
+
+// Reload applies c to the running instance.
+//
+// A change Nebula cannot apply live (ListenHost, ListenPort, TunDev,
+// AmLighthouse, Userspace, Fast, or a certificate for another overlay
+// address) is refused with codes.RestartNeeded and nothing is applied.
+// Otherwise the full rendered config goes to ReloadConfigString, which
+// reports only YAML errors, and Verify reads the result back. If it does
+// not match, the previous config is reloaded and the error carries
+// codes.OverlayApply: a config that cannot be applied leaves the running
+// overlay as it was. Invalid input gets codes.ConfigInvalid, a certificate
+// that fails inspection codes.OverlayApply, both before anything changes.
+func (m *Mesh) Reload(c Config) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	id, err := inspect(c, time.Now())
+	if err != nil {
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w", err))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return codes.Wrap(codes.OverlayApply, errors.New("reload overlay: the overlay is stopped"))
+	}
+	fields := restartFields(m.applied, c)
+	if id.ip != m.self {
+		fields = append(fields, fmt.Sprintf("Cert (overlay address %s, running %s)", id.ip, m.self))
+	}
+	if len(fields) > 0 {
+		return codes.Wrap(codes.RestartNeeded, fmt.Errorf("reload overlay: Nebula cannot change %s while it runs", strings.Join(fields, ", ")))
+	}
+	eff := c.withoutSelf(m.self)
+	text, err := Render(eff)
+	if err != nil {
+		return err
+	}
+	if text == m.yaml { // nothing to apply; still confirm nothing drifted
+		if err := m.verify(eff, id.fingerprint); err != nil {
+			return codes.Wrap(codes.OverlayApply, err)
+		}
+		return nil
+	}
+	done := m.bridge.capture()
+	err = m.nc.ReloadConfigString(text)
+	logged := done()
+	if err != nil { // a YAML error: Nebula changed nothing
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: Nebula refused the rendered config: %w", err))
+	}
+	if err := m.verify(eff, id.fingerprint); err != nil {
+		return m.rollback(err, logged)
+	}
+	m.applied, m.yaml, m.fp = eff, text, id.fingerprint
+	m.log.Info("overlay reloaded", "lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
+		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)
+	return nil
+}
+
+// rollback reloads the config that ran before a reload that failed
+// verification, and reports the failure with what Nebula logged meanwhile.
+func (m *Mesh) rollback(cause error, logged []string) error {
+	said := ""
+	if len(logged) > 0 {
+		said = " (Nebula logged: " + strings.Join(logged, "; ") + ")"
+	}
+	if err := m.nc.ReloadConfigString(m.yaml); err != nil {
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; restoring the previous config failed: %v", cause, said, err))
+	}
+	if err := m.verify(m.applied, m.fp); err != nil {
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; the restored config does not verify either: %v", cause, said, err))
+	}
+	m.log.Warn("overlay reload rolled back", keyCode, codes.OverlayApply, keyErr, cause)
+	return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; the previous config is running again", cause, said))
+}
+
+// Verify reads the running instance's state back and compares it with c,
+// returning codes.OverlayApply on a mismatch. Nebula's Control API lets it
+// check:
+//
+//   - the certificate Nebula uses (GetCertByVpnIp of the own address): its
+//     fingerprint must equal that of c.Cert. This catches a certificate
+//     Nebula refused on reload (another curve or network).
+//   - every static_host_map entry (lighthouses and static hosts): each
+//     underlay address must be among the addresses Nebula holds for that
+//     overlay address as static (QueryLighthouse, owner = self). This
+//     catches an entry Nebula dropped, such as an underlay address inside
+//     the overlay network. Presence only: Nebula keeps addresses of
+//     removed entries in its cache, so removals cannot be read back. On a
+//     node that is not a lighthouse, each non-lighthouse entry costs one
+//     lighthouse query, the same message Nebula sends before a handshake.
+//
+// It cannot read back lighthouse.hosts, the blocklist, the firewall or the
+// timers: Control does not expose them. Render always puts every lighthouse
+// into static_host_map, which is the only thing Nebula checks about
+// lighthouse.hosts on reload, and inspect checks that the CA bundle parses,
+// so neither can be silently refused.
+func (m *Mesh) Verify(c Config) error {
+	fp, _, err := pki.NebulaCertInfo(c.Cert)
+	if err != nil {
+		return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("verify overlay: %w", err))
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.stopped {
+		return codes.Wrap(codes.OverlayApply, errors.New("verify overlay: the overlay is stopped"))
+	}
+	if err := m.verify(c.withoutSelf(m.self), fp); err != nil {
+		return codes.Wrap(codes.OverlayApply, err)
+	}
+	return nil
+}
+
+// verify is Verify for a config already without the own address. The
+// caller holds m.mu and has checked that the instance runs: QueryLighthouse
+// blocks forever on a stopped instance.
+func (m *Mesh) verify(c Config, fingerprint string) error {
+	crt := m.ctrl.GetCertByVpnIp(m.self)
+	if crt == nil {
+		return fmt.Errorf("verify overlay: Nebula reports no certificate for %s", m.self)
+	}
+	got, err := crt.Fingerprint()
+	if err != nil {
+		return fmt.Errorf("verify overlay: fingerprint of the running certificate: %w", err)
+	}
+	if got != fingerprint {
+		return fmt.Errorf("verify overlay: Nebula runs certificate %s, the config has %s", got, fingerprint)
+	}
+	want := staticHostMap(c)
+	ips := make([]netip.Addr, 0, len(want))
+	for ip := range want {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	var missing []string
+	for _, ip := range ips {
+		have := m.staticRemotes(ip)
+		for _, a := range want[ip] {
+			if !slices.Contains(have, a) {
+				missing = append(missing, ip.String()+"="+a.String())
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("verify overlay: Nebula does not hold static_host_map entries %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// staticRemotes returns the underlay addresses Nebula holds for ip from
+// its own static_host_map (the cache entries this node owns).
+func (m *Mesh) staticRemotes(ip netip.Addr) []netip.AddrPort {
+	cm := m.ctrl.QueryLighthouse(ip)
+	if cm == nil {
+		return nil
+	}
+	own := (*cm)[m.self.String()]
+	if own == nil {
+		return nil
+	}
+	return own.Reported
+}

@@ -1,0 +1,219 @@
+package mesh
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The typed shape of the Nebula v1.10.3 config meshd writes. Only the keys
+// meshd sets are here; Nebula's defaults cover the rest. Field order is the
+// order in the YAML, and yaml.v3 sorts map keys, so Render is
+// deterministic.
+type nebulaConfig struct {
+	PKI           nebulaPKI           `yaml:"pki"`
+	StaticHostMap map[string][]string `yaml:"static_host_map"`
+	Lighthouse    nebulaLighthouse    `yaml:"lighthouse"`
+	Listen        nebulaListen        `yaml:"listen"`
+	Punchy        nebulaPunchy        `yaml:"punchy"`
+	Tun           *nebulaTun          `yaml:"tun,omitempty"` // nil in userspace mode: no device is created
+	Firewall      nebulaFirewall      `yaml:"firewall"`
+	Timers        *nebulaTimers       `yaml:"timers,omitempty"`
+	Routines      int                 `yaml:"routines"`
+	Cipher        string              `yaml:"cipher"` // one value per process: Nebula keeps it in a global (research §1)
+	Logging       nebulaLogging       `yaml:"logging"`
+}
+
+type nebulaPKI struct {
+	CA                string   `yaml:"ca"`
+	Cert              string   `yaml:"cert"`
+	Key               string   `yaml:"key"`
+	Blocklist         []string `yaml:"blocklist"`
+	DisconnectInvalid bool     `yaml:"disconnect_invalid"`
+}
+
+type nebulaLighthouse struct {
+	AmLighthouse   bool            `yaml:"am_lighthouse"`
+	Interval       int             `yaml:"interval"`
+	Hosts          []string        `yaml:"hosts"`
+	LocalAllowList map[string]bool `yaml:"local_allow_list,omitempty"`
+}
+
+type nebulaListen struct {
+	Host        string `yaml:"host"`
+	Port        int    `yaml:"port"`
+	ReadBuffer  int    `yaml:"read_buffer,omitempty"`
+	WriteBuffer int    `yaml:"write_buffer,omitempty"`
+}
+
+type nebulaPunchy struct {
+	Punch   bool `yaml:"punch"`
+	Respond bool `yaml:"respond"`
+}
+
+type nebulaTun struct {
+	Dev string `yaml:"dev"`
+	MTU int    `yaml:"mtu"`
+}
+
+// nebulaFirewall is the overlay firewall. Nebula drops anything no rule
+// allows; extend it with group rules here when roles need to differ.
+type nebulaFirewall struct {
+	Outbound []firewallRule `yaml:"outbound"`
+	Inbound  []firewallRule `yaml:"inbound"`
+}
+
+// firewallRule is one Nebula firewall rule. Host "any" matches every peer
+// whose certificate the CA pool accepts (signed by the cluster CA, current,
+// not blocklisted); Groups narrows a rule to certificates carrying all of
+// the groups.
+type firewallRule struct {
+	Port   string   `yaml:"port"`
+	Proto  string   `yaml:"proto"`
+	Host   string   `yaml:"host,omitempty"`
+	Groups []string `yaml:"groups,omitempty"`
+}
+
+type nebulaTimers struct {
+	ConnectionAliveInterval int `yaml:"connection_alive_interval"`
+	PendingDeletionInterval int `yaml:"pending_deletion_interval"`
+}
+
+type nebulaLogging struct {
+	Level            string `yaml:"level"`
+	Format           string `yaml:"format"`
+	DisableTimestamp bool   `yaml:"disable_timestamp"`
+}
+
+// clusterFirewall is meshd's policy for now: every holder of a valid
+// cluster certificate may reach every port, both ways.
+func clusterFirewall() nebulaFirewall {
+	all := []firewallRule{{Port: "any", Proto: "any", Host: "any"}}
+	return nebulaFirewall{Outbound: all, Inbound: slices.Clone(all)}
+}
+
+// Render returns the Nebula YAML for c, after Validate. The same Config
+// always renders to the same text. The text holds the private key: hand
+// it to Nebula, never to a log.
+//
+// Render does not parse the certificates, so it cannot drop the node's own
+// overlay address from the host lists; Start and Reload do that before
+// rendering.
+func Render(c Config) (string, error) {
+	if err := c.Validate(); err != nil {
+		return "", err
+	}
+	interval, timers := 10, (*nebulaTimers)(nil)
+	if c.Fast {
+		interval, timers = 1, &nebulaTimers{ConnectionAliveInterval: 2, PendingDeletionInterval: 2}
+	}
+	var tun *nebulaTun
+	if !c.Userspace {
+		tun = &nebulaTun{Dev: c.TunDev, MTU: c.MTU}
+	}
+	static := map[string][]string{}
+	for ip, addrs := range staticHostMap(c) {
+		for _, a := range addrs {
+			static[ip.String()] = append(static[ip.String()], a.String())
+		}
+	}
+	hosts := []string{}
+	if !c.AmLighthouse { // a lighthouse lists no lighthouses
+		for _, ip := range lighthouseIPs(c) {
+			hosts = append(hosts, ip.String())
+		}
+	}
+	blocklist := slices.Clone(c.Blocklist)
+	slices.Sort(blocklist)
+	blocklist = slices.Compact(blocklist)
+	if blocklist == nil {
+		blocklist = []string{}
+	}
+	nc := nebulaConfig{
+		PKI: nebulaPKI{
+			CA: string(c.CACert), Cert: string(c.Cert), Key: string(c.Key),
+			Blocklist: blocklist, DisconnectInvalid: true,
+		},
+		StaticHostMap: static,
+		Lighthouse: nebulaLighthouse{
+			AmLighthouse:   c.AmLighthouse,
+			Interval:       interval,
+			Hosts:          hosts,
+			LocalAllowList: localAllowList(c.LocalAllowList),
+		},
+		Listen: nebulaListen{
+			Host: addrOf(c.ListenHost).String(), Port: c.ListenPort,
+			ReadBuffer: c.SocketBuffer, WriteBuffer: c.SocketBuffer,
+		},
+		Punchy:   nebulaPunchy{Punch: true, Respond: true},
+		Tun:      tun,
+		Firewall: clusterFirewall(),
+		Timers:   timers,
+		Routines: 1,
+		Cipher:   "aes",
+		// info reaches the log bridge, which shows it only at slog debug.
+		Logging: nebulaLogging{Level: "info", Format: "text", DisableTimestamp: true},
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(nc); err != nil {
+		return "", fmt.Errorf("render Nebula config: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return "", fmt.Errorf("render Nebula config: %w", err)
+	}
+	return buf.String(), nil
+}
+
+// staticHostMap merges the lighthouses and the static hosts into Nebula's
+// static_host_map: overlay address to sorted, de-duplicated underlay
+// addresses. Verify reads the same map back.
+func staticHostMap(c Config) map[netip.Addr][]netip.AddrPort {
+	out := map[netip.Addr][]netip.AddrPort{}
+	add := func(ip netip.Addr, addrs []netip.AddrPort) {
+		for _, a := range addrs {
+			out[ip] = append(out[ip], netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+		}
+	}
+	for _, lh := range c.Lighthouses {
+		add(lh.OverlayIP, lh.Underlay)
+	}
+	for ip, addrs := range c.StaticHosts {
+		add(ip, addrs)
+	}
+	for ip, addrs := range out {
+		slices.SortFunc(addrs, netip.AddrPort.Compare)
+		out[ip] = slices.Compact(addrs)
+	}
+	return out
+}
+
+// lighthouseIPs returns the lighthouses' overlay addresses, sorted.
+func lighthouseIPs(c Config) []netip.Addr {
+	out := make([]netip.Addr, 0, len(c.Lighthouses))
+	for _, lh := range c.Lighthouses {
+		out = append(out, lh.OverlayIP)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// localAllowList turns allow prefixes into Nebula's lighthouse.local_allow_list:
+// each prefix allowed, and everything else denied for both address
+// families (Nebula would otherwise allow every IPv6 address when only IPv4
+// prefixes are listed). An allowed /0 replaces the deny for its family.
+// Empty stays empty: Nebula's default.
+func localAllowList(allow []netip.Prefix) map[string]bool {
+	if len(allow) == 0 {
+		return nil
+	}
+	out := map[string]bool{"0.0.0.0/0": false, "::/0": false}
+	for _, p := range allow {
+		out[p.Masked().String()] = true
+	}
+	return out
+}

@@ -1,0 +1,201 @@
+package mesh
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"github.com/slackhq/nebula"
+	"github.com/slackhq/nebula/config"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.yaml from Render")
+
+// Fixed fake PEM blocks: structurally valid (Validate accepts them), never
+// parsed as certificates, so the golden files never change.
+const (
+	fakeCA   = "-----BEGIN NEBULA CERTIFICATE-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgQ0E=\n-----END NEBULA CERTIFICATE-----\n"
+	fakeCert = "-----BEGIN NEBULA CERTIFICATE-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgaG9zdCBjZXJ0aWZpY2F0ZQ==\n-----END NEBULA CERTIFICATE-----\n"
+	fakeKey  = "-----BEGIN NEBULA X25519 PRIVATE KEY-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgcHJpdmF0ZSBrZXk=\n-----END NEBULA X25519 PRIVATE KEY-----\n"
+)
+
+var (
+	fpA = "aa" + strings.Repeat("0", 62)
+	fpB = "bb" + strings.Repeat("1", 62)
+)
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+func ip(s string) netip.Addr     { return netip.MustParseAddr(s) }
+
+// goldenWorker is a production worker: two lighthouses, three other nodes
+// (one also reachable at a lighthouse's address, to show the merge).
+func goldenWorker() Config {
+	c := DefaultConfig()
+	c.CACert, c.Cert, c.Key = []byte(fakeCA), []byte(fakeCert), []byte(fakeKey)
+	c.Lighthouses = []Lighthouse{
+		{OverlayIP: ip("10.42.0.2"), Underlay: []netip.AddrPort{ap("192.0.2.2:4242")}},
+		{OverlayIP: ip("10.42.0.1"), Underlay: []netip.AddrPort{ap("192.0.2.1:4242"), ap("198.51.100.1:4242")}},
+	}
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{
+		ip("10.42.0.10"): {ap("192.0.2.10:4242")},
+		ip("10.42.0.9"):  {ap("192.0.2.9:4242"), ap("192.0.2.9:4242")},
+		ip("10.42.0.1"):  {ap("203.0.113.1:4242")},
+	}
+	c.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("192.0.2.20/32")}
+	return c
+}
+
+func goldenCases() map[string]Config {
+	lighthouse := goldenWorker()
+	lighthouse.AmLighthouse = true
+
+	blocklist := goldenWorker()
+	blocklist.Blocklist = []string{fpB, fpA, fpB}
+
+	userspace := DefaultConfig()
+	userspace.CACert, userspace.Cert, userspace.Key = []byte(fakeCA), []byte(fakeCert), []byte(fakeKey)
+	userspace.ListenHost, userspace.ListenPort = "127.0.0.1", 0
+	userspace.Userspace, userspace.Fast, userspace.SocketBuffer = true, true, 0
+	userspace.TunDev = ""
+	userspace.Lighthouses = []Lighthouse{{OverlayIP: ip("10.42.0.1"), Underlay: []netip.AddrPort{ap("127.0.0.1:42000")}}}
+	userspace.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+
+	return map[string]Config{
+		"worker":     goldenWorker(),
+		"lighthouse": lighthouse,
+		"blocklist":  blocklist,
+		"userspace":  userspace,
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	for name, c := range goldenCases() {
+		t.Run(name, func(t *testing.T) {
+			got, err := Render(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 20 { // map iteration order must not leak into the text
+				again, err := Render(c)
+				if err != nil || again != got {
+					t.Fatalf("Render is not deterministic (err %v)", err)
+				}
+			}
+			path := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./mesh -run TestRenderGolden -update)", err)
+			}
+			if got != string(want) {
+				t.Errorf("Render differs from %s (rerun with -update if intended):\n%s", path, got)
+			}
+		})
+	}
+}
+
+// TestRenderReadByNebula loads rendered YAML into Nebula's own config
+// type and reads the keys back the way Nebula does.
+func TestRenderReadByNebula(t *testing.T) {
+	text, err := Render(goldenCases()["blocklist"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := config.NewC(logrus.New())
+	if err := nc.LoadString(text); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := nc.GetStringSlice("lighthouse.hosts", nil), []string{"10.42.0.1", "10.42.0.2"}; !slices.Equal(got, want) {
+		t.Errorf("lighthouse.hosts = %v, want %v", got, want)
+	}
+	if got, want := nc.GetStringSlice("pki.blocklist", nil), []string{fpA, fpB}; !slices.Equal(got, want) {
+		t.Errorf("pki.blocklist = %v, want %v", got, want)
+	}
+	if got := nc.GetString("pki.key", ""); got != fakeKey {
+		t.Errorf("pki.key does not round-trip: %q", got)
+	}
+	shm := nc.GetMap("static_host_map", nil)
+	if len(shm) != 4 {
+		t.Errorf("static_host_map has %d entries, want 4: %v", len(shm), shm)
+	}
+	for key, want := range map[string][]any{
+		"10.42.0.1": {"192.0.2.1:4242", "198.51.100.1:4242", "203.0.113.1:4242"}, // lighthouse and static entry merged
+		"10.42.0.9": {"192.0.2.9:4242"},                                          // duplicate dropped
+	} {
+		if got, _ := shm[key].([]any); !slices.Equal(got, want) {
+			t.Errorf("static_host_map[%s] = %v, want %v", key, shm[key], want)
+		}
+	}
+	if nc.GetInt("listen.port", 0) != DefaultListenPort || nc.GetString("tun.dev", "") != DefaultTunDev {
+		t.Errorf("listen.port/tun.dev not rendered: %d %q", nc.GetInt("listen.port", 0), nc.GetString("tun.dev", ""))
+	}
+
+	lal, err := nebula.NewLocalAllowListFromConfig(nc, "lighthouse.local_allow_list")
+	if err != nil {
+		t.Fatalf("Nebula rejects the local allow list: %v", err)
+	}
+	for addr, want := range map[string]bool{"192.0.2.20": true, "192.0.2.21": false, "10.0.0.1": false, "2001:db8::1": false} {
+		if got := lal.Allow(ip(addr)); got != want {
+			t.Errorf("local_allow_list allows %s = %t, want %t", addr, got, want)
+		}
+	}
+}
+
+func TestRenderLighthouseListsNoHosts(t *testing.T) {
+	text, err := Render(goldenCases()["lighthouse"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := config.NewC(logrus.New())
+	if err := nc.LoadString(text); err != nil {
+		t.Fatal(err)
+	}
+	if hosts := nc.GetStringSlice("lighthouse.hosts", nil); len(hosts) != 0 {
+		t.Errorf("a lighthouse lists lighthouse.hosts %v", hosts)
+	}
+	if !nc.GetBool("lighthouse.am_lighthouse", false) {
+		t.Error("am_lighthouse not set")
+	}
+	if len(nc.GetMap("static_host_map", nil)) != 4 {
+		t.Error("a lighthouse still needs the other lighthouses in static_host_map")
+	}
+}
+
+func TestRenderUserspaceHasNoTun(t *testing.T) {
+	text, err := Render(goldenCases()["userspace"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "\ntun:") {
+		t.Errorf("userspace config renders a tun section:\n%s", text)
+	}
+	if !strings.Contains(text, "connection_alive_interval: 2") || !strings.Contains(text, "interval: 1\n") {
+		t.Errorf("Fast timers missing:\n%s", text)
+	}
+}
+
+func TestLocalAllowListRender(t *testing.T) {
+	if got := localAllowList(nil); got != nil {
+		t.Errorf("empty list renders %v, want Nebula's default", got)
+	}
+	got := localAllowList([]netip.Prefix{netip.MustParsePrefix("::/0"), netip.MustParsePrefix("192.0.2.7/24")})
+	want := map[string]bool{"0.0.0.0/0": false, "::/0": true, "192.0.2.0/24": true}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %t, want %t", k, got[k], v)
+		}
+	}
+}
