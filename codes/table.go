@@ -122,6 +122,7 @@ var table = map[Code]Info{
 	EventNodeActive:     {100, "a node is active", "none needed"},
 	EventNodeLeft:       {100, "a node left the cluster", "none needed"},
 	EventNodeRemoved:    {100, "a node was removed and its certificates revoked", "none needed"},
+	EventCertRenewed:    {100, "a node's Nebula host certificate was renewed", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -132,4 +133,5 @@ const (
 	EventNodeActive     Code = "X100604NDACTV"
 	EventNodeLeft       Code = "X100605NDLEFT"
 	EventNodeRemoved    Code = "X100606NDRMVD"
+	EventCertRenewed    Code = "X100607CRTRNW"
 )

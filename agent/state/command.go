@@ -19,6 +19,7 @@ const (
 	typeMintToken    cmdType = 2
 	typeAdmit        cmdType = 3
 	typeSetNodeState cmdType = 4
+	typeRenewNebula  cmdType = 5
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -66,6 +67,7 @@ func (Bootstrap) commandType() cmdType    { return typeBootstrap }
 func (MintToken) commandType() cmdType    { return typeMintToken }
 func (Admit) commandType() cmdType        { return typeAdmit }
 func (SetNodeState) commandType() cmdType { return typeSetNodeState }
+func (RenewNebula) commandType() cmdType  { return typeRenewNebula }
 
 // Encode returns the raft log form of c: its type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
@@ -99,6 +101,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[Admit](b[1:])
 	case typeSetNodeState:
 		c, err = decodeAs[SetNodeState](b[1:])
+	case typeRenewNebula:
+		c, err = decodeAs[RenewNebula](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -51,6 +51,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		err = f.s.admit(c)
 	case SetNodeState:
 		err = f.s.setNodeState(c)
+	case RenewNebula:
+		err = f.s.renewNebula(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -63,6 +63,8 @@ type Node struct {
 	NebulaFingerprint string     `json:"nebula_fingerprint,omitempty"`
 	NebulaExpires     time.Time  `json:"nebula_expires,omitzero"`
 	NebulaPublicKey   []byte     `json:"nebula_public_key,omitempty"` // PEM
+	NebulaCert        []byte     `json:"nebula_cert,omitempty"`       // PEM, the current host certificate
+	NebulaIssued      time.Time  `json:"nebula_issued,omitzero"`      // when the current one was signed
 	Version           string     `json:"version,omitempty"`
 	Created           time.Time  `json:"created"`
 	Updated           time.Time  `json:"updated"`
@@ -100,6 +102,7 @@ func (c Cluster) clone() Cluster {
 
 func (n Node) clone() Node {
 	n.NebulaPublicKey = bytes.Clone(n.NebulaPublicKey)
+	n.NebulaCert = bytes.Clone(n.NebulaCert)
 	return n
 }
 

@@ -1,0 +1,44 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// RenewNebula records a node's new Nebula host certificate, signed by the
+// CA holder for the node's own public key and overlay IP. The previous
+// certificate is not revoked: it simply ages out.
+type RenewNebula struct {
+	NodeID      string    `json:"node_id"`
+	Cert        []byte    `json:"cert"` // PEM
+	Fingerprint string    `json:"fingerprint"`
+	Issued      time.Time `json:"issued"`
+	Expires     time.Time `json:"expires"`
+	At          time.Time `json:"at"`
+	Actor       string    `json:"actor,omitempty"`
+}
+
+func (s *Snapshot) renewNebula(c RenewNebula) error {
+	n, ok := s.Nodes[c.NodeID]
+	if !ok {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))
+	}
+	if n.State == NodeRemoved || n.State == NodeLeft {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; its certificate is not renewed", n.Name, n.State))
+	}
+	if len(c.Cert) == 0 || c.Fingerprint == "" || !c.Expires.After(c.Issued) {
+		return codes.Wrap(codes.BadRequest, errors.New("renewal needs a certificate, its fingerprint and a validity period"))
+	}
+	if !c.Expires.After(n.NebulaExpires) && n.NebulaFingerprint != "" {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: the new certificate expires no later than the current one", n.Name))
+	}
+	n.NebulaCert = append([]byte(nil), c.Cert...)
+	n.NebulaFingerprint, n.NebulaIssued, n.NebulaExpires, n.Updated = c.Fingerprint, c.Issued, c.Expires, c.At
+	s.Nodes[n.ID] = n
+	s.audit(AuditEvent{Code: codes.EventCertRenewed, At: c.At, Actor: c.Actor, Subject: n.Name,
+		Detail: fmt.Sprintf("node %s, expires %s", n.ID, c.Expires.UTC().Format(time.RFC3339))})
+	return nil
+}
