@@ -22,6 +22,11 @@ type Deps struct {
 	Version   string
 	// Notify is told "READY", "RELOADING", "STOPPING" (sd_notify); may be nil.
 	Notify func(state string)
+	// LevelVar, if set, is the level Log filters on; Reload sets it from
+	// log_level. ReadConfig re-reads the config file meshd was started with
+	// (flag overrides applied) for Reload; nil refuses a reload.
+	LevelVar   *slog.LevelVar
+	ReadConfig func() (FileConfig, error)
 }
 
 // phase is what the local API reports as status.state.

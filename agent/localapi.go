@@ -20,6 +20,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathInit, a.write(a.handleInit))
 	mux.HandleFunc("POST "+apitype.PathAdmit, a.write(a.handleAdmit))
 	mux.HandleFunc("POST "+apitype.PathJoin, a.write(a.handleJoin))
+	mux.HandleFunc("POST "+apitype.PathReload, a.write(a.handleReload))
 	return a.guard(mux)
 }
 

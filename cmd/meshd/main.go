@@ -1,6 +1,11 @@
 // Command meshd is the mesh agent daemon. It serves the local API on a unix
 // socket at once, and runs raft, the enroll listener and (with later
 // components) gossip and the overlay once this node is a cluster member.
+//
+// Under systemd (Type=notify) it sends READY=1 once its socket and state are
+// up, RELOADING=1 (with MONOTONIC_USEC) and READY=1 around a config reload
+// (SIGHUP or `meshctl reload`), STOPPING=1 on SIGTERM, and WATCHDOG=1 only
+// while Agent.Healthy says its loops answer.
 package main
 
 import (
@@ -9,9 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/coreos/go-systemd/v22/journal"
@@ -28,6 +36,12 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	// Catch SIGHUP first: its default action would kill a meshd that is
+	// still starting when systemd (or an admin) asks for a reload.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	fs := flag.NewFlagSet("meshd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "/etc/meshd/meshd.yaml", "config file (a missing default file means defaults)")
@@ -43,38 +57,111 @@ func run(args []string, stderr io.Writer) int {
 	}
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
-	cfg, err := agent.LoadConfig(*configPath, explicit)
-	if err == nil {
+	// readConfig is used at start and again by every reload, so flags
+	// override the file the same way both times.
+	readConfig := func() (agent.FileConfig, error) {
+		cfg, err := agent.LoadConfig(*configPath, explicit)
+		if err != nil {
+			return cfg, err
+		}
 		if *stateDir != "" {
 			cfg.StateDir = *stateDir
 		}
 		if *socket != "" {
 			cfg.Socket = *socket
 		}
-		err = cfg.Validate()
+		return cfg, cfg.Validate()
 	}
+	cfg, err := readConfig()
 	if err != nil {
 		return fail(stderr, err)
 	}
 	underJournal, _ := journal.StderrIsJournalStream()
-	log := cfg.NewLogger(stderr, !underJournal)
+	log, level := cfg.NewReloadableLogger(stderr, !underJournal)
 	a, err := agent.New(cfg, agent.Deps{
 		Log: log, LogOutput: stderr, Version: version,
-		Notify: func(s string) { _, _ = daemon.SdNotify(false, s+"=1") },
+		Notify: notify, LevelVar: level, ReadConfig: readConfig,
 	})
 	if err != nil {
 		return fail(stderr, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first SIGTERM/SIGINT, a second one kills at once.
+	context.AfterFunc(ctx, stop)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	loops, cancelLoops := context.WithCancel(ctx)
+	defer cancelLoops()
+	wg.Go(func() { reloadOnHUP(loops, a, hup) })
+	if interval, _ := daemon.SdWatchdogEnabled(false); interval > 0 {
+		wg.Go(func() { watchdog(loops, a, interval, log) })
+	}
 	if err := a.Run(ctx); err != nil {
 		return fail(stderr, err)
 	}
 	return 0
 }
 
+// notify sends one sd_notify state; RELOADING carries MONOTONIC_USEC as
+// systemd asks. Without NOTIFY_SOCKET it does nothing.
+func notify(state string) {
+	msg := state + "=1"
+	if state == "RELOADING" {
+		msg += "\n" + daemon.SdNotifyMonotonicUsec()
+	}
+	_, _ = daemon.SdNotify(false, msg)
+}
+
+// reloadOnHUP reloads the config on every SIGHUP. Reload logs what it
+// applied, what needs a restart, and a refused config with its code.
+func reloadOnHUP(ctx context.Context, a *agent.Agent, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_, _ = a.Reload()
+		}
+	}
+}
+
+// watchdog pings systemd every third of the watchdog interval, but only
+// after a health probe passed: a meshd whose loops hang stops pinging and
+// systemd restarts it.
+func watchdog(ctx context.Context, a *agent.Agent, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval / 3)
+	defer t.Stop()
+	healthy := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, interval/3)
+		err := a.Healthy(pctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			if healthy {
+				log.Warn("health probe failed; withholding watchdog pings", "err", err)
+			}
+			healthy = false
+			continue
+		case !healthy:
+			log.Info("health probe passes again; watchdog pings resume")
+			healthy = true
+		}
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	}
+}
+
 // fail prints a startup failure as every meshd failure is printed: code and
-// cause, remedy, detail.
+// cause, remedy, detail, and the config field when one is to blame.
 func fail(stderr io.Writer, err error) int {
 	c := codes.OrInternal(err)
 	fmt.Fprintf(stderr, "%s: %s\nremedy: %s\ndetail: %v\n", c, c.Cause(), c.Remedy(), err)
