@@ -30,6 +30,14 @@ type FileConfig struct {
 	LogFormat     string     `yaml:"log_format"`     // text or json
 	Ports         Ports      `yaml:"ports"`
 	Raft          RaftTiming `yaml:"raft"`
+
+	OverlayMode       string        `yaml:"overlay_mode"`       // kernel (a TUN device) or userspace (no privileges)
+	TunDevice         string        `yaml:"tun_device"`         // kernel TUN device name
+	Timers            string        `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
+	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
+	// NebulaCertLifetime is how long the Nebula host certs the CA holder
+	// signs are valid; they are renewed at 2/3 of it.
+	NebulaCertLifetime time.Duration `yaml:"nebula_cert_lifetime"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -60,6 +68,13 @@ func DefaultFileConfig() FileConfig {
 		LogFormat:   "text",
 		Ports:       Ports{Gossip: 7946, Control: 7300, Raft: 7301, Nebula: 4242},
 		Raft:        RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond},
+
+		OverlayMode:       "kernel",
+		TunDevice:         "meshd0",
+		Timers:            "lan",
+		ReconcileInterval: 30 * time.Second,
+
+		NebulaCertLifetime: 365 * 24 * time.Hour,
 	}
 }
 
@@ -117,7 +132,7 @@ func (c FileConfig) Validate() error {
 	if c.Socket == "" || !filepath.IsAbs(c.Socket) {
 		return bad("socket", c.Socket, errors.New("must be an absolute path"))
 	}
-	if len(c.Socket) > 100 {
+	if len(c.Socket) >= 100 {
 		return bad("socket", c.Socket, errors.New("unix socket paths must be shorter than 100 bytes"))
 	}
 	if _, err := netip.ParseAddr(c.BindAddr); err != nil {
@@ -153,6 +168,37 @@ func (c FileConfig) Validate() error {
 		if d.v < 5*time.Millisecond || d.v > time.Minute {
 			return bad(d.name, d.v.String(), errors.New("must be between 5ms and 1m"))
 		}
+	}
+	if c.OverlayMode != "kernel" && c.OverlayMode != "userspace" {
+		return bad("overlay_mode", c.OverlayMode, errors.New("must be kernel or userspace"))
+	}
+	if c.TunDevice == "" || len(c.TunDevice) > 15 {
+		return bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
+	}
+	if c.Timers != "lan" && c.Timers != "fast" {
+		return bad("timers", c.Timers, errors.New("must be lan or fast"))
+	}
+	if c.ReconcileInterval < 100*time.Millisecond || c.ReconcileInterval > time.Hour {
+		return bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))
+	}
+	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
+		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
+	}
+	if c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout {
+		return bad("raft.election_timeout", c.Raft.ElectionTimeout.String(), errors.New("must not be shorter than raft.heartbeat_timeout"))
+	}
+	tcp := map[int]string{}
+	for _, pt := range []struct {
+		name string
+		v    int
+	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}} {
+		if other, dup := tcp[pt.v]; dup {
+			return bad(pt.name, fmt.Sprint(pt.v), fmt.Errorf("must differ from %s (both are TCP listeners)", other))
+		}
+		tcp[pt.v] = pt.name
+	}
+	if c.Ports.Nebula == c.Ports.Gossip {
+		return bad("ports.nebula", fmt.Sprint(c.Ports.Nebula), errors.New("must differ from ports.gossip (both are UDP listeners)"))
 	}
 	if c.Raft.LeaderLease > c.Raft.HeartbeatTimeout {
 		return bad("raft.leader_lease", c.Raft.LeaderLease.String(), errors.New("must not exceed raft.heartbeat_timeout"))

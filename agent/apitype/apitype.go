@@ -78,7 +78,38 @@ type Status struct {
 	Raft        string    `json:"raft,omitempty"` // leader, voter, nonvoter, none
 	Leader      string    `json:"leader,omitempty"`
 	CertExpires time.Time `json:"cert_expires,omitzero"`
+	Overlay     *Overlay  `json:"overlay,omitempty"`
+	Gossip      *Gossip   `json:"gossip,omitempty"`
 	Warnings    []Warning `json:"warnings,omitempty"`
+}
+
+// Overlay is this node's Nebula state in GET /v0/status.
+type Overlay struct {
+	Mode        string   `json:"mode"` // kernel or userspace
+	Device      string   `json:"device,omitempty"`
+	Lighthouse  bool     `json:"lighthouse"`
+	Lighthouses []string `json:"lighthouses"` // overlay IPs
+	StaticHosts int      `json:"static_hosts"`
+	// CertFingerprint and CertExpires describe the Nebula host certificate
+	// the overlay runs with.
+	CertFingerprint string    `json:"cert_fingerprint"`
+	CertExpires     time.Time `json:"cert_expires"`
+	Tunnels         []Tunnel  `json:"tunnels"`
+	Error           *Error    `json:"error,omitempty"` // the last refused reload, if any
+}
+
+// Tunnel is one established Nebula tunnel.
+type Tunnel struct {
+	OverlayIP string `json:"overlay_ip"`
+	Remote    string `json:"remote"`
+	Name      string `json:"name"`
+}
+
+// Gossip is this node's membership view in GET /v0/status.
+type Gossip struct {
+	Members   int    `json:"members"`
+	Alive     int    `json:"alive"`
+	KeyErrors uint64 `json:"key_errors"`
 }
 
 // Node is one row of GET /v0/nodes; DESIGN §8 names the fields.

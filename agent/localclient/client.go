@@ -168,11 +168,18 @@ func (c *Client) Join(ctx context.Context, req apitype.JoinRequest, step func(ap
 		return nil, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			// A line cut short means meshd stopped mid-join: the outcome is unknown.
+			if errors.Is(err, io.EOF) && len(line) == 0 {
+				return nil, apitype.NewError(codes.JoinUnconfirmed, errors.New("join stream ended without a result"))
+			}
+			return nil, apitype.NewError(codes.JoinUnconfirmed, fmt.Errorf("join stream broke: %v", err))
+		}
 		var l apitype.JoinLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, apitype.NewError(codes.Internal, fmt.Errorf("bad join stream line: %v", err))
 		}
 		switch {
@@ -184,10 +191,6 @@ func (c *Client) Join(ctx context.Context, req apitype.JoinRequest, step func(ap
 			step(l)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, apitype.NewError(codes.JoinUnconfirmed, fmt.Errorf("join stream broke: %v", err))
-	}
-	return nil, apitype.NewError(codes.JoinUnconfirmed, errors.New("join stream ended without a result"))
 }
 
 // WaitReady polls Status until meshd answers with a state other than
@@ -201,7 +204,7 @@ func (c *Client) WaitReady(ctx context.Context) (*apitype.Status, error) {
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
+			if err == nil || codes.Of(err) == "" {
 				err = codes.Wrap(codes.DaemonStarting, ctx.Err())
 			}
 			return nil, err

@@ -21,11 +21,18 @@ func (a *app) rootCommand() *cobra.Command {
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		Version:       version,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if len(argv) > 0 {
+				return usageError{fmt.Errorf("unknown command %q", argv[0])}
+			}
+			return cmd.Help()
+		},
 	}
 	root.PersistentFlags().StringVar(&a.socket, "socket", localclient.SocketFromEnv(), "meshd's local API socket (or $MESHD_SOCKET)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
-		a.statusCommand(), a.tokensCommand(), a.explainCommand())
+		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.genDocsCommand())
 	return root
 }
 

@@ -63,8 +63,14 @@ func report(stderr io.Writer, err error) int {
 		return exitUsage
 	}
 	c := codes.OrInternal(err)
-	fmt.Fprintf(stderr, "%s: %s\n", c, c.Cause())
-	fmt.Fprintf(stderr, "remedy: %s\n", c.Remedy())
+	cause, remedy := c.Cause(), c.Remedy()
+	var apiErr *apitype.Error
+	if errors.As(err, &apiErr) && apiErr.Cause != "" {
+		// meshd's words: a newer meshd may send a code this meshctl does not know.
+		cause, remedy = apiErr.Cause, apiErr.Remedy
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", c, cause)
+	fmt.Fprintf(stderr, "remedy: %s\n", remedy)
 	if d := detail(err, c); d != "" {
 		fmt.Fprintf(stderr, "detail: %s\n", d)
 	}

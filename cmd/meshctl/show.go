@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -89,6 +90,30 @@ func (a *app) statusCommand() *cobra.Command {
 			row("leader", s.Leader)
 			row("cert expires", date(s.CertExpires))
 			row("version", s.Version)
+			if g := s.Gossip; g != nil {
+				row("gossip", fmt.Sprintf("%d members, %d alive", g.Members, g.Alive))
+			}
+			if o := s.Overlay; o != nil {
+				mode := o.Mode
+				if o.Device != "" {
+					mode += " (" + o.Device + ")"
+				}
+				if o.Lighthouse {
+					mode += ", lighthouse"
+				}
+				row("overlay mode", mode)
+				row("lighthouses", strings.Join(o.Lighthouses, ", "))
+				if o.Error != nil {
+					row("overlay error", fmt.Sprintf("%s: %s (%s)", o.Error.ErrCode, o.Error.Cause, o.Error.Detail))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "tunnels (%d):\n", len(o.Tunnels))
+				for _, t := range o.Tunnels {
+					fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, t.OverlayIP, t.Remote)
+				}
+			}
 			return tw.Flush()
 		},
 	}
