@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"agent/agenttest":   {"agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
 	"cmd/meshd":         {"agent", "codes"},
 	"cmd/meshctl":       {"agent/localclient", "agent/apitype", "codes"},
+	"e2e":               {"agent/apitype", "codes"},
 }
 
 // forbiddenInMeshctl must never be linked into meshctl.

@@ -103,7 +103,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	}
 	ip := netip.PrefixFrom(overlay.Addr().Next(), overlay.Bits())
 	nebPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
-		Groups: []string{string(pki.RoleControl)}}, now)
+		Groups: []string{string(pki.RoleControl)}, Lifetime: a.cfg.NebulaCertLifetime}, now)
 	if err != nil {
 		return nil, fmt.Errorf("sign own Nebula cert: %w", err)
 	}
@@ -133,6 +133,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
 		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,
+		NebulaCert: nebPEM, NebulaIssued: now,
 		Version: a.d.Version, Created: now, Updated: now,
 	}
 	boot := &state.Bootstrap{

@@ -90,11 +90,21 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
+
+	// 10. confirm, not merely configure.
+	cctx, cancel := context.WithTimeout(ctx, joinConfirmTimeout)
+	defer cancel()
+	if err := rt.confirmJoin(cctx, step); err != nil {
+		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
+	}
 	a.log.Info("joined cluster", "cluster", resp.ClusterName, "node", resp.Name, "node_id", resp.NodeID,
 		"role", resp.Role, "overlay_ip", resp.OverlayIP)
 	return &apitype.JoinResult{Cluster: resp.ClusterName, ClusterID: resp.ClusterID, Node: resp.Name,
 		NodeID: resp.NodeID, Role: string(resp.Role), OverlayIP: resp.OverlayIP.Addr().String()}, nil
 }
+
+// joinConfirmTimeout bounds step 10 of a join.
+const joinConfirmTimeout = 30 * time.Second
 
 // ports announces where this node listens.
 func (a *Agent) ports() enroll.Ports {

@@ -66,6 +66,7 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 		Underlay: a.Underlay, OverlayIP: a.OverlayIP.Addr(),
 		TLSFingerprint: pki.FingerprintOf(tlsCert).String(), TLSExpires: tlsCert.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: a.NebulaPub,
+		NebulaCert: a.NebulaCert, NebulaIssued: a.At,
 		Version: a.Version, Created: a.At, Updated: a.At,
 	}
 	if a.Ports.Gossip > 0 {
@@ -78,7 +79,11 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return l.rt.raft.apply(cctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID})
+	if err := l.rt.raft.apply(cctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID}); err != nil {
+		return err
+	}
+	l.rt.poke() // the new node's record feeds this node's overlay at once
+	return nil
 }
 
 func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
@@ -113,8 +118,9 @@ func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 
 // caSigner signs with the CA this node holds.
 type caSigner struct {
-	ca  *pki.CA
-	now func() time.Time
+	ca             *pki.CA
+	now            func() time.Time
+	nebulaLifetime time.Duration
 }
 
 func (s caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
@@ -122,6 +128,9 @@ func (s caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error
 }
 
 func (s caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, error) {
+	if req.Lifetime == 0 {
+		req.Lifetime = s.nebulaLifetime
+	}
 	return s.ca.SignNebula(req, s.now())
 }
 

@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -26,7 +29,8 @@ import (
 // dir and stopped in reverse order.
 type runtime struct {
 	facts *nodeFacts
-	id    *pki.Identity
+	idMu  sync.Mutex
+	id    *pki.Identity // guarded by idMu: a renewed Nebula cert replaces it
 	leaf  *x509.Certificate
 	ca    *pki.CA // only on the CA holder
 	raft  *raftNode
@@ -37,6 +41,22 @@ type runtime struct {
 	control   *http.Server
 	controlLn net.Listener
 	wg        sync.WaitGroup
+
+	// overlay and membership
+	bindAddr    string
+	tunDev      string
+	userspace   bool
+	fast        bool
+	mesh        *mesh.Mesh
+	appliedMu   sync.Mutex
+	meshApplied mesh.Config  // guarded by appliedMu
+	overlayErr  atomic.Value // errBox: the last reload refusal, for status
+	gossip      *gossip.Gossip
+	kick        chan struct{}
+	loops       context.CancelFunc
+
+	stateDir     string
+	certLifetime time.Duration // of the Nebula certs this node signs (CA holder)
 }
 
 // startRuntime starts a member node's components from its state dir. If
@@ -52,7 +72,10 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	if err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
-	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now}
+	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
+		bindAddr: a.cfg.BindAddr, tunDev: a.cfg.TunDevice, userspace: a.cfg.OverlayMode == "userspace",
+		fast: a.cfg.Timers == "fast", kick: make(chan struct{}, 1),
+		stateDir: a.cfg.StateDir, certLifetime: a.cfg.NebulaCertLifetime}
 	defer func() {
 		if err != nil {
 			rt.stop()
@@ -63,24 +86,37 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 			return nil, fmt.Errorf("load CA: %w", err)
 		}
 	}
-	if facts.Role != pki.RoleControl {
-		return rt, nil
-	}
-	if err := a.startRaft(ctx, rt, boot); err != nil {
+	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
+	if err := rt.startMesh(); err != nil {
 		return nil, err
 	}
-	if err := a.startControl(rt); err != nil {
+	if err := a.startGossip(ctx, rt); err != nil {
 		return nil, err
 	}
+	if facts.Role == pki.RoleControl {
+		if err := a.startRaft(ctx, rt, boot); err != nil {
+			return nil, err
+		}
+		if err := a.startControl(rt); err != nil {
+			return nil, err
+		}
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	rt.loops = cancel
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.runReconcile(loopCtx, a.cfg.ReconcileInterval)
+	}()
 	return rt, nil
 }
 
 func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
-	serverTLS, err := pki.ServerTLSConfig(rt.id, pki.RoleControl)
+	serverTLS, err := pki.ServerTLSConfig(rt.identity(), pki.RoleControl)
 	if err != nil {
 		return err
 	}
-	clientTLS, err := pki.ClientTLSConfig(rt.id, pki.RoleControl)
+	clientTLS, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
 	if err != nil {
 		return err
 	}
@@ -117,7 +153,7 @@ func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstra
 }
 
 func (a *Agent) startControl(rt *runtime) error {
-	tlsConf, err := pki.ServerTLSConfig(rt.id)
+	tlsConf, err := pki.ServerTLSConfig(rt.identity())
 	if err != nil {
 		return err
 	}
@@ -126,7 +162,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	var signer enroll.Signer = caSigner{ca: rt.ca, now: rt.now}
+	var signer enroll.Signer = caSigner{ca: rt.ca, now: rt.now, nebulaLifetime: rt.certLifetime}
 	if rt.ca == nil {
 		signer = noSigner{}
 	}
@@ -135,6 +171,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+enroll.Path, es)
 	mux.HandleFunc("GET "+internalNodesPath, rt.handleInternalNodes)
+	mux.HandleFunc("GET "+internalNebulaCertPath, rt.handleNebulaCert)
 	rt.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
 	rt.controlLn = ln
@@ -150,6 +187,9 @@ func (a *Agent) startControl(rt *runtime) error {
 
 // stop stops the components in reverse order of start.
 func (rt *runtime) stop() {
+	if rt.loops != nil {
+		rt.loops()
+	}
 	if rt.control != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = rt.control.Shutdown(ctx)
@@ -161,6 +201,21 @@ func (rt *runtime) stop() {
 			rt.log.Warn("raft shutdown", "err", err)
 		}
 	}
+	if rt.gossip != nil {
+		if err := rt.gossip.Shutdown(); err != nil {
+			rt.log.Warn("gossip shutdown", "err", err)
+		}
+	}
+	if rt.mesh != nil {
+		rt.mesh.Stop()
+	}
+}
+
+// identity is this node's current identity.
+func (rt *runtime) identity() *pki.Identity {
+	rt.idMu.Lock()
+	defer rt.idMu.Unlock()
+	return rt.id
 }
 
 // readDeadline bounds how long a read waits for raft to catch up after a

@@ -29,6 +29,11 @@ func (a *Agent) status() apitype.Status {
 	s.Role, s.CAHolder = string(f.Role), f.CAHolder
 	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
 	s.CertExpires = rt.leaf.NotAfter
+	s.Overlay, s.Gossip = rt.overlayStatus(), rt.gossipStatus()
+	if s.Gossip != nil && s.Gossip.KeyErrors > 0 {
+		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
+			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
+	}
 	s.Raft = "none"
 	if rt.raft != nil {
 		s.Raft = rt.raft.roles()[f.NodeID]
@@ -63,11 +68,60 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 
 func (rt *runtime) nodeRows() []apitype.Node {
 	roles := rt.raft.roles()
+	members := map[string]string{}
+	if rt.gossip != nil {
+		for _, m := range rt.gossip.Members() {
+			members[m.Name] = string(m.Status)
+		}
+	}
 	out := []apitype.Node{}
 	for _, n := range rt.raft.fsm.Nodes() {
-		out = append(out, nodeRow(n, roles[n.ID]))
+		row := nodeRow(n, roles[n.ID])
+		if g, ok := members[n.Name]; ok {
+			row.Gossip = g
+		}
+		out = append(out, row)
 	}
 	return out
+}
+
+func (rt *runtime) overlayStatus() *apitype.Overlay {
+	if rt.mesh == nil {
+		return nil
+	}
+	applied := rt.applied()
+	o := &apitype.Overlay{Mode: "kernel", Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
+		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Tunnels: []apitype.Tunnel{}}
+	if applied.Userspace {
+		o.Mode, o.Device = "userspace", ""
+	}
+	if fp, exp, err := pki.NebulaCertInfo(applied.Cert); err == nil {
+		o.CertFingerprint, o.CertExpires = fp, exp
+	}
+	for _, l := range applied.Lighthouses {
+		o.Lighthouses = append(o.Lighthouses, l.OverlayIP.String())
+	}
+	for _, tn := range rt.mesh.Tunnels() {
+		o.Tunnels = append(o.Tunnels, apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Remote: tn.Remote.String(), Name: tn.CertName})
+	}
+	if b, ok := rt.overlayErr.Load().(errBox); ok && b.err != nil {
+		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)
+	}
+	return o
+}
+
+func (rt *runtime) gossipStatus() *apitype.Gossip {
+	if rt.gossip == nil {
+		return nil
+	}
+	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
+	for _, m := range rt.gossip.Members() {
+		g.Members++
+		if m.Status == "alive" {
+			g.Alive++
+		}
+	}
+	return g
 }
 
 func nodeRow(n state.Node, raftRole string) apitype.Node {
@@ -133,7 +187,7 @@ func (rt *runtime) remoteNodes(ctx context.Context) ([]apitype.Node, error) {
 }
 
 func (rt *runtime) internalClient() (*http.Client, error) {
-	conf, err := pki.ClientTLSConfig(rt.id, pki.RoleControl)
+	conf, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
 	if err != nil {
 		return nil, err
 	}

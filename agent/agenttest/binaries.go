@@ -87,7 +87,8 @@ func NewProc(t testing.TB, name string) *Proc {
 	p := &Proc{Name: name, IP: ip, Dir: filepath.Join(dir, "state"), Socket: filepath.Join(sockDir, "s.sock"),
 		Config: filepath.Join(dir, "meshd.yaml"), LogPath: filepath.Join(dir, "meshd.log"), meshd: meshd, meshctl: meshctl}
 	cfg := fmt.Sprintf("state_dir: %s\nsocket: %s\nbind_addr: %s\nadvertise_addr: %s\nnode_name: %s\nlog_level: debug\n"+
-		"raft: {heartbeat_timeout: 200ms, election_timeout: 200ms, leader_lease: 100ms}\n", p.Dir, p.Socket, ip, ip, name)
+		"raft: {heartbeat_timeout: 200ms, election_timeout: 200ms, leader_lease: 100ms}\n"+
+		"overlay_mode: userspace\ntimers: fast\n", p.Dir, p.Socket, ip, ip, name)
 	if err := os.WriteFile(p.Config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

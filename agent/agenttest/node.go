@@ -39,7 +39,7 @@ func NewNode(t testing.TB, name string, clock *Clock) *Node {
 
 // NewNodeAt is NewNode on a given address (to put a second cluster where
 // the first one was).
-func NewNodeAt(t testing.TB, name, ip string, clock *Clock) *Node {
+func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*agent.FileConfig)) *Node {
 	t.Helper()
 	sockDir, err := os.MkdirTemp("", "mshd")
 	if err != nil {
@@ -47,6 +47,9 @@ func NewNodeAt(t testing.TB, name, ip string, clock *Clock) *Node {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	cfg := TestConfig(ip, filepath.Join(t.TempDir(), "state"), filepath.Join(sockDir, "s.sock"))
+	for _, f := range tweak {
+		f(&cfg)
+	}
 	n := &Node{Name: name, IP: ip, Dir: cfg.StateDir, Socket: cfg.Socket, Clock: clock, cfg: cfg,
 		logs: &syncBuffer{}, Client: &localclient.Client{Socket: cfg.Socket, Version: "test"}}
 	n.Start(t)
@@ -65,6 +68,7 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 	cfg.StateDir, cfg.Socket = stateDir, socket
 	cfg.BindAddr, cfg.AdvertiseAddr = ip, ip
 	cfg.LogLevel = "debug"
+	cfg.OverlayMode, cfg.Timers = "userspace", "fast"
 	cfg.Raft = agent.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond,
 		ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond}
 	return cfg

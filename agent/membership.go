@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
+)
+
+// Serf tags every member carries.
+const (
+	tagRole       = "role"
+	tagID         = "id"
+	tagOverlay    = "ovl"
+	tagNebulaPort = "nport"
+	tagVersion    = "ver"
+)
+
+const serfDir = "serf"
+
+// startGossip starts serf with the cluster gossip key and this node's tags,
+// then joins the peers it knows (a restarted node also rejoins through its
+// serf snapshot).
+func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
+	cfg := gossip.DefaultConfig()
+	cfg.Name = rt.facts.Name
+	cfg.BindAddr, cfg.BindPort = a.cfg.BindAddr, a.cfg.Ports.Gossip
+	cfg.AdvertiseAddr, cfg.AdvertisePort = rt.facts.Underlay.String(), a.cfg.Ports.Gossip
+	cfg.Keys = rt.facts.GossipKeys
+	cfg.Tags = map[string]string{
+		tagRole: string(rt.facts.Role), tagID: rt.facts.NodeID, tagOverlay: rt.facts.Overlay.Addr().String(),
+		tagNebulaPort: strconv.Itoa(a.cfg.Ports.Nebula), tagVersion: a.d.Version,
+	}
+	dir := filepath.Join(a.cfg.StateDir, serfDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
+	cfg.SnapshotPath = filepath.Join(dir, "snapshot")
+	cfg.Fast = a.cfg.Timers == "fast"
+	cfg.Log = a.log
+	g, err := gossip.New(cfg)
+	if err != nil {
+		return err
+	}
+	rt.gossip = g
+	rt.rejoin(ctx)
+	return nil
+}
+
+// serfPeers are the gossip endpoints this node knows besides its own: the
+// control nodes from raft (control nodes) and those the join response named.
+func (rt *runtime) serfPeers() []string {
+	var peers []string
+	if rt.raft != nil {
+		for _, n := range rt.raft.fsm.Nodes() {
+			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.State == state.NodeActive {
+				peers = append(peers, n.SerfAddr)
+			}
+		}
+	}
+	for _, p := range rt.facts.SerfPeers {
+		if !slices.Contains(peers, p) && p != rt.selfSerf() {
+			peers = append(peers, p)
+		}
+	}
+	return peers
+}
+
+func (rt *runtime) selfSerf() string {
+	return net.JoinHostPort(rt.facts.Underlay.String(), strconv.Itoa(rt.ports.Gossip))
+}
+
+// rejoin joins the known peers when this node sees no one else; it is
+// called at start and on every reconcile tick, so a node that came up while
+// its peers were down finds them later without operator action.
+func (rt *runtime) rejoin(ctx context.Context) {
+	if len(rt.gossip.Members()) > 1 {
+		return
+	}
+	peers := rt.serfPeers()
+	if len(peers) == 0 {
+		return
+	}
+	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if n, err := rt.gossip.Join(jctx, peers); err != nil {
+		rt.log.Warn("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
+	} else {
+		rt.log.Debug("gossip joined", "contacted", n)
+	}
+}
+
+// peer is another node as the overlay needs it.
+type peer struct {
+	name     string
+	role     pki.Role
+	overlay  netip.Addr
+	underlay netip.AddrPort // Nebula UDP endpoint
+	gossip   gossip.Status  // "" when gossip has not seen it
+}
+
+// peers merges raft's node records (control nodes) with gossip members:
+// gossip says who is alive and where, raft what is admitted.
+func (rt *runtime) peers() map[string]peer {
+	out := map[string]peer{}
+	if rt.raft != nil {
+		for _, n := range rt.raft.fsm.Nodes() {
+			if n.ID == rt.facts.NodeID || n.State != state.NodeActive {
+				continue
+			}
+			p := peer{name: n.Name, role: n.Role, overlay: n.OverlayIP}
+			if ip, err := netip.ParseAddr(n.Underlay); err == nil && n.NebulaPort > 0 {
+				p.underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
+			}
+			out[n.Name] = p
+		}
+	}
+	for _, l := range rt.facts.Lighthouses {
+		if l.OverlayIP == rt.overlayAddr() {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(l.Underlay); err == nil {
+			if _, known := lighthouseByIP(out, l.OverlayIP); !known {
+				out["lighthouse "+l.OverlayIP.String()] = peer{name: l.OverlayIP.String(), role: pki.RoleControl, overlay: l.OverlayIP, underlay: ap}
+			}
+		}
+	}
+	if rt.gossip == nil {
+		return out
+	}
+	for _, m := range rt.gossip.Members() {
+		if m.Name == rt.facts.Name {
+			continue
+		}
+		ovl, err := netip.ParseAddr(m.Tags[tagOverlay])
+		if err != nil {
+			continue
+		}
+		port, err := strconv.Atoi(m.Tags[tagNebulaPort])
+		if err != nil || port <= 0 || port > 65535 {
+			continue
+		}
+		if key, ok := lighthouseByIP(out, ovl); ok && key != m.Name {
+			delete(out, key)
+		}
+		p := out[m.Name]
+		p.name, p.role, p.overlay, p.gossip = m.Name, pki.Role(m.Tags[tagRole]), ovl, m.Status
+		p.underlay = netip.AddrPortFrom(m.Addr.Addr(), uint16(port))
+		out[m.Name] = p
+	}
+	return out
+}
+
+func lighthouseByIP(ps map[string]peer, ip netip.Addr) (string, bool) {
+	for k, p := range ps {
+		if p.overlay == ip {
+			return k, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/mesh"
+	"github.com/meshd/meshd/pki"
+)
+
+// meshConfig is the Nebula config this node should run now: its identity,
+// the control nodes as lighthouses, every other live node in the static
+// host map, and the revoked certificates blocked.
+func (rt *runtime) meshConfig() mesh.Config {
+	c := mesh.DefaultConfig()
+	id := rt.identity()
+	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
+	c.ListenHost, c.ListenPort = rt.bindAddr, rt.ports.Nebula
+	c.AmLighthouse = rt.facts.Role == pki.RoleControl
+	c.TunDev, c.Userspace, c.Fast = rt.tunDev, rt.userspace, rt.fast
+	// Advertise only the underlay address to lighthouses. Nebula never
+	// advertises loopback addresses, so on loopback it advertises nothing
+	// and lighthouses use the address they observe.
+	if u := rt.facts.Underlay; u.IsLoopback() {
+		c.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	} else {
+		c.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
+	}
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{}
+	for _, p := range rt.peers() {
+		if !p.overlay.IsValid() || !p.underlay.IsValid() {
+			continue
+		}
+		if p.gossip == gossip.Status("left") {
+			continue // withdrawn: it said goodbye
+		}
+		if p.role == pki.RoleControl {
+			c.Lighthouses = append(c.Lighthouses, mesh.Lighthouse{OverlayIP: p.overlay, Underlay: []netip.AddrPort{p.underlay}})
+			continue
+		}
+		if p.gossip == gossip.Status("failed") {
+			continue // withdrawn until it is back
+		}
+		c.StaticHosts[p.overlay] = []netip.AddrPort{p.underlay}
+	}
+	slices.SortFunc(c.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
+	if rt.raft != nil {
+		for _, r := range rt.raft.fsm.Revocations() {
+			c.Blocklist = append(c.Blocklist, r.Fingerprint)
+		}
+	}
+	return c
+}
+
+// startMesh starts Nebula with the config the node knows at start.
+func (rt *runtime) startMesh() error {
+	c := rt.meshConfig()
+	m, err := mesh.Start(c, rt.log)
+	if err != nil {
+		return fmt.Errorf("start overlay: %w", err)
+	}
+	rt.mesh, rt.meshApplied = m, c
+	return nil
+}
+
+// applied is the Nebula config last applied.
+func (rt *runtime) applied() mesh.Config {
+	rt.appliedMu.Lock()
+	defer rt.appliedMu.Unlock()
+	return rt.meshApplied
+}
+
+// reconcileOverlay brings Nebula in line with raft and gossip. Gossip
+// events trigger it at once; the tick is the safety net.
+func (rt *runtime) reconcileOverlay(ctx context.Context) {
+	want := rt.meshConfig()
+	if reflect.DeepEqual(want, rt.applied()) {
+		return
+	}
+	start := time.Now()
+	if err := rt.mesh.Reload(want); err != nil {
+		rt.overlayErr.Store(errBox{err})
+		rt.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
+		return
+	}
+	rt.overlayErr.Store(errBox{})
+	rt.appliedMu.Lock()
+	rt.meshApplied = want
+	rt.appliedMu.Unlock()
+	rt.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
+		"took", time.Since(start))
+}
+
+// runReconcile is the overlay loop: it reacts to every gossip event and
+// ticks every interval.
+func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-rt.gossip.Events():
+			if !ok {
+				return
+			}
+			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members))
+		case <-rt.kick:
+		case <-tick.C:
+			rt.rejoin(ctx)
+		}
+		rt.renewNebulaCerts(ctx)
+		rt.adoptRenewedCert(ctx)
+		rt.reconcileOverlay(ctx)
+	}
+}
+
+// poke asks the reconcile loop to run now (after raft admitted a node).
+func (rt *runtime) poke() {
+	select {
+	case rt.kick <- struct{}{}:
+	default:
+	}
+}
+
+// errBox lets an error (or none) live in an atomic.Value.
+type errBox struct{ err error }
+
+// confirmJoin is DESIGN §6 step 10: the node is alive in gossip alongside a
+// control node, and has reached a lighthouse over the overlay.
+func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) error {
+	start := time.Now()
+	var lighthouse netip.Addr
+	for {
+		for _, p := range rt.peers() {
+			if p.role == pki.RoleControl && p.gossip == gossip.Status("alive") {
+				lighthouse = p.overlay
+			}
+		}
+		if lighthouse.IsValid() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.GossipJoin, errors.New("no control node became alive in gossip"))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	step("gossip: alive with %d members (%s)", len(rt.gossip.Members()), time.Since(start).Round(time.Millisecond))
+	rt.poke()
+	if err := rt.mesh.WaitTunnel(ctx, lighthouse); err != nil {
+		return err
+	}
+	step("overlay: tunnel to lighthouse %s established (%s)", lighthouse, time.Since(start).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,8 @@
+// Package e2e holds meshd's root-only end-to-end suite (build tag e2e): one
+// network namespace per node, joined by veth pairs to a bridge in a hub
+// namespace, a real TUN device per node, real meshd processes, driven only
+// through `meshctl -o json`. Run it with `make e2e` (as root).
+//
+// Import rule: agent/apitype and codes only (for the JSON shapes and codes
+// it checks); it never links the daemon's packages.
+package e2e

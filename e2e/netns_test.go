@@ -1,0 +1,127 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Net is a test network: a hub namespace holding a bridge, and one
+// namespace per host attached to it by a veth pair. Underlay addresses are
+// 10.99.<net>.<host>/24, only ever inside these namespaces.
+type Net struct {
+	t      testing.TB
+	prefix string // unique per test: namespace and link names start with it
+	subnet int
+	hub    string
+	hosts  []*Host
+	delay  *delayBridge // set by Delay; it replaces br0 from then on
+}
+
+// Host is one namespace on the test network.
+type Host struct {
+	Net  *Net
+	Name string // namespace name
+	Link string // its veth end in the hub
+	IP   string // underlay address
+}
+
+var netSeq int
+
+// NewNet creates the hub namespace and bridge; everything is removed when
+// the test ends.
+func NewNet(t testing.TB) *Net {
+	t.Helper()
+	netSeq++
+	n := &Net{t: t, prefix: fmt.Sprintf("me%d%d", os.Getpid()%1000, netSeq), subnet: 99}
+	n.hub = n.prefix + "-hub"
+	run(t, "ip", "netns", "add", n.hub)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.hub).Run() })
+	n.in(n.hub, "ip", "link", "set", "lo", "up")
+	n.in(n.hub, "ip", "link", "add", "br0", "type", "bridge")
+	n.in(n.hub, "ip", "link", "set", "br0", "up")
+	return n
+}
+
+// AddHost creates a namespace with address 10.99.<subnet>.<i> on eth0.
+func (n *Net) AddHost(name string) *Host {
+	n.t.Helper()
+	i := len(n.hosts) + 1
+	h := &Host{Net: n, Name: fmt.Sprintf("%s-%s", n.prefix, name), Link: fmt.Sprintf("%sv%d", n.prefix, i),
+		IP: fmt.Sprintf("10.%d.0.%d", n.subnet, i)}
+	run(n.t, "ip", "netns", "add", h.Name)
+	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", h.Name).Run() })
+	run(n.t, "ip", "link", "add", h.Link, "type", "veth", "peer", "name", "eth0", "netns", h.Name)
+	run(n.t, "ip", "link", "set", h.Link, "netns", n.hub)
+	if n.delay == nil {
+		n.in(n.hub, "ip", "link", "set", h.Link, "master", "br0")
+	}
+	n.in(n.hub, "ip", "link", "set", h.Link, "up")
+	if n.delay != nil {
+		if err := n.delay.addPort(h.Link); err != nil {
+			n.t.Fatalf("delay bridge: %v", err)
+		}
+	}
+	n.in(h.Name, "ip", "link", "set", "lo", "up")
+	n.in(h.Name, "ip", "addr", "add", h.IP+"/24", "dev", "eth0")
+	n.in(h.Name, "ip", "link", "set", "eth0", "up")
+	n.hosts = append(n.hosts, h)
+	return h
+}
+
+// Cut takes a host's link down (a network partition of that host).
+func (h *Host) Cut() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "down") }
+
+// Heal brings it back.
+func (h *Host) Heal() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "up") }
+
+// Delay makes every host-to-host path d long one way (a round trip of 2d),
+// for hosts added before or after the call; calling it again changes d.
+// The kernel here has no netem, so the first call takes the hosts' links
+// out of br0 and forwards between them in userspace (see delayBridge).
+func (n *Net) Delay(d time.Duration) {
+	n.t.Helper()
+	if n.delay != nil {
+		n.delay.setDelay(d)
+		return
+	}
+	links := make([]string, len(n.hosts))
+	for i, h := range n.hosts {
+		links[i] = h.Link
+	}
+	n.delay = startDelayBridge(n.t, n.hub, links, d)
+}
+
+// Exec runs a command inside the host's namespace.
+func (h *Host) Exec(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name, name}, args...)...)
+}
+
+// Ping sends one ICMP echo from h to ip and reports whether it came back.
+func (h *Host) Ping(ctx context.Context, ip string) error {
+	out, err := h.Exec(ctx, "ping", "-c", "1", "-W", "0.2", "-q", ip).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ping %s from %s: %v: %s", ip, h.Name, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (n *Net) in(ns string, args ...string) {
+	n.t.Helper()
+	run(n.t, append([]string{"ip", "netns", "exec", ns}, args...)...)
+}
+
+func run(t testing.TB, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}

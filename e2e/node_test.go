@@ -1,0 +1,213 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+)
+
+// binDir holds meshd and meshctl, built once by TestMain.
+var binDir string
+
+// Node is a meshd process in its own namespace.
+type Node struct {
+	*Host
+	NodeName string
+	Dir      string
+	Socket   string
+	Config   string
+	LogPath  string
+	cmd      *exec.Cmd
+	exited   chan error
+}
+
+// NewNode adds a host to n and writes a meshd config for it; Start runs it.
+func (n *Net) NewNode(name string) *Node {
+	n.t.Helper()
+	h := n.AddHost(name)
+	dir, err := os.MkdirTemp("", "mshe")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	nd := &Node{Host: h, NodeName: name, Dir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock"),
+		Config: filepath.Join(dir, "meshd.yaml"), LogPath: filepath.Join(dir, "meshd.log")}
+	cfg := fmt.Sprintf(`state_dir: %s
+socket: %s
+bind_addr: %s
+advertise_addr: %s
+node_name: %s
+log_level: debug
+timers: fast
+raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}
+`, nd.Dir, nd.Socket, h.IP, h.IP, name)
+	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() {
+		nd.Kill()
+		if n.t.Failed() {
+			b, _ := os.ReadFile(nd.LogPath)
+			n.t.Logf("log of %s:\n%s", name, b)
+		}
+	})
+	return nd
+}
+
+// Start runs meshd in the node's namespace and waits for its socket.
+func (nd *Node) Start(t testing.TB) {
+	t.Helper()
+	logf, err := os.OpenFile(nd.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.cmd = exec.Command("ip", "netns", "exec", nd.Name, filepath.Join(binDir, "meshd"), "--config", nd.Config)
+	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
+	if err := nd.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = logf.Close()
+	nd.exited = make(chan error, 1)
+	go func() { nd.exited <- nd.cmd.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var st apitype.Status
+		if err := nd.CtlJSON(t.Context(), &st, "status"); err == nil && st.State != "starting" {
+			return
+		}
+		select {
+		case err := <-nd.exited:
+			t.Fatalf("meshd %s exited: %v", nd.NodeName, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meshd %s did not answer within 20s", nd.NodeName)
+		}
+	}
+}
+
+// Kill ends meshd with SIGKILL: a crash, not a stop.
+func (nd *Node) Kill() {
+	if nd.cmd == nil {
+		return
+	}
+	_ = nd.cmd.Process.Signal(syscall.SIGKILL)
+	<-nd.exited
+	nd.cmd = nil
+}
+
+// Stop sends SIGTERM and waits.
+func (nd *Node) Stop(t testing.TB) {
+	t.Helper()
+	if nd.cmd == nil {
+		return
+	}
+	_ = nd.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-nd.exited:
+	case <-time.After(20 * time.Second):
+		t.Errorf("meshd %s ignored SIGTERM", nd.NodeName)
+		nd.Kill()
+	}
+	nd.cmd = nil
+}
+
+// Ctl runs meshctl in the node's namespace; it returns stdout, stderr and
+// the exit code.
+func (nd *Node) Ctl(ctx context.Context, args ...string) (string, string, int) {
+	cmd := nd.Exec(ctx, filepath.Join(binDir, "meshctl"), append([]string{"--socket", nd.Socket}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return out.String(), errb.String(), ee.ExitCode()
+	}
+	if err != nil {
+		return out.String(), err.Error(), -1
+	}
+	return out.String(), errb.String(), 0
+}
+
+// CtlJSON runs `meshctl ARGS -o json` and decodes stdout into v.
+func (nd *Node) CtlJSON(ctx context.Context, v any, args ...string) error {
+	out, errs, code := nd.Ctl(ctx, append(args, "-o", "json")...)
+	if code != 0 {
+		return fmt.Errorf("meshctl %v: exit %d: %s", args, code, errs)
+	}
+	return json.Unmarshal([]byte(out), v)
+}
+
+// MustCtl runs meshctl and fails the test unless it exits 0.
+func (nd *Node) MustCtl(t testing.TB, args ...string) string {
+	t.Helper()
+	out, errs, code := nd.Ctl(t.Context(), args...)
+	if code != 0 {
+		t.Fatalf("%s: meshctl %v: exit %d\n%s%s", nd.NodeName, args, code, out, errs)
+	}
+	return out
+}
+
+// Nodes is `meshctl nodes -o json` on this node.
+func (nd *Node) Nodes(t testing.TB) []apitype.Node {
+	t.Helper()
+	var ns []apitype.Node
+	if err := nd.CtlJSON(t.Context(), &ns, "nodes"); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// Admit mints a token on this node.
+func (nd *Node) Admit(t testing.TB, name string, extra ...string) string {
+	t.Helper()
+	var r struct{ Token string }
+	if err := nd.CtlJSON(t.Context(), &r, append([]string{"admit", name}, extra...)...); err != nil {
+		t.Fatal(err)
+	}
+	return r.Token
+}
+
+// Eventually polls cond until it succeeds or d passes, then fails the test.
+// It returns how long it took.
+func Eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	took, err := waitFor(t.Context(), d, cond)
+	if err != nil {
+		t.Fatalf("%s: not within %s: %v", what, d, err)
+	}
+	return took
+}
+
+// waitFor polls cond with backoff until it succeeds or d passes; safe to
+// call from any goroutine.
+func waitFor(ctx context.Context, d time.Duration, cond func() error) (time.Duration, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	backoff := 10 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 50*time.Millisecond)
+	}
+}
