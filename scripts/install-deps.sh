@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
-# Installs what `make test` and `make demo` need on a fresh machine: the Go
-# modules (pinned in go.mod/go.sum) and, as the project grows, Debian packages.
+# Installs what `make test`, `make demo` and `make bench` need on a fresh
+# machine: the Go modules pinned in go.mod/go.sum, and as root the Debian
+# packages the namespace e2e suite and the package test use. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "install-deps: Go 1.26 is required (go not found)" >&2; exit 1; }
 go mod download
+
+if [ "$(id -u)" = 0 ]; then
+	need=()
+	command -v ip >/dev/null || need+=(iproute2)
+	command -v ping >/dev/null || need+=(iputils-ping)
+	if [ ${#need[@]} -gt 0 ]; then
+		echo "install-deps: apt-get install ${need[*]}"
+		apt-get -o DPkg::Lock::Timeout=300 update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+	fi
+	if [ -x scripts/install-deps-packaging.sh ]; then
+		scripts/install-deps-packaging.sh
+	fi
+fi
