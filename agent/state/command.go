@@ -20,6 +20,7 @@ const (
 	typeAdmit        cmdType = 3
 	typeSetNodeState cmdType = 4
 	typeRenewNebula  cmdType = 5
+	typeTracked      cmdType = 6
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -68,6 +69,7 @@ func (MintToken) commandType() cmdType    { return typeMintToken }
 func (Admit) commandType() cmdType        { return typeAdmit }
 func (SetNodeState) commandType() cmdType { return typeSetNodeState }
 func (RenewNebula) commandType() cmdType  { return typeRenewNebula }
+func (Tracked) commandType() cmdType      { return typeTracked }
 
 // Encode returns the raft log form of c: its type byte, then JSON.
 func Encode(c Command) ([]byte, error) {
@@ -103,6 +105,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[SetNodeState](b[1:])
 	case typeRenewNebula:
 		c, err = decodeAs[RenewNebula](b[1:])
+	case typeTracked:
+		c, err = decodeAs[Tracked](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

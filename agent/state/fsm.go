@@ -42,24 +42,30 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if t, ok := c.(Tracked); ok {
+		return f.s.applyTracked(t)
+	}
+	return f.s.apply(c)
+}
+
+// apply applies one decoded command to s.
+func (s *Snapshot) apply(c Command) error {
+	var err error
 	switch c := c.(type) {
 	case Bootstrap:
-		err = f.s.bootstrap(c)
+		err = s.bootstrap(c)
 	case MintToken:
-		err = f.s.mintToken(c)
+		err = s.mintToken(c)
 	case Admit:
-		err = f.s.admit(c)
+		err = s.admit(c)
 	case SetNodeState:
-		err = f.s.setNodeState(c)
+		err = s.setNodeState(c)
 	case RenewNebula:
-		err = f.s.renewNebula(c)
+		err = s.renewNebula(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // Snapshot returns a deep copy of the state, taken under the lock; raft

@@ -26,12 +26,13 @@ const (
 // Snapshot is the whole cluster state, as the FSM holds it and as a raft
 // snapshot stores it.
 type Snapshot struct {
-	Cluster     *Cluster                                `json:"cluster,omitempty"` // nil before Bootstrap
-	Nodes       map[string]Node                         `json:"nodes"`             // by node id
-	Tokens      map[enroll.TokenHash]enroll.TokenRecord `json:"tokens"`            // by secret hash
-	IPAM        map[netip.Addr]string                   `json:"ipam"`              // overlay IP -> node id
-	Revocations []Revocation                            `json:"revocations"`       // oldest first
-	Audit       []AuditEvent                            `json:"audit"`             // oldest first, at most AuditSize
+	Cluster     *Cluster                                `json:"cluster,omitempty"`  // nil before Bootstrap
+	Nodes       map[string]Node                         `json:"nodes"`              // by node id
+	Tokens      map[enroll.TokenHash]enroll.TokenRecord `json:"tokens"`             // by secret hash
+	IPAM        map[netip.Addr]string                   `json:"ipam"`               // overlay IP -> node id
+	Revocations []Revocation                            `json:"revocations"`        // oldest first
+	Audit       []AuditEvent                            `json:"audit"`              // oldest first, at most AuditSize
+	Requests    []RequestResult                         `json:"requests,omitempty"` // oldest first, at most RequestsKept
 }
 
 // WriteSnapshot writes s in the current format.
@@ -125,6 +126,12 @@ func (s *Snapshot) normalise() {
 	if len(s.Audit) == 0 {
 		s.Audit = nil
 	}
+	if len(s.Requests) > RequestsKept {
+		s.Requests = slices.Clone(s.Requests[len(s.Requests)-RequestsKept:])
+	}
+	if len(s.Requests) == 0 {
+		s.Requests = nil
+	}
 }
 
 // clone returns a deep copy of s.
@@ -135,6 +142,7 @@ func (s *Snapshot) clone() *Snapshot {
 		IPAM:        maps.Clone(s.IPAM),
 		Revocations: slices.Clone(s.Revocations),
 		Audit:       slices.Clone(s.Audit),
+		Requests:    slices.Clone(s.Requests),
 	}
 	if s.Cluster != nil {
 		cl := s.Cluster.clone()
