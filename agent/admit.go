@@ -23,7 +23,7 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if rt.raft == nil {
 		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.facts.Name, rt.facts.Role))
 	}
-	if err := rt.caughtUp(ctx); err != nil {
+	if err := rt.syncRead(ctx); err != nil {
 		return nil, err
 	}
 	if err := enroll.ValidName(req.Name); err != nil {
@@ -73,7 +73,7 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, fmt.Errorf("encode token: %w", err)
 	}
-	if err := rt.raft.apply(ctx, &state.MintToken{Record: rec, Actor: actor}); err != nil {
+	if err := rt.write(ctx, &state.MintToken{Record: rec, Actor: actor}); err != nil {
 		return nil, err
 	}
 	a.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],

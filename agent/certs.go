@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -30,12 +28,13 @@ func renewDue(issued, expires, now time.Time) bool {
 	return !now.Before(issued.Add(expires.Sub(issued) * 2 / 3))
 }
 
-// renewNebulaCerts runs on the CA holder while it leads raft: every active
+// renewNebulaCerts runs on the CA holder (leader or not: writes forward to
+// the leader): every active
 // node whose Nebula host certificate is missing from its record or past 2/3
 // of its lifetime gets a new one, signed for the key and overlay IP the
 // node enrolled with, recorded through raft.
 func (rt *runtime) renewNebulaCerts(ctx context.Context) {
-	if rt.ca == nil || rt.raft == nil || rt.raft.r.State() != raft.Leader {
+	if rt.ca == nil || rt.raft == nil {
 		return
 	}
 	cluster, ok := rt.raft.fsm.Cluster()
@@ -66,9 +65,7 @@ func (rt *runtime) renewNebula(ctx context.Context, n state.Node, bits int, now 
 	if err != nil {
 		return err
 	}
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := rt.raft.apply(actx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
+	if err := rt.write(ctx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
 		Issued: now, Expires: expires, At: now, Actor: rt.facts.NodeID}); err != nil {
 		return err
 	}

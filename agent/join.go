@@ -91,9 +91,16 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
 
-	// 10. confirm, not merely configure.
+	// 10. confirm, not merely configure: a control node is caught up in
+	// raft and promoted, every node is alive in gossip and has reached a
+	// lighthouse over the overlay.
 	cctx, cancel := context.WithTimeout(ctx, joinConfirmTimeout)
 	defer cancel()
+	if rt.raft != nil {
+		if err := rt.joinRaft(cctx, step); err != nil {
+			return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
+		}
+	}
 	if err := rt.confirmJoin(cctx, step); err != nil {
 		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
 	}

@@ -23,7 +23,7 @@ type raftLedger struct{ rt *runtime }
 var _ enroll.Ledger = (*raftLedger)(nil)
 
 func (l *raftLedger) Token(ctx context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
-	if err := l.rt.caughtUp(ctx); err != nil {
+	if err := l.rt.syncRead(ctx); err != nil {
 		return enroll.TokenRecord{}, false, err
 	}
 	rec, ok := l.rt.raft.fsm.Token(h)
@@ -31,14 +31,17 @@ func (l *raftLedger) Token(ctx context.Context, h enroll.TokenHash) (enroll.Toke
 }
 
 func (l *raftLedger) NameTaken(ctx context.Context, name string) (bool, error) {
-	if err := l.rt.caughtUp(ctx); err != nil {
+	if err := l.rt.syncRead(ctx); err != nil {
 		return false, err
 	}
 	_, ok := l.rt.raft.fsm.NodeByName(name)
 	return ok, nil
 }
 
-func (l *raftLedger) FreeOverlayIP(context.Context) (netip.Prefix, error) {
+func (l *raftLedger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
+	if err := l.rt.syncRead(ctx); err != nil {
+		return netip.Prefix{}, err
+	}
 	c, ok := l.rt.raft.fsm.Cluster()
 	if !ok {
 		return netip.Prefix{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
@@ -77,9 +80,7 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := l.rt.raft.apply(cctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID}); err != nil {
+	if err := l.rt.write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID}); err != nil {
 		return err
 	}
 	l.rt.poke() // the new node's record feeds this node's overlay at once
@@ -132,18 +133,6 @@ func (s caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, 
 		req.Lifetime = s.nebulaLifetime
 	}
 	return s.ca.SignNebula(req, s.now())
-}
-
-// noSigner stands in on a control node that does not hold the CA until
-// signing is forwarded to the CA holder over mTLS.
-type noSigner struct{}
-
-func (noSigner) SignTLS(context.Context, pki.LeafRequest) ([]byte, error) {
-	return nil, codes.Wrap(codes.CAHolderDown, errors.New("this control node does not hold the CA"))
-}
-
-func (noSigner) SignNebula(context.Context, pki.NebulaRequest) ([]byte, error) {
-	return nil, codes.Wrap(codes.CAHolderDown, errors.New("this control node does not hold the CA"))
 }
 
 func parseCertPEM(b []byte) (*x509.Certificate, error) {

@@ -138,6 +138,21 @@ func (n *raftNode) waitCaughtUp(ctx context.Context, max time.Duration) error {
 	return nil
 }
 
+// waitApplied returns once the FSM has applied index, or fails with
+// codes.NoLeader when ctx ends first.
+func (n *raftNode) waitApplied(ctx context.Context, index uint64) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for n.r.AppliedIndex() < index {
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("applied %d of %d: %w", n.r.AppliedIndex(), index, ctx.Err()))
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
 // apply commits cmd through raft and returns the FSM's answer: nil, a coded
 // error, or a sentinel such as enroll.ErrIPTaken.
 func (n *raftNode) apply(ctx context.Context, cmd state.Command) error {

@@ -164,7 +164,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	}
 	var signer enroll.Signer = caSigner{ca: rt.ca, now: rt.now, nebulaLifetime: rt.certLifetime}
 	if rt.ca == nil {
-		signer = noSigner{}
+		signer = remoteSigner{rt: rt}
 	}
 	es := enroll.NewServer(enroll.DefaultServerConfig(), &raftLedger{rt: rt}, signer,
 		enroll.Deps{Log: a.log, Now: a.d.Now})
@@ -172,6 +172,12 @@ func (a *Agent) startControl(rt *runtime) error {
 	mux.Handle("POST "+enroll.Path, es)
 	mux.HandleFunc("GET "+internalNodesPath, rt.handleInternalNodes)
 	mux.HandleFunc("GET "+internalNebulaCertPath, rt.handleNebulaCert)
+	mux.HandleFunc("POST "+internalApplyPath, rt.handleApply)
+	mux.HandleFunc("GET "+internalIndexPath, rt.handleIndex)
+	mux.HandleFunc("POST "+internalRaftJoinPath, rt.handleRaftJoin)
+	mux.HandleFunc("GET "+internalRaftStatsPath, rt.handleRaftStats)
+	mux.HandleFunc("POST "+internalSignTLSPath, rt.handleSignTLS)
+	mux.HandleFunc("POST "+internalSignNebulaPath, rt.handleSignNebula)
 	rt.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
 	rt.controlLn = ln

@@ -58,7 +58,7 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 		return nil, err
 	}
 	if rt.raft != nil {
-		if err := rt.caughtUp(ctx); err != nil {
+		if err := rt.freshRead(ctx); err != nil {
 			return nil, err
 		}
 		return rt.nodeRows(), nil
@@ -202,7 +202,7 @@ func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
 	if rt.raft == nil {
 		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("tokens are listed on control nodes"))
 	}
-	if err := rt.caughtUp(ctx); err != nil {
+	if err := rt.freshRead(ctx); err != nil {
 		return nil, err
 	}
 	now := a.d.Now()

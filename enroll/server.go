@@ -122,6 +122,11 @@ func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*R
 		return nil, fmt.Errorf("check name %s: %w", req.Name, err)
 	}
 	if taken {
+		// A concurrent join with this very token may have taken the name
+		// between the two reads: say so rather than blame the name.
+		if again, ok, err := s.ledger.Token(ctx, hash); err == nil && ok && again.Consumed() {
+			return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", again.Name, again.ConsumedAt.UTC().Format(time.RFC3339)))
+		}
 		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("a node named %s already exists", req.Name))
 	}
 	if s.cfg.MaxSkew > 0 && !req.Clock.IsZero() && absDuration(req.Clock.Sub(now)) > s.cfg.MaxSkew {

@@ -2,9 +2,9 @@ package agenttest_test
 
 import (
 	"encoding/base64"
-	"fmt"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"

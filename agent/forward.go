@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// writeTimeout bounds a raft write, including waiting out an election.
+const writeTimeout = 10 * time.Second
+
+// write commits cmd through raft from any control node: applied here on
+// the leader, forwarded one hop to the leader from a follower. It carries a
+// request id, so a retry after a lost leader (whose first attempt may have
+// committed) applies at most once. With no leader it waits, up to
+// writeTimeout, for one to be elected; then codes.NoLeader.
+func (rt *runtime) write(ctx context.Context, cmd state.Command) error {
+	tracked, err := state.Track(newID(), cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	var lastErr error
+	for {
+		err := rt.writeOnce(ctx, tracked)
+		if !retryable(err) {
+			return err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("no leader accepted the write within %s: %v", writeTimeout, lastErr))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// retryable: no leader, a leader that stepped down, or one that could not
+// be reached. Anything the FSM answered is final.
+func retryable(err error) bool {
+	return err != nil && (codes.Of(err) == codes.NoLeader || errors.Is(err, errUnreachable))
+}
+
+func (rt *runtime) writeOnce(ctx context.Context, t state.Tracked) error {
+	if rt.raft.r.State() == raft.Leader {
+		return rt.raft.apply(ctx, t)
+	}
+	addr, err := rt.leaderControlAddr()
+	if err != nil {
+		return err
+	}
+	return rt.callControl(ctx, addr, internalApplyPath, true, applyRequest{Tracked: t}, nil)
+}
+
+// leaderControlAddr is the control (internal API) address of the current
+// raft leader, from the leader's node record.
+func (rt *runtime) leaderControlAddr() (string, error) {
+	_, id := rt.raft.r.LeaderWithID()
+	if id == "" {
+		return "", codes.Wrap(codes.NoLeader, errors.New("no raft leader known"))
+	}
+	n, ok := rt.raft.fsm.Node(string(id))
+	if !ok || n.EnrollAddr == "" {
+		return "", codes.Wrap(codes.NoLeader, fmt.Errorf("leader %s has no control address on record", id))
+	}
+	return n.EnrollAddr, nil
+}
+
+type applyRequest struct {
+	Tracked state.Tracked `json:"tracked"`
+}
+
+// handleApply is the leader's side of a forwarded write.
+func (rt *runtime) handleApply(w http.ResponseWriter, r *http.Request) {
+	if _, err := requirePeer(r, pki.RoleControl); err != nil {
+		writeInternalError(w, err)
+		return
+	}
+	var req applyRequest
+	if err := decodeBody(r, &req); err != nil {
+		writeInternalError(w, err)
+		return
+	}
+	if rt.raft.r.State() != raft.Leader {
+		// One hop only: the caller retries once it knows the new leader.
+		writeInternalError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
+		return
+	}
+	if err := rt.raft.apply(r.Context(), req.Tracked); err != nil {
+		writeInternalError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// syncRead makes this node's FSM at least as fresh as the leader's commit
+// index (a read index), so a token minted on another control node a moment
+// ago is visible here. On the leader the FSM is current already.
+func (rt *runtime) syncRead(ctx context.Context) error {
+	if err := rt.caughtUp(ctx); err != nil {
+		return err
+	}
+	if rt.raft.r.State() == raft.Leader {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readDeadline)
+	defer cancel()
+	addr, err := rt.leaderControlAddr()
+	if err != nil {
+		return err
+	}
+	var idx struct{ Index uint64 }
+	if err := rt.callControl(ctx, addr, internalIndexPath, true, nil, &idx); err != nil {
+		if errors.Is(err, errUnreachable) {
+			return codes.Wrap(codes.NoLeader, err)
+		}
+		return err
+	}
+	return rt.raft.waitApplied(ctx, idx.Index)
+}
+
+// freshRead is syncRead for listings: without a reachable leader (a
+// minority partition) it answers from this node's possibly stale state
+// rather than fail; raft having replayed its own log is still required.
+func (rt *runtime) freshRead(ctx context.Context) error {
+	err := rt.syncRead(ctx)
+	if codes.Of(err) == codes.NoLeader {
+		rt.log.Debug("listing from local raft state; no leader reachable", "err", err)
+		return rt.caughtUp(ctx)
+	}
+	return err
+}
+
+// handleIndex answers the leader's commit index after confirming it still
+// leads (VerifyLeader contacts a quorum).
+func (rt *runtime) handleIndex(w http.ResponseWriter, r *http.Request) {
+	if _, err := requirePeer(r, pki.RoleControl); err != nil {
+		writeInternalError(w, err)
+		return
+	}
+	if err := rt.raft.r.VerifyLeader().Error(); err != nil {
+		writeInternalError(w, codes.Wrap(codes.NoLeader, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{ Index uint64 }{rt.raft.r.CommitIndex()})
+}
