@@ -200,6 +200,27 @@ func (n *raftNode) roles() map[string]string {
 	return out
 }
 
+// handOff transfers leadership before a planned stop when another voter
+// can take it (about 5 ms), instead of leaving the cluster to notice a dead
+// leader (1-2 s). A restart is not a departure: membership stays as it is.
+func (n *raftNode) handOff() error {
+	if n.r.State() != raft.Leader {
+		return nil
+	}
+	voters := 0
+	if f := n.r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+	}
+	if voters < 2 {
+		return nil
+	}
+	return n.r.LeadershipTransfer().Error()
+}
+
 func (n *raftNode) close() error {
 	err := n.r.Shutdown().Error()
 	_ = n.trans.Close()

@@ -203,6 +203,9 @@ func (rt *runtime) stop() {
 	}
 	rt.wg.Wait()
 	if rt.raft != nil {
+		if err := rt.raft.handOff(); err != nil {
+			rt.log.Warn("leadership transfer before stopping failed", "err", err)
+		}
 		if err := rt.raft.close(); err != nil {
 			rt.log.Warn("raft shutdown", "err", err)
 		}
