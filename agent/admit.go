@@ -23,7 +23,11 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if rt.raft == nil {
 		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.facts.Name, rt.facts.Role))
 	}
-	if err := rt.syncRead(ctx); err != nil {
+	// Local state is enough here: the name check below only spares the
+	// operator a token that cannot work; the admission's compare-and-set in
+	// raft is what decides. (A read index would cost a follower a commit
+	// round, ~50 ms.)
+	if err := rt.caughtUp(ctx); err != nil {
 		return nil, err
 	}
 	if err := enroll.ValidName(req.Name); err != nil {

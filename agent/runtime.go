@@ -55,6 +55,10 @@ type runtime struct {
 	kick        chan struct{}
 	loops       context.CancelFunc
 
+	clientOnce sync.Once
+	client     *http.Client
+	clientErr  error
+
 	stateDir     string
 	certLifetime time.Duration // of the Nebula certs this node signs (CA holder)
 }
@@ -202,6 +206,9 @@ func (rt *runtime) stop() {
 		cancel()
 	}
 	rt.wg.Wait()
+	if rt.client != nil {
+		rt.client.CloseIdleConnections()
+	}
 	if rt.raft != nil {
 		if err := rt.raft.handOff(); err != nil {
 			rt.log.Warn("leadership transfer before stopping failed", "err", err)

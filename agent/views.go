@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
@@ -186,12 +187,20 @@ func (rt *runtime) remoteNodes(ctx context.Context) ([]apitype.Node, error) {
 	return nil, codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
 }
 
+// internalClient is the mTLS client for other control nodes' internal API.
+// One per runtime, so connections (and their TLS sessions) are reused: a
+// follower's forwarded write costs a request, not a handshake.
 func (rt *runtime) internalClient() (*http.Client, error) {
-	conf, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}, nil
+	rt.clientOnce.Do(func() {
+		conf, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
+		if err != nil {
+			rt.clientErr = err
+			return
+		}
+		rt.client = &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
+			IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}
+	})
+	return rt.client, rt.clientErr
 }
 
 func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e: skipped: needs root (network namespaces, TUN devices)")
 		os.Exit(0)
 	}
-	for _, tool := range []string{"ip", "ping", "tc"} {
+	for _, tool := range []string{"ip", "ping"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %s not found; run scripts/install-deps.sh\n", tool)
 			os.Exit(1)

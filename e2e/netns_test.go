@@ -82,8 +82,9 @@ func (h *Host) Cut() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "down") 
 // Heal brings it back.
 func (h *Host) Heal() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "up") }
 
-// Delay makes every host-to-host path d long one way (a round trip of 2d),
-// for hosts added before or after the call; calling it again changes d.
+// Delay adds d of one-way delay to every host-to-host path (a round trip
+// of 2d), for hosts added before or after the call; calling it again
+// changes d.
 // The kernel here has no netem, so the first call takes the hosts' links
 // out of br0 and forwards between them in userspace (see delayBridge).
 func (n *Net) Delay(d time.Duration) {

@@ -1,0 +1,183 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+)
+
+// reloadAgent is an agent past its start (phase unjoined) whose config file
+// reads as next (or fails with readErr), recording what it tells systemd.
+func reloadAgent(t *testing.T, next *FileConfig, readErr error) (*Agent, *slog.LevelVar, *[]string) {
+	t.Helper()
+	lv := new(slog.LevelVar)
+	var notes []string
+	a, err := New(DefaultFileConfig(), Deps{
+		LevelVar: lv,
+		Notify:   func(s string) { notes = append(notes, s) },
+		ReadConfig: func() (FileConfig, error) {
+			if readErr != nil {
+				return FileConfig{}, readErr
+			}
+			return *next, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.setPhase(phaseUnjoined, nil)
+	return a, lv, &notes
+}
+
+func TestReload(t *testing.T) {
+	tests := []struct {
+		name     string
+		next     FileConfig
+		readErr  error
+		level    slog.Level // the LevelVar afterwards
+		restart  []string   // fields named in the RestartNeeded warning
+		wantCode codes.Code // "" : success
+	}{
+		{name: "ok/unchanged", next: DefaultFileConfig(), level: slog.LevelInfo},
+		{name: "ok/log-level", next: withCfg(func(c *FileConfig) { c.LogLevel = "debug" }), level: slog.LevelDebug},
+		{name: "ok/restart-needed", next: withCfg(func(c *FileConfig) { c.Ports.Gossip = 8000; c.NodeName = "x" }),
+			level: slog.LevelInfo, restart: []string{"node_name", "ports.gossip"}},
+		{name: "ok/both", next: withCfg(func(c *FileConfig) { c.LogLevel = "warn"; c.LogFormat = "json" }),
+			level: slog.LevelWarn, restart: []string{"log_format"}},
+		{name: "fail/invalid-value", next: withCfg(func(c *FileConfig) { c.LogLevel = "loud" }),
+			level: slog.LevelInfo, wantCode: codes.ConfigInvalid},
+		{name: "fail/unreadable", readErr: codes.Wrap(codes.ConfigInvalid, errors.New("field bogus not found")),
+			level: slog.LevelInfo, wantCode: codes.ConfigInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, lv, notes := reloadAgent(t, &tt.next, tt.readErr)
+			ws, err := a.Reload()
+			if codes.Of(err) != tt.wantCode {
+				t.Fatalf("Reload() error %v, want code %q", err, tt.wantCode)
+			}
+			if lv.Level() != tt.level {
+				t.Errorf("level %v, want %v", lv.Level(), tt.level)
+			}
+			var restart []string
+			for _, w := range ws {
+				if w.Code != codes.RestartNeeded {
+					t.Errorf("warning %v, want only %s", w, codes.RestartNeeded)
+				}
+				_, list, _ := strings.Cut(w.Detail, ": ")
+				restart = append(restart, strings.Split(list, ", ")...)
+			}
+			if !slices.Equal(restart, tt.restart) {
+				t.Errorf("restart needed for %q, want %q", restart, tt.restart)
+			}
+			if want := []string{"RELOADING", "READY"}; !slices.Equal(*notes, want) {
+				t.Errorf("told systemd %q, want %q", *notes, want)
+			}
+		})
+	}
+}
+
+// A second reload back to the old level applies it: log_level is compared
+// with the level in force, not with the config meshd started with.
+func TestReloadBackToStartLevel(t *testing.T) {
+	next := withCfg(func(c *FileConfig) { c.LogLevel = "error" })
+	a, lv, _ := reloadAgent(t, &next, nil)
+	if _, err := a.Reload(); err != nil || lv.Level() != slog.LevelError {
+		t.Fatalf("first reload: %v, level %v", err, lv.Level())
+	}
+	next = DefaultFileConfig()
+	if _, err := a.Reload(); err != nil || lv.Level() != slog.LevelInfo {
+		t.Fatalf("second reload: %v, level %v", err, lv.Level())
+	}
+}
+
+func TestReloadWithoutConfigOrLevelVar(t *testing.T) {
+	a, err := New(DefaultFileConfig(), Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reload(); codes.Of(err) != codes.ConfigInvalid {
+		t.Fatalf("Reload() without ReadConfig: %v, want %s", err, codes.ConfigInvalid)
+	}
+	// Without a LevelVar a log_level change needs a restart.
+	next := withCfg(func(c *FileConfig) { c.LogLevel = "debug" })
+	a, err = New(DefaultFileConfig(), Deps{ReadConfig: func() (FileConfig, error) { return next, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := a.Reload()
+	if err != nil || len(ws) != 1 || !strings.Contains(ws[0].Detail, "log_level") {
+		t.Fatalf("Reload() = %v, %v; want a restart-needed warning for log_level", ws, err)
+	}
+}
+
+// Before meshd has sent READY, a reload must not tell systemd anything.
+func TestReloadWhileStartingDoesNotNotify(t *testing.T) {
+	next := DefaultFileConfig()
+	a, _, notes := reloadAgent(t, &next, nil)
+	a.setPhase(phaseStarting, nil)
+	if _, err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if len(*notes) != 0 {
+		t.Fatalf("told systemd %q while starting", *notes)
+	}
+}
+
+func TestHandleReload(t *testing.T) {
+	next := withCfg(func(c *FileConfig) { c.BindAddr = "127.0.0.1" })
+	a, _, _ := reloadAgent(t, &next, nil)
+	rec := httptest.NewRecorder()
+	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, strings.NewReader("{}")))
+	var ws []apitype.Warning
+	if err := json.Unmarshal(rec.Body.Bytes(), &ws); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("status %d, body %s (%v)", rec.Code, rec.Body, err)
+	}
+	if len(ws) != 1 || ws[0].Code != codes.RestartNeeded || !strings.Contains(ws[0].Detail, "bind_addr") {
+		t.Fatalf("warnings %+v, want one %s naming bind_addr", ws, codes.RestartNeeded)
+	}
+
+	next = withCfg(func(c *FileConfig) { c.OverlayCIDR = "nope" })
+	rec = httptest.NewRecorder()
+	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
+	var e apitype.Error
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ConfigInvalid ||
+		rec.Code != codes.ConfigInvalid.Status() || !strings.Contains(e.Detail, "overlay_cidr") {
+		t.Fatalf("status %d, body %s; want %s naming overlay_cidr", rec.Code, rec.Body, codes.ConfigInvalid)
+	}
+}
+
+func TestChangedFields(t *testing.T) {
+	b := withCfg(func(c *FileConfig) {
+		c.Raft.LeaderLease /= 2
+		c.Ports.Raft = 1
+		c.StateDir = "/srv/meshd"
+	})
+	got := changedFields(DefaultFileConfig(), b)
+	want := []string{"state_dir", "ports.raft", "raft.leader_lease"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changedFields = %q, want %q", got, want)
+	}
+}
+
+func TestReloadableLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log, lv := withCfg(func(c *FileConfig) { c.LogLevel = "warn" }).NewReloadableLogger(&buf, false)
+	log = log.With("component", "x").WithGroup("g")
+	log.Info("hidden")
+	lv.Set(slog.LevelDebug)
+	log.Debug("shown", "k", 1)
+	out := buf.String()
+	if strings.Contains(out, "hidden") || !strings.Contains(out, "msg=shown component=x g.k=1") {
+		t.Fatalf("log output %q: want only the debug line, with its attrs", out)
+	}
+}
