@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -137,30 +136,9 @@ func nebulaValidity(certPEM []byte) (validity, error) {
 // fetchNebulaCert asks the control nodes, in order, for this node's
 // current Nebula certificate.
 func (rt *runtime) fetchNebulaCert(ctx context.Context) ([]byte, error) {
-	client, err := rt.internalClient()
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error = errors.New("no seeds")
-	for _, seed := range rt.facts.Seeds {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+seed+internalNebulaCertPath, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		var body struct{ Cert []byte }
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK && err == nil {
-			return body.Cert, nil
-		}
-		lastErr = fmt.Errorf("%s answered %s", seed, resp.Status)
-	}
-	return nil, lastErr
+	var body struct{ Cert []byte }
+	err := rt.askSeeds(ctx, internalNebulaCertPath, &body)
+	return body.Cert, err
 }
 
 // handleNebulaCert serves GET /v1/self/nebula-cert to a member identified

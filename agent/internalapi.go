@@ -110,5 +110,19 @@ func (rt *runtime) callControl(ctx context.Context, addr, path string, forwarded
 	return json.Unmarshal(raw, out)
 }
 
+// askSeeds GETs path from the control nodes this node knows, in order,
+// until one answers; none answering is codes.SeedsUnreachable.
+func (rt *runtime) askSeeds(ctx context.Context, path string, out any) error {
+	var lastErr error = errors.New("no control node known")
+	for _, seed := range rt.facts.Seeds {
+		err := rt.callControl(ctx, seed, path, false, nil, out)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+	}
+	return codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
+}
+
 // errUnreachable marks a control node that could not be reached at all.
 var errUnreachable = errors.New("control node unreachable")

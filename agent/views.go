@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -160,31 +159,8 @@ func (rt *runtime) handleInternalNodes(w http.ResponseWriter, r *http.Request) {
 
 // remoteNodes asks the control nodes this worker knows, in order, over mTLS.
 func (rt *runtime) remoteNodes(ctx context.Context) ([]apitype.Node, error) {
-	client, err := rt.internalClient()
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for _, seed := range rt.facts.Seeds {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+seed+internalNodesPath, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		var rows []apitype.Node
-		err = json.NewDecoder(resp.Body).Decode(&rows)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || err != nil {
-			lastErr = fmt.Errorf("%s answered %s", seed, resp.Status)
-			continue
-		}
-		return rows, nil
-	}
-	return nil, codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
+	var rows []apitype.Node
+	return rows, rt.askSeeds(ctx, internalNodesPath, &rows)
 }
 
 // internalClient is the mTLS client for other control nodes' internal API.
