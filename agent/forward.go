@@ -142,8 +142,8 @@ func (rt *runtime) freshRead(ctx context.Context) error {
 	return err
 }
 
-// handleIndex answers the leader's commit index after confirming it still
-// leads (VerifyLeader contacts a quorum).
+// handleIndex answers the index of the last command the leader's FSM
+// applied, after confirming it still leads (VerifyLeader contacts a quorum).
 func (rt *runtime) handleIndex(w http.ResponseWriter, r *http.Request) {
 	if _, err := requirePeer(r, pki.RoleControl); err != nil {
 		writeInternalError(w, err)
@@ -153,5 +153,7 @@ func (rt *runtime) handleIndex(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, codes.Wrap(codes.NoLeader, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{ Index uint64 }{rt.raft.r.CommitIndex()})
+	// The FSM's index, not raft's commit index: the latter may point at a
+	// configuration entry that never reaches a follower's FSM.
+	writeJSON(w, http.StatusOK, struct{ Index uint64 }{rt.raft.fsm.Index()})
 }

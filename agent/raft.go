@@ -21,8 +21,9 @@ import (
 // raftNode is this control node's raft: bolt log and stable store, file
 // snapshots, and the mTLS stream layer.
 type raftNode struct {
-	// openIndex is the last log index on disk when raft opened: reads wait
-	// until the FSM has applied at least this far after a restart.
+	// openIndex is the index of the last command in the log on disk when
+	// raft opened: after a restart, reads wait until the FSM has applied
+	// at least this far.
 	openIndex uint64
 	r         *raft.Raft
 	fsm       *state.FSM
@@ -77,7 +78,7 @@ func openRaft(o raftOptions) (*raftNode, error) {
 	conf.LeaderLeaseTimeout = o.timing.LeaderLease
 	conf.ShutdownOnRemove = false
 	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.logOutput, Level: hclog.Warn})
-	openIndex, err := store.LastIndex()
+	openIndex, err := lastCommandIndex(store)
 	if err != nil {
 		_ = store.Close()
 		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("read raft log: %w", err))
@@ -90,6 +91,31 @@ func openRaft(o raftOptions) (*raftNode, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	return &raftNode{openIndex: openIndex, r: r, fsm: fsm, store: store, trans: trans}, nil
+}
+
+// lastCommandIndex finds the last command entry in the log (configuration
+// entries never reach the FSM, so its index cannot be waited for). Entries
+// before the log's first index live in a snapshot, which raft restores
+// before NewRaft returns.
+func lastCommandIndex(store raft.LogStore) (uint64, error) {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return 0, err
+		}
+		if l.Type == raft.LogCommand {
+			return i, nil
+		}
+	}
+	return 0, nil
 }
 
 // bootstrap makes this node the single voter of a new cluster. Call it only
@@ -120,33 +146,34 @@ func (n *raftNode) waitLeader(ctx context.Context) error {
 // a leader commits in the new term), or fails with codes.NoLeader at ctx's
 // end or after at most max.
 func (n *raftNode) waitCaughtUp(ctx context.Context, max time.Duration) error {
-	if n.r.AppliedIndex() >= n.openIndex {
+	if n.fsm.Index() >= n.openIndex {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, max)
 	defer cancel()
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
-	for n.r.AppliedIndex() < n.openIndex {
+	for n.fsm.Index() < n.openIndex {
 		select {
 		case <-ctx.Done():
-			return codes.Wrap(codes.NoLeader, fmt.Errorf("raft has applied %d of %d entries since start; no leader has committed yet",
-				n.r.AppliedIndex(), n.openIndex))
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("raft has re-applied up to %d of %d since start; no leader has committed yet",
+				n.fsm.Index(), n.openIndex))
 		case <-t.C:
 		}
 	}
 	return nil
 }
 
-// waitApplied returns once the FSM has applied index, or fails with
+// waitApplied returns once the FSM has applied the command at index (an
+// index from the leader's FSM, so a command index), or fails with
 // codes.NoLeader when ctx ends first.
 func (n *raftNode) waitApplied(ctx context.Context, index uint64) error {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for n.r.AppliedIndex() < index {
+	for n.fsm.Index() < index {
 		select {
 		case <-ctx.Done():
-			return codes.Wrap(codes.NoLeader, fmt.Errorf("applied %d of %d: %w", n.r.AppliedIndex(), index, ctx.Err()))
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("applied %d of %d: %w", n.fsm.Index(), index, ctx.Err()))
 		case <-t.C:
 		}
 	}

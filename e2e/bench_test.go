@@ -43,9 +43,14 @@ func BenchmarkJoin(b *testing.B) {
 // watched for 3 s and any node seen as anything but alive counts as a false
 // positive.
 func BenchmarkFailureDetection(b *testing.B) {
-	for _, delay := range []time.Duration{0, 100 * time.Millisecond} {
-		b.Run(fmt.Sprintf("delay=%s", delay), func(b *testing.B) {
+	for _, tc := range []struct {
+		timers string
+		delay  time.Duration
+	}{{"fast", 0}, {"fast", 100 * time.Millisecond}, {"lan", 0}} {
+		delay := tc.delay
+		b.Run(fmt.Sprintf("timers=%s/delay=%s", tc.timers, delay), func(b *testing.B) {
 			n := NewNet(b)
+			n.Timers = tc.timers
 			nodes := cluster(b, n, "w1", "w2", "w3")
 			if delay > 0 {
 				n.Delay(delay)

@@ -23,6 +23,9 @@ type Net struct {
 	hub    string
 	hosts  []*Host
 	delay  *delayBridge // set by Delay; it replaces br0 from then on
+	// Timers is the meshd `timers` setting of the nodes started on this
+	// net: "fast" (the default here) or "lan" (the production default).
+	Timers string
 }
 
 // Host is one namespace on the test network.

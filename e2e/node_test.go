@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,9 +51,9 @@ bind_addr: %s
 advertise_addr: %s
 node_name: %s
 log_level: debug
-timers: fast
+timers: %s
 raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}
-`, nd.Dir, nd.Socket, h.IP, h.IP, name)
+`, nd.Dir, nd.Socket, h.IP, h.IP, name, cmp.Or(n.Timers, "fast"))
 	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
@@ -118,8 +119,13 @@ func (nd *Node) Stop(t testing.TB) {
 	select {
 	case <-nd.exited:
 	case <-time.After(20 * time.Second):
-		t.Errorf("meshd %s ignored SIGTERM", nd.NodeName)
-		nd.Kill()
+		t.Errorf("meshd %s ignored SIGTERM for 20s; SIGQUIT for a goroutine dump (in its log)", nd.NodeName)
+		_ = nd.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-nd.exited:
+		case <-time.After(5 * time.Second):
+			nd.Kill()
+		}
 	}
 	nd.cmd = nil
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -263,7 +265,14 @@ func kick(overlay netip.Addr, udp netip.AddrPort) {
 
 // tunReleased reports whether the TUN device dev is gone.
 func tunReleased(dev string) bool {
-	_, err := net.InterfaceByName(dev)
+	// sysfs, not a netlink interface dump: while the device is being
+	// unregistered the kernel holds the rtnl lock until its last reader
+	// lets go, and a netlink dump would block behind it (seen here: the
+	// dump never returned, so the kick that frees the reader never came).
+	if _, err := os.Stat("/sys/class/net"); err != nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Join("/sys/class/net", dev))
 	return err != nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -20,6 +21,10 @@ import (
 type FSM struct {
 	mu sync.RWMutex
 	s  Snapshot
+	// index is the raft index of the last command this FSM applied (or of
+	// the snapshot it was restored from). raft's own AppliedIndex runs a
+	// little ahead of the FSM, which applies on its own goroutine.
+	index atomic.Uint64
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -42,11 +47,15 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.index.Store(max(f.index.Load(), l.Index))
 	if t, ok := c.(Tracked); ok {
 		return f.s.applyTracked(t)
 	}
 	return f.s.apply(c)
 }
+
+// Index is the raft index of the last command applied (or restored).
+func (f *FSM) Index() uint64 { return f.index.Load() }
 
 // apply applies one decoded command to s.
 func (s *Snapshot) apply(c Command) error {
@@ -84,6 +93,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.s = *s
+	f.index.Store(s.Index)
 	return nil
 }
 
@@ -91,7 +101,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 func (f *FSM) snapshot() *Snapshot {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.clone()
+	c := f.s.clone()
+	c.Index = f.index.Load()
+	return c
 }
 
 type fsmSnapshot struct{ s *Snapshot }

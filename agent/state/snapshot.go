@@ -33,6 +33,7 @@ type Snapshot struct {
 	Revocations []Revocation                            `json:"revocations"`        // oldest first
 	Audit       []AuditEvent                            `json:"audit"`              // oldest first, at most AuditSize
 	Requests    []RequestResult                         `json:"requests,omitempty"` // oldest first, at most RequestsKept
+	Index       uint64                                  `json:"index,omitempty"`    // raft index of the last command applied
 }
 
 // WriteSnapshot writes s in the current format.
@@ -143,6 +144,7 @@ func (s *Snapshot) clone() *Snapshot {
 		Revocations: slices.Clone(s.Revocations),
 		Audit:       slices.Clone(s.Audit),
 		Requests:    slices.Clone(s.Requests),
+		Index:       s.Index,
 	}
 	if s.Cluster != nil {
 		cl := s.Cluster.clone()
