@@ -64,6 +64,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 		return nil, err
 	}
 	a.setPhase(phaseRunning, rt)
+	a.settlePending() // keys of an abandoned join, if any, are moot now
 	a.log.Info("cluster created", "code", codes.EventClusterCreated, "cluster", req.Cluster,
 		"cluster_id", plan.facts.ClusterID, "node", name, "overlay_ip", plan.facts.Overlay.Addr())
 	return &apitype.InitResponse{
@@ -133,7 +134,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
 		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,
-		NebulaCert: nebPEM, NebulaIssued: now,
+		NebulaCert: nebPEM, NebulaIssued: now, TLSCert: tlsPEM,
 		Version: a.d.Version, Created: now, Updated: now,
 	}
 	boot := &state.Bootstrap{

@@ -56,12 +56,18 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	step("underlay address %s", underlay)
 
-	// 4. keys, generated here; only public keys leave this machine.
-	keys, err := pki.NewKeys(tok.Name)
+	// 4. keys, generated here; only public keys leave this machine. An
+	// earlier attempt at this very join whose outcome is unknown left its
+	// keys: reuse them, so the cluster can hand back what it recorded.
+	keys, reused, err := a.pendingKeys(tok)
 	if err != nil {
 		return nil, fmt.Errorf("generate keys: %w", err)
 	}
-	step("generated TLS and Nebula keys on this machine")
+	if reused {
+		step("reusing the keys of an earlier attempt at this join (its outcome was unknown)")
+	} else {
+		step("generated TLS and Nebula keys on this machine")
+	}
 
 	// 5-8. pinned TLS to a seed, enroll, receive certificates and facts.
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
@@ -77,6 +83,9 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		Step: func(msg string) { step("%s", msg) },
 	})
 	if err != nil {
+		if !outcomeUnknown(err) {
+			a.settlePending() // an answer: nothing recorded for these keys
+		}
 		return nil, err
 	}
 	if skew := resp.ServerTime.Sub(a.d.Now()); skew > time.Minute || skew < -time.Minute {
@@ -147,5 +156,6 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		rt.stop()
 		return nil, err
 	}
+	a.settlePending() // the keys live in the identity now
 	return rt, nil
 }

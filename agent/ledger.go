@@ -69,7 +69,7 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 		Underlay: a.Underlay, OverlayIP: a.OverlayIP.Addr(),
 		TLSFingerprint: pki.FingerprintOf(tlsCert).String(), TLSExpires: tlsCert.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: a.NebulaPub,
-		NebulaCert: a.NebulaCert, NebulaIssued: a.At,
+		NebulaCert: a.NebulaCert, NebulaIssued: a.At, TLSCert: a.TLSCert,
 		Version: a.Version, Created: a.At, Updated: a.At,
 	}
 	if a.Ports.Gossip > 0 {
@@ -115,6 +115,23 @@ func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 		}
 	}
 	return f, nil
+}
+
+var _ enroll.Resumer = (*raftLedger)(nil)
+
+// Admitted returns what the cluster recorded for the node a token
+// admitted, so that an enrollment whose response was lost can be resumed.
+func (l *raftLedger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, bool, error) {
+	if err := l.rt.syncRead(ctx); err != nil {
+		return enroll.Admitted{}, false, err
+	}
+	n, ok := l.rt.raft.fsm.Node(nodeID)
+	c, cok := l.rt.raft.fsm.Cluster()
+	if !ok || !cok || n.State == state.NodeRemoved || len(n.TLSCert) == 0 {
+		return enroll.Admitted{}, false, nil
+	}
+	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, TLSCert: n.TLSCert, NebulaCert: n.NebulaCert,
+		NebulaPub: n.NebulaPublicKey, OverlayIP: netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits())}, true, nil
 }
 
 // caSigner signs with the CA this node holds.

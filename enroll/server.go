@@ -105,6 +105,9 @@ func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*R
 		return nil, codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(hash)))
 	}
 	if rec.Consumed() {
+		if resp := s.resume(ctx, req, rec); resp != nil {
+			return resp, nil
+		}
 		return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
 	}
 	now := s.now()

@@ -63,6 +63,7 @@ type Node struct {
 	NebulaFingerprint string     `json:"nebula_fingerprint,omitempty"`
 	NebulaExpires     time.Time  `json:"nebula_expires,omitzero"`
 	NebulaPublicKey   []byte     `json:"nebula_public_key,omitempty"` // PEM
+	TLSCert           []byte     `json:"tls_cert,omitempty"`          // PEM, the leaf issued at admission
 	NebulaCert        []byte     `json:"nebula_cert,omitempty"`       // PEM, the current host certificate
 	NebulaIssued      time.Time  `json:"nebula_issued,omitzero"`      // when the current one was signed
 	Version           string     `json:"version,omitempty"`
@@ -103,6 +104,7 @@ func (c Cluster) clone() Cluster {
 func (n Node) clone() Node {
 	n.NebulaPublicKey = bytes.Clone(n.NebulaPublicKey)
 	n.NebulaCert = bytes.Clone(n.NebulaCert)
+	n.TLSCert = bytes.Clone(n.TLSCert)
 	return n
 }
 

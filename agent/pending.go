@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// pendingFile holds the keys of a join whose outcome is not known yet
+// (0600: private keys). A join that could not tell whether the cluster
+// recorded it (the connection or the leader died after the request went
+// out) keeps them, so that running the same `meshctl join` again proves
+// possession of the same keys and gets the recorded certificates back
+// (enroll.Resumer). A join that got an answer removes the file.
+const pendingFile = "pending-join.json"
+
+type pendingJoin struct {
+	Token string   `json:"token"` // hash of the token secret the keys were made for
+	Keys  pki.Keys `json:"keys"`
+}
+
+// pendingKeys returns the keys saved for this token, or makes and saves new
+// ones.
+func (a *Agent) pendingKeys(tok enroll.Token) (*pki.Keys, bool, error) {
+	path := filepath.Join(a.cfg.StateDir, pendingFile)
+	raw, err := pki.ReadKeyFile(path)
+	switch {
+	case err == nil:
+		var p pendingJoin
+		if json.Unmarshal(raw, &p) == nil && p.Token == tok.Secret.Hash().String() && len(p.Keys.CSR) > 0 {
+			return &p.Keys, true, nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, false, err
+	}
+	keys, err := pki.NewKeys(tok.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err := json.Marshal(pendingJoin{Token: tok.Secret.Hash().String(), Keys: *keys})
+	if err != nil {
+		return nil, false, err
+	}
+	if err := pki.WriteFileAtomic(path, b, 0o600); err != nil {
+		return nil, false, codes.Wrap(codes.StateDir, err)
+	}
+	return keys, false, nil
+}
+
+// settlePending removes the saved keys once the join's outcome is known: it
+// failed with an answer (nothing recorded, or recorded for other keys), or
+// it succeeded and the keys now live in the identity.
+func (a *Agent) settlePending() {
+	_ = os.Remove(filepath.Join(a.cfg.StateDir, pendingFile))
+}
+
+// outcomeUnknown: no seed answered (the request may have reached one that
+// then died) or the caller went away mid-call.
+func outcomeUnknown(err error) bool {
+	c := codes.Of(err)
+	return c == "" || c == codes.SeedsUnreachable
+}
