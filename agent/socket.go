@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,8 +50,12 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 	}
 	if g, err := user.LookupGroup(socketGroup); err == nil {
 		gid, _ := strconv.Atoi(g.Gid)
-		if err := os.Chown(path, -1, gid); err != nil {
-			log.Warn("cannot give the socket to its group", "group", socketGroup, "err", err)
+		// Under the packaged unit (Group=meshd) the socket has the group
+		// already, and the syscall filter forbids chown: only chown when needed.
+		if st, err := os.Stat(path); err != nil || st.Sys().(*syscall.Stat_t).Gid != uint32(gid) {
+			if err := os.Chown(path, -1, gid); err != nil {
+				log.Warn("cannot give the socket to its group", "group", socketGroup, "err", err)
+			}
 		}
 	}
 	return ln, nil

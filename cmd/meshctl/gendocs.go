@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // genDocsCommand is the hidden `meshctl gen-docs`, run at package build
@@ -108,20 +110,20 @@ func meshdCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "meshd [--config FILE] [--state-dir DIR] [--socket PATH]",
 		Short: "peer-to-peer mesh network agent (daemon)",
-		Long: `meshd is the mesh agent daemon. It is normally started by systemd as meshd.service
+		Long: fmt.Sprintf(`meshd is the mesh agent daemon. It is normally started by systemd as meshd.service
 and driven with **meshctl**(1) through its local API socket. A freshly installed meshd is
 running but unjoined: **meshctl init --cluster NAME** creates a cluster on this machine,
 **meshctl join TOKEN** joins one.
 
 The config file is read and validated before anything starts: an unknown key or a bad value
-stops meshd with the code X400402BADCFG and the field named, and the state directory is not
-touched. A key file that is readable by group or others is refused (X400401KEYPRM).
+stops meshd with the code %[1]s and the field named, and the state directory is not
+touched. A key file that is readable by group or others is refused (%[2]s).
 
 # SIGNALS
 
 **SIGHUP** re-reads the config file (as **systemctl reload meshd** and **meshctl reload** do).
 A config that does not validate is refused and the running config stays. log_level applies at
-once; other changed fields are logged with the code X200404RSTREQ and apply after a restart.
+once; other changed fields are logged with the code %[3]s and apply after a restart.
 
 **SIGTERM**, **SIGINT** stop meshd without leaving the cluster; a second signal forces the exit.
 
@@ -147,7 +149,7 @@ standard error and appear in the journal), 2 on a command-line mistake.
 
 # SEE ALSO
 
-**meshctl**(1), **systemctl**(1), **journalctl**(1)`,
+**meshctl**(1), **systemctl**(1), **journalctl**(1)`, codes.ConfigInvalid, codes.KeyPermissions, codes.RestartNeeded),
 		Example: "systemctl status meshd\njournalctl -u meshd\nmeshd --config /etc/meshd/meshd.yaml",
 		Run:     func(*cobra.Command, []string) {},
 	}
