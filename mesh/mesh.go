@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula"
@@ -265,15 +265,21 @@ func kick(overlay netip.Addr, udp netip.AddrPort) {
 
 // tunReleased reports whether the TUN device dev is gone.
 func tunReleased(dev string) bool {
-	// sysfs, not a netlink interface dump: while the device is being
-	// unregistered the kernel holds the rtnl lock until its last reader
-	// lets go, and a netlink dump would block behind it (seen here: the
-	// dump never returned, so the kick that frees the reader never came).
-	if _, err := os.Stat("/sys/class/net"); err != nil {
+	// An ioctl on a socket of this namespace, not a netlink interface dump:
+	// a dump while the device is being unregistered was seen to block for
+	// good here (the kick that frees Nebula's reader then never came), and
+	// sysfs shows the namespace it was mounted in, not necessarily ours.
+	// SIOCGIFINDEX looks the name up under RCU, without the rtnl lock.
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(dev)
+	if err != nil {
 		return true
 	}
-	_, err := os.Stat(filepath.Join("/sys/class/net", dev))
-	return err != nil
+	return unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr) == unix.ENODEV
 }
 
 // portReleased reports whether udp can be bound again (it is closed at

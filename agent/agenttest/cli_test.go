@@ -1,13 +1,17 @@
 package agenttest_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
@@ -171,3 +175,66 @@ func TestMeshdRefusesBadConfig(t *testing.T) {
 }
 
 func errorsAs(err error, target **exec.ExitError) bool { return errors.As(err, target) }
+
+// TestWrongGossipKey: a node whose gossip key is not the cluster's is
+// refused by the cluster; its log and `meshctl status` carry
+// codes.GossipKey, not a bare EOF, and the cluster never sees it alive.
+func TestWrongGossipKey(t *testing.T) {
+	origin := agenttest.NewProc(t, "origin")
+	origin.Start(t)
+	w1 := agenttest.NewProc(t, "w1")
+	w1.Start(t)
+	if r := origin.Ctl(t, "init", "--cluster", "alpha"); r.Exit != 0 {
+		t.Fatalf("init: %s", r.Stderr)
+	}
+	r := origin.Ctl(t, "admit", "w1")
+	tok := strings.TrimSpace(r.Stdout[strings.LastIndex(strings.TrimSpace(r.Stdout), "\n")+1:])
+	if r := w1.Ctl(t, "join", tok); r.Exit != 0 {
+		t.Fatalf("join: %s", r.Stderr)
+	}
+	w1.Stop(t)
+
+	// Give w1 a key the cluster does not have.
+	path := filepath.Join(w1.Dir, "node.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var facts map[string]any
+	if err := json.Unmarshal(raw, &facts); err != nil {
+		t.Fatal(err)
+	}
+	facts["gossip_keys"] = []string{base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, 32))}
+	raw, _ = json.Marshal(facts)
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w1.Start(t)
+
+	agenttest.WaitFor(t, t.Context(), 15*time.Second, func() error {
+		var st apitype.Status
+		r := w1.Ctl(t, "status", "-o", "json")
+		if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+			return err
+		}
+		for _, w := range st.Warnings {
+			if w.Code == codes.GossipKey {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s warning in status yet: %+v", codes.GossipKey, st.Warnings)
+	})
+	if !strings.Contains(w1.Log(), string(codes.GossipKey)) {
+		t.Errorf("w1's log does not carry %s", codes.GossipKey)
+	}
+	// The cluster marks it failed (it stopped) and it stays out: a node it
+	// could talk to would be alive again.
+	agenttest.WaitFor(t, t.Context(), 15*time.Second, func() error {
+		for _, n := range nodesJSON(t, origin) {
+			if n["name"] == "w1" && n["gossip"] != "failed" {
+				return fmt.Errorf("origin sees w1 %v", n["gossip"])
+			}
+		}
+		return nil
+	})
+}
