@@ -54,6 +54,9 @@ type RaftTiming struct {
 	HeartbeatTimeout time.Duration `yaml:"heartbeat_timeout"`
 	ElectionTimeout  time.Duration `yaml:"election_timeout"`
 	LeaderLease      time.Duration `yaml:"leader_lease"`
+	// PromoteTimeout bounds how long the leader waits for a joining control
+	// node to catch up before it removes it again instead of promoting it.
+	PromoteTimeout time.Duration `yaml:"promote_timeout"`
 }
 
 // DefaultFileConfig is what an empty config file means.
@@ -67,7 +70,8 @@ func DefaultFileConfig() FileConfig {
 		LogLevel:    "info",
 		LogFormat:   "text",
 		Ports:       Ports{Gossip: 7946, Control: 7300, Raft: 7301, Nebula: 4242},
-		Raft:        RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond},
+		Raft: RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond,
+			PromoteTimeout: 20 * time.Second},
 
 		OverlayMode:       "kernel",
 		TunDevice:         "meshd0",
@@ -183,6 +187,9 @@ func (c FileConfig) Validate() error {
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
 		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
+	}
+	if c.Raft.PromoteTimeout < time.Second || c.Raft.PromoteTimeout > 10*time.Minute {
+		return bad("raft.promote_timeout", c.Raft.PromoteTimeout.String(), errors.New("must be between 1s and 10m"))
 	}
 	if c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout {
 		return bad("raft.election_timeout", c.Raft.ElectionTimeout.String(), errors.New("must not be shorter than raft.heartbeat_timeout"))

@@ -14,10 +14,6 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// promoteTimeout bounds how long the leader waits for a new control node
-// to catch up before it gives up and removes it again.
-const promoteTimeout = 20 * time.Second
-
 // maxContact is how recently a non-voter must have heard from the leader
 // to count as healthy for promotion.
 const maxContact = time.Second
@@ -107,7 +103,7 @@ func (rt *runtime) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("%s may not add %s to raft", caller, req.NodeID)))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), promoteTimeout+10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), rt.promoteTimeout+10*time.Second)
 	defer cancel()
 	var res raftJoinResult
 	if rt.raft.r.State() != raft.Leader {
@@ -159,7 +155,7 @@ func (rt *runtime) promote(ctx context.Context, n state.Node) (raftJoinResult, e
 	if err := rt.raft.r.AddNonvoter(id, addr, 0, 5*time.Second).Error(); err != nil {
 		return raftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("add %s as non-voter: %w", n.Name, err))
 	}
-	deadline := time.Now().Add(promoteTimeout)
+	deadline := time.Now().Add(rt.promoteTimeout)
 	backoff := 5 * time.Millisecond
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		commit := rt.raft.r.CommitIndex()
@@ -181,7 +177,7 @@ func (rt *runtime) promote(ctx context.Context, n state.Node) (raftJoinResult, e
 		rt.log.Warn("could not remove the unpromoted non-voter", "node", n.Name, "err", err)
 	}
 	return raftJoinResult{}, codes.Wrap(codes.JoinUnconfirmed,
-		fmt.Errorf("%s did not catch up with the raft log within %s; it was removed from raft membership again", n.Name, promoteTimeout))
+		fmt.Errorf("%s did not catch up with the raft log within %s; it was removed from raft membership again", n.Name, rt.promoteTimeout))
 }
 
 // suffrage is id's place in the current raft configuration.

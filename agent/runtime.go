@@ -59,8 +59,9 @@ type runtime struct {
 	client     *http.Client
 	clientErr  error
 
-	stateDir     string
-	certLifetime time.Duration // of the Nebula certs this node signs (CA holder)
+	stateDir       string
+	certLifetime   time.Duration // of the Nebula certs this node signs (CA holder)
+	promoteTimeout time.Duration // how long a joining control node may take to catch up
 }
 
 // startRuntime starts a member node's components from its state dir. If
@@ -79,7 +80,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		bindAddr: a.cfg.BindAddr, tunDev: a.cfg.TunDevice, userspace: a.cfg.OverlayMode == "userspace",
 		fast: a.cfg.Timers == "fast", kick: make(chan struct{}, 1),
-		stateDir: a.cfg.StateDir, certLifetime: a.cfg.NebulaCertLifetime}
+		stateDir: a.cfg.StateDir, certLifetime: a.cfg.NebulaCertLifetime, promoteTimeout: a.cfg.Raft.PromoteTimeout}
 	defer func() {
 		if err != nil {
 			rt.stop()

@@ -70,7 +70,7 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 	cfg.LogLevel = "debug"
 	cfg.OverlayMode, cfg.Timers = "userspace", "fast"
 	cfg.Raft = agent.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond,
-		ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond}
+		ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	return cfg
 }
 
