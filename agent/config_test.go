@@ -37,7 +37,7 @@ func TestValidate(t *testing.T) {
 		{"ok/default", DefaultFileConfig(), nil},
 		{"ok/lease-equals-heartbeat", withCfg(func(c *FileConfig) { c.Raft.LeaderLease = c.Raft.HeartbeatTimeout }), nil},
 		{"ok/short-test-timings", withCfg(func(c *FileConfig) {
-			c.Raft = RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond}
+			c.Raft = RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond, PromoteTimeout: time.Second}
 		}), nil},
 		{"ok/socket-99-bytes", withCfg(func(c *FileConfig) { c.Socket = socketOfLen(99) }), nil},
 		{"ok/advertise-addr", withCfg(func(c *FileConfig) { c.AdvertiseAddr = "192.0.2.7" }), nil},
