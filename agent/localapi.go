@@ -21,6 +21,8 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathAdmit, a.write(a.handleAdmit))
 	mux.HandleFunc("POST "+apitype.PathJoin, a.write(a.handleJoin))
 	mux.HandleFunc("POST "+apitype.PathReload, a.write(a.handleReload))
+	mux.HandleFunc("POST "+apitype.PathLeave, a.write(a.handleLeave))
+	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
 	return a.guard(mux)
 }
 
@@ -148,4 +150,22 @@ func (a *Agent) handleJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	emit(apitype.JoinLine{Result: res})
+}
+
+func (a *Agent) handleLeave(w http.ResponseWriter, r *http.Request) {
+	if err := a.Leave(r.Context()); err != nil {
+		a.log.Warn("leave failed", "code", codes.OrInternal(err), "err", err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
+	if err := a.Remove(r.Context(), r.PathValue("name"), actorFrom(r.Context()).String()); err != nil {
+		a.log.Warn("remove failed", "code", codes.OrInternal(err), "err", err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -137,8 +137,12 @@ func (rt *runtime) peers() map[string]peer {
 	if rt.gossip == nil {
 		return out
 	}
+	gone := map[string]bool{}
+	for _, id := range rt.revocations().Gone {
+		gone[id] = true
+	}
 	for _, m := range rt.gossip.Members() {
-		if m.Name == rt.facts.Name {
+		if m.Name == rt.facts.Name || gone[m.Tags[tagID]] {
 			continue
 		}
 		ovl, err := netip.ParseAddr(m.Tags[tagOverlay])

@@ -51,11 +51,7 @@ func (rt *runtime) meshConfig() mesh.Config {
 		c.StaticHosts[p.overlay] = []netip.AddrPort{p.underlay}
 	}
 	slices.SortFunc(c.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
-	if rt.raft != nil {
-		for _, r := range rt.raft.fsm.Revocations() {
-			c.Blocklist = append(c.Blocklist, r.Fingerprint)
-		}
-	}
+	c.Blocklist = rt.revocations().Fingerprints
 	return c
 }
 
@@ -104,6 +100,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
+		told := false
 		select {
 		case <-ctx.Done():
 			return
@@ -111,11 +108,13 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 			if !ok {
 				return
 			}
-			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members))
+			told = ev.Kind == gossip.EventUser && ev.Name == notifyRevoked
+			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
 		case <-rt.kick:
 		case <-tick.C:
 			rt.rejoin(ctx)
 		}
+		rt.refreshRevocations(ctx, told)
 		rt.renewNebulaCerts(ctx)
 		rt.adoptRenewedCert(ctx)
 		rt.reconcileOverlay(ctx)

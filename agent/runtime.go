@@ -59,6 +59,8 @@ type runtime struct {
 	client     *http.Client
 	clientErr  error
 
+	revoked workerRevocations // a worker's copy of the revocation list
+
 	stateDir       string
 	certLifetime   time.Duration // of the Nebula certs this node signs (CA holder)
 	promoteTimeout time.Duration // how long a joining control node may take to catch up
@@ -183,6 +185,9 @@ func (a *Agent) startControl(rt *runtime) error {
 	mux.HandleFunc("GET "+internalRaftStatsPath, rt.handleRaftStats)
 	mux.HandleFunc("POST "+internalSignTLSPath, rt.handleSignTLS)
 	mux.HandleFunc("POST "+internalSignNebulaPath, rt.handleSignNebula)
+	mux.HandleFunc("POST "+internalRaftRemovePath, rt.handleRaftRemove)
+	mux.HandleFunc("POST "+internalLeftPath, rt.handleLeft)
+	mux.HandleFunc("GET "+internalRevocationsPath, rt.handleRevocations)
 	rt.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
 	rt.controlLn = ln

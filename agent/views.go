@@ -91,7 +91,8 @@ func (rt *runtime) overlayStatus() *apitype.Overlay {
 	}
 	applied := rt.applied()
 	o := &apitype.Overlay{Mode: "kernel", Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
-		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Tunnels: []apitype.Tunnel{}}
+		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
+		Tunnels: []apitype.Tunnel{}}
 	if applied.Userspace {
 		o.Mode, o.Device = "userspace", ""
 	}

@@ -38,6 +38,7 @@ const (
 	NodeUnknown        Code = "X404206NODUNK"
 	QuorumLoss         Code = "X409207QRMLSS"
 	SnapshotVersion    Code = "X500208SNPVER"
+	CAHolderStays      Code = "X409209CAHOLD"
 
 	// Local daemon and API.
 	DaemonStarting    Code = "X503301STRTNG"
@@ -96,6 +97,7 @@ var table = map[Code]Info{
 	NodeUnknown:        {404, "no node by that name", "check the name with `meshctl nodes`"},
 	QuorumLoss:         {409, "the change would leave the control plane without quorum", "add or recover control nodes first"},
 	SnapshotVersion:    {500, "the state snapshot has an unknown format version", "run a meshd version that knows this snapshot format"},
+	CAHolderStays:      {409, "this node holds the cluster's CA keys; it cannot leave or be removed", "keep the origin in the cluster (moving CA custody is not supported yet)"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},

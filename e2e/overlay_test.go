@@ -140,3 +140,41 @@ func TestOverlayFormsAndHeals(t *testing.T) {
 	}
 	allPairsPing(t, nodes, 20*time.Second)
 }
+
+// TestLeaveAndRemoveWithdraw: a worker that leaves is unjoined and
+// withdrawn; a removed worker's certificates are blocked, so no node
+// reaches it over the overlay any more, though its process still runs.
+func TestLeaveAndRemoveWithdraw(t *testing.T) {
+	n := NewNet(t)
+	nodes := cluster(t, n, "w1", "w2", "w3")
+	allPairsPing(t, nodes, 10*time.Second)
+	ips := overlayIPs(t, nodes[0])
+	origin, w1, w2, w3 := nodes[0], nodes[1], nodes[2], nodes[3]
+
+	w3.MustCtl(t, "leave")
+	var st apitype.Status
+	if err := w3.CtlJSON(t.Context(), &st, "status"); err != nil || st.State != "unjoined" {
+		t.Fatalf("w3 after leave: %+v, %v", st, err)
+	}
+	Eventually(t, 10*time.Second, "origin sees w3 left", func() error {
+		if s := gossipState(t, origin, "w3"); s != "left" {
+			return fmt.Errorf("gossip %q", s)
+		}
+		return nil
+	})
+
+	origin.MustCtl(t, "remove", "w2")
+	for _, from := range []*Node{origin, w1} {
+		took := Eventually(t, 15*time.Second, from.NodeName+" can no longer reach w2", func() error {
+			if from.Ping(t.Context(), ips["w2"]) == nil {
+				return fmt.Errorf("%s still reaches w2", from.NodeName)
+			}
+			return nil
+		})
+		t.Logf("%s lost w2 %s after the removal", from.NodeName, took.Round(time.Millisecond))
+	}
+	if err := origin.Ping(t.Context(), ips["w1"]); err != nil {
+		t.Fatalf("the others stay connected: %v", err)
+	}
+	_ = w2
+}

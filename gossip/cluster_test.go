@@ -211,3 +211,27 @@ func TestJoinNobodyThere(t *testing.T) {
 		t.Errorf("Join(cancelled ctx): %v, want %s", err, codes.GossipJoin)
 	}
 }
+
+// TestNotify: a notification from one member reaches the others as an
+// EventUser carrying its name.
+func TestNotify(t *testing.T) {
+	nodes, _ := cluster(t, newKey(t), "a", "b", "c")
+	if err := nodes[0].g.Notify("meshd-test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes[1:] {
+		ctx, cancel := context.WithTimeout(t.Context(), awaitTimeout)
+		got := false
+		for !got {
+			select {
+			case ev := <-n.g.Events():
+				n.events = append(n.events, ev)
+				got = ev.Kind == EventUser && ev.Name == "meshd-test"
+			case <-ctx.Done():
+				cancel()
+				t.Fatalf("%s: no notification; history: %s", n.cfg.Name, n.history())
+			}
+		}
+		cancel()
+	}
+}

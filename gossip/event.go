@@ -43,12 +43,14 @@ const (
 	EventFailed EventKind = "failed" // stopped answering (a Shutdown looks like this)
 	EventUpdate EventKind = "update" // tags changed
 	EventReap   EventKind = "reap"   // a failed or left member was forgotten
+	EventUser   EventKind = "user"   // a Notify from some member; Name says which
 )
 
 // Event is a change to one or more members.
 type Event struct {
 	Kind    EventKind
 	Members []Member
+	Name    string    // EventUser: the notification's name
 	At      time.Time // when this node received the event from serf
 }
 
@@ -79,9 +81,12 @@ func memberFromSerf(m serf.Member, suspect bool) Member {
 	return out
 }
 
-// eventFromSerf translates a serf event. ok is false for events that are
-// not member events (user events and queries, which meshd does not use).
+// eventFromSerf translates a serf event. ok is false for queries, which
+// meshd does not use.
 func eventFromSerf(e serf.Event, at time.Time) (Event, bool) {
+	if ue, ok := e.(serf.UserEvent); ok {
+		return Event{Kind: EventUser, Name: ue.Name, At: at}, true
+	}
 	me, ok := e.(serf.MemberEvent)
 	if !ok {
 		return Event{}, false

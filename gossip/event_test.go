@@ -54,8 +54,8 @@ func TestEventFromSerf(t *testing.T) {
 			t.Errorf("%v: member %+v", tc.typ, got)
 		}
 	}
-	if _, ok := eventFromSerf(serf.UserEvent{Name: "x"}, at); ok {
-		t.Error("a user event was translated")
+	if ev, ok := eventFromSerf(serf.UserEvent{Name: "x"}, at); !ok || ev.Kind != EventUser || ev.Name != "x" {
+		t.Errorf("user event translated to %+v, %v", ev, ok)
 	}
 	if _, ok := eventFromSerf(&serf.Query{Name: "q"}, at); ok {
 		t.Error("a query was translated")

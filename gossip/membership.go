@@ -135,3 +135,25 @@ func isKeyMismatch(err error) bool {
 	}
 	return strings.HasSuffix(msg, ": eof") || strings.Contains(msg, "unexpected eof")
 }
+
+// ForceLeave tells the cluster that name has left for good (a removed
+// node): serf marks it left and reaps it later, so it is no longer gossiped
+// about as failed. (Not the prune variant: serf sleeps out its broadcast
+// timeout while holding the member lock there, stalling Members for 5 s.)
+func (g *Gossip) ForceLeave(name string) error {
+	if g.isClosed() {
+		return errors.New("gossip: shut down")
+	}
+	return g.serf.RemoveFailedNode(name)
+}
+
+// Notify gossips a payload-free notification called name to every member;
+// each receives an EventUser (serf coalesces bursts of the same name). It
+// tells others to look something up (meshd: "the revocations changed"),
+// never what to trust.
+func (g *Gossip) Notify(name string) error {
+	if g.isClosed() {
+		return errors.New("gossip: shut down")
+	}
+	return g.serf.UserEvent(name, nil, true)
+}

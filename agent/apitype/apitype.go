@@ -17,6 +17,8 @@ const (
 	PathJoin   = "/v0/join"
 	PathLeave  = "/v0/leave"
 	PathReload = "/v0/reload"
+	// PathRemove is POST /v0/nodes/{name}/remove.
+	PathRemove = "/v0/nodes/{name}/remove"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -90,6 +92,7 @@ type Overlay struct {
 	Lighthouse  bool     `json:"lighthouse"`
 	Lighthouses []string `json:"lighthouses"` // overlay IPs
 	StaticHosts int      `json:"static_hosts"`
+	Blocklist   int      `json:"blocklist"` // revoked certificates this overlay refuses
 	// CertFingerprint and CertExpires describe the Nebula host certificate
 	// the overlay runs with.
 	CertFingerprint string    `json:"cert_fingerprint"`

@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -152,6 +154,16 @@ func (c *Client) Init(ctx context.Context, req apitype.InitRequest) (*apitype.In
 func (c *Client) Admit(ctx context.Context, req apitype.AdmitRequest) (*apitype.AdmitResponse, error) {
 	var r apitype.AdmitResponse
 	return &r, c.postJSON(ctx, apitype.PathAdmit, req, &r)
+}
+
+// Leave takes this node out of its cluster and wipes its state.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.postJSON(ctx, apitype.PathLeave, struct{}{}, nil)
+}
+
+// Remove takes the node name out of the cluster (on a control node).
+func (c *Client) Remove(ctx context.Context, name string) error {
+	return c.postJSON(ctx, strings.Replace(apitype.PathRemove, "{name}", url.PathEscape(name), 1), struct{}{}, nil)
 }
 
 // Reload asks meshd to re-read its config file.

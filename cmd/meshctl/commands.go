@@ -32,7 +32,8 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.socket, "socket", localclient.SocketFromEnv(), "meshd's local API socket (or $MESHD_SOCKET)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
-		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.genDocsCommand())
+		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
+		a.removeCommand(), a.genDocsCommand())
 	return root
 }
 
