@@ -22,8 +22,11 @@ func (h TokenHash) String() string { return hex.EncodeToString(h[:]) }
 func (h TokenHash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
 
 func (h *TokenHash) UnmarshalText(b []byte) error {
-	n, err := hex.Decode(h[:], b)
-	if err != nil || n != len(h) || len(b) != 2*len(h) {
+	// Check the length first: hex.Decode writes len(b)/2 bytes.
+	if len(b) != 2*len(h) {
+		return errors.New("token hash: want 64 hex characters")
+	}
+	if _, err := hex.Decode(h[:], b); err != nil {
 		return errors.New("token hash: want 64 hex characters")
 	}
 	return nil
