@@ -38,6 +38,7 @@ unit:
 
 fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseToken$$' -fuzztime $(FUZZTIME) ./enroll
+	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./enroll
 	$(GO) test -run '^$$' -fuzz '^FuzzFSMCommand$$' -fuzztime $(FUZZTIME) ./agent/state
 	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotRestore$$' -fuzztime $(FUZZTIME) ./agent/state
 
