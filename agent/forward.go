@@ -83,21 +83,28 @@ type applyRequest struct {
 
 // handleApply is the leader's side of a forwarded write.
 func (rt *runtime) handleApply(w http.ResponseWriter, r *http.Request) {
+	var req applyRequest
+	rt.leaderOnly(w, r, &req, func() error { return rt.raft.apply(r.Context(), req.Tracked) })
+}
+
+// leaderOnly serves a route only the leader answers: the caller must be a
+// control node, the body must decode into req, and this node must lead (one
+// hop only: a caller that reached a follower retries once it knows the new
+// leader). Then do runs and its error, or an empty success, is the answer.
+func (rt *runtime) leaderOnly(w http.ResponseWriter, r *http.Request, req any, do func() error) {
 	if _, err := requirePeer(r, pki.RoleControl); err != nil {
 		writeInternalError(w, err)
 		return
 	}
-	var req applyRequest
-	if err := decodeBody(r, &req); err != nil {
+	if err := decodeBody(r, req); err != nil {
 		writeInternalError(w, err)
 		return
 	}
 	if rt.raft.r.State() != raft.Leader {
-		// One hop only: the caller retries once it knows the new leader.
 		writeInternalError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
 		return
 	}
-	if err := rt.raft.apply(r.Context(), req.Tracked); err != nil {
+	if err := do(); err != nil {
 		writeInternalError(w, err)
 		return
 	}

@@ -203,22 +203,6 @@ func (rt *runtime) raftRemove(id string) error {
 
 // handleRaftRemove is the leader's side of removeFromRaft.
 func (rt *runtime) handleRaftRemove(w http.ResponseWriter, r *http.Request) {
-	if _, err := requirePeer(r, pki.RoleControl); err != nil {
-		writeInternalError(w, err)
-		return
-	}
 	var req nodeRef
-	if err := decodeBody(r, &req); err != nil {
-		writeInternalError(w, err)
-		return
-	}
-	if rt.raft.r.State() != raft.Leader {
-		writeInternalError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
-		return
-	}
-	if err := rt.raftRemove(req.NodeID); err != nil {
-		writeInternalError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	rt.leaderOnly(w, r, &req, func() error { return rt.raftRemove(req.NodeID) })
 }
