@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: a real cluster forming on this machine. Three meshd processes on
+# The loopback demo (make demo without root): three meshd processes on
 # their own loopback addresses: the origin creates the cluster, admits two
 # workers, both join over CA-pinned TLS, and the origin lists the cluster.
 # Everything lives in a temp dir that is removed at the end.
@@ -25,6 +25,9 @@ bind_addr: $ip
 advertise_addr: $ip
 node_name: $name
 raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}
+# no root here: the overlay runs in userspace inside each meshd
+overlay_mode: userspace
+timers: fast
 YAML
 	"$BIN/meshd" --config "$dir/meshd.yaml" 2>"$dir/meshd.log" &
 	pids+=($!)
