@@ -97,6 +97,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-serveErr
 	}()
 
+	if a.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("metrics_addr %s: %w", a.cfg.MetricsAddr, err))
+		}
+		mctx, mcancel := context.WithCancel(ctx)
+		metricsDone := make(chan error, 1)
+		go func() { metricsDone <- a.serveMetrics(mctx, mln) }()
+		defer func() {
+			mcancel()
+			if err := <-metricsDone; err != nil {
+				a.log.Warn("metrics listener", "err", err)
+			}
+		}()
+	}
 	if err := a.start(ctx); err != nil {
 		a.log.Error("meshd could not start", "code", codes.OrInternal(err), "err", err)
 		return err

@@ -38,6 +38,9 @@ type FileConfig struct {
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
 	// signs are valid; they are renewed at 2/3 of it.
 	NebulaCertLifetime time.Duration `yaml:"nebula_cert_lifetime"`
+	// MetricsAddr, when set, serves Prometheus text at /metrics on this
+	// loopback host:port (opt-in; off by default).
+	MetricsAddr string `yaml:"metrics_addr"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -184,6 +187,12 @@ func (c FileConfig) Validate() error {
 	}
 	if c.ReconcileInterval < 100*time.Millisecond || c.ReconcileInterval > time.Hour {
 		return bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))
+	}
+	if c.MetricsAddr != "" {
+		ap, err := netip.ParseAddrPort(c.MetricsAddr)
+		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+			return bad("metrics_addr", c.MetricsAddr, errors.New("must be a loopback IP:port, e.g. 127.0.0.1:9464"))
+		}
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
 		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))

@@ -1,0 +1,46 @@
+package agenttest_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/meshd/meshd/agent"
+	"github.com/meshd/meshd/agent/agenttest"
+	"github.com/meshd/meshd/agent/apitype"
+)
+
+// TestMetrics: with metrics_addr set, /metrics serves Prometheus text that
+// matches the cluster: this node running and leading raft, its nodes by
+// role and state.
+func TestMetrics(t *testing.T) {
+	clock := &agenttest.Clock{}
+	ip := agenttest.TakeIP(t)
+	addr := net.JoinHostPort(ip, "9464")
+	origin := agenttest.NewNodeAt(t, "origin", ip, clock, func(c *agent.FileConfig) { c.MetricsAddr = addr })
+	origin.Init(t, "alpha")
+	w1 := agenttest.NewNode(t, "w1", clock)
+	if _, err := w1.Join(t, origin.Admit(t, apitype.AdmitRequest{Name: "w1"})); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`meshd_up{state="running"} 1`,
+		`meshd_cluster_nodes{role="control",state="active"} 1`,
+		`meshd_cluster_nodes{role="worker",state="active"} 1`,
+		`meshd_raft_leader 1`,
+		`meshd_raft_voters 1`,
+		`meshd_gossip_key_errors_total 0`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
