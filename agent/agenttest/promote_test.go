@@ -29,16 +29,10 @@ func TestNeverReplicatingControlNodeIsNotPromoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := pki.NewKeys("ghost")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := mustKeys(t, "ghost")
 	ghostIP := agenttest.TakeIP(t) // nothing will listen there
-	resp, err := enroll.Enroll(t.Context(), tok, enroll.Request{
-		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: "ghost", CSR: keys.CSR,
-		NebulaPublic: keys.NebulaPublicPEM, Underlay: ghostIP, Version: "test", Clock: time.Now(),
-		Ports: enroll.Ports{Gossip: 7946, Nebula: 4242, Control: 7300, Raft: 7301},
-	}, enroll.ClientDeps{})
+	resp, err := enrollDirect(t, tok, ghostIP, keys.CSR, keys.NebulaPublicPEM,
+		enroll.Ports{Gossip: 7946, Nebula: 4242, Control: 7300, Raft: 7301})
 	if err != nil {
 		t.Fatalf("enroll the ghost: %v", err)
 	}

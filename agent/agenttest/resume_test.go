@@ -2,17 +2,14 @@ package agenttest_test
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
-	"github.com/meshd/meshd/pki"
 )
 
 // TestJoinResumesAfterLostResponse: the cluster recorded a join whose
@@ -33,34 +30,20 @@ func TestJoinResumesAfterLostResponse(t *testing.T) {
 
 	// The first attempt: keys saved as pending, the request reaches the
 	// cluster, the answer is lost.
-	keys, err := pki.NewKeys("j")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := mustKeys(t, "j")
 	pending, _ := json.Marshal(map[string]any{"token": tok.Secret.Hash().String(), "keys": keys})
 	if err := os.WriteFile(filepath.Join(j.Dir, "pending-join.json"), pending, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dialer := &net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(j.IP)}}
-	lost, err := enroll.Enroll(t.Context(), tok, enroll.Request{
-		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: "j", CSR: keys.CSR,
-		NebulaPublic: keys.NebulaPublicPEM, Underlay: j.IP, Version: "test", Clock: time.Now(),
-		Ports: enroll.Ports{Gossip: 7946, Nebula: 4242},
-	}, enroll.ClientDeps{Dial: dialer.DialContext})
+	lost, err := enrollDirect(t, tok, j.IP, keys.CSR, keys.NebulaPublicPEM, enroll.Ports{Gossip: 7946, Nebula: 4242})
 	if err != nil {
 		t.Fatalf("first attempt: %v", err)
 	}
 
 	// Someone with the token and the public Nebula key, but not the TLS
 	// private key, gets nothing back.
-	other, err := pki.NewKeys("j")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = enroll.Enroll(t.Context(), tok, enroll.Request{
-		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: "j", CSR: other.CSR,
-		NebulaPublic: keys.NebulaPublicPEM, Underlay: j.IP, Version: "test", Clock: time.Now(),
-	}, enroll.ClientDeps{Dial: dialer.DialContext})
+	other := mustKeys(t, "j")
+	_, err = enrollDirect(t, tok, j.IP, other.CSR, keys.NebulaPublicPEM, enroll.Ports{Gossip: 7946, Nebula: 4242})
 	if got := codes.Of(err); got != codes.TokenConsumed {
 		t.Fatalf("resume with another TLS key: code %q (%v), want %q", got, err, codes.TokenConsumed)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/localclient"
+	"github.com/meshd/meshd/agent/localclient/localclienttest"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -45,36 +46,6 @@ func (f *fakeMeshd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // shortDir is a temp dir short enough for a unix socket path (< 100 bytes);
 // t.TempDir() can be too long.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "lc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
-// serve runs h on a unix socket until the test ends and returns the socket path.
-func serve(t *testing.T, h http.Handler) string {
-	t.Helper()
-	sock := filepath.Join(shortDir(t), "s")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-	})
-	return sock
-}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -93,7 +64,7 @@ func statusHandler(s apitype.Status) func(http.ResponseWriter, *http.Request) {
 func TestStatus(t *testing.T) {
 	want := apitype.Status{State: "running", Version: "1.2.3", Cluster: "prod", Node: "n1", Role: "control",
 		Warnings: []apitype.Warning{{Code: codes.ClockSkew, Detail: "2s"}}}
-	sock := serve(t, &fakeMeshd{status: statusHandler(want)})
+	sock := localclienttest.Serve(t, &fakeMeshd{status: statusHandler(want)})
 	c := &localclient.Client{Socket: sock}
 	got, err := c.Status(t.Context())
 	if err != nil {
@@ -107,7 +78,7 @@ func TestStatus(t *testing.T) {
 
 func TestHeaders(t *testing.T) {
 	var host, ver atomic.Value
-	sock := serve(t, &fakeMeshd{status: func(w http.ResponseWriter, r *http.Request) {
+	sock := localclienttest.Serve(t, &fakeMeshd{status: func(w http.ResponseWriter, r *http.Request) {
 		host.Store(r.Host)
 		ver.Store(r.Header.Get(apitype.VersionHeader))
 		writeJSON(w, http.StatusOK, apitype.Status{State: "running"})
@@ -148,7 +119,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sock := serve(t, &fakeMeshd{status: tt.handler})
+			sock := localclienttest.Serve(t, &fakeMeshd{status: tt.handler})
 			c := &localclient.Client{Socket: sock}
 			_, err := c.Status(t.Context())
 			if got := codes.Of(err); got != tt.want {
@@ -173,10 +144,10 @@ func TestUnreachable(t *testing.T) {
 		name string
 		sock func(t *testing.T) string
 	}{
-		{"fail/no-socket", func(t *testing.T) string { return filepath.Join(shortDir(t), "nothing") }},
-		{"fail/no-dir", func(t *testing.T) string { return filepath.Join(shortDir(t), "gone", "s") }},
+		{"fail/no-socket", func(t *testing.T) string { return filepath.Join(localclienttest.ShortDir(t), "nothing") }},
+		{"fail/no-dir", func(t *testing.T) string { return filepath.Join(localclienttest.ShortDir(t), "gone", "s") }},
 		{"fail/stale-socket", func(t *testing.T) string {
-			sock := filepath.Join(shortDir(t), "s")
+			sock := filepath.Join(localclienttest.ShortDir(t), "s")
 			ln, err := net.Listen("unix", sock)
 			if err != nil {
 				t.Fatal(err)
@@ -186,7 +157,7 @@ func TestUnreachable(t *testing.T) {
 			return sock
 		}},
 		{"fail/not-a-socket", func(t *testing.T) string {
-			p := filepath.Join(shortDir(t), "f")
+			p := filepath.Join(localclienttest.ShortDir(t), "f")
 			if err := os.WriteFile(p, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -277,7 +248,7 @@ func TestJoin(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reqs := make(chan apitype.JoinRequest, 1)
-			sock := serve(t, &fakeMeshd{join: func(w http.ResponseWriter, r *http.Request) {
+			sock := localclienttest.Serve(t, &fakeMeshd{join: func(w http.ResponseWriter, r *http.Request) {
 				if r.Method != http.MethodPost {
 					http.Error(w, "method", http.StatusMethodNotAllowed)
 					return
@@ -333,7 +304,7 @@ func joinLinesEqual(a, b []apitype.JoinLine) bool {
 // the server sends the result only after the client has seen the first step.
 func TestJoinStreamsSteps(t *testing.T) {
 	seen := make(chan struct{})
-	sock := serve(t, &fakeMeshd{join: func(w http.ResponseWriter, r *http.Request) {
+	sock := localclienttest.Serve(t, &fakeMeshd{join: func(w http.ResponseWriter, r *http.Request) {
 		joinStream(apitype.JoinLine{Step: "one"})(w, r)
 		select {
 		case <-seen:
@@ -368,7 +339,7 @@ func TestWaitReady(t *testing.T) {
 	}
 	t.Run("ok/after-three-starting", func(t *testing.T) {
 		var calls atomic.Int32
-		sock := serve(t, &fakeMeshd{status: startingFor(3, &calls)})
+		sock := localclienttest.Serve(t, &fakeMeshd{status: startingFor(3, &calls)})
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		s, err := (&localclient.Client{Socket: sock}).WaitReady(ctx)
@@ -381,7 +352,7 @@ func TestWaitReady(t *testing.T) {
 	})
 	t.Run("ok/already-ready", func(t *testing.T) {
 		var calls atomic.Int32
-		sock := serve(t, &fakeMeshd{status: startingFor(0, &calls)})
+		sock := localclienttest.Serve(t, &fakeMeshd{status: startingFor(0, &calls)})
 		s, err := (&localclient.Client{Socket: sock}).WaitReady(t.Context())
 		if err != nil || s.State != "unjoined" || calls.Load() != 1 {
 			t.Fatalf("WaitReady = %+v, %v after %d calls", s, err, calls.Load())
@@ -392,7 +363,7 @@ func TestWaitReady(t *testing.T) {
 	const deadline = 240 * time.Millisecond
 	t.Run("fail/deadline-while-starting", func(t *testing.T) {
 		var calls atomic.Int32
-		sock := serve(t, &fakeMeshd{status: startingFor(1<<30, &calls)})
+		sock := localclienttest.Serve(t, &fakeMeshd{status: startingFor(1<<30, &calls)})
 		ctx, cancel := context.WithTimeout(t.Context(), deadline)
 		defer cancel()
 		s, err := (&localclient.Client{Socket: sock}).WaitReady(ctx)
@@ -406,7 +377,7 @@ func TestWaitReady(t *testing.T) {
 	t.Run("fail/deadline-while-unreachable", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), deadline)
 		defer cancel()
-		c := &localclient.Client{Socket: filepath.Join(shortDir(t), "nothing")}
+		c := &localclient.Client{Socket: filepath.Join(localclienttest.ShortDir(t), "nothing")}
 		_, err := c.WaitReady(ctx)
 		if got := codes.Of(err); got != codes.DaemonUnreachable {
 			t.Fatalf("codes.Of(%v) = %q, want %q", err, got, codes.DaemonUnreachable)
@@ -417,7 +388,7 @@ func TestWaitReady(t *testing.T) {
 	// for an uncoded one).
 	t.Run("fail/deadline-during-request", func(t *testing.T) {
 		var calls atomic.Int32
-		sock := serve(t, &fakeMeshd{status: func(w http.ResponseWriter, r *http.Request) {
+		sock := localclienttest.Serve(t, &fakeMeshd{status: func(w http.ResponseWriter, r *http.Request) {
 			if calls.Add(1) == 1 {
 				writeJSON(w, http.StatusOK, apitype.Status{State: "starting"})
 				return

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient/localclienttest"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -60,18 +59,9 @@ func checkFailure(t *testing.T, r result, exit int, want codes.Code) {
 }
 
 // shortDir is a temp dir short enough for a unix socket path.
-func shortDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "mc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
 
 // nowhere is a socket path that nothing listens on.
-func nowhere(t *testing.T) string { return filepath.Join(shortDir(t), "nothing") }
+func nowhere(t *testing.T) string { return filepath.Join(localclienttest.ShortDir(t), "nothing") }
 
 // fakeMeshd answers the local API with func-field handlers, behind the same
 // Host guard as meshd; a nil field is a 404.
@@ -103,27 +93,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// serve runs h on a unix socket until the test ends and returns the path.
-func serve(t *testing.T, h http.Handler) string {
-	t.Helper()
-	sock := filepath.Join(shortDir(t), "s")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	t.Cleanup(func() {
-		_ = srv.Close()
-		<-done
-	})
-	return sock
 }
 
 func TestExplain(t *testing.T) {
@@ -282,7 +251,7 @@ func TestNodes(t *testing.T) {
 	}
 	for _, tt := range jsonTests {
 		t.Run(tt.name, func(t *testing.T) {
-			sock := serve(t, &fakeMeshd{nodes: tt.handler})
+			sock := localclienttest.Serve(t, &fakeMeshd{nodes: tt.handler})
 			r := meshctl(t, "--socket", sock, "nodes", "-o", "json")
 			if r.exit != exitOK {
 				t.Fatalf("exit %d\nstderr:\n%s", r.exit, r.stderr)
@@ -317,7 +286,7 @@ func TestNodes(t *testing.T) {
 	}
 	for _, tt := range tableTests {
 		t.Run(tt.name, func(t *testing.T) {
-			sock := serve(t, &fakeMeshd{nodes: tt.handler})
+			sock := localclienttest.Serve(t, &fakeMeshd{nodes: tt.handler})
 			r := meshctl(t, "--socket", sock, "nodes")
 			if r.exit != exitOK {
 				t.Fatalf("exit %d\nstderr:\n%s", r.exit, r.stderr)
@@ -338,7 +307,7 @@ func TestNodes(t *testing.T) {
 	}
 
 	t.Run("fail/daemon-error", func(t *testing.T) {
-		sock := serve(t, &fakeMeshd{nodes: func(w http.ResponseWriter, _ *http.Request) {
+		sock := localclienttest.Serve(t, &fakeMeshd{nodes: func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, codes.NotInCluster.Status(), apitype.NewError(codes.NotInCluster, nil))
 		}})
 		for _, o := range []string{"table", "json"} {
@@ -369,7 +338,7 @@ func TestAdmit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reqs := make(chan apitype.AdmitRequest, 1)
-			sock := serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, r *http.Request) {
+			sock := localclienttest.Serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, r *http.Request) {
 				var req apitype.AdmitRequest
 				if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 					writeJSON(w, http.StatusBadRequest, apitype.NewError(codes.BadRequest, err))
@@ -407,7 +376,7 @@ func TestAdmit(t *testing.T) {
 		})
 	}
 	t.Run("fail/coded", func(t *testing.T) {
-		sock := serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, _ *http.Request) {
+		sock := localclienttest.Serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, codes.NotControl.Status(), apitype.NewError(codes.NotControl, errors.New("this node is a worker")))
 		}})
 		r := meshctl(t, "--socket", sock, "admit", "w1")

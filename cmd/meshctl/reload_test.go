@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient/localclienttest"
 	"github.com/meshd/meshd/codes"
 )
 
 func reloadDaemon(t *testing.T, status int, body any) string {
 	t.Helper()
-	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return localclienttest.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.URL.Path != apitype.PathReload || r.Host != apitype.Host {
 			http.NotFound(w, r)
 			return
