@@ -68,7 +68,10 @@ func TestLeaveAndRemove(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if st.Overlay == nil || st.Overlay.Blocklist < 2 {
+			if st.Overlay == nil {
+				return fmt.Errorf("%s reports no overlay yet", nd.Name)
+			}
+			if st.Overlay.Blocklist < 2 {
 				return fmt.Errorf("%s blocks %d certificates", nd.Name, st.Overlay.Blocklist)
 			}
 			return nil
