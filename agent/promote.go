@@ -34,6 +34,13 @@ type raftStats struct {
 	Configuration uint64        `json:"configuration_index"`
 }
 
+// caughtUp reports whether a non-voter with these stats may be promoted
+// by a leader whose commit index is commit: its log holds every committed
+// entry, and it has heard from a leader within maxContact.
+func (st raftStats) caughtUp(commit uint64) bool {
+	return st.LastLogIndex >= commit && st.LastContact >= 0 && st.LastContact < maxContact
+}
+
 // joinRaft is a new control node's side: ask the leader (through any
 // control node) to add it as a non-voter and promote it once it has caught
 // up, then wait until this node's own raft configuration shows it a voter.
@@ -161,7 +168,7 @@ func (rt *runtime) promote(ctx context.Context, n state.Node) (raftJoinResult, e
 		commit := rt.raft.r.CommitIndex()
 		var st raftStats
 		err := rt.callControl(ctx, n.EnrollAddr, internalRaftStatsPath, true, nil, &st)
-		if err == nil && st.LastLogIndex >= commit && st.LastContact >= 0 && st.LastContact < maxContact {
+		if err == nil && st.caughtUp(commit) {
 			if err := rt.raft.r.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
 				return raftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("promote %s: %w", n.Name, err))
 			}
