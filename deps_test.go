@@ -28,7 +28,8 @@ var allowed = map[string][]string{
 	"agent/state":                       {"enroll", "pki", "codes"},
 	"agent/apitype":                     {"codes"},
 	"agent/localclient":                 {"agent/apitype", "codes"},
-	"agent":                             {"agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes"},
+	"agent/raftnode":                    {"agent/state", "codes"},
+	"agent":                             {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes"},
 	"agent/agenttest":                   {"agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
 	"cmd/meshd":                         {"agent", "codes"},
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
@@ -89,6 +90,21 @@ func TestImportGraph(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("%s imports %s: against the one-way graph of DESIGN §2", rel, dep)
+			}
+		}
+	}
+}
+
+// raftImporters may import hashicorp/raft itself: the raft node and the FSM
+// it applies to. Everything else asks agent/raftnode.
+var raftImporters = map[string]bool{"agent/raftnode": true, "agent/state": true}
+
+func TestOnlyRaftNodeImportsRaft(t *testing.T) {
+	for _, p := range goList(t, "./...") {
+		rel := strings.TrimPrefix(p.ImportPath, module)
+		for _, imp := range p.Imports {
+			if imp == "github.com/hashicorp/raft" && !raftImporters[rel] {
+				t.Errorf("%s imports github.com/hashicorp/raft; go through agent/raftnode", rel)
 			}
 		}
 	}

@@ -51,10 +51,10 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		}
 		req.Addr = ip.Unmap().String()
 	}
-	if _, taken := rt.raft.fsm.NodeByName(req.Name); taken {
+	if _, taken := rt.raft.FSM().NodeByName(req.Name); taken {
 		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists", req.Name))
 	}
-	cluster, ok := rt.raft.fsm.Cluster()
+	cluster, ok := rt.raft.FSM().Cluster()
 	if !ok {
 		return nil, codes.Wrap(codes.NotInCluster, fmt.Errorf("no cluster record in raft yet"))
 	}
@@ -91,7 +91,7 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 // seeds are the enroll endpoints of every active control node.
 func (rt *runtime) seeds() []string {
 	var out []string
-	for _, n := range rt.raft.fsm.Nodes() {
+	for _, n := range rt.raft.FSM().Nodes() {
 		if n.Role == pki.RoleControl && n.State == state.NodeActive && n.EnrollAddr != "" {
 			out = append(out, n.EnrollAddr)
 		}

@@ -36,12 +36,12 @@ func (rt *runtime) renewNebulaCerts(ctx context.Context) {
 	if rt.ca == nil || rt.raft == nil {
 		return
 	}
-	cluster, ok := rt.raft.fsm.Cluster()
+	cluster, ok := rt.raft.FSM().Cluster()
 	if !ok {
 		return
 	}
 	now := rt.now()
-	for _, n := range rt.raft.fsm.Nodes() {
+	for _, n := range rt.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue
 		}
@@ -86,7 +86,7 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 	}
 	var next []byte
 	if rt.raft != nil {
-		if n, ok := rt.raft.fsm.Node(rt.facts.NodeID); ok {
+		if n, ok := rt.raft.FSM().Node(rt.facts.NodeID); ok {
 			next = n.NebulaCert
 		}
 	} else {
@@ -156,7 +156,7 @@ func (rt *runtime) handleNebulaCert(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	n, ok := rt.raft.fsm.Node(id)
+	n, ok := rt.raft.FSM().Node(id)
 	if !ok || n.State == state.NodeRemoved {
 		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active node %s", id)))
 		return

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -60,6 +61,11 @@ type RaftTiming struct {
 	// PromoteTimeout bounds how long the leader waits for a joining control
 	// node to catch up before it removes it again instead of promoting it.
 	PromoteTimeout time.Duration `yaml:"promote_timeout"`
+}
+
+// timing is raft's own part of t.
+func (t RaftTiming) timing() raftnode.Timing {
+	return raftnode.Timing{HeartbeatTimeout: t.HeartbeatTimeout, ElectionTimeout: t.ElectionTimeout, LeaderLease: t.LeaderLease}
 }
 
 // DefaultFileConfig is what an empty config file means.

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -53,8 +51,8 @@ func retryable(err error) bool {
 }
 
 func (rt *runtime) writeOnce(ctx context.Context, t state.Tracked) error {
-	if rt.raft.r.State() == raft.Leader {
-		return rt.raft.apply(ctx, t)
+	if rt.raft.IsLeader() {
+		return rt.raft.Apply(ctx, t)
 	}
 	addr, err := rt.leaderControlAddr()
 	if err != nil {
@@ -66,11 +64,11 @@ func (rt *runtime) writeOnce(ctx context.Context, t state.Tracked) error {
 // leaderControlAddr is the control (internal API) address of the current
 // raft leader, from the leader's node record.
 func (rt *runtime) leaderControlAddr() (string, error) {
-	_, id := rt.raft.r.LeaderWithID()
+	id := rt.raft.LeaderID()
 	if id == "" {
 		return "", codes.Wrap(codes.NoLeader, errors.New("no raft leader known"))
 	}
-	n, ok := rt.raft.fsm.Node(string(id))
+	n, ok := rt.raft.FSM().Node(id)
 	if !ok || n.EnrollAddr == "" {
 		return "", codes.Wrap(codes.NoLeader, fmt.Errorf("leader %s has no control address on record", id))
 	}
@@ -84,7 +82,7 @@ type applyRequest struct {
 // handleApply is the leader's side of a forwarded write.
 func (rt *runtime) handleApply(w http.ResponseWriter, r *http.Request) {
 	var req applyRequest
-	rt.leaderOnly(w, r, &req, func() error { return rt.raft.apply(r.Context(), req.Tracked) })
+	rt.leaderOnly(w, r, &req, func() error { return rt.raft.Apply(r.Context(), req.Tracked) })
 }
 
 // leaderOnly serves a route only the leader answers: the caller must be a
@@ -100,7 +98,7 @@ func (rt *runtime) leaderOnly(w http.ResponseWriter, r *http.Request, req any, d
 		writeInternalError(w, err)
 		return
 	}
-	if rt.raft.r.State() != raft.Leader {
+	if !rt.raft.IsLeader() {
 		writeInternalError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
 		return
 	}
@@ -118,7 +116,7 @@ func (rt *runtime) syncRead(ctx context.Context) error {
 	if err := rt.caughtUp(ctx); err != nil {
 		return err
 	}
-	if rt.raft.r.State() == raft.Leader {
+	if rt.raft.IsLeader() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, readDeadline)
@@ -134,7 +132,7 @@ func (rt *runtime) syncRead(ctx context.Context) error {
 		}
 		return err
 	}
-	return rt.raft.waitApplied(ctx, idx.Index)
+	return rt.raft.WaitApplied(ctx, idx.Index)
 }
 
 // freshRead is syncRead for listings: without a reachable leader (a
@@ -156,11 +154,11 @@ func (rt *runtime) handleIndex(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, err)
 		return
 	}
-	if err := rt.raft.r.VerifyLeader().Error(); err != nil {
-		writeInternalError(w, codes.Wrap(codes.NoLeader, err))
+	if err := rt.raft.VerifyLeader(); err != nil {
+		writeInternalError(w, err)
 		return
 	}
 	// The FSM's index, not raft's commit index: the latter may point at a
 	// configuration entry that never reaches a follower's FSM.
-	writeJSON(w, http.StatusOK, struct{ Index uint64 }{rt.raft.fsm.Index()})
+	writeJSON(w, http.StatusOK, struct{ Index uint64 }{rt.raft.FSM().Index()})
 }

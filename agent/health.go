@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/apitype"
 )
 
@@ -39,7 +37,7 @@ func (a *Agent) Healthy(ctx context.Context) error {
 	a.mu.Lock()
 	rt := a.rt
 	a.mu.Unlock()
-	if rt != nil && rt.raft != nil && rt.raft.r.State() == raft.Shutdown {
+	if rt != nil && rt.raft != nil && rt.raft.IsShutdown() {
 		return fmt.Errorf("raft has shut down")
 	}
 	return nil

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -47,7 +45,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 	if rt.facts.CAHolder {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", rt.facts.Name))
 	}
-	if rt.raft != nil && rt.isVoter() && rt.voters() <= 1 {
+	if rt.raft != nil && rt.isVoter() && rt.raft.Voters() <= 1 {
 		return codes.Wrap(codes.QuorumLoss, errors.New("this is the last raft voter"))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -64,7 +62,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 	}
 	lcancel()
 	if rt.raft != nil {
-		if err := rt.raft.handOff(); err != nil {
+		if err := rt.raft.HandOff(); err != nil {
 			a.log.Warn("leadership transfer before leaving failed", "err", err)
 		}
 		if err := rt.removeFromRaft(ctx, rt.facts.NodeID); err != nil {
@@ -127,14 +125,14 @@ func (a *Agent) Remove(ctx context.Context, name, actor string) error {
 	if err := rt.syncRead(ctx); err != nil {
 		return err
 	}
-	n, ok := rt.raft.fsm.NodeByName(name)
+	n, ok := rt.raft.FSM().NodeByName(name)
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
 	}
 	if n.ID == rt.facts.NodeID {
 		return codes.Wrap(codes.BadRequest, errors.New("a node does not remove itself; run `meshctl leave` on it"))
 	}
-	if c, ok := rt.raft.fsm.Cluster(); ok && c.CAHolder == n.ID {
+	if c, ok := rt.raft.FSM().Cluster(); ok && c.CAHolder == n.ID {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
 	}
 	if n.Role == pki.RoleControl {
@@ -162,22 +160,9 @@ func (a *Agent) Remove(ctx context.Context, name, actor string) error {
 	return nil
 }
 
-// voters counts the voters in this node's raft configuration.
-func (rt *runtime) voters() int {
-	n := 0
-	if f := rt.raft.r.GetConfiguration(); f.Error() == nil {
-		for _, s := range f.Configuration().Servers {
-			if s.Suffrage == raft.Voter {
-				n++
-			}
-		}
-	}
-	return n
-}
-
 // removeFromRaft has the leader drop id from raft membership.
 func (rt *runtime) removeFromRaft(ctx context.Context, id string) error {
-	if rt.raft.r.State() == raft.Leader {
+	if rt.raft.IsLeader() {
 		return rt.raftRemove(id)
 	}
 	addr, err := rt.leaderControlAddr()
@@ -188,17 +173,7 @@ func (rt *runtime) removeFromRaft(ctx context.Context, id string) error {
 }
 
 func (rt *runtime) raftRemove(id string) error {
-	suffrage, member := rt.suffrage(raft.ServerID(id))
-	if !member {
-		return nil
-	}
-	if suffrage == raft.Voter && rt.voters() <= 1 {
-		return codes.Wrap(codes.QuorumLoss, errors.New("it is the last raft voter"))
-	}
-	if err := rt.raft.r.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error(); err != nil {
-		return codes.Wrap(codes.RaftApply, fmt.Errorf("remove %s from raft: %w", id, err))
-	}
-	return nil
+	return rt.raft.RemoveServer(id, 10*time.Second)
 }
 
 // handleRaftRemove is the leader's side of removeFromRaft.

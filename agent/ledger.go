@@ -26,7 +26,7 @@ func (l *raftLedger) Token(ctx context.Context, h enroll.TokenHash) (enroll.Toke
 	if err := l.rt.syncRead(ctx); err != nil {
 		return enroll.TokenRecord{}, false, err
 	}
-	rec, ok := l.rt.raft.fsm.Token(h)
+	rec, ok := l.rt.raft.FSM().Token(h)
 	return rec, ok, nil
 }
 
@@ -34,7 +34,7 @@ func (l *raftLedger) NameTaken(ctx context.Context, name string) (bool, error) {
 	if err := l.rt.syncRead(ctx); err != nil {
 		return false, err
 	}
-	_, ok := l.rt.raft.fsm.NodeByName(name)
+	_, ok := l.rt.raft.FSM().NodeByName(name)
 	return ok, nil
 }
 
@@ -42,11 +42,11 @@ func (l *raftLedger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
 	if err := l.rt.syncRead(ctx); err != nil {
 		return netip.Prefix{}, err
 	}
-	c, ok := l.rt.raft.fsm.Cluster()
+	c, ok := l.rt.raft.FSM().Cluster()
 	if !ok {
 		return netip.Prefix{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	ip, err := l.rt.raft.fsm.FreeIP()
+	ip, err := l.rt.raft.FSM().FreeIP()
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -88,7 +88,7 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 }
 
 func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
-	c, ok := l.rt.raft.fsm.Cluster()
+	c, ok := l.rt.raft.FSM().Cluster()
 	if !ok {
 		return enroll.JoinFacts{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
@@ -96,7 +96,7 @@ func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 		ClusterID: c.ID, ClusterName: c.Name, CACert: c.CACert, NebulaCACert: c.NebulaCACert,
 		Overlay: c.Overlay, GossipKeys: c.GossipKeys,
 	}
-	for _, n := range l.rt.raft.fsm.Nodes() {
+	for _, n := range l.rt.raft.FSM().Nodes() {
 		if n.Role != pki.RoleControl || n.State != state.NodeActive {
 			continue
 		}
@@ -125,8 +125,8 @@ func (l *raftLedger) Admitted(ctx context.Context, nodeID string) (enroll.Admitt
 	if err := l.rt.syncRead(ctx); err != nil {
 		return enroll.Admitted{}, false, err
 	}
-	n, ok := l.rt.raft.fsm.Node(nodeID)
-	c, cok := l.rt.raft.fsm.Cluster()
+	n, ok := l.rt.raft.FSM().Node(nodeID)
+	c, cok := l.rt.raft.FSM().Cluster()
 	if !ok || !cok || n.State == state.NodeRemoved || len(n.TLSCert) == 0 {
 		return enroll.Admitted{}, false, nil
 	}

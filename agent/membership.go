@@ -61,7 +61,7 @@ func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
 func (rt *runtime) serfPeers() []string {
 	var peers []string
 	if rt.raft != nil {
-		for _, n := range rt.raft.fsm.Nodes() {
+		for _, n := range rt.raft.FSM().Nodes() {
 			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.State == state.NodeActive {
 				peers = append(peers, n.SerfAddr)
 			}
@@ -113,7 +113,7 @@ type peer struct {
 func (rt *runtime) peers() map[string]peer {
 	out := map[string]peer{}
 	if rt.raft != nil {
-		for _, n := range rt.raft.fsm.Nodes() {
+		for _, n := range rt.raft.FSM().Nodes() {
 			if n.ID == rt.facts.NodeID || n.State != state.NodeActive {
 				continue
 			}

@@ -45,18 +45,18 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rt.raft != nil {
 		counts := map[[2]string]float64{}
-		for _, n := range rt.raft.fsm.Nodes() {
+		for _, n := range rt.raft.FSM().Nodes() {
 			counts[[2]string{string(n.Role), string(n.State)}]++
 		}
 		for k, v := range counts {
 			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, v, k[0], k[1])
 		}
 		leader := 0.0
-		if rt.raft.roles()[rt.facts.NodeID] == "leader" {
+		if rt.raft.IsLeader() {
 			leader = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descRaftLeader, prometheus.GaugeValue, leader)
-		ch <- prometheus.MustNewConstMetric(descRaftVoters, prometheus.GaugeValue, float64(rt.voters()))
+		ch <- prometheus.MustNewConstMetric(descRaftVoters, prometheus.GaugeValue, float64(rt.raft.Voters()))
 	}
 	if rt.gossip != nil {
 		by := map[string]float64{}

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -80,18 +78,7 @@ func (rt *runtime) joinRaft(ctx context.Context, step func(string, ...any)) erro
 }
 
 // isVoter reports whether this node's raft configuration lists it a voter.
-func (rt *runtime) isVoter() bool {
-	f := rt.raft.r.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == rt.facts.NodeID {
-			return s.Suffrage == raft.Voter
-		}
-	}
-	return false
-}
+func (rt *runtime) isVoter() bool { return rt.raft.IsVoter(rt.facts.NodeID) }
 
 // handleRaftJoin adds a newly admitted control node to raft the safe way.
 func (rt *runtime) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +100,7 @@ func (rt *runtime) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), rt.promoteTimeout+10*time.Second)
 	defer cancel()
 	var res raftJoinResult
-	if rt.raft.r.State() != raft.Leader {
+	if !rt.raft.IsLeader() {
 		if forwarded {
 			writeInternalError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
 			return
@@ -133,7 +120,7 @@ func (rt *runtime) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, err)
 		return
 	}
-	n, ok := rt.raft.fsm.Node(req.NodeID)
+	n, ok := rt.raft.FSM().Node(req.NodeID)
 	if !ok || n.Role != pki.RoleControl || n.State != state.NodeActive || n.RaftAddr == "" || n.EnrollAddr == "" {
 		writeInternalError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active control node %s on record", req.NodeID)))
 		return
@@ -154,22 +141,21 @@ func (rt *runtime) handleRaftJoin(w http.ResponseWriter, r *http.Request) {
 // the membership as it was: a node that never replicated is never a voter
 // (AddVoter on it would cost a one-voter cluster its leader).
 func (rt *runtime) promote(ctx context.Context, n state.Node) (raftJoinResult, error) {
-	id, addr := raft.ServerID(n.ID), raft.ServerAddress(n.RaftAddr)
-	if suffrage, ok := rt.suffrage(id); ok && suffrage == raft.Voter {
-		return raftJoinResult{Index: rt.raft.r.CommitIndex()}, nil
+	if rt.raft.IsVoter(n.ID) {
+		return raftJoinResult{Index: rt.raft.CommitIndex()}, nil
 	}
 	start := time.Now()
-	if err := rt.raft.r.AddNonvoter(id, addr, 0, 5*time.Second).Error(); err != nil {
+	if err := rt.raft.AddNonvoter(n.ID, n.RaftAddr); err != nil {
 		return raftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("add %s as non-voter: %w", n.Name, err))
 	}
 	deadline := time.Now().Add(rt.promoteTimeout)
 	backoff := 5 * time.Millisecond
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		commit := rt.raft.r.CommitIndex()
+		commit := rt.raft.CommitIndex()
 		var st raftStats
 		err := rt.callControl(ctx, n.EnrollAddr, internalRaftStatsPath, true, nil, &st)
 		if err == nil && st.caughtUp(commit) {
-			if err := rt.raft.r.AddVoter(id, addr, 0, 5*time.Second).Error(); err != nil {
+			if err := rt.raft.AddVoter(n.ID, n.RaftAddr); err != nil {
 				return raftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("promote %s: %w", n.Name, err))
 			}
 			return raftJoinResult{Index: commit, Waited: time.Since(start)}, nil
@@ -180,25 +166,11 @@ func (rt *runtime) promote(ctx context.Context, n state.Node) (raftJoinResult, e
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
 	}
-	if err := rt.raft.r.RemoveServer(id, 0, 5*time.Second).Error(); err != nil {
+	if err := rt.raft.RemoveServer(n.ID, 5*time.Second); err != nil {
 		rt.log.Warn("could not remove the unpromoted non-voter", "node", n.Name, "err", err)
 	}
 	return raftJoinResult{}, codes.Wrap(codes.JoinUnconfirmed,
 		fmt.Errorf("%s did not catch up with the raft log within %s; it was removed from raft membership again", n.Name, rt.promoteTimeout))
-}
-
-// suffrage is id's place in the current raft configuration.
-func (rt *runtime) suffrage(id raft.ServerID) (raft.ServerSuffrage, bool) {
-	f := rt.raft.r.GetConfiguration()
-	if f.Error() != nil {
-		return 0, false
-	}
-	for _, s := range f.Configuration().Servers {
-		if s.ID == id {
-			return s.Suffrage, true
-		}
-	}
-	return 0, false
 }
 
 // handleRaftStats tells the leader how far this node's raft has come.
@@ -207,9 +179,7 @@ func (rt *runtime) handleRaftStats(w http.ResponseWriter, r *http.Request) {
 		writeInternalError(w, err)
 		return
 	}
-	st := raftStats{LastLogIndex: rt.raft.r.LastIndex(), AppliedIndex: rt.raft.r.AppliedIndex(), LastContact: -1}
-	if lc := rt.raft.r.LastContact(); !lc.IsZero() {
-		st.LastContact = time.Since(lc)
-	}
+	p := rt.raft.Progress()
+	st := raftStats{LastLogIndex: p.LastLogIndex, AppliedIndex: p.AppliedIndex, LastContact: p.LastContact}
 	writeJSON(w, http.StatusOK, st)
 }

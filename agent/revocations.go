@@ -38,10 +38,10 @@ func (rt *runtime) revocations() revocationList {
 
 func (rt *runtime) raftRevocations() revocationList {
 	var l revocationList
-	for _, r := range rt.raft.fsm.Revocations() {
+	for _, r := range rt.raft.FSM().Revocations() {
 		l.Fingerprints = append(l.Fingerprints, r.Fingerprint)
 	}
-	for _, n := range rt.raft.fsm.Nodes() {
+	for _, n := range rt.raft.FSM().Nodes() {
 		if n.State == state.NodeRemoved || n.State == state.NodeLeft {
 			l.Gone = append(l.Gone, n.ID)
 		}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
@@ -33,7 +34,7 @@ type runtime struct {
 	id    *pki.Identity // guarded by idMu: a renewed Nebula cert replaces it
 	leaf  *x509.Certificate
 	ca    *pki.CA // only on the CA holder
-	raft  *raftNode
+	raft  *raftnode.Node
 	ports Ports
 	log   *slog.Logger
 	now   func() time.Time
@@ -129,34 +130,32 @@ func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstra
 	}
 	advertise := &net.TCPAddr{IP: rt.facts.Underlay.AsSlice(), Port: a.cfg.Ports.Raft}
 	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Raft))
-	stream, err := newTLSStreamLayer(bind, advertise, serverTLS, clientTLS)
+	stream, err := raftnode.NewTLSStreamLayer(bind, advertise, serverTLS, clientTLS)
 	if err != nil {
 		return fmt.Errorf("listen raft %s: %w", bind, err)
 	}
 	dir := filepath.Join(a.cfg.StateDir, raftDir)
-	fresh := !hasRaftState(dir)
-	if boot != nil && !fresh {
+	if boot != nil && raftnode.HasState(dir) {
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
 	}
-	rt.raft, err = openRaft(raftOptions{dir: dir, nodeID: rt.facts.NodeID, bind: bind, advertise: advertise,
-		timing: a.cfg.Raft, stream: stream, logOutput: a.d.LogOutput})
+	rt.raft, err = raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
+		Timing: a.cfg.Raft.timing(), LogOutput: a.d.LogOutput})
 	if err != nil {
-		_ = stream.Close()
 		return err
 	}
 	if boot == nil {
 		return nil
 	}
-	if err := rt.raft.bootstrap(rt.facts.NodeID, advertise); err != nil {
+	if err := rt.raft.Bootstrap(advertise); err != nil {
 		return fmt.Errorf("bootstrap raft: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := rt.raft.waitLeader(wctx); err != nil {
+	if err := rt.raft.WaitLeader(wctx); err != nil {
 		return err
 	}
-	return rt.raft.apply(wctx, boot)
+	return rt.raft.Apply(wctx, boot)
 }
 
 func (a *Agent) startControl(rt *runtime) error {
@@ -216,10 +215,10 @@ func (rt *runtime) stop() {
 		rt.client.CloseIdleConnections()
 	}
 	if rt.raft != nil {
-		if err := rt.raft.handOff(); err != nil {
+		if err := rt.raft.HandOff(); err != nil {
 			rt.log.Warn("leadership transfer before stopping failed", "err", err)
 		}
-		if err := rt.raft.close(); err != nil {
+		if err := rt.raft.Close(); err != nil {
 			rt.log.Warn("raft shutdown", "err", err)
 		}
 	}
@@ -246,7 +245,7 @@ const readDeadline = 5 * time.Second
 
 // caughtUp waits until this control node's FSM reflects its whole log.
 func (rt *runtime) caughtUp(ctx context.Context) error {
-	return rt.raft.waitCaughtUp(ctx, readDeadline)
+	return rt.raft.WaitCaughtUp(ctx, readDeadline)
 }
 
 // overlayAddr is this node's overlay address without the prefix length.

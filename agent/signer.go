@@ -48,11 +48,11 @@ func (s remoteSigner) call(ctx context.Context, path string, req any) ([]byte, e
 
 // caHolderAddr is the CA holder's control address from the cluster record.
 func (rt *runtime) caHolderAddr() (string, error) {
-	c, ok := rt.raft.fsm.Cluster()
+	c, ok := rt.raft.FSM().Cluster()
 	if !ok {
 		return "", codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	n, ok := rt.raft.fsm.Node(c.CAHolder)
+	n, ok := rt.raft.FSM().Node(c.CAHolder)
 	if !ok || n.EnrollAddr == "" {
 		return "", codes.Wrap(codes.CAHolderDown, fmt.Errorf("CA holder %s has no control address on record", c.CAHolder))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -34,17 +35,14 @@ func (a *Agent) status() apitype.Status {
 		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
 			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
 	}
-	s.Raft = "none"
+	s.Raft = string(raftnode.None)
 	if rt.raft != nil {
-		s.Raft = rt.raft.roles()[f.NodeID]
-		if s.Raft == "" {
-			s.Raft = "none"
-		}
-		if _, id := rt.raft.r.LeaderWithID(); id != "" {
-			if n, ok := rt.raft.fsm.Node(string(id)); ok {
+		s.Raft = string(rt.raft.RoleOf(f.NodeID))
+		if id := rt.raft.LeaderID(); id != "" {
+			if n, ok := rt.raft.FSM().Node(id); ok {
 				s.Leader = n.Name
 			} else {
-				s.Leader = string(id)
+				s.Leader = id
 			}
 		}
 	}
@@ -67,7 +65,7 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 }
 
 func (rt *runtime) nodeRows() []apitype.Node {
-	roles := rt.raft.roles()
+	roles := rt.raft.Roles()
 	members := map[string]string{}
 	if rt.gossip != nil {
 		for _, m := range rt.gossip.Members() {
@@ -75,7 +73,7 @@ func (rt *runtime) nodeRows() []apitype.Node {
 		}
 	}
 	out := []apitype.Node{}
-	for _, n := range rt.raft.fsm.Nodes() {
+	for _, n := range rt.raft.FSM().Nodes() {
 		row := nodeRow(n, roles[n.ID])
 		if g, ok := members[n.Name]; ok {
 			row.Gossip = g
@@ -125,13 +123,13 @@ func (rt *runtime) gossipStatus() *apitype.Gossip {
 	return g
 }
 
-func nodeRow(n state.Node, raftRole string) apitype.Node {
+func nodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	if raftRole == "" {
-		raftRole = "none"
+		raftRole = raftnode.None
 	}
 	row := apitype.Node{
 		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
-		Gossip: "unknown", Underlay: n.Underlay, Raft: raftRole,
+		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
 		CertExpires: n.TLSExpires, Version: n.Version,
 	}
 	if n.OverlayIP.IsValid() {
@@ -193,7 +191,7 @@ func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
 	}
 	now := a.d.Now()
 	out := []apitype.Token{}
-	for _, t := range rt.raft.fsm.Tokens() {
+	for _, t := range rt.raft.FSM().Tokens() {
 		st := "unused"
 		switch {
 		case t.Consumed():
@@ -204,7 +202,7 @@ func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
 		row := apitype.Token{ID: t.Hash.String()[:12], Name: t.Name, Role: string(t.Role), Addr: t.Addr,
 			Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st}
 		if t.Consumed() {
-			if n, ok := rt.raft.fsm.Node(t.ConsumedBy); ok {
+			if n, ok := rt.raft.FSM().Node(t.ConsumedBy); ok {
 				row.ConsumedBy = n.Name
 			} else {
 				row.ConsumedBy = t.ConsumedBy

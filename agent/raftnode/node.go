@@ -1,0 +1,159 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// Node is this control node's raft: bolt log and stable store, file
+// snapshots, and a stream layer.
+type Node struct {
+	// openIndex is the index of the last command in the log on disk when
+	// raft opened: after a restart, reads wait until the FSM has applied
+	// at least this far.
+	openIndex uint64
+	id        raft.ServerID
+	r         *raft.Raft
+	fsm       *state.FSM
+	store     *raftboltdb.BoltStore
+	trans     *raft.NetworkTransport
+}
+
+// Timing tunes raft's timers.
+type Timing struct {
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	LeaderLease      time.Duration
+}
+
+// Options are what Open needs.
+type Options struct {
+	Dir       string // raft.db and snapshots/
+	NodeID    string
+	Timing    Timing
+	Stream    *TLSStreamLayer // owned by the Node from Open on
+	LogOutput io.Writer       // raft's and the transport's own logs (warnings only)
+}
+
+// HasState reports whether dir holds raft state from an earlier run.
+func HasState(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "raft.db"))
+	return err == nil
+}
+
+// Open starts raft from dir (creating it 0700). The stream layer is closed
+// if Open fails.
+func Open(o Options) (_ *Node, err error) {
+	defer func() {
+		if err != nil && o.Stream != nil {
+			_ = o.Stream.Close()
+		}
+	}()
+	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+		return nil, codes.Wrap(codes.StateDir, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(o.Dir, "raft.db")})
+	if err != nil {
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("open raft store: %w", err))
+	}
+	snaps, err := raft.NewFileSnapshotStore(o.Dir, 2, o.LogOutput)
+	if err != nil {
+		_ = store.Close()
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("open raft snapshots: %w", err))
+	}
+	logs, err := raft.NewLogCache(512, store)
+	if err != nil {
+		_ = store.Close()
+		return nil, err
+	}
+	openIndex, err := lastCommandIndex(store)
+	if err != nil {
+		_ = store.Close()
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("read raft log: %w", err))
+	}
+	if o.Stream == nil {
+		_ = store.Close()
+		return nil, errors.New("raftnode: no stream layer")
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  o.Stream,
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hclog.New(&hclog.LoggerOptions{Name: "raft-net", Output: o.LogOutput, Level: hclog.Warn}),
+	})
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(o.NodeID)
+	conf.HeartbeatTimeout = o.Timing.HeartbeatTimeout
+	conf.ElectionTimeout = o.Timing.ElectionTimeout
+	conf.LeaderLeaseTimeout = o.Timing.LeaderLease
+	conf.ShutdownOnRemove = false
+	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.LogOutput, Level: hclog.Warn})
+	fsm := state.New()
+	r, err := raft.NewRaft(conf, fsm, logs, store, snaps, trans)
+	if err != nil {
+		_ = trans.Close() // closes the stream layer too
+		_ = store.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans}, nil
+}
+
+// lastCommandIndex finds the last command entry in the log (configuration
+// entries never reach the FSM, so its index cannot be waited for). Entries
+// before the log's first index live in a snapshot, which raft restores
+// before NewRaft returns.
+func lastCommandIndex(store raft.LogStore) (uint64, error) {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	for i := last; i >= first && i > 0; i-- {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return 0, err
+		}
+		if l.Type == raft.LogCommand {
+			return i, nil
+		}
+	}
+	return 0, nil
+}
+
+// Bootstrap makes this node the single voter of a new cluster. Call it only
+// when no raft state existed before Open.
+func (n *Node) Bootstrap(addr net.Addr) error {
+	f := n.r.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter, ID: n.id, Address: raft.ServerAddress(addr.String()),
+	}}})
+	return f.Error()
+}
+
+// FSM is the state raft applies to: the cluster's records, read-only for
+// everything but raft.
+func (n *Node) FSM() *state.FSM { return n.fsm }
+
+// Close shuts raft down and closes the transport and the store.
+func (n *Node) Close() error {
+	err := n.r.Shutdown().Error()
+	_ = n.trans.Close()
+	if cerr := n.store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,222 @@
+package raftnode_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+var fast = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
+	LeaderLease: 50 * time.Millisecond}
+
+// open starts a raft node called name in dir on a fresh loopback port,
+// with a stream layer of ca's control leaves. It is closed when the test
+// ends (closing twice is harmless).
+func open(t *testing.T, ca *pki.CA, name, dir string) (*raftnode.Node, net.Addr) {
+	t.Helper()
+	id := pkitest.NewIdentity(t, ca, name, pki.RoleControl, pkitest.IP(1))
+	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Time, client.Time = pkitest.Clock(), pkitest.Clock()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr()
+	_ = ln.Close()
+	stream, err := raftnode.NewTLSStreamLayer(addr.String(), addr, server, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: "id-" + name, Timing: fast, Stream: stream, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatalf("open raft: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n, addr
+}
+
+func bootstrapCmd() *state.Bootstrap {
+	return &state.Bootstrap{
+		Cluster: state.Cluster{ID: "c1", Name: "alpha", Overlay: pkitest.Overlay},
+		Origin:  state.Node{ID: "id-origin", Name: "origin", OverlayIP: pkitest.IP(1).Addr()},
+		At:      pkitest.Now,
+	}
+}
+
+func ctx(t *testing.T, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// TestSingleVoterLifecycle: a bootstrapped node leads, applies, reports its
+// role and membership, refuses to remove its last voter, and after a
+// restart waits until its FSM has re-applied what was on disk.
+func TestSingleVoterLifecycle(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "raft")
+	if raftnode.HasState(dir) {
+		t.Fatal("HasState on an empty dir")
+	}
+	n, addr := open(t, ca, "origin", dir)
+	if err := n.Bootstrap(addr); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	if err := n.WaitLeader(ctx(t, 10*time.Second)); err != nil {
+		t.Fatalf("wait leader: %v", err)
+	}
+	if !n.IsLeader() || n.LeaderID() != "id-origin" || n.IsShutdown() {
+		t.Fatalf("leader %v, leader id %q, shutdown %v", n.IsLeader(), n.LeaderID(), n.IsShutdown())
+	}
+	if err := n.Apply(ctx(t, 5*time.Second), bootstrapCmd()); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if c, ok := n.FSM().Cluster(); !ok || c.ID != "c1" {
+		t.Fatalf("FSM cluster after apply: %+v %v", c, ok)
+	}
+	// The FSM's answer comes back as the coded error it is.
+	if err := n.Apply(ctx(t, 5*time.Second), bootstrapCmd()); codes.Of(err) != codes.AlreadyInitialised {
+		t.Fatalf("second bootstrap: %v, want %s", err, codes.AlreadyInitialised)
+	}
+	if err := n.VerifyLeader(); err != nil {
+		t.Fatalf("verify leader: %v", err)
+	}
+	if r := n.RoleOf("id-origin"); r != raftnode.Leader {
+		t.Fatalf("own role %q", r)
+	}
+	if r := n.RoleOf("id-nobody"); r != raftnode.None {
+		t.Fatalf("a stranger's role %q", r)
+	}
+	if !n.IsVoter("id-origin") || !n.IsMember("id-origin") || n.IsMember("id-nobody") || n.Voters() != 1 {
+		t.Fatalf("voter %v member %v stranger member %v voters %d",
+			n.IsVoter("id-origin"), n.IsMember("id-origin"), n.IsMember("id-nobody"), n.Voters())
+	}
+	if err := n.RemoveServer("id-origin", time.Second); codes.Of(err) != codes.QuorumLoss {
+		t.Fatalf("removing the last voter: %v, want %s", err, codes.QuorumLoss)
+	}
+	if err := n.RemoveServer("id-nobody", time.Second); err != nil {
+		t.Fatalf("removing a non-member: %v", err)
+	}
+	if err := n.HandOff(); err != nil {
+		t.Fatalf("hand-off with no other voter: %v", err)
+	}
+	if !n.IsLeader() {
+		t.Fatal("a lone voter handed its leadership off")
+	}
+	p := n.Progress()
+	if p.LastLogIndex < n.FSM().Index() || p.AppliedIndex < n.FSM().Index() || n.CommitIndex() < n.FSM().Index() {
+		t.Fatalf("progress %+v, commit %d behind the FSM's index %d", p, n.CommitIndex(), n.FSM().Index())
+	}
+	applied := n.FSM().Index()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	// Restart: raft re-applies the log once it commits in the new term;
+	// WaitCaughtUp returns only when the FSM holds what was on disk.
+	if !raftnode.HasState(dir) {
+		t.Fatal("no raft state after a run")
+	}
+	n2, _ := open(t, ca, "origin", dir)
+	if err := n2.WaitCaughtUp(t.Context(), 10*time.Second); err != nil {
+		t.Fatalf("wait caught up: %v", err)
+	}
+	if got := n2.FSM().Index(); got < applied {
+		t.Fatalf("FSM index %d after restart, want >= %d", got, applied)
+	}
+	if c, ok := n2.FSM().Cluster(); !ok || c.ID != "c1" {
+		t.Fatalf("FSM cluster after restart: %+v %v", c, ok)
+	}
+	if err := n2.WaitApplied(t.Context(), applied); err != nil {
+		t.Fatalf("wait applied for an applied index: %v", err)
+	}
+	if err := n2.WaitApplied(ctx(t, 50*time.Millisecond), applied+100); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("wait applied for a future index: %v, want %s", err, codes.NoLeader)
+	}
+}
+
+// TestWithoutLeader: a node that is not part of any configuration never
+// leads; applying, verifying and waiting fail with codes.NoLeader.
+func TestWithoutLeader(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	n, _ := open(t, ca, "lonely", filepath.Join(t.TempDir(), "raft"))
+	if n.IsLeader() || n.LeaderID() != "" {
+		t.Fatalf("unbootstrapped node: leader %v, leader id %q", n.IsLeader(), n.LeaderID())
+	}
+	if err := n.Apply(ctx(t, time.Second), bootstrapCmd()); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("apply: %v, want %s", err, codes.NoLeader)
+	}
+	if err := n.VerifyLeader(); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("verify leader: %v, want %s", err, codes.NoLeader)
+	}
+	if err := n.WaitLeader(ctx(t, 300*time.Millisecond)); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("wait leader: %v, want %s", err, codes.NoLeader)
+	}
+	if len(n.Roles()) != 0 || n.Voters() != 0 {
+		t.Fatalf("roles %v, voters %d", n.Roles(), n.Voters())
+	}
+	if p := n.Progress(); p.LastContact != -1 {
+		t.Fatalf("last contact %s, want -1 (never)", p.LastContact)
+	}
+}
+
+// TestStreamLayerRefusesWorkers: the raft port completes a handshake only
+// with a control leaf of the same CA; a worker leaf and a foreign CA's
+// control leaf never reach raft.
+func TestStreamLayerRefusesWorkers(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	n, addr := open(t, ca, "origin", filepath.Join(t.TempDir(), "raft"))
+	if err := n.Bootstrap(addr); err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range map[string]*pki.Identity{
+		"worker":  pkitest.NewIdentity(t, ca, "w1", pki.RoleWorker, pkitest.IP(2)),
+		"foreign": pkitest.NewIdentity(t, pkitest.NewCA(t, "other"), "c9", pki.RoleControl, pkitest.IP(3)),
+	} {
+		conf, err := pki.ClientTLSConfig(id, pki.RoleControl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf.Time = pkitest.Clock()
+		conf.InsecureSkipVerify = true
+		conf.VerifyConnection = nil // only the server's decision is under test
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		c, err := d.DialContext(t.Context(), "tcp", addr.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(c, conf)
+		_ = tc.SetDeadline(time.Now().Add(2 * time.Second))
+		err = tc.Handshake()
+		if err == nil {
+			// TLS 1.3: the server's refusal of the client leaf arrives on
+			// the first read.
+			_, err = tc.Read(make([]byte, 1))
+		}
+		_ = tc.Close()
+		// An accepted connection waits for raft's first request, so the
+		// read times out; a refused one ends with the server's alert.
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("%s leaf was accepted on the raft port (read: %v)", name, err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// WaitLeader returns once this node is the leader, or ctx ends
+// (codes.NoLeader).
+func (n *Node) WaitLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !n.IsLeader() {
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("waiting for leadership: %w", ctx.Err()))
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// WaitCaughtUp returns once the FSM has applied every entry that was on
+// disk when raft opened (after a restart raft re-applies its log only once
+// a leader commits in the new term), or fails with codes.NoLeader at ctx's
+// end or after at most max.
+func (n *Node) WaitCaughtUp(ctx context.Context, max time.Duration) error {
+	if n.fsm.Index() >= n.openIndex {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for n.fsm.Index() < n.openIndex {
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("raft has re-applied up to %d of %d since start; no leader has committed yet",
+				n.fsm.Index(), n.openIndex))
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// WaitApplied returns once the FSM has applied the command at index (an
+// index from the leader's FSM, so a command index), or fails with
+// codes.NoLeader when ctx ends first.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for n.fsm.Index() < index {
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("applied %d of %d: %w", n.fsm.Index(), index, ctx.Err()))
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Apply commits cmd through raft and returns the FSM's answer: nil, a coded
+// error, or a sentinel such as enroll.ErrIPTaken. Without leadership it is
+// codes.NoLeader.
+func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
+	b, err := state.Encode(cmd)
+	if err != nil {
+		return err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	f := n.r.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+			return codes.Wrap(codes.NoLeader, err)
+		default:
+			return codes.Wrap(codes.RaftApply, err)
+		}
+	}
+	if resp, ok := f.Response().(error); ok && resp != nil {
+		return resp
+	}
+	return nil
+}
+
+// VerifyLeader confirms with a quorum that this node still leads
+// (codes.NoLeader if not).
+func (n *Node) VerifyLeader() error {
+	if err := n.r.VerifyLeader().Error(); err != nil {
+		return codes.Wrap(codes.NoLeader, err)
+	}
+	return nil
+}
