@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -176,6 +178,29 @@ func (a *Agent) running() (*runtime, error) {
 		return nil, codes.Wrap(codes.NotInCluster, nil)
 	}
 	return a.rt, nil
+}
+
+// controlPlane is the running node's control plane; a worker has none
+// (codes.NotControl).
+func (a *Agent) controlPlane() (*control.Plane, error) {
+	rt, err := a.running()
+	if err != nil {
+		return nil, err
+	}
+	if rt.ctl == nil {
+		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.facts.Name, rt.facts.Role))
+	}
+	return rt.ctl, nil
+}
+
+// Admit mints a one-time join token on a control node
+// (control.Plane.Admit).
+func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (*apitype.AdmitResponse, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	return ctl.Admit(ctx, req, actor)
 }
 
 func (a *Agent) stopRuntime() {

@@ -3,74 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"net/http"
-	"net/netip"
 	"path/filepath"
 	"time"
 
-	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
-
-// internalNebulaCertPath returns the caller's current Nebula host cert.
-const internalNebulaCertPath = "/v1/self/nebula-cert"
-
-// renewDue reports whether a certificate issued at issued and expiring at
-// expires is past 2/3 of its lifetime at now.
-func renewDue(issued, expires, now time.Time) bool {
-	if issued.IsZero() || !expires.After(issued) {
-		return true
-	}
-	return !now.Before(issued.Add(expires.Sub(issued) * 2 / 3))
-}
-
-// renewNebulaCerts runs on the CA holder (leader or not: writes forward to
-// the leader): every active
-// node whose Nebula host certificate is missing from its record or past 2/3
-// of its lifetime gets a new one, signed for the key and overlay IP the
-// node enrolled with, recorded through raft.
-func (rt *runtime) renewNebulaCerts(ctx context.Context) {
-	if rt.ca == nil || rt.raft == nil {
-		return
-	}
-	cluster, ok := rt.raft.FSM().Cluster()
-	if !ok {
-		return
-	}
-	now := rt.now()
-	for _, n := range rt.raft.FSM().Nodes() {
-		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
-			continue
-		}
-		if len(n.NebulaCert) > 0 && !renewDue(n.NebulaIssued, n.NebulaExpires, now) {
-			continue
-		}
-		if err := rt.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
-			rt.log.Warn("Nebula certificate renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
-		}
-	}
-}
-
-func (rt *runtime) renewNebula(ctx context.Context, n state.Node, bits int, now time.Time) error {
-	certPEM, err := rt.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: rt.certLifetime}, now)
-	if err != nil {
-		return err
-	}
-	fp, expires, err := pki.NebulaCertInfo(certPEM)
-	if err != nil {
-		return err
-	}
-	if err := rt.write(ctx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
-		Issued: now, Expires: expires, At: now, Actor: rt.facts.NodeID}); err != nil {
-		return err
-	}
-	rt.log.Info("Nebula certificate renewed", "code", codes.EventCertRenewed, "node", n.Name, "expires", expires)
-	return nil
-}
 
 // adoptRenewedCert picks up a newer Nebula host certificate the cluster
 // holds for this node: from its own raft state on a control node, from a
@@ -85,12 +24,10 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 		return
 	}
 	var next []byte
-	if rt.raft != nil {
-		if n, ok := rt.raft.FSM().Node(rt.facts.NodeID); ok {
-			next = n.NebulaCert
-		}
+	if rt.ctl != nil {
+		next = rt.ctl.OwnNebulaCert()
 	} else {
-		if !renewDue(cur.issued, cur.expires, rt.now()) {
+		if !control.RenewDue(cur.issued, cur.expires, rt.now()) {
 			return
 		}
 		if next, err = rt.fetchNebulaCert(ctx); err != nil {
@@ -136,30 +73,7 @@ func nebulaValidity(certPEM []byte) (validity, error) {
 // fetchNebulaCert asks the control nodes, in order, for this node's
 // current Nebula certificate.
 func (rt *runtime) fetchNebulaCert(ctx context.Context) ([]byte, error) {
-	var body struct{ Cert []byte }
-	err := rt.askSeeds(ctx, internalNebulaCertPath, &body)
+	var body control.NebulaCertResponse
+	err := rt.client.AskSeeds(ctx, rt.facts.Seeds, control.PathNebulaCert, &body)
 	return body.Cert, err
-}
-
-// handleNebulaCert serves GET /v1/self/nebula-cert to a member identified
-// by its TLS leaf.
-func (rt *runtime) handleNebulaCert(w http.ResponseWriter, r *http.Request) {
-	var id string
-	if r.TLS != nil {
-		_, id, _, _ = pki.PeerIdentity(*r.TLS)
-	}
-	if id == "" {
-		writeError(w, codes.Wrap(codes.PeerRoleDenied, errors.New("no client certificate of this cluster")))
-		return
-	}
-	if err := rt.caughtUp(r.Context()); err != nil {
-		writeError(w, err)
-		return
-	}
-	n, ok := rt.raft.FSM().Node(id)
-	if !ok || n.State == state.NodeRemoved {
-		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active node %s", id)))
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{ Cert []byte }{n.NebulaCert})
 }

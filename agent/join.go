@@ -105,8 +105,8 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// lighthouse over the overlay.
 	cctx, cancel := context.WithTimeout(ctx, joinConfirmTimeout)
 	defer cancel()
-	if rt.raft != nil {
-		if err := rt.joinRaft(cctx, step); err != nil {
+	if rt.ctl != nil {
+		if err := rt.ctl.JoinRaft(cctx, rt.facts.Seeds, step); err != nil {
 			return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
 		}
 	}

@@ -3,8 +3,6 @@ package agent
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -32,7 +30,7 @@ func (a *Agent) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(apitype.VersionHeader, a.d.Version)
 		if r.Host != apitype.Host || r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
-			writeError(w, codes.Wrap(codes.PermissionDenied, errors.New("request not from a local client")))
+			apitype.WriteError(w, codes.Wrap(codes.PermissionDenied, errors.New("request not from a local client")))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -43,93 +41,71 @@ func (a *Agent) guard(next http.Handler) http.Handler {
 func (a *Agent) write(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := mayWrite(actorFrom(r.Context()), a.cfg.SocketGroup); err != nil {
-			writeError(w, err)
+			apitype.WriteError(w, err)
 			return
 		}
 		h(w, r)
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError sends the coded error with the code's HTTP status.
-func writeError(w http.ResponseWriter, err error) {
-	c := codes.OrInternal(err)
-	writeJSON(w, c.Status(), apitype.NewError(c, err))
-}
-
-// decodeBody reads a JSON request body of at most 64 KiB, refusing unknown fields.
-func decodeBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return codes.Wrap(codes.BadRequest, fmt.Errorf("request body: %w", err))
-	}
-	return nil
-}
-
 func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, a.status())
+	apitype.WriteJSON(w, http.StatusOK, a.status())
 }
 
 func (a *Agent) handleNodes(w http.ResponseWriter, r *http.Request) {
 	nodes, err := a.nodes(r.Context())
 	if err != nil {
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, nodes)
+	apitype.WriteJSON(w, http.StatusOK, nodes)
 }
 
 func (a *Agent) handleTokens(w http.ResponseWriter, r *http.Request) {
 	toks, err := a.tokens(r.Context())
 	if err != nil {
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toks)
+	apitype.WriteJSON(w, http.StatusOK, toks)
 }
 
 func (a *Agent) handleInit(w http.ResponseWriter, r *http.Request) {
 	var req apitype.InitRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, err)
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
 		return
 	}
 	resp, err := a.Init(r.Context(), req, actorFrom(r.Context()).String())
 	if err != nil {
 		a.log.Warn("init failed", "code", codes.OrInternal(err), "err", err)
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (a *Agent) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	var req apitype.AdmitRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, err)
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
 		return
 	}
 	resp, err := a.Admit(r.Context(), req, actorFrom(r.Context()).String())
 	if err != nil {
 		a.log.Warn("admit failed", "code", codes.OrInternal(err), "err", err)
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 // handleJoin streams one JSON line per step and ends with a result or an
 // error line. Errors found before the first step get a plain error response.
 func (a *Agent) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req apitype.JoinRequest
-	if err := decodeBody(r, &req); err != nil {
-		writeError(w, err)
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -155,17 +131,17 @@ func (a *Agent) handleJoin(w http.ResponseWriter, r *http.Request) {
 func (a *Agent) handleLeave(w http.ResponseWriter, r *http.Request) {
 	if err := a.Leave(r.Context()); err != nil {
 		a.log.Warn("leave failed", "code", codes.OrInternal(err), "err", err)
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	apitype.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
 	if err := a.Remove(r.Context(), r.PathValue("name"), actorFrom(r.Context()).String()); err != nil {
 		a.log.Warn("remove failed", "code", codes.OrInternal(err), "err", err)
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	apitype.WriteJSON(w, http.StatusOK, struct{}{})
 }

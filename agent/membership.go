@@ -60,8 +60,8 @@ func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
 // control nodes from raft (control nodes) and those the join response named.
 func (rt *runtime) serfPeers() []string {
 	var peers []string
-	if rt.raft != nil {
-		for _, n := range rt.raft.FSM().Nodes() {
+	if rt.ctl != nil {
+		for _, n := range rt.ctl.Raft().FSM().Nodes() {
 			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.State == state.NodeActive {
 				peers = append(peers, n.SerfAddr)
 			}
@@ -112,8 +112,8 @@ type peer struct {
 // gossip says who is alive and where, raft what is admitted.
 func (rt *runtime) peers() map[string]peer {
 	out := map[string]peer{}
-	if rt.raft != nil {
-		for _, n := range rt.raft.FSM().Nodes() {
+	if rt.ctl != nil {
+		for _, n := range rt.ctl.Raft().FSM().Nodes() {
 			if n.ID == rt.facts.NodeID || n.State != state.NodeActive {
 				continue
 			}

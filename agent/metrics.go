@@ -43,20 +43,21 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if rt == nil {
 		return
 	}
-	if rt.raft != nil {
+	if rt.ctl != nil {
+		r := rt.ctl.Raft()
 		counts := map[[2]string]float64{}
-		for _, n := range rt.raft.FSM().Nodes() {
+		for _, n := range r.FSM().Nodes() {
 			counts[[2]string{string(n.Role), string(n.State)}]++
 		}
 		for k, v := range counts {
 			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, v, k[0], k[1])
 		}
 		leader := 0.0
-		if rt.raft.IsLeader() {
+		if r.IsLeader() {
 			leader = 1
 		}
 		ch <- prometheus.MustNewConstMetric(descRaftLeader, prometheus.GaugeValue, leader)
-		ch <- prometheus.MustNewConstMetric(descRaftVoters, prometheus.GaugeValue, float64(rt.raft.Voters()))
+		ch <- prometheus.MustNewConstMetric(descRaftVoters, prometheus.GaugeValue, float64(r.Voters()))
 	}
 	if rt.gossip != nil {
 		by := map[string]float64{}

@@ -115,7 +115,9 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 			rt.rejoin(ctx)
 		}
 		rt.refreshRevocations(ctx, told)
-		rt.renewNebulaCerts(ctx)
+		if rt.ctl != nil {
+			rt.ctl.RenewNebulaCerts(ctx)
+		}
 		rt.adoptRenewedCert(ctx)
 		rt.reconcileOverlay(ctx)
 	}

@@ -91,13 +91,13 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 func (a *Agent) handleReload(w http.ResponseWriter, _ *http.Request) {
 	ws, err := a.Reload()
 	if err != nil {
-		writeError(w, err)
+		apitype.WriteError(w, err)
 		return
 	}
 	if ws == nil {
 		ws = []apitype.Warning{}
 	}
-	writeJSON(w, http.StatusOK, ws)
+	apitype.WriteJSON(w, http.StatusOK, ws)
 }
 
 // changedFields lists, by yaml name ("ports.gossip"), the leaf fields whose

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -33,11 +34,14 @@ type runtime struct {
 	idMu  sync.Mutex
 	id    *pki.Identity // guarded by idMu: a renewed Nebula cert replaces it
 	leaf  *x509.Certificate
-	ca    *pki.CA // only on the CA holder
-	raft  *raftnode.Node
-	ports Ports
-	log   *slog.Logger
-	now   func() time.Time
+	// ctl is the control plane: raft, the internal API's server side,
+	// admission and signing. Only control nodes have one; this is where a
+	// node's role shows, decided once in startRuntime.
+	ctl    *control.Plane
+	client *control.Client // calls control nodes' internal API (every node)
+	ports  Ports
+	log    *slog.Logger
+	now    func() time.Time
 
 	control   *http.Server
 	controlLn net.Listener
@@ -56,15 +60,9 @@ type runtime struct {
 	kick        chan struct{}
 	loops       context.CancelFunc
 
-	clientOnce sync.Once
-	client     *http.Client
-	clientErr  error
-
 	revoked workerRevocations // a worker's copy of the revocation list
 
-	stateDir       string
-	certLifetime   time.Duration // of the Nebula certs this node signs (CA holder)
-	promoteTimeout time.Duration // how long a joining control node may take to catch up
+	stateDir string
 }
 
 // startRuntime starts a member node's components from its state dir. If
@@ -83,16 +81,14 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		bindAddr: a.cfg.BindAddr, tunDev: a.cfg.TunDevice, userspace: a.cfg.OverlayMode == "userspace",
 		fast: a.cfg.Timers == "fast", kick: make(chan struct{}, 1),
-		stateDir: a.cfg.StateDir, certLifetime: a.cfg.NebulaCertLifetime, promoteTimeout: a.cfg.Raft.PromoteTimeout}
+		stateDir: a.cfg.StateDir}
 	defer func() {
 		if err != nil {
 			rt.stop()
 		}
 	}()
-	if facts.CAHolder {
-		if rt.ca, err = pki.LoadCA(filepath.Join(dir, caDir)); err != nil {
-			return nil, fmt.Errorf("load CA: %w", err)
-		}
+	if rt.client, err = control.NewClient(id); err != nil {
+		return nil, err
 	}
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.startMesh(); err != nil {
@@ -102,7 +98,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		return nil, err
 	}
 	if facts.Role == pki.RoleControl {
-		if err := a.startRaft(ctx, rt, boot); err != nil {
+		if err := a.startControlPlane(ctx, rt, boot); err != nil {
 			return nil, err
 		}
 		if err := a.startControl(rt); err != nil {
@@ -119,7 +115,9 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	return rt, nil
 }
 
-func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
+// startControlPlane opens raft (bootstrapping it with boot on init), loads
+// the CA on the CA holder, and builds the control plane over them.
+func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
 	serverTLS, err := pki.ServerTLSConfig(rt.identity(), pki.RoleControl)
 	if err != nil {
 		return err
@@ -139,23 +137,44 @@ func (a *Agent) startRaft(ctx context.Context, rt *runtime, boot *state.Bootstra
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
 	}
-	rt.raft, err = raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
+	var ca *pki.CA
+	if rt.facts.CAHolder {
+		if ca, err = pki.LoadCA(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
+			_ = stream.Close()
+			return fmt.Errorf("load CA: %w", err)
+		}
+	}
+	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
 		Timing: a.cfg.Raft.timing(), LogOutput: a.d.LogOutput})
 	if err != nil {
 		return err
 	}
+	rt.ctl = control.New(control.Config{NodeID: rt.facts.NodeID, Name: rt.facts.Name,
+		PromoteTimeout: a.cfg.Raft.PromoteTimeout, NebulaLifetime: a.cfg.NebulaCertLifetime},
+		node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
 	if boot == nil {
 		return nil
 	}
-	if err := rt.raft.Bootstrap(advertise); err != nil {
+	if err := node.Bootstrap(advertise); err != nil {
 		return fmt.Errorf("bootstrap raft: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := rt.raft.WaitLeader(wctx); err != nil {
+	if err := node.WaitLeader(wctx); err != nil {
 		return err
 	}
-	return rt.raft.Apply(wctx, boot)
+	return node.Apply(wctx, boot)
+}
+
+// controlHooks connect the control plane to this node's overlay and
+// gossip.
+func (rt *runtime) controlHooks() control.Hooks {
+	return control.Hooks{
+		Poke:          rt.poke,
+		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
+		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
+		Gossip:        rt.gossipMembers,
+	}
 }
 
 func (a *Agent) startControl(rt *runtime) error {
@@ -168,26 +187,9 @@ func (a *Agent) startControl(rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	var signer enroll.Signer = caSigner{ca: rt.ca, now: rt.now, nebulaLifetime: rt.certLifetime}
-	if rt.ca == nil {
-		signer = remoteSigner{rt: rt}
-	}
-	es := enroll.NewServer(enroll.DefaultServerConfig(), &raftLedger{rt: rt}, signer,
+	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
-	mux := http.NewServeMux()
-	mux.Handle("POST "+enroll.Path, es)
-	mux.HandleFunc("GET "+internalNodesPath, rt.handleInternalNodes)
-	mux.HandleFunc("GET "+internalNebulaCertPath, rt.handleNebulaCert)
-	mux.HandleFunc("POST "+internalApplyPath, rt.handleApply)
-	mux.HandleFunc("GET "+internalIndexPath, rt.handleIndex)
-	mux.HandleFunc("POST "+internalRaftJoinPath, rt.handleRaftJoin)
-	mux.HandleFunc("GET "+internalRaftStatsPath, rt.handleRaftStats)
-	mux.HandleFunc("POST "+internalSignTLSPath, rt.handleSignTLS)
-	mux.HandleFunc("POST "+internalSignNebulaPath, rt.handleSignNebula)
-	mux.HandleFunc("POST "+internalRaftRemovePath, rt.handleRaftRemove)
-	mux.HandleFunc("POST "+internalLeftPath, rt.handleLeft)
-	mux.HandleFunc("GET "+internalRevocationsPath, rt.handleRevocations)
-	rt.control = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+	rt.control = &http.Server{Handler: rt.ctl.Handler(es), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
 	rt.controlLn = ln
 	rt.wg.Add(1)
@@ -212,13 +214,10 @@ func (rt *runtime) stop() {
 	}
 	rt.wg.Wait()
 	if rt.client != nil {
-		rt.client.CloseIdleConnections()
+		rt.client.CloseIdle()
 	}
-	if rt.raft != nil {
-		if err := rt.raft.HandOff(); err != nil {
-			rt.log.Warn("leadership transfer before stopping failed", "err", err)
-		}
-		if err := rt.raft.Close(); err != nil {
+	if rt.ctl != nil {
+		if err := rt.ctl.Close(); err != nil {
 			rt.log.Warn("raft shutdown", "err", err)
 		}
 	}
@@ -237,15 +236,6 @@ func (rt *runtime) identity() *pki.Identity {
 	rt.idMu.Lock()
 	defer rt.idMu.Unlock()
 	return rt.id
-}
-
-// readDeadline bounds how long a read waits for raft to catch up after a
-// restart before it answers codes.NoLeader.
-const readDeadline = 5 * time.Second
-
-// caughtUp waits until this control node's FSM reflects its whole log.
-func (rt *runtime) caughtUp(ctx context.Context) error {
-	return rt.raft.WaitCaughtUp(ctx, readDeadline)
 }
 
 // overlayAddr is this node's overlay address without the prefix length.

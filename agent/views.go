@@ -3,19 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
-	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
-
-// internalNodesPath serves the node list to any member with a leaf of this
-// cluster (workers have no raft of their own).
-const internalNodesPath = "/v1/nodes"
 
 func (a *Agent) status() apitype.Status {
 	a.mu.Lock()
@@ -36,10 +30,11 @@ func (a *Agent) status() apitype.Status {
 			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
 	}
 	s.Raft = string(raftnode.None)
-	if rt.raft != nil {
-		s.Raft = string(rt.raft.RoleOf(f.NodeID))
-		if id := rt.raft.LeaderID(); id != "" {
-			if n, ok := rt.raft.FSM().Node(id); ok {
+	if rt.ctl != nil {
+		r := rt.ctl.Raft()
+		s.Raft = string(r.RoleOf(f.NodeID))
+		if id := r.LeaderID(); id != "" {
+			if n, ok := r.FSM().Node(id); ok {
 				s.Leader = n.Name
 			} else {
 				s.Leader = id
@@ -55,30 +50,20 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt.raft != nil {
-		if err := rt.freshRead(ctx); err != nil {
-			return nil, err
-		}
-		return rt.nodeRows(), nil
+	if rt.ctl != nil {
+		return rt.ctl.Nodes(ctx)
 	}
-	return rt.remoteNodes(ctx)
+	var rows []apitype.Node
+	return rows, rt.client.AskSeeds(ctx, rt.facts.Seeds, control.PathNodes, &rows)
 }
 
-func (rt *runtime) nodeRows() []apitype.Node {
-	roles := rt.raft.Roles()
-	members := map[string]string{}
+// gossipMembers is each gossip member's status by node name.
+func (rt *runtime) gossipMembers() map[string]string {
+	out := map[string]string{}
 	if rt.gossip != nil {
 		for _, m := range rt.gossip.Members() {
-			members[m.Name] = string(m.Status)
+			out[m.Name] = string(m.Status)
 		}
-	}
-	out := []apitype.Node{}
-	for _, n := range rt.raft.FSM().Nodes() {
-		row := nodeRow(n, roles[n.ID])
-		if g, ok := members[n.Name]; ok {
-			row.Gossip = g
-		}
-		out = append(out, row)
 	}
 	return out
 }
@@ -123,92 +108,10 @@ func (rt *runtime) gossipStatus() *apitype.Gossip {
 	return g
 }
 
-func nodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
-	if raftRole == "" {
-		raftRole = raftnode.None
-	}
-	row := apitype.Node{
-		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
-		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
-		CertExpires: n.TLSExpires, Version: n.Version,
-	}
-	if n.OverlayIP.IsValid() {
-		row.OverlayIP = n.OverlayIP.String()
-	}
-	return row
-}
-
-// handleInternalNodes answers GET /v1/nodes on the control port for a
-// caller that presented a leaf of this cluster.
-func (rt *runtime) handleInternalNodes(w http.ResponseWriter, r *http.Request) {
-	if r.TLS == nil {
-		writeError(w, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("no TLS")))
-		return
-	}
-	if _, _, _, ok := pki.PeerIdentity(*r.TLS); !ok {
-		writeError(w, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("no client certificate of this cluster")))
-		return
-	}
-	if err := rt.caughtUp(r.Context()); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rt.nodeRows())
-}
-
-// remoteNodes asks the control nodes this worker knows, in order, over mTLS.
-func (rt *runtime) remoteNodes(ctx context.Context) ([]apitype.Node, error) {
-	var rows []apitype.Node
-	return rows, rt.askSeeds(ctx, internalNodesPath, &rows)
-}
-
-// internalClient is the mTLS client for other control nodes' internal API.
-// One per runtime, so connections (and their TLS sessions) are reused: a
-// follower's forwarded write costs a request, not a handshake.
-func (rt *runtime) internalClient() (*http.Client, error) {
-	rt.clientOnce.Do(func() {
-		conf, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
-		if err != nil {
-			rt.clientErr = err
-			return
-		}
-		rt.client = &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
-			IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}
-	})
-	return rt.client, rt.clientErr
-}
-
 func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
-	rt, err := a.running()
+	ctl, err := a.controlPlane()
 	if err != nil {
 		return nil, err
 	}
-	if rt.raft == nil {
-		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("tokens are listed on control nodes"))
-	}
-	if err := rt.freshRead(ctx); err != nil {
-		return nil, err
-	}
-	now := a.d.Now()
-	out := []apitype.Token{}
-	for _, t := range rt.raft.FSM().Tokens() {
-		st := "unused"
-		switch {
-		case t.Consumed():
-			st = "used"
-		case !now.Before(t.Expires):
-			st = "expired"
-		}
-		row := apitype.Token{ID: t.Hash.String()[:12], Name: t.Name, Role: string(t.Role), Addr: t.Addr,
-			Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st}
-		if t.Consumed() {
-			if n, ok := rt.raft.FSM().Node(t.ConsumedBy); ok {
-				row.ConsumedBy = n.Name
-			} else {
-				row.ConsumedBy = t.ConsumedBy
-			}
-		}
-		out = append(out, row)
-	}
-	return out, nil
+	return ctl.Tokens(ctx)
 }

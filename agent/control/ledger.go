@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -17,36 +16,37 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// raftLedger is enroll.Ledger over this control node's raft and FSM.
-type raftLedger struct{ rt *runtime }
+// Ledger is enroll.Ledger (and enroll.Resumer) over this control node's
+// raft and FSM.
+type Ledger struct{ p *Plane }
 
-var _ enroll.Ledger = (*raftLedger)(nil)
+var _ enroll.Ledger = (*Ledger)(nil)
 
-func (l *raftLedger) Token(ctx context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
-	if err := l.rt.syncRead(ctx); err != nil {
+func (l *Ledger) Token(ctx context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+	if err := l.p.SyncRead(ctx); err != nil {
 		return enroll.TokenRecord{}, false, err
 	}
-	rec, ok := l.rt.raft.FSM().Token(h)
+	rec, ok := l.p.raft.FSM().Token(h)
 	return rec, ok, nil
 }
 
-func (l *raftLedger) NameTaken(ctx context.Context, name string) (bool, error) {
-	if err := l.rt.syncRead(ctx); err != nil {
+func (l *Ledger) NameTaken(ctx context.Context, name string) (bool, error) {
+	if err := l.p.SyncRead(ctx); err != nil {
 		return false, err
 	}
-	_, ok := l.rt.raft.FSM().NodeByName(name)
+	_, ok := l.p.raft.FSM().NodeByName(name)
 	return ok, nil
 }
 
-func (l *raftLedger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
-	if err := l.rt.syncRead(ctx); err != nil {
+func (l *Ledger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
+	if err := l.p.SyncRead(ctx); err != nil {
 		return netip.Prefix{}, err
 	}
-	c, ok := l.rt.raft.FSM().Cluster()
+	c, ok := l.p.raft.FSM().Cluster()
 	if !ok {
 		return netip.Prefix{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	ip, err := l.rt.raft.FSM().FreeIP()
+	ip, err := l.p.raft.FSM().FreeIP()
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -55,7 +55,7 @@ func (l *raftLedger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
 
 // Admit applies ONE raft entry: consume the token, record the node and its
 // overlay IP. The FSM re-checks everything (compare-and-set).
-func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
+func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) error {
 	tlsCert, err := parseCertPEM(a.TLSCert)
 	if err != nil {
 		return fmt.Errorf("admitted TLS leaf: %w", err)
@@ -80,15 +80,15 @@ func (l *raftLedger) Admit(ctx context.Context, a enroll.Admission) error {
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	if err := l.rt.write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.rt.facts.NodeID}); err != nil {
+	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.cfg.NodeID}); err != nil {
 		return err
 	}
-	l.rt.poke() // the new node's record feeds this node's overlay at once
+	l.p.hooks.Poke() // the new node's record feeds this node's overlay at once
 	return nil
 }
 
-func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
-	c, ok := l.rt.raft.FSM().Cluster()
+func (l *Ledger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
+	c, ok := l.p.raft.FSM().Cluster()
 	if !ok {
 		return enroll.JoinFacts{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
@@ -96,7 +96,7 @@ func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 		ClusterID: c.ID, ClusterName: c.Name, CACert: c.CACert, NebulaCACert: c.NebulaCACert,
 		Overlay: c.Overlay, GossipKeys: c.GossipKeys,
 	}
-	for _, n := range l.rt.raft.FSM().Nodes() {
+	for _, n := range l.p.raft.FSM().Nodes() {
 		if n.Role != pki.RoleControl || n.State != state.NodeActive {
 			continue
 		}
@@ -117,39 +117,21 @@ func (l *raftLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 	return f, nil
 }
 
-var _ enroll.Resumer = (*raftLedger)(nil)
+var _ enroll.Resumer = (*Ledger)(nil)
 
 // Admitted returns what the cluster recorded for the node a token
 // admitted, so that an enrollment whose response was lost can be resumed.
-func (l *raftLedger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, bool, error) {
-	if err := l.rt.syncRead(ctx); err != nil {
+func (l *Ledger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, bool, error) {
+	if err := l.p.SyncRead(ctx); err != nil {
 		return enroll.Admitted{}, false, err
 	}
-	n, ok := l.rt.raft.FSM().Node(nodeID)
-	c, cok := l.rt.raft.FSM().Cluster()
+	n, ok := l.p.raft.FSM().Node(nodeID)
+	c, cok := l.p.raft.FSM().Cluster()
 	if !ok || !cok || n.State == state.NodeRemoved || len(n.TLSCert) == 0 {
 		return enroll.Admitted{}, false, nil
 	}
 	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, TLSCert: n.TLSCert, NebulaCert: n.NebulaCert,
 		NebulaPub: n.NebulaPublicKey, OverlayIP: netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits())}, true, nil
-}
-
-// caSigner signs with the CA this node holds.
-type caSigner struct {
-	ca             *pki.CA
-	now            func() time.Time
-	nebulaLifetime time.Duration
-}
-
-func (s caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
-	return s.ca.SignTLS(req, s.now())
-}
-
-func (s caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, error) {
-	if req.Lifetime == 0 {
-		req.Lifetime = s.nebulaLifetime
-	}
-	return s.ca.SignNebula(req, s.now())
 }
 
 func parseCertPEM(b []byte) (*x509.Certificate, error) {

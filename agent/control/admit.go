@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"context"
@@ -15,25 +15,21 @@ import (
 
 // Admit mints a one-time join token for one node name in one role. The
 // ledger keeps only the secret's hash; the token itself is returned once.
-func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (*apitype.AdmitResponse, error) {
-	rt, err := a.running()
-	if err != nil {
-		return nil, err
-	}
-	if rt.raft == nil {
-		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.facts.Name, rt.facts.Role))
-	}
+func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (*apitype.AdmitResponse, error) {
 	// Local state is enough here: the name check below only spares the
 	// operator a token that cannot work; the admission's compare-and-set in
 	// raft is what decides. (A read index would cost a follower a commit
 	// round, ~50 ms.)
-	if err := rt.caughtUp(ctx); err != nil {
+	if err := p.CaughtUp(ctx); err != nil {
 		return nil, err
 	}
 	if err := enroll.ValidName(req.Name); err != nil {
 		return nil, err
 	}
-	role, err := pki.ParseRole(firstNonEmpty(req.Role, string(pki.RoleWorker)))
+	if req.Role == "" {
+		req.Role = string(pki.RoleWorker)
+	}
+	role, err := pki.ParseRole(req.Role)
 	if err != nil {
 		return nil, err
 	}
@@ -51,10 +47,10 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		}
 		req.Addr = ip.Unmap().String()
 	}
-	if _, taken := rt.raft.FSM().NodeByName(req.Name); taken {
+	if _, taken := p.raft.FSM().NodeByName(req.Name); taken {
 		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists", req.Name))
 	}
-	cluster, ok := rt.raft.FSM().Cluster()
+	cluster, ok := p.raft.FSM().Cluster()
 	if !ok {
 		return nil, codes.Wrap(codes.NotInCluster, fmt.Errorf("no cluster record in raft yet"))
 	}
@@ -66,21 +62,21 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, err
 	}
-	now := a.d.Now().UTC().Truncate(time.Second)
+	now := p.now().UTC().Truncate(time.Second)
 	rec := enroll.TokenRecord{
 		Hash: secret.Hash(), Name: req.Name, Role: role, Addr: req.Addr,
-		Created: now, Expires: now.Add(ttl), MintedBy: rt.facts.NodeID,
+		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID,
 	}
-	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: rt.seeds(), Name: req.Name,
+	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: p.Seeds(), Name: req.Name,
 		Role: role, Expires: rec.Expires, Secret: secret}
 	text, err := tok.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("encode token: %w", err)
 	}
-	if err := rt.write(ctx, &state.MintToken{Record: rec, Actor: actor}); err != nil {
+	if err := p.Write(ctx, &state.MintToken{Record: rec, Actor: actor}); err != nil {
 		return nil, err
 	}
-	a.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
+	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
 		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "actor", actor)
 	return &apitype.AdmitResponse{
 		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
@@ -88,10 +84,10 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	}, nil
 }
 
-// seeds are the enroll endpoints of every active control node.
-func (rt *runtime) seeds() []string {
+// Seeds are the enroll endpoints of every active control node.
+func (p *Plane) Seeds() []string {
 	var out []string
-	for _, n := range rt.raft.FSM().Nodes() {
+	for _, n := range p.raft.FSM().Nodes() {
 		if n.Role == pki.RoleControl && n.State == state.NodeActive && n.EnrollAddr != "" {
 			out = append(out, n.EnrollAddr)
 		}

@@ -1,0 +1,34 @@
+package apitype
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// WriteJSON sends v as JSON with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteError sends the coded error with the code's HTTP status.
+func WriteError(w http.ResponseWriter, err error) {
+	c := codes.OrInternal(err)
+	WriteJSON(w, c.Status(), NewError(c, err))
+}
+
+// DecodeBody reads a JSON request body of at most 64 KiB, refusing unknown
+// fields (codes.BadRequest).
+func DecodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("request body: %w", err))
+	}
+	return nil
+}

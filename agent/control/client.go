@@ -1,0 +1,124 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// ErrUnreachable marks a control node that could not be reached at all (as
+// opposed to one that answered with a failure).
+var ErrUnreachable = errors.New("control node unreachable")
+
+// forwardedHeader marks a request one control node passed to another; a
+// forwarded request is never forwarded again (one hop).
+const forwardedHeader = "Meshd-Forwarded"
+
+// Client calls control nodes' internal API over mTLS with this node's
+// leaf. One per node, so connections (and their TLS sessions) are reused:
+// a follower's forwarded write costs a request, not a handshake.
+type Client struct {
+	http *http.Client
+}
+
+// NewClient is a client presenting id's leaf that accepts only servers
+// with a control leaf of id's CA.
+func NewClient(id *pki.Identity) (*Client, error) {
+	conf, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{http: &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
+		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}}, nil
+}
+
+// CloseIdle closes the kept-alive connections.
+func (c *Client) CloseIdle() { c.http.CloseIdleConnections() }
+
+// Call POSTs in as JSON (or GETs, with in == nil) to path on the control
+// node at addr and decodes the answer into out (unless nil). A transport
+// failure wraps ErrUnreachable; an answered failure comes back as the coded
+// error it carried (enroll.ErrIPTaken as itself). forwarded marks a
+// request passed on by a control node, which the receiver never forwards
+// again.
+func (c *Client) Call(ctx context.Context, addr, path string, forwarded bool, in, out any) error {
+	method, body := http.MethodGet, io.Reader(nil)
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		method, body = http.MethodPost, bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "https://"+addr+path, body)
+	if err != nil {
+		return err
+	}
+	if forwarded {
+		req.Header.Set(forwardedHeader, "1")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, addr, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e ErrorBody
+		if json.Unmarshal(raw, &e) != nil || e.ErrCode == "" {
+			return fmt.Errorf("%s answered %s", addr, resp.Status)
+		}
+		if e.IPTaken {
+			return enroll.ErrIPTaken
+		}
+		detail := e.Detail
+		if detail == "" {
+			detail = e.Cause
+		}
+		return codes.Wrap(e.ErrCode, fmt.Errorf("%s: %s", addr, detail))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// AskSeeds GETs path from seeds, in order, until one answers; none
+// answering is codes.SeedsUnreachable.
+func (c *Client) AskSeeds(ctx context.Context, seeds []string, path string, out any) error {
+	var lastErr error = errors.New("no control node known")
+	for _, seed := range seeds {
+		err := c.Call(ctx, seed, path, false, nil, out)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+	}
+	return codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
+}
+
+// PostSeeds POSTs in to path on seeds, in order, moving on only while a
+// seed cannot be reached; an answered failure is final. None reachable is
+// codes.SeedsUnreachable.
+func (c *Client) PostSeeds(ctx context.Context, seeds []string, path string, in, out any) error {
+	var lastErr error = errors.New("no control node known")
+	for _, seed := range seeds {
+		lastErr = c.Call(ctx, seed, path, false, in, out)
+		if !errors.Is(lastErr, ErrUnreachable) {
+			return lastErr
+		}
+	}
+	return codes.Wrap(codes.SeedsUnreachable, lastErr)
+}

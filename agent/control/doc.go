@@ -1,0 +1,18 @@
+// Package control is a control node's control plane and the internal API
+// every member speaks to it.
+//
+// A Plane exists only on control nodes (workers hold none): it owns raft
+// (through agent/raftnode), the writes that go to the leader or are
+// forwarded one hop to it, the read index, the promotion of joining control
+// nodes, the enroll ledger and the signers (the CA itself on the CA holder,
+// a forwarder to it elsewhere), token minting, removal, and the internal
+// API's server side. routes.go is the one table of the internal API's
+// doors: every path, the roles allowed through it and its handler, all
+// behind one guard.
+//
+// Client is the internal API's client side, used by every member (a worker
+// fetching the node list, revocations or its renewed Nebula cert; a
+// follower forwarding a write).
+//
+// Imports: agent/raftnode, agent/state, agent/apitype, enroll, pki, codes.
+package control

@@ -1,0 +1,118 @@
+package control
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// Config is the control plane's data.
+type Config struct {
+	NodeID, Name string
+	// PromoteTimeout bounds how long the leader waits for a joining
+	// control node to catch up before it removes it again.
+	PromoteTimeout time.Duration
+	// NebulaLifetime is the lifetime of the Nebula host certs this node
+	// signs (CA holder only).
+	NebulaLifetime time.Duration
+}
+
+// Hooks are what the control plane tells the rest of the node; each may
+// be nil.
+type Hooks struct {
+	// Poke asks for an overlay reconcile now: a record changed.
+	Poke func()
+	// NotifyRevoked tells every member that the revocation list changed.
+	NotifyRevoked func() error
+	// ForceLeave drops a removed node from gossip.
+	ForceLeave func(name string) error
+	// Gossip is each gossip member's status by node name, for node lists.
+	Gossip func() map[string]string
+}
+
+// Deps are the control plane's collaborators.
+type Deps struct {
+	Log   *slog.Logger
+	Now   func() time.Time
+	Hooks Hooks
+}
+
+// Plane is a control node's control plane. Workers have none.
+type Plane struct {
+	cfg    Config
+	raft   *raftnode.Node
+	ca     *pki.CA // nil unless this node holds the CA
+	client *Client
+	log    *slog.Logger
+	now    func() time.Time
+	hooks  Hooks
+	wg     sync.WaitGroup // goroutines the plane started (force-leave)
+}
+
+// New is the control plane over an open raft node. ca is the CA on the CA
+// holder and nil elsewhere (signing is then forwarded to the CA holder);
+// client calls other control nodes.
+func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *Plane {
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	h := &d.Hooks
+	if h.Poke == nil {
+		h.Poke = func() {}
+	}
+	if h.NotifyRevoked == nil {
+		h.NotifyRevoked = func() error { return nil }
+	}
+	if h.ForceLeave == nil {
+		h.ForceLeave = func(string) error { return nil }
+	}
+	if h.Gossip == nil {
+		h.Gossip = func() map[string]string { return nil }
+	}
+	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
+}
+
+// Raft is the raft node under the plane.
+func (p *Plane) Raft() *raftnode.Node { return p.raft }
+
+// HoldsCA reports whether this node holds the CA keys.
+func (p *Plane) HoldsCA() bool { return p.ca != nil }
+
+// Signer is what the enroll server signs with: the CA on the CA holder, a
+// forwarder to the CA holder elsewhere.
+func (p *Plane) Signer() enroll.Signer {
+	if p.ca != nil {
+		return caSigner{ca: p.ca, now: p.now, nebulaLifetime: p.cfg.NebulaLifetime}
+	}
+	return remoteSigner{p: p}
+}
+
+// Ledger is the enroll ledger over raft.
+func (p *Plane) Ledger() *Ledger { return &Ledger{p: p} }
+
+// Close waits for the plane's goroutines, hands raft leadership off when
+// another voter can take it, and shuts raft down.
+func (p *Plane) Close() error {
+	p.wg.Wait()
+	if err := p.raft.HandOff(); err != nil {
+		p.log.Warn("leadership transfer before stopping failed", "err", err)
+	}
+	return p.raft.Close()
+}
+
+// newRequestID is a random id for a tracked write.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,105 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// Remove takes a dead or unwanted node out of the cluster: out of raft
+// (control), its record set to removed, which revokes its certificates so
+// every Nebula blocks them, and out of gossip. A node does not remove
+// itself, and the CA holder cannot be removed.
+func (p *Plane) Remove(ctx context.Context, name, actor string) error {
+	if err := p.SyncRead(ctx); err != nil {
+		return err
+	}
+	n, ok := p.raft.FSM().NodeByName(name)
+	if !ok {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
+	}
+	if n.ID == p.cfg.NodeID {
+		return codes.Wrap(codes.BadRequest, errors.New("a node does not remove itself; run `meshctl leave` on it"))
+	}
+	if c, ok := p.raft.FSM().Cluster(); ok && c.CAHolder == n.ID {
+		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
+	}
+	if n.Role == pki.RoleControl {
+		if err := p.removeFromRaft(ctx, n.ID); err != nil {
+			return err
+		}
+	}
+	if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
+		return err
+	}
+	p.hooks.Poke()
+	if err := p.hooks.NotifyRevoked(); err != nil {
+		p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
+	}
+	// serf waits for the leave broadcast (up to 5 s when the node is alive
+	// and refutes it); the removal does not need to.
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.hooks.ForceLeave(n.Name); err != nil {
+			p.log.Warn("gossip force-leave failed", "node", n.Name, "err", err)
+		}
+	}()
+	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
+	return nil
+}
+
+// LeaveVoterCheck refuses to let this node leave when it is the last raft
+// voter (codes.QuorumLoss).
+func (p *Plane) LeaveVoterCheck() error {
+	if p.raft.IsVoter(p.cfg.NodeID) && p.raft.Voters() <= 1 {
+		return codes.Wrap(codes.QuorumLoss, errors.New("this is the last raft voter"))
+	}
+	return nil
+}
+
+// RecordLeft sets this node's own record to left through raft.
+func (p *Plane) RecordLeft(ctx context.Context) error {
+	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.cfg.NodeID})
+}
+
+// LeaveRaft hands leadership off if this node leads, then has the leader
+// drop this node from raft membership.
+func (p *Plane) LeaveRaft(ctx context.Context) error {
+	if err := p.raft.HandOff(); err != nil {
+		p.log.Warn("leadership transfer before leaving failed", "err", err)
+	}
+	return p.removeFromRaft(ctx, p.cfg.NodeID)
+}
+
+// removeFromRaft has the leader drop id from raft membership.
+func (p *Plane) removeFromRaft(ctx context.Context, id string) error {
+	return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(id) })
+}
+
+func (p *Plane) raftRemove(id string) error {
+	return p.raft.RemoveServer(id, 10*time.Second)
+}
+
+// handleRaftRemove is the leader's side of removeFromRaft.
+func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Caller) {
+	var req NodeRef
+	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(req.NodeID) })
+}
+
+// handleLeft records the calling member as left.
+func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
+	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: c.NodeID}); err != nil {
+		writeError(w, err)
+		return
+	}
+	p.hooks.Poke()
+	apitype.WriteJSON(w, http.StatusOK, Empty{})
+}

@@ -1,0 +1,73 @@
+package control
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// RenewDue reports whether a certificate issued at issued and expiring at
+// expires is past 2/3 of its lifetime at now. An unknown or empty validity
+// is due.
+func RenewDue(issued, expires, now time.Time) bool {
+	if issued.IsZero() || !expires.After(issued) {
+		return true
+	}
+	return !now.Before(issued.Add(expires.Sub(issued) * 2 / 3))
+}
+
+// RenewNebulaCerts runs on the CA holder (leader or not: writes forward to
+// the leader): every active node whose Nebula host certificate is missing
+// from its record or past 2/3 of its lifetime gets a new one, signed for
+// the key and overlay IP the node enrolled with, recorded through raft.
+func (p *Plane) RenewNebulaCerts(ctx context.Context) {
+	if p.ca == nil {
+		return
+	}
+	cluster, ok := p.raft.FSM().Cluster()
+	if !ok {
+		return
+	}
+	now := p.now()
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
+			continue
+		}
+		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) {
+			continue
+		}
+		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
+			p.log.Warn("Nebula certificate renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
+		}
+	}
+}
+
+func (p *Plane) renewNebula(ctx context.Context, n state.Node, bits int, now time.Time) error {
+	certPEM, err := p.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, now)
+	if err != nil {
+		return err
+	}
+	fp, expires, err := pki.NebulaCertInfo(certPEM)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(ctx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
+		Issued: now, Expires: expires, At: now, Actor: p.cfg.NodeID}); err != nil {
+		return err
+	}
+	p.log.Info("Nebula certificate renewed", "code", codes.EventCertRenewed, "node", n.Name, "expires", expires)
+	return nil
+}
+
+// OwnNebulaCert is the Nebula host cert raft records for this node.
+func (p *Plane) OwnNebulaCert() []byte {
+	if n, ok := p.raft.FSM().Node(p.cfg.NodeID); ok {
+		return n.NebulaCert
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// The internal API's paths, on a control node's port 7300 (mTLS).
+const (
+	PathNodes       = "/v1/nodes"
+	PathRevocations = "/v1/revocations"
+	PathNebulaCert  = "/v1/self/nebula-cert"
+	PathLeft        = "/v1/self/left"
+	PathApply       = "/v1/raft/apply"
+	PathIndex       = "/v1/raft/index"
+	PathRaftJoin    = "/v1/raft/join"
+	PathRaftStats   = "/v1/raft/stats"
+	PathRaftRemove  = "/v1/raft/remove"
+	PathSignTLS     = "/v1/sign/tls"
+	PathSignNebula  = "/v1/sign/nebula"
+)
+
+var (
+	anyMember   = []pki.Role{pki.RoleWorker, pki.RoleControl}
+	controlOnly = []pki.Role{pki.RoleControl}
+)
+
+// Route is one door of the internal API: who may pass, and what is behind
+// it.
+type Route struct {
+	Method, Path string
+	Roles        []pki.Role // the roles whose leaf the guard lets through
+	Doc          string
+	handle       func(p *Plane, w http.ResponseWriter, r *http.Request, c Caller)
+}
+
+// routes is the internal API: every door in one table, each behind guard.
+// Adding a route means a row here and its handler.
+var routes = []Route{
+	{"GET", PathNodes, anyMember, "the node list, for a worker's `meshctl nodes`", (*Plane).handleNodes},
+	{"GET", PathRevocations, anyMember, "what every Nebula must block", (*Plane).handleRevocations},
+	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},
+	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
+	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},
+	{"GET", PathIndex, controlOnly, "the leader's FSM index, for a follower's read index", (*Plane).handleIndex},
+	{"POST", PathRaftJoin, controlOnly, "a new control node asks to become a voter", (*Plane).handleRaftJoin},
+	{"GET", PathRaftStats, controlOnly, "this node's raft progress, read by the leader before promotion", (*Plane).handleRaftStats},
+	{"POST", PathRaftRemove, controlOnly, "the leader drops a server from raft", (*Plane).handleRaftRemove},
+	{"POST", PathSignTLS, controlOnly, "the CA holder signs a TLS leaf", (*Plane).handleSignTLS},
+	{"POST", PathSignNebula, controlOnly, "the CA holder signs a Nebula host cert", (*Plane).handleSignNebula},
+}
+
+// Routes lists the internal API's doors (method, path, roles, doc): for
+// documentation, and for the authorization test that calls every one.
+func Routes() []Route {
+	out := slices.Clone(routes)
+	for i := range out {
+		out[i].Roles = slices.Clone(out[i].Roles)
+		out[i].handle = nil
+	}
+	return out
+}
+
+// Handler serves port 7300: the enroll API (public: a joiner has no
+// certificate yet; the token is its credential) and every route of the
+// internal API behind the guard.
+func (p *Plane) Handler(enrollAPI http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST "+enroll.Path, enrollAPI)
+	for _, rt := range routes {
+		mux.HandleFunc(rt.Method+" "+rt.Path, p.guard(rt))
+	}
+	return mux
+}
+
+// Caller is who passed the guard.
+type Caller struct {
+	NodeID, Name string
+	Role         pki.Role
+	// Forwarded marks a request a control node passed on; it is never
+	// forwarded again.
+	Forwarded bool
+}
+
+// guard lets a request through to rt's handler only if its TLS peer
+// presented a leaf of this cluster (verified at the handshake) whose role
+// is one of rt.Roles; anything else is codes.PeerRoleDenied.
+func (p *Plane) guard(rt Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := callerOf(r, rt.Roles)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		rt.handle(p, w, r, c)
+	}
+}
+
+func callerOf(r *http.Request, roles []pki.Role) (Caller, error) {
+	if r.TLS == nil {
+		return Caller{}, codes.Wrap(codes.PeerRoleDenied, errors.New("not TLS"))
+	}
+	role, id, name, ok := pki.PeerIdentity(*r.TLS)
+	if !ok || id == "" {
+		return Caller{}, codes.Wrap(codes.PeerRoleDenied, errors.New("no client certificate of this cluster"))
+	}
+	if !slices.Contains(roles, role) {
+		return Caller{}, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("caller %s has role %s; this route needs %v", id, role, roles))
+	}
+	return Caller{NodeID: id, Name: name, Role: role, Forwarded: r.Header.Get(forwardedHeader) != ""}, nil
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	c := codes.OrInternal(err)
+	apitype.WriteJSON(w, c.Status(), ErrorBody{Error: *apitype.NewError(c, err), IPTaken: errors.Is(err, enroll.ErrIPTaken)})
+}

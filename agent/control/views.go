@@ -1,0 +1,129 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// Nodes lists every node on record, with its raft role and gossip status,
+// from state at least as fresh as the leader's when a leader is reachable.
+func (p *Plane) Nodes(ctx context.Context) ([]apitype.Node, error) {
+	if err := p.FreshRead(ctx); err != nil {
+		return nil, err
+	}
+	return p.nodeRows(), nil
+}
+
+func (p *Plane) nodeRows() []apitype.Node {
+	roles := p.raft.Roles()
+	gossip := p.hooks.Gossip()
+	out := []apitype.Node{}
+	for _, n := range p.raft.FSM().Nodes() {
+		row := NodeRow(n, roles[n.ID])
+		if g, ok := gossip[n.Name]; ok {
+			row.Gossip = g
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// NodeRow is a node's record as `meshctl nodes` shows it, before gossip
+// is known ("unknown").
+func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
+	if raftRole == "" {
+		raftRole = raftnode.None
+	}
+	row := apitype.Node{
+		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
+		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
+		CertExpires: n.TLSExpires, Version: n.Version,
+	}
+	if n.OverlayIP.IsValid() {
+		row.OverlayIP = n.OverlayIP.String()
+	}
+	return row
+}
+
+// Tokens lists the ledger's join tokens (never a secret).
+func (p *Plane) Tokens(ctx context.Context) ([]apitype.Token, error) {
+	if err := p.FreshRead(ctx); err != nil {
+		return nil, err
+	}
+	now := p.now()
+	out := []apitype.Token{}
+	for _, t := range p.raft.FSM().Tokens() {
+		st := "unused"
+		switch {
+		case t.Consumed():
+			st = "used"
+		case !now.Before(t.Expires):
+			st = "expired"
+		}
+		row := apitype.Token{ID: t.Hash.String()[:12], Name: t.Name, Role: string(t.Role), Addr: t.Addr,
+			Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st}
+		if t.Consumed() {
+			if n, ok := p.raft.FSM().Node(t.ConsumedBy); ok {
+				row.ConsumedBy = n.Name
+			} else {
+				row.ConsumedBy = t.ConsumedBy
+			}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// Revocations is what every node's overlay must refuse, from raft.
+func (p *Plane) Revocations() Revocations {
+	var l Revocations
+	for _, r := range p.raft.FSM().Revocations() {
+		l.Fingerprints = append(l.Fingerprints, r.Fingerprint)
+	}
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.State == state.NodeRemoved || n.State == state.NodeLeft {
+			l.Gone = append(l.Gone, n.ID)
+		}
+	}
+	return l
+}
+
+// handleNodes serves the node list to a member (a worker's `meshctl
+// nodes`).
+func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
+	if err := p.CaughtUp(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, p.nodeRows())
+}
+
+// handleRevocations serves the revocation list to a member.
+func (p *Plane) handleRevocations(w http.ResponseWriter, r *http.Request, _ Caller) {
+	if err := p.FreshRead(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, p.Revocations())
+}
+
+// handleNebulaCert serves a member its own current Nebula host cert, by
+// the node id in its TLS leaf.
+func (p *Plane) handleNebulaCert(w http.ResponseWriter, r *http.Request, c Caller) {
+	if err := p.CaughtUp(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, ok := p.raft.FSM().Node(c.NodeID)
+	if !ok || n.State == state.NodeRemoved {
+		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active node %s", c.NodeID)))
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, NebulaCertResponse{Cert: n.NebulaCert})
+}

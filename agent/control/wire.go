@@ -1,0 +1,69 @@
+package control
+
+import (
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+)
+
+// The internal API's bodies. Every request and answer on the wire has a
+// named type here.
+
+// ApplyRequest is a write a follower forwards to the leader.
+type ApplyRequest struct {
+	Tracked state.Tracked `json:"tracked"`
+}
+
+// IndexResponse is the leader's FSM index, for a follower's read index.
+type IndexResponse struct {
+	Index uint64 `json:"index"`
+}
+
+// NodeRef names one node.
+type NodeRef struct {
+	NodeID string `json:"node_id"`
+}
+
+// RaftJoinResult answers a control node's request to become a voter.
+type RaftJoinResult struct {
+	Index  uint64        `json:"index"`  // the leader's commit index the node had reached
+	Waited time.Duration `json:"waited"` // from AddNonvoter to AddVoter
+}
+
+// RaftStats is how far a node's raft has come, read by the leader before
+// it promotes the node.
+type RaftStats struct {
+	LastLogIndex  uint64        `json:"last_log_index"`
+	AppliedIndex  uint64        `json:"applied_index"`
+	LastContact   time.Duration `json:"last_contact"` // since the last contact with a leader; -1 never
+	Configuration uint64        `json:"configuration_index"`
+}
+
+// SignedCert is a certificate the CA holder signed.
+type SignedCert struct {
+	Cert []byte `json:"cert"`
+}
+
+// NebulaCertResponse is the caller's current Nebula host certificate.
+type NebulaCertResponse struct {
+	Cert []byte `json:"cert"`
+}
+
+// Revocations is what every node's overlay must refuse: certificate
+// fingerprints of removed nodes, and the ids of nodes that are gone (left
+// or removed) so they are withdrawn from the static host map.
+type Revocations struct {
+	Fingerprints []string `json:"fingerprints"`
+	Gone         []string `json:"gone"`
+}
+
+// Empty is the answer of a call that only succeeds or fails.
+type Empty struct{}
+
+// ErrorBody is the body of a failed internal call: the local API's error
+// shape plus the sentinels the program branches on.
+type ErrorBody struct {
+	apitype.Error
+	IPTaken bool `json:"ip_taken,omitempty"`
+}

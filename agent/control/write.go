@@ -1,0 +1,166 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// writeTimeout bounds a raft write, including waiting out an election.
+const writeTimeout = 10 * time.Second
+
+// readDeadline bounds how long a read waits for raft to catch up after a
+// restart before it answers codes.NoLeader.
+const readDeadline = 5 * time.Second
+
+// Write commits cmd through raft from any control node: applied here on
+// the leader, forwarded one hop to the leader from a follower. It carries a
+// request id, so a retry after a lost leader (whose first attempt may have
+// committed) applies at most once. With no leader it waits, up to
+// writeTimeout, for one to be elected; then codes.NoLeader.
+func (p *Plane) Write(ctx context.Context, cmd state.Command) error {
+	tracked, err := state.Track(newRequestID(), cmd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	backoff := 20 * time.Millisecond
+	var lastErr error
+	for {
+		err := p.onLeader(ctx, PathApply, ApplyRequest{Tracked: tracked}, nil,
+			func() error { return p.raft.Apply(ctx, tracked) })
+		if !retryable(err) {
+			return err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("no leader accepted the write within %s: %v", writeTimeout, lastErr))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// retryable: no leader, a leader that stepped down, or one that could not
+// be reached. Anything the FSM answered is final.
+func retryable(err error) bool {
+	return err != nil && (codes.Of(err) == codes.NoLeader || errors.Is(err, ErrUnreachable))
+}
+
+// onLeader runs local when this node leads, and otherwise sends in to path
+// on the leader, one hop (the leader never forwards it again), decoding
+// its answer into out.
+func (p *Plane) onLeader(ctx context.Context, path string, in, out any, local func() error) error {
+	if p.raft.IsLeader() {
+		return local()
+	}
+	addr, err := p.leaderAddr()
+	if err != nil {
+		return err
+	}
+	return p.client.Call(ctx, addr, path, true, in, out)
+}
+
+// leaderAddr is the control (internal API) address of the current raft
+// leader, from the leader's node record.
+func (p *Plane) leaderAddr() (string, error) {
+	id := p.raft.LeaderID()
+	if id == "" {
+		return "", codes.Wrap(codes.NoLeader, errors.New("no raft leader known"))
+	}
+	n, ok := p.raft.FSM().Node(id)
+	if !ok || n.EnrollAddr == "" {
+		return "", codes.Wrap(codes.NoLeader, fmt.Errorf("leader %s has no control address on record", id))
+	}
+	return n.EnrollAddr, nil
+}
+
+// CaughtUp waits until this node's FSM reflects its whole log (after a
+// restart raft re-applies it only once a leader commits).
+func (p *Plane) CaughtUp(ctx context.Context) error {
+	return p.raft.WaitCaughtUp(ctx, readDeadline)
+}
+
+// SyncRead makes this node's FSM at least as fresh as the leader's (a read
+// index), so a token minted on another control node a moment ago is
+// visible here. On the leader the FSM is current already.
+func (p *Plane) SyncRead(ctx context.Context) error {
+	if err := p.CaughtUp(ctx); err != nil {
+		return err
+	}
+	if p.raft.IsLeader() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readDeadline)
+	defer cancel()
+	addr, err := p.leaderAddr()
+	if err != nil {
+		return err
+	}
+	var idx IndexResponse
+	if err := p.client.Call(ctx, addr, PathIndex, true, nil, &idx); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			return codes.Wrap(codes.NoLeader, err)
+		}
+		return err
+	}
+	return p.raft.WaitApplied(ctx, idx.Index)
+}
+
+// FreshRead is SyncRead for listings: without a reachable leader (a
+// minority partition) it answers from this node's possibly stale state
+// rather than fail; raft having replayed its own log is still required.
+func (p *Plane) FreshRead(ctx context.Context) error {
+	err := p.SyncRead(ctx)
+	if codes.Of(err) == codes.NoLeader {
+		p.log.Debug("listing from local raft state; no leader reachable", "err", err)
+		return p.CaughtUp(ctx)
+	}
+	return err
+}
+
+// handleApply is the leader's side of a forwarded write.
+func (p *Plane) handleApply(w http.ResponseWriter, r *http.Request, _ Caller) {
+	var req ApplyRequest
+	p.leaderOnly(w, r, &req, func() error { return p.raft.Apply(r.Context(), req.Tracked) })
+}
+
+// leaderOnly serves a route only the leader answers: the body must decode
+// into req and this node must lead (one hop only: a caller that reached a
+// follower retries once it knows the new leader). Then do runs and its
+// error, or an empty success, is the answer.
+func (p *Plane) leaderOnly(w http.ResponseWriter, r *http.Request, req any, do func() error) {
+	if err := apitype.DecodeBody(r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !p.raft.IsLeader() {
+		writeError(w, codes.Wrap(codes.NoLeader, errors.New("not the leader")))
+		return
+	}
+	if err := do(); err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, Empty{})
+}
+
+// handleIndex answers the index of the last command the leader's FSM
+// applied, after confirming it still leads (VerifyLeader contacts a
+// quorum). The FSM's index, not raft's commit index: the latter may point
+// at a configuration entry that never reaches a follower's FSM.
+func (p *Plane) handleIndex(w http.ResponseWriter, _ *http.Request, _ Caller) {
+	if err := p.raft.VerifyLeader(); err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, IndexResponse{Index: p.raft.FSM().Index()})
+}
