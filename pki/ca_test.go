@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/x509"
+	"encoding/pem"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -254,6 +255,70 @@ func TestSignNebula(t *testing.T) {
 			}
 			if _, err := pool.VerifyCertificate(c.NotAfter().Add(time.Second), c); err == nil {
 				t.Error("host certificate still verifies after its expiry")
+			}
+		})
+	}
+}
+
+func TestLoadCASEC1Key(t *testing.T) {
+	ca := pkitest.NewCA(t, "prod")
+	dir := t.TempDir()
+	if err := ca.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "ca.key")
+	pkcs8, err := pki.ReadKeyFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pkcs8)
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec1, err := x509.MarshalECPrivateKey(k.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		key     []byte
+		wantErr bool
+	}{
+		{name: "ok/sec1", key: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1})},
+		{name: "fail/malformed-sec1", key: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1[:20]}), wantErr: true},
+		{name: "fail/malformed-pkcs8", key: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: sec1}), wantErr: true},
+		{name: "fail/not-a-key", key: ca.CertPEM(), wantErr: true},
+		{name: "fail/not-pem", key: []byte("junk"), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := pki.WriteFileAtomic(keyPath, tt.key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := pki.LoadCA(dir)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("LoadCA succeeded, want an error")
+				}
+				if contains(err.Error(), "PRIVATE KEY-----") {
+					t.Errorf("error shows key material: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Fingerprint() != ca.Fingerprint() {
+				t.Error("loaded CA fingerprint differs")
+			}
+			chain := pkitest.NewIdentity(t, got, "c1", pki.RoleControl, pkitest.IP(1))
+			tc, err := chain.TLSCertificate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pki.VerifyPinned(tc.Certificate, ca.Fingerprint(), pkitest.Now); err != nil {
+				t.Errorf("leaf from the SEC 1-loaded CA: %v", err)
 			}
 		})
 	}

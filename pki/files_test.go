@@ -1,6 +1,7 @@
 package pki_test
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -101,5 +102,72 @@ func TestReadKeyFile(t *testing.T) {
 				t.Errorf("error shows the file's contents: %q", msg)
 			}
 		})
+	}
+}
+
+func TestWriteFileAtomicFailureLeavesNoTemp(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	// A directory in the way makes the final rename fail after the
+	// temporary file was written.
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WriteFileAtomic(path, []byte("data"), 0o600); err == nil {
+		t.Fatal("WriteFileAtomic over a directory succeeded")
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "f" || !ents[0].IsDir() {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("directory holds %q after a failed write, want only the directory f", names)
+	}
+}
+
+func TestReadKeyFileSize(t *testing.T) {
+	tests := []struct {
+		name    string
+		size    int
+		wantErr bool
+	}{
+		{name: "ok/one-byte", size: 1},
+		{name: "ok/at-limit", size: pki.MaxKeyFile},
+		{name: "fail/over-limit", size: pki.MaxKeyFile + 1, wantErr: true},
+		{name: "fail/far-over-limit", size: 2 * pki.MaxKeyFile, wantErr: true},
+		{name: "fail/empty", size: 0, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "k.key")
+			data := bytes.Repeat([]byte{'k'}, tt.size)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := pki.ReadKeyFile(path)
+			if tt.wantErr {
+				if err == nil || got != nil {
+					t.Fatalf("ReadKeyFile = %d bytes, %v; want an error and no data", len(got), err)
+				}
+				return
+			}
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("ReadKeyFile = %d bytes, %v; want all %d bytes", len(got), err, tt.size)
+			}
+		})
+	}
+}
+
+func TestReadKeyFileNotRegular(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "k.key")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pki.ReadKeyFile(dir); err == nil || got != nil {
+		t.Fatalf("ReadKeyFile(directory) = %q, %v; want an error", got, err)
 	}
 }

@@ -168,3 +168,35 @@ func TestNoKeysInOutput(t *testing.T) {
 		})
 	}
 }
+
+func TestIdentitySaveOverExisting(t *testing.T) {
+	ca := pkitest.NewCA(t, "prod")
+	old := pkitest.NewIdentity(t, ca, "n1", pki.RoleWorker, pkitest.IP(5))
+	renewed := pkitest.NewIdentity(t, ca, "n1", pki.RoleControl, pkitest.IP(5))
+	dir := t.TempDir()
+	if err := old.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := renewed.Save(dir); err != nil {
+		t.Fatalf("saving over an existing identity: %v", err)
+	}
+	got, err := pki.LoadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Cert, renewed.Cert) || !bytes.Equal(got.Key, renewed.Key) || !bytes.Equal(got.NebulaCert, renewed.NebulaCert) {
+		t.Error("loaded identity is not the one saved last")
+	}
+}
+
+func TestIdentitySaveRefusesEmptyPart(t *testing.T) {
+	id := *pkitest.NewIdentity(t, pkitest.NewCA(t, "prod"), "n1", pki.RoleWorker, pkitest.IP(5))
+	id.NebulaCert = nil
+	dir := t.TempDir()
+	if err := id.Save(dir); err == nil {
+		t.Fatal("Save of an identity without a Nebula certificate succeeded")
+	}
+	if pki.HasIdentity(dir) {
+		t.Error("HasIdentity after a failed Save")
+	}
+}

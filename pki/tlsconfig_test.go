@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -12,11 +13,16 @@ import (
 )
 
 // handshake runs a TLS handshake over net.Pipe and has the server send one
-// byte, so that a client certificate the server rejects after the client's
+// byte (both configs judge certificates at pkitest.Now unless their Time is
+// set), so that a client certificate the server rejects after the client's
 // side of a TLS 1.3 handshake is done still fails the client.
 func handshake(t *testing.T, srvCfg, cliCfg *tls.Config) (srvErr, cliErr error, srvState tls.ConnectionState) {
 	t.Helper()
-	srvCfg.Time, cliCfg.Time = pkitest.Clock(), pkitest.Clock()
+	for _, cfg := range []*tls.Config{srvCfg, cliCfg} {
+		if cfg.Time == nil {
+			cfg.Time = pkitest.Clock()
+		}
+	}
 	c1, c2 := net.Pipe()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -146,5 +152,57 @@ func TestMutualTLS(t *testing.T) {
 func TestPeerIdentityNoCert(t *testing.T) {
 	if _, _, _, ok := pki.PeerIdentity(tls.ConnectionState{}); ok {
 		t.Error("PeerIdentity ok without a peer certificate")
+	}
+}
+
+// tlsIdentity issues the TLS half of an identity at the instant at.
+func tlsIdentity(t *testing.T, ca *pki.CA, name string, role pki.Role, at time.Time) *pki.Identity {
+	t.Helper()
+	keys, err := pki.NewKeys(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.SignTLS(pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: "id-" + name, Role: role, Lifetime: time.Hour}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki.Identity{CACert: ca.CertPEM(), Cert: leaf, Key: keys.TLSKeyPEM}
+}
+
+// TestTLSConfigJudgesAtConfigTime uses certificates that were valid for an
+// hour in 2001, so only a config whose Time says 2001 can accept them.
+func TestTLSConfigJudgesAtConfigTime(t *testing.T) {
+	past := time.Date(2001, 5, 1, 12, 0, 0, 0, time.UTC)
+	ca, err := pki.NewCA("old", pkitest.Overlay, past)
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := tlsIdentity(t, ca, "c1", pki.RoleControl, past)
+	worker := tlsIdentity(t, ca, "w1", pki.RoleWorker, past)
+	tests := []struct {
+		name   string
+		at     time.Time
+		wantOK bool
+	}{
+		{name: "ok/inside-validity", at: past.Add(30 * time.Minute), wantOK: true},
+		{name: "fail/after-expiry", at: past.Add(2 * time.Hour)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, err := pki.ServerTLSConfig(control, pki.RoleWorker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cli, err := pki.ClientTLSConfig(worker, pki.RoleControl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock := func() time.Time { return tt.at }
+			srv.Time, cli.Time = clock, clock
+			srvErr, cliErr, _ := handshake(t, srv, cli)
+			if ok := srvErr == nil && cliErr == nil; ok != tt.wantOK {
+				t.Fatalf("handshake: server %v, client %v; want ok=%v", srvErr, cliErr, tt.wantOK)
+			}
+		})
 	}
 }

@@ -32,6 +32,14 @@ func TestVerifyPinned(t *testing.T) {
 	worker := chain(t, pkitest.NewIdentity(t, ca, "w1", pki.RoleWorker, pkitest.IP(2)))
 	foreign := chain(t, pkitest.NewIdentity(t, other, "c1", pki.RoleControl, pkitest.IP(1)))
 	pin := ca.Fingerprint()
+	lastByte := pin
+	lastByte[len(lastByte)-1] ^= 0x01 // agrees with pin on all but the last byte
+	// Leaves SignTLS would never issue, so that the role check and the
+	// server-auth check each stand alone.
+	controlNoServerAuth := pkitest.CraftLeaf(t, ca, "c1", pki.RoleControl, x509.ExtKeyUsageClientAuth)
+	workerServerAuth := pkitest.CraftLeaf(t, ca, "w1", pki.RoleWorker, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	noRoleServerAuth := pkitest.CraftLeaf(t, ca, "c1", "", x509.ExtKeyUsageServerAuth)
+	controlServerAuthOnly := pkitest.CraftLeaf(t, ca, "c1", pki.RoleControl, x509.ExtKeyUsageServerAuth)
 	leafExpiry := pkitest.Now.Add(pki.DefaultLeafLifetime)
 
 	tests := []struct {
@@ -43,7 +51,9 @@ func TestVerifyPinned(t *testing.T) {
 	}{
 		{name: "ok/control", certs: control, pin: pin},
 		{name: "ok/extra-cert-before-ca", certs: [][]byte{control[0], foreign[1], control[1]}, pin: pin},
+		{name: "ok/crafted-control-server-auth-only", certs: controlServerAuthOnly, pin: pin},
 		{name: "fail/zero-pin", certs: control, want: codes.CAMismatch},
+		{name: "fail/pin-last-byte-differs", certs: control, pin: lastByte, want: codes.CAMismatch},
 		{name: "fail/other-ca", certs: foreign, pin: pin, want: codes.CAMismatch},
 		{name: "fail/other-ca-leaf-with-pinned-ca-appended", certs: [][]byte{foreign[0], control[1]}, pin: pin, want: codes.CAMismatch},
 		{name: "fail/pin-is-other-ca", certs: control, pin: other.Fingerprint(), want: codes.CAMismatch},
@@ -53,6 +63,9 @@ func TestVerifyPinned(t *testing.T) {
 		{name: "fail/expired", certs: control, pin: pin, now: leafExpiry.Add(time.Second), want: codes.CAMismatch},
 		{name: "fail/not-yet-valid", certs: control, pin: pin, now: pkitest.Now.Add(-time.Hour), want: codes.CAMismatch},
 		{name: "fail/worker-leaf", certs: worker, pin: pin, want: codes.SeedNotControl},
+		{name: "fail/control-role-without-server-auth", certs: controlNoServerAuth, pin: pin, want: codes.SeedNotControl},
+		{name: "fail/worker-role-with-server-auth", certs: workerServerAuth, pin: pin, want: codes.SeedNotControl},
+		{name: "fail/no-role-with-server-auth", certs: noRoleServerAuth, pin: pin, want: codes.SeedNotControl},
 		{name: "fail/ca-as-leaf", certs: [][]byte{control[1], control[1]}, pin: pin, want: codes.SeedNotControl},
 	}
 	for _, tt := range tests {
