@@ -37,7 +37,9 @@ for p in $pkgs; do
 	echo "mutate: $p (log in $log)"
 	status=0
 	# gremlins wants the package's absolute path and its own working directory.
-	(cd "$root/$p" && "$bin" unleash --workers "$workers" --timeout-coefficient 10 -S lt \
+	# GOFLAGS=-count=1: gremlins times each mutant against its first (coverage)
+	# run, which a cached test result would make look instant.
+	(cd "$root/$p" && GOFLAGS=-count=1 "$bin" unleash --workers "$workers" --timeout-coefficient 10 -S lt \
 		--threshold-efficacy "$efficacy" --threshold-mcover "$mcover" "$root/$p") >"$log" 2>&1 || status=$?
 	grep -E '^ +(LIVED|TIMED OUT)' "$log" || true
 	e=$(sed -n 's/^Test efficacy: \([0-9.]*\)%.*/\1/p' "$log")

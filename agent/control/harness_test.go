@@ -1,0 +1,299 @@
+package control
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// The harness runs real control planes: real raft (bolt store, TLS
+// stream layer) on loopback, the internal API on a real mTLS listener,
+// identities signed by a test CA at the real clock (handshakes judge
+// validity at time.Now). Only the node's other parts (overlay, gossip)
+// are stand-ins: hooks that record what they were told.
+
+var fastRaft = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond,
+	ElectionTimeout: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond}
+
+// hooks records what the plane told the rest of the node.
+type hooks struct {
+	mu        sync.Mutex
+	pokes     int
+	notified  int
+	forceLeft []string
+	gossip    map[string]string
+}
+
+func (h *hooks) hooks() Hooks {
+	return Hooks{
+		Poke: func() { h.mu.Lock(); h.pokes++; h.mu.Unlock() },
+		NotifyRevoked: func() error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.notified++
+			return errors.New("gossip is a stand-in here")
+		},
+		ForceLeave: func(name string) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.forceLeft = append(h.forceLeft, name)
+			return nil
+		},
+		Gossip: func() map[string]string {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.gossip
+		},
+	}
+}
+
+func (h *hooks) counts() (pokes, notified int, forceLeft []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pokes, h.notified, append([]string(nil), h.forceLeft...)
+}
+
+// member is one control node of a test cluster.
+type member struct {
+	name     string
+	nodeID   string
+	id       *pki.Identity
+	keys     *pki.Keys
+	p        *Plane
+	addr     string // internal API host:port
+	raftAddr string
+	hooks    *hooks
+}
+
+// testCluster is a CA and the control nodes it admitted.
+type testCluster struct {
+	ca      *pki.CA
+	cluster state.Cluster
+	members []*member
+	nextIP  byte
+}
+
+// freePort reserves a loopback port number (closed again; the caller
+// binds it at once).
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// identity signs a control identity for name at the real clock.
+func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.Identity, *pki.Keys, netip.Prefix) {
+	t.Helper()
+	keys, err := pki.NewKeys(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.nextIP++
+	ip := pkitest.IP(c.nextIP)
+	var ips []netip.Addr
+	if role == pki.RoleControl {
+		ips = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	}
+	now := time.Now()
+	leaf, err := c.ca.SignTLS(pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: "id-" + name, Role: role, IPs: ips}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := c.ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
+		Groups: []string{string(role)}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki.Identity{CACert: c.ca.CertPEM(), Cert: leaf, Key: keys.TLSKeyPEM,
+		NebulaCACert: c.ca.NebulaCertPEM(), NebulaCert: host, NebulaKey: keys.NebulaKeyPEM}, keys, ip
+}
+
+// start opens raft for a control node and serves its internal API.
+func (c *testCluster) start(t *testing.T, name string, holdsCA bool, promote time.Duration) *member {
+	t.Helper()
+	id, keys, _ := c.identity(t, name, pki.RoleControl)
+	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftAddr := freePort(t)
+	adv, _ := net.ResolveTCPAddr("tcp", raftAddr)
+	stream, err := raftnode.NewTLSStreamLayer(raftAddr, adv, server, clientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := raftnode.Open(raftnode.Options{Dir: filepath.Join(t.TempDir(), "raft"), NodeID: "id-" + name,
+		Timing: fastRaft, Stream: stream, LogOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ca *pki.CA
+	if holdsCA {
+		ca = c.ca
+	}
+	h := &hooks{}
+	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: promote, NebulaLifetime: time.Hour},
+		node, ca, client, Deps{Hooks: h.hooks()})
+	apiTLS, err := pki.ServerTLSConfig(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", apiTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: p.Handler(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	m := &member{name: name, nodeID: "id-" + name, id: id, keys: keys, p: p, addr: ln.Addr().String(),
+		raftAddr: raftAddr, hooks: h}
+	t.Cleanup(func() {
+		_ = srv.Close()
+		client.CloseIdle()
+		_ = p.Close()
+	})
+	c.members = append(c.members, m)
+	return m
+}
+
+// newCluster bootstraps an origin that holds the CA and leads.
+func newCluster(t *testing.T) (*testCluster, *member) {
+	t.Helper()
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha")}
+	o := c.start(t, "origin", true, 3*time.Second)
+	adv, _ := net.ResolveTCPAddr("tcp", o.raftAddr)
+	if err := o.p.Raft().Bootstrap(adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.p.Raft().WaitLeader(within(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.cluster = state.Cluster{ID: "0123456789abcdef0123456789abcdef", Name: "alpha", Created: time.Now(), CACert: c.ca.CertPEM(),
+		NebulaCACert: c.ca.NebulaCertPEM(), CAFingerprint: c.ca.Fingerprint().String(), Overlay: pkitest.Overlay,
+		GossipKeys: [][]byte{make([]byte, 32)}, CAHolder: o.nodeID}
+	host, _, _ := net.SplitHostPort(o.addr)
+	origin := state.Node{ID: o.nodeID, Name: o.name, Role: pki.RoleControl, State: state.NodeActive,
+		Underlay: host, EnrollAddr: o.addr, RaftAddr: o.raftAddr, OverlayIP: pkitest.IP(1).Addr(),
+		TLSFingerprint: "tls-origin", NebulaFingerprint: "neb-origin"}
+	if err := o.p.Raft().Apply(within(t, 5*time.Second), &state.Bootstrap{Cluster: c.cluster, Origin: origin,
+		At: time.Now(), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return c, o
+}
+
+// admit records name through via's ledger as the enroll server would: a
+// token minted by via, signed certificates, one Admit entry. It returns
+// the node id.
+func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
+	t.Helper()
+	ctx := within(t, 10*time.Second)
+	resp, err := via.p.Admit(ctx, admitReq(name, role), "test")
+	if err != nil {
+		t.Fatalf("mint for %s: %v", name, err)
+	}
+	tok, err := enroll.ParseToken(resp.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys == nil {
+		if keys, err = pki.NewKeys(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := via.p.Ledger()
+	ip, err := l.FreeOverlayIP(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := via.p.Signer()
+	nodeID := "id-" + name
+	tlsCert, err := s.SignTLS(ctx, pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID, Role: role,
+		IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
+	if err != nil {
+		t.Fatalf("sign TLS for %s: %v", name, err)
+	}
+	nebCert, err := s.SignNebula(ctx, pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
+		Groups: []string{string(role)}})
+	if err != nil {
+		t.Fatalf("sign Nebula for %s: %v", name, err)
+	}
+	err = l.Admit(ctx, enroll.Admission{Token: tok.Secret.Hash(), NodeID: nodeID, Name: name, Role: role,
+		Underlay: "127.0.0.1", SourceAddr: "127.0.0.1", OverlayIP: ip, TLSCert: tlsCert, NebulaCert: nebCert,
+		NebulaPub: keys.NebulaPublicPEM, Version: "test", Ports: ports, At: time.Now()})
+	if err != nil {
+		t.Fatalf("admit %s: %v", name, err)
+	}
+	return nodeID
+}
+
+// joinControl starts a control node, records it through via and has it
+// join raft the way a joining control node does.
+func (c *testCluster) joinControl(t *testing.T, via *member, name string) *member {
+	t.Helper()
+	m := c.start(t, name, false, 3*time.Second)
+	_, cport, _ := net.SplitHostPort(m.addr)
+	_, rport, _ := net.SplitHostPort(m.raftAddr)
+	cp, _ := strconv.Atoi(cport)
+	rp, _ := strconv.Atoi(rport)
+	c.admit(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242})
+	if err := m.p.JoinRaft(within(t, 15*time.Second), []string{via.addr}, func(string, ...any) {}); err != nil {
+		t.Fatalf("%s joins raft: %v", name, err)
+	}
+	return m
+}
+
+func admitReq(name string, role pki.Role) apitype.AdmitRequest {
+	return apitype.AdmitRequest{Name: name, Role: string(role)}
+}
+
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("not within %s: %s", d, what)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package control
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// TestAdmitThroughFollower: a follower mints the token, has the CA holder
+// sign (forwarded over mTLS), and its ledger's Admit entry is forwarded to
+// the leader; both FSMs then hold the node, and the follower's overlay was
+// poked at once.
+func TestAdmitThroughFollower(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	if !origin.p.Raft().IsVoter(c2.nodeID) || !c2.p.Raft().IsVoter(c2.nodeID) {
+		t.Fatal("c2 joined raft but is not a voter")
+	}
+	if c2.p.Raft().IsLeader() {
+		t.Fatal("the joiner took leadership; the test needs it a follower")
+	}
+	pokesBefore, _, _ := c2.hooks.counts()
+	id := c.admit(t, c2, "w1", pki.RoleWorker, nil, enroll.Ports{Gossip: 7946, Nebula: 4242})
+	if pokes, _, _ := c2.hooks.counts(); pokes <= pokesBefore {
+		t.Fatal("the admitting node's overlay was not poked after the admission")
+	}
+	for _, m := range []*member{origin, c2} {
+		waitFor(t, 5*time.Second, m.name+" applies w1", func() bool {
+			n, ok := m.p.Raft().FSM().Node(id)
+			return ok && n.State == state.NodeActive && n.Role == pki.RoleWorker && n.SerfAddr == "127.0.0.1:7946"
+		})
+	}
+	n, _ := origin.p.Raft().FSM().Node(id)
+	if n.EnrollAddr != "" || n.RaftAddr != "" {
+		t.Fatalf("a worker got control addresses: %+v", n)
+	}
+	if n.TLSFingerprint == "" || n.NebulaFingerprint == "" || len(n.TLSCert) == 0 || n.TLSExpires.IsZero() {
+		t.Fatalf("admitted record lacks its certificates: %+v", n)
+	}
+	toks, err := c2.p.Tokens(within(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var used int
+	for _, tk := range toks {
+		if tk.Name == "w1" {
+			used++
+			if tk.State != "used" || tk.ConsumedBy != "w1" || tk.MintedBy != c2.nodeID {
+				t.Fatalf("w1's token: %+v", tk)
+			}
+		}
+	}
+	if used != 1 {
+		t.Fatalf("%d tokens for w1", used)
+	}
+	// The seeds in a token are every active control node's enroll address.
+	if seeds := origin.p.Seeds(); !slices.Contains(seeds, origin.addr) || !slices.Contains(seeds, c2.addr) || len(seeds) != 2 {
+		t.Fatalf("seeds %v", seeds)
+	}
+	// The name is taken now.
+	if _, err := c2.p.Admit(within(t, 5*time.Second), admitReq("w1", pki.RoleWorker), "test"); codes.Of(err) != codes.NameTaken {
+		t.Fatalf("admit a taken name: %v, want %s", err, codes.NameTaken)
+	}
+}
+
+// TestAdmitRefusals: bad input to Admit fails with its code and mints
+// nothing.
+func TestAdmitRefusals(t *testing.T) {
+	_, origin := newCluster(t)
+	ctx := within(t, 10*time.Second)
+	for _, tc := range []struct {
+		name string
+		req  func() apitype.AdmitRequest
+		want codes.Code
+	}{
+		{"bad name", func() apitype.AdmitRequest { return admitReq("Not A Name", pki.RoleWorker) }, codes.BadNodeName},
+		{"bad role", func() apitype.AdmitRequest { r := admitReq("w2", pki.RoleWorker); r.Role = "king"; return r }, codes.BadRole},
+		{"ttl too long", func() apitype.AdmitRequest { r := admitReq("w2", pki.RoleWorker); r.TTL = 2 * time.Hour; return r }, codes.TokenBadTTL},
+		{"bad addr", func() apitype.AdmitRequest { r := admitReq("w2", pki.RoleWorker); r.Addr = "not-ip"; return r }, codes.BadRequest},
+		{"origin's own name", func() apitype.AdmitRequest { return admitReq("origin", pki.RoleControl) }, codes.NameTaken},
+	} {
+		if _, err := origin.p.Admit(ctx, tc.req(), "test"); codes.Of(err) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		}
+	}
+	if toks, _ := origin.p.Tokens(ctx); len(toks) != 0 {
+		t.Fatalf("refused admissions minted %d tokens", len(toks))
+	}
+	// Defaults: a worker, for 15 minutes; --addr normalised.
+	r := admitReq("w3", "")
+	r.Addr = "::ffff:127.0.0.9"
+	resp, err := origin.p.Admit(ctx, r, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := enroll.ParseToken(resp.Token)
+	if err != nil || tok.Role != pki.RoleWorker || tok.Name != "w3" {
+		t.Fatalf("token %+v, %v", tok, err)
+	}
+	if d := time.Until(resp.Expires); d < enroll.DefaultTTL-time.Minute || d > enroll.DefaultTTL {
+		t.Fatalf("expires in %s, want about %s", d, enroll.DefaultTTL)
+	}
+	toks, _ := origin.p.Tokens(ctx)
+	if len(toks) != 1 || toks[0].Addr != "127.0.0.9" || toks[0].State != "unused" || toks[0].ID != resp.ID {
+		t.Fatalf("tokens %+v", toks)
+	}
+	// Expired once the clock passes its expiry.
+	origin.p.now = func() time.Time { return resp.Expires.Add(time.Second) }
+	toks, _ = origin.p.Tokens(ctx)
+	if toks[0].State != "expired" {
+		t.Fatalf("token state %q after expiry", toks[0].State)
+	}
+}
+
+// TestPromotionRefusesANodeThatNeverReplicates: a recorded control node
+// whose raft never answers is added as a non-voter, not promoted, and
+// removed again; the cluster keeps its one voter and its leader.
+func TestPromotionRefusesANodeThatNeverReplicates(t *testing.T) {
+	c, origin := newCluster(t)
+	origin.p.cfg.PromoteTimeout = 500 * time.Millisecond
+	id := c.admit(t, origin, "ghost", pki.RoleControl, nil, enroll.Ports{Control: 1, Raft: 1, Gossip: 1, Nebula: 1})
+	_, err := origin.p.promoteRecorded(within(t, 10*time.Second), id)
+	if codes.Of(err) != codes.JoinUnconfirmed {
+		t.Fatalf("promote a node that never replicates: %v, want %s", err, codes.JoinUnconfirmed)
+	}
+	if origin.p.Raft().IsMember(id) || origin.p.Raft().Voters() != 1 || !origin.p.Raft().IsLeader() {
+		t.Fatalf("after the refused promotion: member %v, voters %d, leader %v",
+			origin.p.Raft().IsMember(id), origin.p.Raft().Voters(), origin.p.Raft().IsLeader())
+	}
+	// A worker, or a node with no record, is never added at all.
+	w := c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	for _, who := range []string{w, "id-nobody"} {
+		if _, err := origin.p.promoteRecorded(within(t, 5*time.Second), who); codes.Of(err) != codes.NodeUnknown {
+			t.Fatalf("promote %s: %v, want %s", who, err, codes.NodeUnknown)
+		}
+	}
+}
+
+// TestRemove: removal records the node removed (revoking its
+// certificates), takes a control node out of raft, tells gossip, and
+// refuses the node itself, the CA holder and unknown names.
+func TestRemove(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	w1 := c.admit(t, c2, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	ctx := within(t, 20*time.Second)
+
+	for _, tc := range []struct {
+		via, name string
+		want      codes.Code
+	}{
+		{"origin", "origin", codes.BadRequest},      // itself
+		{"c2", "origin", codes.CAHolderStays},       // the CA holder
+		{"origin", "nobody", codes.NodeUnknown},     // no such name
+		{"c2", "c2", codes.BadRequest},              // itself, on a follower
+		{"origin", "Not A Name", codes.NodeUnknown}, // junk
+	} {
+		via := map[string]*member{"origin": origin, "c2": c2}[tc.via]
+		if err := via.p.Remove(ctx, tc.name, "test"); codes.Of(err) != tc.want {
+			t.Errorf("%s removes %s: %v, want %s", tc.via, tc.name, err, tc.want)
+		}
+	}
+
+	// A worker, removed through a follower.
+	before, _ := origin.p.Raft().FSM().Node(w1)
+	if err := c2.p.Remove(ctx, "w1", "operator"); err != nil {
+		t.Fatalf("remove w1: %v", err)
+	}
+	waitFor(t, 5*time.Second, "origin applies the removal", func() bool {
+		n, _ := origin.p.Raft().FSM().Node(w1)
+		return n.State == state.NodeRemoved
+	})
+	rev := origin.p.Revocations()
+	if !slices.Contains(rev.Fingerprints, before.TLSFingerprint) || !slices.Contains(rev.Fingerprints, before.NebulaFingerprint) ||
+		!slices.Contains(rev.Gone, w1) {
+		t.Fatalf("revocations %+v lack w1's certificates %s %s", rev, before.TLSFingerprint, before.NebulaFingerprint)
+	}
+	waitFor(t, 5*time.Second, "force-leave of w1", func() bool {
+		_, notified, left := c2.hooks.counts()
+		return notified == 1 && slices.Equal(left, []string{"w1"})
+	})
+
+	// A control node, removed by the leader: out of raft too.
+	if err := origin.p.Remove(ctx, "c2", "operator"); err != nil {
+		t.Fatalf("remove c2: %v", err)
+	}
+	if origin.p.Raft().IsMember(c2.nodeID) {
+		t.Fatal("c2 is still in raft after its removal")
+	}
+	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.State != state.NodeRemoved {
+		t.Fatalf("c2 is %s", n.State)
+	}
+}
+
+// TestLeave: the last voter may not leave; a second voter records itself
+// left and leaves raft through the leader.
+func TestLeave(t *testing.T) {
+	c, origin := newCluster(t)
+	if err := origin.p.LeaveVoterCheck(); codes.Of(err) != codes.QuorumLoss {
+		t.Fatalf("the only voter may leave: %v", err)
+	}
+	c2 := c.joinControl(t, origin, "c2")
+	if err := origin.p.LeaveVoterCheck(); err != nil {
+		t.Fatalf("one of two voters: %v", err)
+	}
+	ctx := within(t, 20*time.Second)
+	if err := c2.p.RecordLeft(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.p.LeaveRaft(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "c2 out of raft and recorded left", func() bool {
+		n, _ := origin.p.Raft().FSM().Node(c2.nodeID)
+		return !origin.p.Raft().IsMember(c2.nodeID) && n.State == state.NodeLeft
+	})
+	if rev := origin.p.Revocations(); !slices.Contains(rev.Gone, c2.nodeID) || len(rev.Fingerprints) != 0 {
+		t.Fatalf("revocations after a leave: %+v (a leave revokes nothing, the node is gone)", rev)
+	}
+}
+
+// TestRenewNebulaCerts: the CA holder renews a cert past 2/3 of its
+// lifetime and leaves younger ones alone; a node without the CA renews
+// nothing.
+func TestRenewNebulaCerts(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	ctx := within(t, 20*time.Second)
+	before, _ := origin.p.Raft().FSM().Node(c2.nodeID)
+
+	origin.p.RenewNebulaCerts(ctx) // an hour's cert, just issued: not due
+	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.NebulaFingerprint != before.NebulaFingerprint {
+		t.Fatal("a fresh cert was renewed")
+	}
+	later := time.Now().Add(41 * time.Minute) // past 2/3 of an hour
+	c2.p.now = func() time.Time { return later }
+	c2.p.RenewNebulaCerts(ctx)
+	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.NebulaFingerprint != before.NebulaFingerprint {
+		t.Fatal("a node without the CA renewed a cert")
+	}
+	origin.p.now = func() time.Time { return later }
+	origin.p.RenewNebulaCerts(ctx)
+	after, _ := origin.p.Raft().FSM().Node(c2.nodeID)
+	if after.NebulaFingerprint == before.NebulaFingerprint || !after.NebulaIssued.Equal(later) || !after.NebulaExpires.After(before.NebulaExpires) {
+		t.Fatalf("not renewed: before %s/%s, after %s/%s issued %s", before.NebulaFingerprint, before.NebulaExpires,
+			after.NebulaFingerprint, after.NebulaExpires, after.NebulaIssued)
+	}
+	// Signed for the key and overlay IP the node enrolled with.
+	if err := pki.CheckNebulaCert(c.ca.NebulaCertPEM(), after.NebulaCert, c2.keys.NebulaKeyPEM, after.OverlayIP, later); err != nil {
+		t.Fatalf("renewed cert does not fit c2's key and IP: %v", err)
+	}
+	waitFor(t, 5*time.Second, "c2 applies the renewal", func() bool {
+		return string(c2.p.OwnNebulaCert()) == string(after.NebulaCert)
+	})
+}
+
+// TestRenewDue: renewal at 2/3 of the lifetime, and at once when the
+// validity is unknown.
+func TestRenewDue(t *testing.T) {
+	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	expires := issued.Add(30 * time.Hour)
+	for _, tc := range []struct {
+		name            string
+		issued, expires time.Time
+		now             time.Time
+		want            bool
+	}{
+		{"fresh", issued, expires, issued.Add(time.Hour), false},
+		{"just before 2/3", issued, expires, issued.Add(20*time.Hour - time.Nanosecond), false},
+		{"at 2/3", issued, expires, issued.Add(20 * time.Hour), true},
+		{"expired", issued, expires, expires.Add(time.Hour), true},
+		{"unknown issue time", time.Time{}, expires, issued, true},
+		{"expiry not after issue", issued, issued, issued, true},
+	} {
+		if got := RenewDue(tc.issued, tc.expires, tc.now); got != tc.want {
+			t.Errorf("%s: RenewDue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestNodeRows: the node list shows raft roles and gossip statuses.
+func TestNodeRows(t *testing.T) {
+	c, origin := newCluster(t)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	origin.hooks.mu.Lock()
+	origin.hooks.gossip = map[string]string{"w1": "alive"}
+	origin.hooks.mu.Unlock()
+	rows, err := origin.p.Nodes(within(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.Name] = r.Role + "/" + r.Raft + "/" + r.Gossip + "/" + r.State
+		if r.OverlayIP == "" {
+			t.Errorf("%s has no overlay IP", r.Name)
+		}
+	}
+	want := map[string]string{"origin": "control/leader/unknown/active", "w1": "worker/none/alive/active"}
+	if len(got) != len(want) || got["origin"] != want["origin"] || got["w1"] != want["w1"] {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	if r := NodeRow(state.Node{Name: "x"}, ""); r.Raft != string(raftnode.None) || r.OverlayIP != "" {
+		t.Fatalf("row without raft role or overlay IP: %+v", r)
+	}
+}
