@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
@@ -99,76 +100,39 @@ func (rt *runtime) rejoin(ctx context.Context) {
 	}
 }
 
-// peer is another node as the overlay needs it.
-type peer struct {
-	name     string
-	role     pki.Role
-	overlay  netip.Addr
-	underlay netip.AddrPort // Nebula UDP endpoint
-	gossip   gossip.Status  // "" when gossip has not seen it
-}
-
-// peers merges raft's node records (control nodes) with gossip members:
-// gossip says who is alive and where, raft what is admitted.
-func (rt *runtime) peers() map[string]peer {
-	out := map[string]peer{}
+// overlayInputs gathers what this node knows about the others for
+// desired.Compute: raft's active records (control nodes), the join
+// response's lighthouses, gossip members as their tags describe them, and
+// the revocation list.
+func (rt *runtime) overlayInputs() desired.Inputs {
+	rev := rt.revocations()
+	in := desired.Inputs{SelfName: rt.facts.Name, SelfOverlay: rt.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
 	if rt.ctl != nil {
 		for _, n := range rt.ctl.Raft().FSM().Nodes() {
 			if n.ID == rt.facts.NodeID || n.State != state.NodeActive {
 				continue
 			}
-			p := peer{name: n.Name, role: n.Role, overlay: n.OverlayIP}
+			r := desired.Record{ID: n.ID, Name: n.Name, Role: n.Role, Overlay: n.OverlayIP}
 			if ip, err := netip.ParseAddr(n.Underlay); err == nil && n.NebulaPort > 0 {
-				p.underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
+				r.Underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
 			}
-			out[n.Name] = p
+			in.Records = append(in.Records, r)
 		}
 	}
 	for _, l := range rt.facts.Lighthouses {
-		if l.OverlayIP == rt.overlayAddr() {
-			continue
-		}
-		if ap, err := netip.ParseAddrPort(l.Underlay); err == nil {
-			if _, known := lighthouseByIP(out, l.OverlayIP); !known {
-				out["lighthouse "+l.OverlayIP.String()] = peer{name: l.OverlayIP.String(), role: pki.RoleControl, overlay: l.OverlayIP, underlay: ap}
-			}
-		}
+		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped
+		in.Lighthouses = append(in.Lighthouses, desired.Lighthouse{Overlay: l.OverlayIP, Underlay: ap})
 	}
 	if rt.gossip == nil {
-		return out
-	}
-	gone := map[string]bool{}
-	for _, id := range rt.revocations().Gone {
-		gone[id] = true
+		return in
 	}
 	for _, m := range rt.gossip.Members() {
-		if m.Name == rt.facts.Name || gone[m.Tags[tagID]] {
-			continue
+		dm := desired.Member{ID: m.Tags[tagID], Name: m.Name, Role: pki.Role(m.Tags[tagRole]), Status: m.Status}
+		dm.Overlay, _ = netip.ParseAddr(m.Tags[tagOverlay])
+		if port, err := strconv.Atoi(m.Tags[tagNebulaPort]); err == nil && port > 0 && port <= 65535 {
+			dm.Underlay = netip.AddrPortFrom(m.Addr.Addr(), uint16(port))
 		}
-		ovl, err := netip.ParseAddr(m.Tags[tagOverlay])
-		if err != nil {
-			continue
-		}
-		port, err := strconv.Atoi(m.Tags[tagNebulaPort])
-		if err != nil || port <= 0 || port > 65535 {
-			continue
-		}
-		if key, ok := lighthouseByIP(out, ovl); ok && key != m.Name {
-			delete(out, key)
-		}
-		p := out[m.Name]
-		p.name, p.role, p.overlay, p.gossip = m.Name, pki.Role(m.Tags[tagRole]), ovl, m.Status
-		p.underlay = netip.AddrPortFrom(m.Addr.Addr(), uint16(port))
-		out[m.Name] = p
+		in.Members = append(in.Members, dm)
 	}
-	return out
-}
-
-func lighthouseByIP(ps map[string]peer, ip netip.Addr) (string, bool) {
-	for k, p := range ps {
-		if p.overlay == ip {
-			return k, true
-		}
-	}
-	return "", false
+	return in
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
-	"slices"
 	"time"
 
+	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
@@ -33,25 +33,8 @@ func (rt *runtime) meshConfig() mesh.Config {
 	} else {
 		c.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
 	}
-	c.StaticHosts = map[netip.Addr][]netip.AddrPort{}
-	for _, p := range rt.peers() {
-		if !p.overlay.IsValid() || !p.underlay.IsValid() {
-			continue
-		}
-		if p.gossip == gossip.Status("left") {
-			continue // withdrawn: it said goodbye
-		}
-		if p.role == pki.RoleControl {
-			c.Lighthouses = append(c.Lighthouses, mesh.Lighthouse{OverlayIP: p.overlay, Underlay: []netip.AddrPort{p.underlay}})
-			continue
-		}
-		if p.gossip == gossip.Status("failed") {
-			continue // withdrawn until it is back
-		}
-		c.StaticHosts[p.overlay] = []netip.AddrPort{p.underlay}
-	}
-	slices.SortFunc(c.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
-	c.Blocklist = rt.revocations().Fingerprints
+	d := desired.Compute(rt.overlayInputs())
+	c.Lighthouses, c.StaticHosts, c.Blocklist = d.Lighthouses, d.StaticHosts, d.Blocklist
 	return c
 }
 
@@ -140,12 +123,8 @@ func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) e
 	start := time.Now()
 	var lighthouse netip.Addr
 	for {
-		for _, p := range rt.peers() {
-			if p.role == pki.RoleControl && p.gossip == gossip.Status("alive") {
-				lighthouse = p.overlay
-			}
-		}
-		if lighthouse.IsValid() {
+		var ok bool
+		if lighthouse, ok = desired.AliveLighthouse(desired.Peers(rt.overlayInputs())); ok {
 			break
 		}
 		select {
