@@ -126,13 +126,17 @@ func newClient(tok Token, d ClientDeps) *client {
 		c.now = time.Now
 	}
 	if c.dial == nil {
-		c.dial = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
+		c.dial = seedDialer().DialContext
 	}
 	if c.step == nil {
 		c.step = func(string) {}
 	}
 	return c
 }
+
+// seedDialer is the default dialer: its timeout bounds what a seed that
+// drops packets costs before the next seed is tried.
+func seedDialer() *net.Dialer { return &net.Dialer{Timeout: 5 * time.Second} }
 
 // try enrolls through one seed: connect, verify, then POST body over the
 // verified connection.
@@ -142,7 +146,10 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	if err != nil {
 		return nil, &seedError{err}
 	}
-	var verifyErr error
+	var (
+		leaf      *x509.Certificate // the seed's leaf, as VerifyPinned accepted it
+		verifyErr error
+	)
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS12,
 		InsecureSkipVerify: true, // replaced by VerifyConnection: pinned CA and control role
@@ -151,7 +158,7 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 			for i, pc := range cs.PeerCertificates {
 				rawCerts[i] = pc.Raw
 			}
-			_, verifyErr = pki.VerifyPinned(rawCerts, c.tok.CA, c.now())
+			leaf, verifyErr = pki.VerifyPinned(rawCerts, c.tok.CA, c.now())
 			return verifyErr
 		},
 	}
@@ -173,10 +180,8 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 		return nil, &seedError{fmt.Errorf("TLS handshake: %w", err)}
 	}
 	role := "?"
-	if pcs := conn.ConnectionState().PeerCertificates; len(pcs) > 0 {
-		if r, err := pki.RoleOf(pcs[0]); err == nil {
-			role = string(r)
-		}
+	if r, err := pki.RoleOf(leaf); err == nil {
+		role = string(r)
 	}
 	c.step(fmt.Sprintf("seed verified: CA sha256 matches token, role %s", role))
 
@@ -274,10 +279,7 @@ func (c *client) warnSkew(serverTime time.Time) {
 	if serverTime.IsZero() {
 		return
 	}
-	skew := serverTime.Sub(c.now())
-	if skew < 0 {
-		skew = -skew
-	}
+	skew := absDuration(serverTime.Sub(c.now()))
 	if skew <= maxClockSkew {
 		return
 	}

@@ -3,6 +3,7 @@ package enroll_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -450,5 +452,329 @@ func TestClientContextCancelled(t *testing.T) {
 	}
 	if len(c.ledger.Calls()) != 0 {
 		t.Errorf("ledger saw %v after cancellation", c.ledger.Calls())
+	}
+}
+
+// TestClientRefusesOtherRole: a server that admits the joiner under another
+// role than the token names (a consistent response: the certificate and the
+// response agree with each other, not with the token) is refused, and the
+// joiner reports no admission.
+func TestClientRefusesOtherRole(t *testing.T) {
+	tests := []struct {
+		name          string
+		token, server pki.Role
+	}{
+		{name: "fail/worker-token-control-cert", token: pki.RoleWorker, server: pki.RoleControl},
+		{name: "fail/control-token-worker-cert", token: pki.RoleControl, server: pki.RoleWorker},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			c.rec.Role = tt.token
+			tok := c.token(c.seed(t))
+			c.rec.Role = tt.server // the cluster's record disagrees with the token it minted
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			resp, err := enroll.Enroll(t.Context(), tok, req, clientDeps(&st, &logs))
+			if resp != nil {
+				t.Fatalf("Enroll returned an admission as %s (err %v), want a refusal", resp.Role, err)
+			}
+			if got := codes.Of(err); got != codes.EnrollRejected {
+				t.Fatalf("Enroll = %v (code %q), want %s", err, got, codes.EnrollRejected)
+			}
+			if adm := c.ledger.Admitted(); len(adm) != 1 || adm[0].Role != tt.server {
+				t.Fatalf("server admitted %+v, want one %s admission (the test's premise)", adm, tt.server)
+			}
+			if strings.Contains(st.String(), "admitted as") {
+				t.Errorf("the joiner reported an admission:\n%s", &st)
+			}
+		})
+	}
+}
+
+// capture records the enroll requests h receives, as they arrived on the
+// wire, with the TLS server name the client asked for.
+type capture struct {
+	h http.Handler
+
+	mu          sync.Mutex
+	reqs        []enroll.Request
+	serverNames []string
+}
+
+func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var req enroll.Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	c.reqs = append(c.reqs, req)
+	c.serverNames = append(c.serverNames, r.TLS.ServerName)
+	c.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	c.h.ServeHTTP(w, r)
+}
+
+func (c *capture) seen() ([]enroll.Request, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reqs), slices.Clone(c.serverNames)
+}
+
+// TestClientFillsRequest: the zero fields of a request are filled in from
+// the token and the clock; fields already set are sent as they are.
+func TestClientFillsRequest(t *testing.T) {
+	clientNow := pkitest.Now.Add(30 * time.Second) // within every skew bound
+	tests := []struct {
+		name string
+		edit func(req *enroll.Request)
+		want func(tok enroll.Token, req enroll.Request) enroll.Request
+	}{
+		{
+			name: "ok/zero-fields-filled",
+			edit: func(req *enroll.Request) {
+				req.Protocol, req.Secret, req.Name, req.Clock = 0, enroll.Secret{}, "", time.Time{}
+			},
+			want: func(tok enroll.Token, req enroll.Request) enroll.Request {
+				req.Protocol, req.Secret, req.Name, req.Clock = enroll.ProtocolVersion, tok.Secret, tok.Name, clientNow
+				return req
+			},
+		},
+		{
+			name: "ok/set-fields-kept",
+			edit: func(req *enroll.Request) { req.Clock = pkitest.Now.Add(-time.Second) },
+			want: func(_ enroll.Token, req enroll.Request) enroll.Request { return req },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			cp := &capture{h: c.server()}
+			seed := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)), cp)
+			tok := c.token(seed)
+			req, _ := c.request(t, "w1")
+			tt.edit(&req)
+			want := tt.want(tok, req)
+			var st steps
+			var logs bytes.Buffer
+			d := clientDeps(&st, &logs)
+			d.Now = func() time.Time { return clientNow }
+			if _, err := enroll.Enroll(t.Context(), tok, req, d); err != nil {
+				t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
+			}
+			got, _ := cp.seen()
+			if len(got) != 1 {
+				t.Fatalf("server saw %d requests, want 1", len(got))
+			}
+			g := got[0]
+			if g.Protocol != want.Protocol || !g.Secret.Equal(want.Secret) || g.Name != want.Name || !g.Clock.Equal(want.Clock) ||
+				!bytes.Equal(g.CSR, want.CSR) || !bytes.Equal(g.NebulaPublic, want.NebulaPublic) || g.Underlay != want.Underlay {
+				t.Errorf("server saw protocol %d name %q clock %s, secret match %v; want protocol %d name %q clock %s",
+					g.Protocol, g.Name, g.Clock, g.Secret.Equal(want.Secret), want.Protocol, want.Name, want.Clock)
+			}
+		})
+	}
+}
+
+// TestClientServerName: a seed given by DNS name is asked for by that name
+// (SNI), so a seed behind a name-based TLS front end can be reached; an IP
+// seed sends no server name.
+func TestClientServerName(t *testing.T) {
+	tests := []struct {
+		name, seed, want string
+	}{
+		{name: "ok/dns-seed", seed: "ctl-1.example.net:7300", want: "ctl-1.example.net"},
+		{name: "ok/ip-seed", seed: "192.0.2.7:7300", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			cp := &capture{h: c.server()}
+			addr := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)), cp)
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			d := clientDeps(&st, &logs)
+			var dialed []string
+			d.Dial = func(ctx context.Context, network, seed string) (net.Conn, error) {
+				dialed = append(dialed, seed)
+				var nd net.Dialer
+				return nd.DialContext(ctx, network, addr) // every seed name leads to the test server
+			}
+			if _, err := enroll.Enroll(t.Context(), c.token(tt.seed), req, d); err != nil {
+				t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
+			}
+			if !slices.Equal(dialed, []string{tt.seed}) {
+				t.Errorf("dialed %v, want %v", dialed, tt.seed)
+			}
+			if _, names := cp.seen(); !slices.Equal(names, []string{tt.want}) {
+				t.Errorf("TLS server names %q, want %q", names, tt.want)
+			}
+		})
+	}
+}
+
+// padResponse wraps h so that a 200 answer is re-encoded to exactly size
+// bytes, padded with spaces inside the JSON object: cutting any byte off
+// breaks it.
+func padResponse(t *testing.T, h http.Handler, size int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		body := bytes.TrimSpace(rec.Body.Bytes())
+		if rec.Code != http.StatusOK || len(body) > size || body[len(body)-1] != '}' {
+			t.Errorf("padResponse: status %d, %d bytes: %.200s", rec.Code, len(body), body)
+			http.Error(w, "bad test response", http.StatusInternalServerError)
+			return
+		}
+		padded := append(body[:len(body)-1:len(body)-1], bytes.Repeat([]byte{' '}, size-len(body))...)
+		padded = append(padded, '}')
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(padded)
+	})
+}
+
+// TestClientResponseSizeLimit: a response of exactly the limit is read in
+// full and accepted; one byte more is refused, not truncated.
+func TestClientResponseSizeLimit(t *testing.T) {
+	tests := []struct {
+		name string
+		size int
+		want codes.Code
+	}{
+		{name: "ok/at-limit", size: enroll.MaxResponseBody},
+		{name: "fail/one-over-limit", size: enroll.MaxResponseBody + 1, want: codes.EnrollRejected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			seed := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)), padResponse(t, c.server(), tt.size))
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			resp, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs))
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("Enroll = %v (code %q), want %q", err, got, tt.want)
+			}
+			if tt.want == "" && (resp.Name != "w1" || resp.NodeID != "node-w1") {
+				t.Errorf("response %s/%s", resp.Name, resp.NodeID)
+			}
+		})
+	}
+}
+
+// TestClientErrorAnswers: a refusal carries the server's code, and the
+// message the joiner shows has the cause (the code's own when the server
+// gave none) and the server's detail. An unknown or missing code is
+// codes.EnrollRejected.
+func TestClientErrorAnswers(t *testing.T) {
+	tests := []struct {
+		name     string
+		status   int
+		body     string
+		want     codes.Code
+		contains []string
+		lacks    []string
+	}{
+		{
+			name: "fail/code-cause-detail", status: 401,
+			body:     `{"code":"` + string(codes.TokenConsumed) + `","cause":"the token was used","detail":"by node-7 at noon"}`,
+			want:     codes.TokenConsumed,
+			contains: []string{"HTTP 401", "the token was used", ": by node-7 at noon"},
+			lacks:    []string{codes.TokenConsumed.Cause()},
+		},
+		{
+			name: "fail/code-without-cause", status: 401,
+			body:     `{"code":"` + string(codes.TokenExpired) + `"}`,
+			want:     codes.TokenExpired,
+			contains: []string{codes.TokenExpired.Cause()},
+		},
+		{
+			name: "fail/unknown-code", status: 418,
+			body:     `{"code":"X418999TEAPOT","cause":"short and stout"}`,
+			want:     codes.EnrollRejected,
+			contains: []string{"HTTP 418", "short and stout"},
+		},
+		{
+			name: "fail/not-json", status: 502,
+			body:     `<html>bad gateway</html>`,
+			want:     codes.EnrollRejected,
+			contains: []string{"HTTP 502", codes.EnrollRejected.Cause()},
+			lacks:    []string{"bad gateway"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			seed := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)),
+				http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					w.WriteHeader(tt.status)
+					_, _ = io.WriteString(w, tt.body)
+				}))
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			resp, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs))
+			if got := codes.Of(err); got != tt.want || resp != nil {
+				t.Fatalf("Enroll = %v (code %q), response %v; want %s", err, got, resp != nil, tt.want)
+			}
+			msg := err.Error()
+			for _, s := range tt.contains {
+				if !strings.Contains(msg, s) {
+					t.Errorf("message lacks %q: %s", s, msg)
+				}
+			}
+			for _, s := range tt.lacks {
+				if strings.Contains(msg, s) {
+					t.Errorf("message has %q: %s", s, msg)
+				}
+			}
+			if strings.HasSuffix(msg, ": ") || strings.HasSuffix(msg, ":") {
+				t.Errorf("message ends in an empty detail: %q", msg)
+			}
+		})
+	}
+}
+
+// TestClientClockSkew pins the client's skew bound: more than a minute
+// either way is warned about, up to a minute is not.
+func TestClientClockSkew(t *testing.T) {
+	tests := []struct {
+		name   string
+		server time.Duration // the server's clock minus the joiner's
+		warn   bool
+	}{
+		{name: "ok/equal"},
+		{name: "ok/ahead-one-minute", server: time.Minute},
+		{name: "ok/behind-one-minute", server: -time.Minute},
+		{name: "warn/ahead", server: time.Minute + time.Second, warn: true},
+		{name: "warn/behind", server: -time.Minute - time.Second, warn: true},
+		{name: "warn/far-behind", server: -3 * time.Minute, warn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			c.deps.Now = func() time.Time { return pkitest.Now.Add(tt.server) }
+			seed := c.seed(t)
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			if _, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs)); err != nil {
+				t.Fatal(err)
+			}
+			warnedStep := strings.Contains(st.String(), string(codes.ClockSkew))
+			warnedLog := strings.Contains(logs.String(), string(codes.ClockSkew))
+			if warnedStep != tt.warn || warnedLog != tt.warn {
+				t.Errorf("skew %s: warned in steps %v, in log %v; want %v\nsteps:\n%s\nlog:\n%s",
+					tt.server, warnedStep, warnedLog, tt.warn, &st, &logs)
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -380,4 +382,188 @@ func FuzzServeHTTP(f *testing.F) {
 			t.Fatalf("unknown code %q", eb.Code)
 		}
 	})
+}
+
+func TestServerConfigValidate(t *testing.T) {
+	if err := enroll.DefaultServerConfig().Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	if err := (enroll.ServerConfig{MaxSkew: time.Nanosecond}).Validate(); err != nil {
+		t.Fatalf("1ns max skew: %v", err)
+	}
+	for _, skew := range []time.Duration{0, -time.Second} {
+		if got := codes.Of((enroll.ServerConfig{MaxSkew: skew}).Validate()); got != codes.ConfigInvalid {
+			t.Errorf("max skew %s: code %q, want %s", skew, got, codes.ConfigInvalid)
+		}
+	}
+}
+
+// TestEnrollNameTakenByThisToken: when the name is taken because a
+// concurrent join with this very token just used it, the joiner is told
+// the token was consumed, not that the name is taken.
+func TestEnrollNameTakenByThisToken(t *testing.T) {
+	tests := []struct {
+		name  string
+		again func(c *cluster) (enroll.TokenRecord, bool, error) // the second token lookup
+		want  codes.Code
+	}{
+		{name: "fail/consumed-meanwhile", again: func(c *cluster) (enroll.TokenRecord, bool, error) {
+			r := c.rec
+			r.ConsumedAt, r.ConsumedBy = pkitest.Now, "node-other"
+			return r, true, nil
+		}, want: codes.TokenConsumed},
+		{name: "fail/still-unused", again: func(c *cluster) (enroll.TokenRecord, bool, error) { return c.rec, true, nil }, want: codes.NameTaken},
+		{name: "fail/gone-meanwhile", again: func(*cluster) (enroll.TokenRecord, bool, error) {
+			return enroll.TokenRecord{}, false, nil
+		}, want: codes.NameTaken},
+		{name: "fail/second-lookup-fails", again: func(c *cluster) (enroll.TokenRecord, bool, error) {
+			r := c.rec
+			r.ConsumedAt = pkitest.Now
+			return r, true, errors.New("raft: leadership lost")
+		}, want: codes.NameTaken},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			lookups := 0
+			c.ledger.token = func(h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+				lookups++
+				if lookups == 1 {
+					return c.rec, true, nil
+				}
+				return tt.again(c)
+			}
+			c.ledger.nameTaken = func(string) (bool, error) { return true, nil }
+			req, _ := c.request(t, "w1")
+			_, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("Enroll = %v (code %q), want %s", err, got, tt.want)
+			}
+			if want := []string{"Token", "NameTaken", "Token"}; !slices.Equal(c.ledger.Calls(), want) {
+				t.Errorf("ledger calls %v, want %v", c.ledger.Calls(), want)
+			}
+		})
+	}
+}
+
+// logRecords parses JSON log lines.
+func logRecords(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for line := range bytes.Lines(b) {
+		var r map[string]any
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// TestEnrollClockSkewWarning: the server logs codes.ClockSkew when the
+// joiner's clock is more than MaxSkew off either way, never for a joiner
+// that sent no clock, and never under a zero (disabled) MaxSkew.
+func TestEnrollClockSkewWarning(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     enroll.ServerConfig
+		joiner  time.Duration // the joiner's clock minus the server's
+		noClock bool
+		warn    bool
+	}{
+		{name: "ok/equal", cfg: enroll.DefaultServerConfig()},
+		{name: "ok/ahead-at-bound", cfg: enroll.DefaultServerConfig(), joiner: time.Minute},
+		{name: "ok/behind-at-bound", cfg: enroll.DefaultServerConfig(), joiner: -time.Minute},
+		{name: "warn/ahead", cfg: enroll.DefaultServerConfig(), joiner: time.Minute + time.Second, warn: true},
+		{name: "warn/behind", cfg: enroll.DefaultServerConfig(), joiner: -time.Minute - time.Second, warn: true},
+		{name: "ok/no-clock", cfg: enroll.DefaultServerConfig(), noClock: true},
+		{name: "ok/zero-max-skew-disables", cfg: enroll.ServerConfig{}, joiner: time.Second},
+		{name: "warn/custom-bound", cfg: enroll.ServerConfig{MaxSkew: time.Second}, joiner: -2 * time.Second, warn: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			var logs bytes.Buffer
+			c.deps.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			req, _ := c.request(t, "w1")
+			req.Clock = pkitest.Now.Add(tt.joiner)
+			if tt.noClock {
+				req.Clock = time.Time{}
+			}
+			if _, err := enroll.NewServer(tt.cfg, c.ledger, c.signer, c.deps).Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1")); err != nil {
+				t.Fatal(err)
+			}
+			warned := false
+			for _, r := range logRecords(t, logs.Bytes()) {
+				if r["code"] == string(codes.ClockSkew) {
+					warned = true
+					if r["level"] != "WARN" || r["name"] != "w1" {
+						t.Errorf("skew record %v, want a WARN naming w1", r)
+					}
+				}
+			}
+			if warned != tt.warn {
+				t.Errorf("joiner %s off: warned %v, want %v\n%s", tt.joiner, warned, tt.warn, &logs)
+			}
+		})
+	}
+}
+
+// failingWriter is a ResponseWriter whose body writes fail, as when the
+// joiner has hung up.
+type failingWriter struct{ *httptest.ResponseRecorder }
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestServeHTTPLogLevels: a refusal with a code is a warning, an uncoded
+// failure an error, each with its code; a clean admission logs no warning,
+// and a response that cannot be written is a warning naming the node.
+func TestServeHTTPLogLevels(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(c *cluster)
+		broken bool
+		want   map[string]string // level -> code ("" for a record without one)
+	}{
+		{name: "ok/admitted", want: map[string]string{"INFO": string(codes.EventNodeAdmitted)}},
+		{name: "warn/refused", edit: func(c *cluster) { c.rec.Expires = pkitest.Now }, want: map[string]string{"WARN": string(codes.TokenExpired)}},
+		{name: "error/internal", edit: func(c *cluster) {
+			c.ledger.nameTaken = func(string) (bool, error) { return false, errors.New("disk on fire") }
+		}, want: map[string]string{"ERROR": string(codes.Internal)}},
+		{name: "warn/response-unwritable", broken: true, want: map[string]string{"INFO": string(codes.EventNodeAdmitted), "WARN": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			if tt.edit != nil {
+				tt.edit(c)
+			}
+			var logs bytes.Buffer
+			c.deps.Log = slog.New(slog.NewJSONHandler(&logs, nil))
+			req, _ := c.request(t, "w1")
+			body, _ := json.Marshal(req)
+			r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, enroll.Path, bytes.NewReader(body))
+			r.RemoteAddr = "127.0.0.1:40000"
+			var w http.ResponseWriter = httptest.NewRecorder()
+			if tt.broken {
+				w = failingWriter{httptest.NewRecorder()}
+			}
+			c.server().ServeHTTP(w, r)
+			got := map[string]string{}
+			for _, rec := range logRecords(t, logs.Bytes()) {
+				level, _ := rec["level"].(string)
+				code, _ := rec["code"].(string)
+				if _, dup := got[level]; dup {
+					t.Errorf("two %s records:\n%s", level, &logs)
+				}
+				got[level] = code
+				if level != "INFO" && rec["name"] != "w1" {
+					t.Errorf("%s record does not name the node: %v", level, rec)
+				}
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("log levels and codes %v, want %v\n%s", got, tt.want, &logs)
+			}
+		})
+	}
 }

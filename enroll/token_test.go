@@ -59,6 +59,8 @@ func TestTokenRoundTrip(t *testing.T) {
 		}},
 		{"long-name", func(t *Token) { t.Name = strings.Repeat("a", 63) }},
 		{"long-seed", func(t *Token) { t.Seeds = []string{strings.Repeat("h", MaxSeedLen-5) + ":7300"} }},
+		{"seed-host-alphabet", func(t *Token) { t.Seeds = []string{"a-z.A-Z.0-9:7300", "zZ9.Aa0:1", "0:65535"} }},
+		{"name-alphabet", func(t *Token) { t.Name = "a-z0-9" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := testToken()
@@ -170,6 +172,18 @@ func TestParseTokenFailures(t *testing.T) {
 	}
 }
 
+// TestParseTokenShortPayloads: every payload shorter than the smallest
+// valid one is corrupt, even with a correct checksum, and never panics.
+func TestParseTokenShortPayloads(t *testing.T) {
+	p := payloadOf(t, mustEncode(t, testToken()))
+	for n := 0; n <= fixedSize+4; n++ {
+		tok, err := ParseToken(rawToken(p[:n]))
+		if got := codes.Of(err); got != codes.TokenCorrupt {
+			t.Errorf("payload of %d bytes: %v, %v; code %q, want %q", n, tok, err, got, codes.TokenCorrupt)
+		}
+	}
+}
+
 // A version prefix that still reads mesh<digits>_ after an edit.
 var versionShape = regexp.MustCompile(`^mesh[0-9]+_`)
 
@@ -232,6 +246,7 @@ func TestTokenEncodeRefuses(t *testing.T) {
 		{"empty-name", func(t *Token) { t.Name = "" }, codes.BadNodeName},
 		{"bad-role", func(t *Token) { t.Role = "admin" }, codes.BadRole},
 		{"no-role", func(t *Token) { t.Role = "" }, codes.BadRole},
+		{"seed-host-underscore", func(t *Token) { t.Seeds = []string{"ctl_1.example.net:7300"} }, codes.BadRequest},
 		{"bad-cluster-id", func(t *Token) { t.ClusterID = "xyz" }, codes.BadRequest},
 		{"upper-cluster-id", func(t *Token) { t.ClusterID = strings.ToUpper(t.ClusterID) }, codes.BadRequest},
 		{"no-expiry", func(t *Token) { t.Expires = time.Time{} }, codes.BadRequest},
@@ -244,6 +259,37 @@ func TestTokenEncodeRefuses(t *testing.T) {
 				t.Fatalf("Encode = %q, %v; code %q, want %q", s, err, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestValidSeedHost pins the host alphabet of a DNS-name seed at each end
+// of every range: a-z, A-Z, 0-9, '-' and '.', and the characters next to
+// them are refused.
+func TestValidSeedHost(t *testing.T) {
+	for _, host := range []string{"a", "z", "A", "Z", "0x", "9x", "a-b.c", "0", "9"} {
+		if err := validSeed(host + ":7300"); err != nil {
+			t.Errorf("validSeed(%q) = %v", host+":7300", err)
+		}
+	}
+	for _, host := range []string{"`", "{", "@", "[", "^", "_", "/", "a/b", "a_b", "a b", "a,b", "a\x00b", "\xc3\xa9"} {
+		if err := validSeed(host + ":7300"); err == nil {
+			t.Errorf("validSeed(%q) accepted", host+":7300")
+		}
+	}
+	// ':' (after '9') only reaches the host check inside brackets.
+	if err := validSeed("[a:b]:7300"); err == nil {
+		t.Error("validSeed accepted host a:b")
+	}
+}
+
+// TestTokenEncodeSaysClusterIDLength: the refusal tells the operator the
+// length a cluster id must have.
+func TestTokenEncodeSaysClusterIDLength(t *testing.T) {
+	tok := testToken()
+	tok.ClusterID = "abc"
+	_, err := tok.Encode()
+	if codes.Of(err) != codes.BadRequest || !strings.Contains(err.Error(), fmt.Sprintf("want %d lowercase hex", 2*clusterIDSize)) {
+		t.Fatalf("Encode = %v, want %s naming %d hex characters", err, codes.BadRequest, 2*clusterIDSize)
 	}
 }
 
@@ -299,12 +345,12 @@ func TestCheckExpiry(t *testing.T) {
 }
 
 func TestValidName(t *testing.T) {
-	for _, ok := range []string{"a", "0", "web-1", "a-b-c", strings.Repeat("z", 63), "1a"} {
+	for _, ok := range []string{"a", "z", "0", "9", "a9", "z0", "web-1", "a-b-c", strings.Repeat("z", 63), "1a"} {
 		if err := ValidName(ok); err != nil {
 			t.Errorf("ValidName(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "-a", "a-", "A", "a_b", "a.b", "a b", strings.Repeat("z", 64), "é", "a\x00"} {
+	for _, bad := range []string{"", "-a", "a-", "A", "Z", "a_b", "a.b", "a b", "a/b", "a:b", "a`b", "a{b", strings.Repeat("z", 64), "é", "a\x00"} {
 		if got := codes.Of(ValidName(bad)); got != codes.BadNodeName {
 			t.Errorf("ValidName(%q) code %q", bad, got)
 		}
