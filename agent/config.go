@@ -13,7 +13,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -32,9 +31,9 @@ type FileConfig struct {
 	Ports         Ports      `yaml:"ports"`
 	Raft          RaftTiming `yaml:"raft"`
 
-	OverlayMode       string        `yaml:"overlay_mode"`       // kernel (a TUN device) or userspace (no privileges)
+	OverlayMode       OverlayMode   `yaml:"overlay_mode"`       // kernel (a TUN device) or userspace (no privileges)
 	TunDevice         string        `yaml:"tun_device"`         // kernel TUN device name
-	Timers            string        `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
+	Timers            TimerProfile  `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
 	// signs are valid; they are renewed at 2/3 of it.
@@ -63,10 +62,22 @@ type RaftTiming struct {
 	PromoteTimeout time.Duration `yaml:"promote_timeout"`
 }
 
-// timing is raft's own part of t.
-func (t RaftTiming) timing() raftnode.Timing {
-	return raftnode.Timing{HeartbeatTimeout: t.HeartbeatTimeout, ElectionTimeout: t.ElectionTimeout, LeaderLease: t.LeaderLease}
-}
+// OverlayMode is how Nebula reaches the host: a kernel TUN device, or a
+// userspace network stack (no privileges; tests).
+type OverlayMode string
+
+const (
+	OverlayKernel    OverlayMode = "kernel"
+	OverlayUserspace OverlayMode = "userspace"
+)
+
+// TimerProfile selects gossip's and Nebula's timers.
+type TimerProfile string
+
+const (
+	TimersLAN  TimerProfile = "lan"  // memberlist's LAN defaults
+	TimersFast TimerProfile = "fast" // short probe and gossip intervals (tests, fast failure detection)
+)
 
 // DefaultFileConfig is what an empty config file means.
 func DefaultFileConfig() FileConfig {
@@ -82,9 +93,9 @@ func DefaultFileConfig() FileConfig {
 		Raft: RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond,
 			PromoteTimeout: 20 * time.Second},
 
-		OverlayMode:       "kernel",
+		OverlayMode:       OverlayKernel,
 		TunDevice:         "meshd0",
-		Timers:            "lan",
+		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
 
 		NebulaCertLifetime: 365 * 24 * time.Hour,
@@ -182,14 +193,14 @@ func (c FileConfig) Validate() error {
 			return bad(d.name, d.v.String(), errors.New("must be between 5ms and 1m"))
 		}
 	}
-	if c.OverlayMode != "kernel" && c.OverlayMode != "userspace" {
-		return bad("overlay_mode", c.OverlayMode, errors.New("must be kernel or userspace"))
+	if c.OverlayMode != OverlayKernel && c.OverlayMode != OverlayUserspace {
+		return bad("overlay_mode", string(c.OverlayMode), errors.New("must be kernel or userspace"))
 	}
 	if c.TunDevice == "" || len(c.TunDevice) > 15 {
 		return bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
 	}
-	if c.Timers != "lan" && c.Timers != "fast" {
-		return bad("timers", c.Timers, errors.New("must be lan or fast"))
+	if c.Timers != TimersLAN && c.Timers != TimersFast {
+		return bad("timers", string(c.Timers), errors.New("must be lan or fast"))
 	}
 	if c.ReconcileInterval < 100*time.Millisecond || c.ReconcileInterval > time.Hour {
 		return bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))

@@ -32,21 +32,10 @@ const serfDir = "serf"
 // then joins the peers it knows (a restarted node also rejoins through its
 // serf snapshot).
 func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
-	cfg := gossip.DefaultConfig()
-	cfg.Name = rt.facts.Name
-	cfg.BindAddr, cfg.BindPort = a.cfg.BindAddr, a.cfg.Ports.Gossip
-	cfg.AdvertiseAddr, cfg.AdvertisePort = rt.facts.Underlay.String(), a.cfg.Ports.Gossip
-	cfg.Keys = rt.facts.GossipKeys
-	cfg.Tags = map[string]string{
-		tagRole: string(rt.facts.Role), tagID: rt.facts.NodeID, tagOverlay: rt.facts.Overlay.Addr().String(),
-		tagNebulaPort: strconv.Itoa(a.cfg.Ports.Nebula), tagVersion: a.d.Version,
-	}
-	dir := filepath.Join(a.cfg.StateDir, serfDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	cfg := a.cfg.gossipConfig(rt.facts, a.d.Version)
+	if err := os.MkdirAll(filepath.Dir(cfg.SnapshotPath), 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
-	cfg.SnapshotPath = filepath.Join(dir, "snapshot")
-	cfg.Fast = a.cfg.Timers == "fast"
 	cfg.Log = a.log
 	g, err := gossip.New(cfg)
 	if err != nil {

@@ -12,27 +12,15 @@ import (
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
-	"github.com/meshd/meshd/pki"
 )
 
 // meshConfig is the Nebula config this node should run now: its identity,
 // the control nodes as lighthouses, every other live node in the static
 // host map, and the revoked certificates blocked.
 func (rt *runtime) meshConfig() mesh.Config {
-	c := mesh.DefaultConfig()
+	c := rt.meshBase
 	id := rt.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
-	c.ListenHost, c.ListenPort = rt.bindAddr, rt.ports.Nebula
-	c.AmLighthouse = rt.facts.Role == pki.RoleControl
-	c.TunDev, c.Userspace, c.Fast = rt.tunDev, rt.userspace, rt.fast
-	// Advertise only the underlay address to lighthouses. Nebula never
-	// advertises loopback addresses, so on loopback it advertises nothing
-	// and lighthouses use the address they observe.
-	if u := rt.facts.Underlay; u.IsLoopback() {
-		c.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	} else {
-		c.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
-	}
 	d := desired.Compute(rt.overlayInputs())
 	c.Lighthouses, c.StaticHosts, c.Blocklist = d.Lighthouses, d.StaticHosts, d.Blocklist
 	return c

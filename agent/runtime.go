@@ -48,10 +48,7 @@ type runtime struct {
 	wg        sync.WaitGroup
 
 	// overlay and membership
-	bindAddr    string
-	tunDev      string
-	userspace   bool
-	fast        bool
+	meshBase    mesh.Config // from meshd.yaml and the facts; meshConfig adds identity and peers
 	mesh        *mesh.Mesh
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
@@ -79,8 +76,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
 	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		bindAddr: a.cfg.BindAddr, tunDev: a.cfg.TunDevice, userspace: a.cfg.OverlayMode == "userspace",
-		fast: a.cfg.Timers == "fast", kick: make(chan struct{}, 1),
+		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1),
 		stateDir: a.cfg.StateDir}
 	defer func() {
 		if err != nil {
@@ -145,13 +141,11 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		}
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.Raft.timing(), LogOutput: a.d.LogOutput})
+		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput})
 	if err != nil {
 		return err
 	}
-	rt.ctl = control.New(control.Config{NodeID: rt.facts.NodeID, Name: rt.facts.Name,
-		PromoteTimeout: a.cfg.Raft.PromoteTimeout, NebulaLifetime: a.cfg.NebulaCertLifetime},
-		node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
+	rt.ctl = control.New(a.cfg.controlConfig(rt.facts), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
 	if boot == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -73,11 +74,11 @@ func (rt *runtime) overlayStatus() *apitype.Overlay {
 		return nil
 	}
 	applied := rt.applied()
-	o := &apitype.Overlay{Mode: "kernel", Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
+	o := &apitype.Overlay{Mode: string(OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
 		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
 		Tunnels: []apitype.Tunnel{}}
 	if applied.Userspace {
-		o.Mode, o.Device = "userspace", ""
+		o.Mode, o.Device = string(OverlayUserspace), ""
 	}
 	if fp, exp, err := pki.NebulaCertInfo(applied.Cert); err == nil {
 		o.CertFingerprint, o.CertExpires = fp, exp
@@ -101,7 +102,7 @@ func (rt *runtime) gossipStatus() *apitype.Gossip {
 	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
 	for _, m := range rt.gossip.Members() {
 		g.Members++
-		if m.Status == "alive" {
+		if m.Status == gossip.StatusAlive {
 			g.Alive++
 		}
 	}

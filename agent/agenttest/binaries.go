@@ -3,6 +3,7 @@ package agenttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
 )
 
 var (
@@ -101,7 +104,8 @@ func NewProc(t testing.TB, name string) *Proc {
 	return p
 }
 
-// Start runs meshd and waits until meshctl status answers.
+// Start runs meshd and waits until meshctl status answers with a state
+// other than "starting".
 func (p *Proc) Start(t testing.TB) {
 	t.Helper()
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -120,7 +124,10 @@ func (p *Proc) Start(t testing.TB) {
 	defer cancel()
 	backoff := 5 * time.Millisecond
 	for {
-		if r := p.Ctl(t, "status", "-o", "json"); r.Exit == 0 {
+		// Answering is not enough: a member answers "starting" until its
+		// runtime (raft, gossip, overlay) is up.
+		var st apitype.Status
+		if r := p.Ctl(t, "status", "-o", "json"); r.Exit == 0 && json.Unmarshal([]byte(r.Stdout), &st) == nil && st.State != "starting" {
 			return
 		}
 		select {

@@ -91,38 +91,59 @@ func (p *Plane) CaughtUp(ctx context.Context) error {
 
 // SyncRead makes this node's FSM at least as fresh as the leader's (a read
 // index), so a token minted on another control node a moment ago is
-// visible here. On the leader the FSM is current already.
+// visible here. On the leader the FSM is current already. While there is
+// no leader, or the one it knew stepped down, it waits up to readDeadline
+// for one; then codes.NoLeader.
 func (p *Plane) SyncRead(ctx context.Context) error {
 	if err := p.CaughtUp(ctx); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, readDeadline)
+	defer cancel()
+	backoff := 10 * time.Millisecond
+	for {
+		err := p.readIndexOnce(ctx)
+		if !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("no leader confirmed a read index within %s: %v", readDeadline, err))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+func (p *Plane) readIndexOnce(ctx context.Context) error {
 	if p.raft.IsLeader() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, readDeadline)
-	defer cancel()
 	addr, err := p.leaderAddr()
 	if err != nil {
 		return err
 	}
 	var idx IndexResponse
 	if err := p.client.Call(ctx, addr, PathIndex, true, nil, &idx); err != nil {
-		if errors.Is(err, ErrUnreachable) {
-			return codes.Wrap(codes.NoLeader, err)
-		}
 		return err
 	}
 	return p.raft.WaitApplied(ctx, idx.Index)
 }
 
-// FreshRead is SyncRead for listings: without a reachable leader (a
-// minority partition) it answers from this node's possibly stale state
-// rather than fail; raft having replayed its own log is still required.
+// FreshRead is a read index for listings that does not wait for a
+// leader: without a reachable one (a minority partition) it answers from
+// this node's possibly stale state at once rather than fail; raft having
+// replayed its own log is still required.
 func (p *Plane) FreshRead(ctx context.Context) error {
-	err := p.SyncRead(ctx)
-	if codes.Of(err) == codes.NoLeader {
+	if err := p.CaughtUp(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, readDeadline)
+	defer cancel()
+	err := p.readIndexOnce(ctx)
+	if retryable(err) {
 		p.log.Debug("listing from local raft state; no leader reachable", "err", err)
-		return p.CaughtUp(ctx)
+		return nil
 	}
 	return err
 }

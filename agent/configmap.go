@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"net/netip"
+	"path/filepath"
+	"strconv"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/mesh"
+	"github.com/meshd/meshd/pki"
+)
+
+// The one place meshd.yaml (FileConfig) and a node's facts become the
+// configs of the parts: Nebula, serf, raft and the control plane.
+// configmap_test.go keeps the mapping in a golden file.
+
+// meshBase is this node's Nebula config without its identity and peers
+// (meshConfig adds those on every reconcile).
+func (c FileConfig) meshBase(f *nodeFacts) mesh.Config {
+	m := mesh.DefaultConfig()
+	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
+	m.AmLighthouse = f.Role == pki.RoleControl
+	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
+	// Advertise only the underlay address to lighthouses. Nebula never
+	// advertises loopback addresses, so on loopback it advertises nothing
+	// and lighthouses use the address they observe.
+	if u := f.Underlay; u.IsLoopback() {
+		m.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	} else {
+		m.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
+	}
+	return m
+}
+
+// gossipConfig is serf's config: the cluster key, this node's tags, its
+// snapshot under the state dir. The logger is added by the caller.
+func (c FileConfig) gossipConfig(f *nodeFacts, version string) gossip.Config {
+	g := gossip.DefaultConfig()
+	g.Name = f.Name
+	g.BindAddr, g.BindPort = c.BindAddr, c.Ports.Gossip
+	g.AdvertiseAddr, g.AdvertisePort = f.Underlay.String(), c.Ports.Gossip
+	g.Keys = f.GossipKeys
+	g.Tags = map[string]string{
+		tagRole: string(f.Role), tagID: f.NodeID, tagOverlay: f.Overlay.Addr().String(),
+		tagNebulaPort: strconv.Itoa(c.Ports.Nebula), tagVersion: version,
+	}
+	g.SnapshotPath = filepath.Join(c.StateDir, serfDir, "snapshot")
+	g.Fast = c.Timers == TimersFast
+	return g
+}
+
+// raftTiming is raft's timers.
+func (c FileConfig) raftTiming() raftnode.Timing {
+	return raftnode.Timing{HeartbeatTimeout: c.Raft.HeartbeatTimeout, ElectionTimeout: c.Raft.ElectionTimeout,
+		LeaderLease: c.Raft.LeaderLease}
+}
+
+// controlConfig is the control plane's config.
+func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
+	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
+		NebulaLifetime: c.NebulaCertLifetime}
+}

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"encoding/json"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/pki"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite agent/testdata/*.golden")
+
+// TestConfigMapping keeps, in a golden file, how meshd.yaml and a node's
+// facts become the configs of Nebula, serf, raft and the control plane:
+// a changed default or a field mapped to the wrong place shows up here as
+// a diff to review (go test ./agent -run TestConfigMapping -update).
+func TestConfigMapping(t *testing.T) {
+	control := &nodeFacts{NodeID: "id-c1", Name: "c1", Role: pki.RoleControl,
+		Overlay: netip.MustParsePrefix("10.42.0.1/16"), Underlay: netip.MustParseAddr("192.0.2.1"),
+		GossipKeys: [][]byte{make([]byte, 32)}}
+	worker := &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker,
+		Overlay: netip.MustParsePrefix("10.42.0.2/16"), Underlay: netip.MustParseAddr("127.0.0.5"),
+		GossipKeys: [][]byte{make([]byte, 32)}}
+	prod := DefaultFileConfig()
+	test := DefaultFileConfig()
+	test.StateDir, test.BindAddr = "/tmp/state", "127.0.0.5"
+	test.OverlayMode, test.Timers = OverlayUserspace, TimersFast
+	test.Raft = RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
+	test.NebulaCertLifetime = time.Hour
+
+	got := map[string]any{}
+	for name, c := range map[string]struct {
+		cfg   FileConfig
+		facts *nodeFacts
+	}{"production control node": {prod, control}, "test worker on loopback": {test, worker}} {
+		g := c.cfg.gossipConfig(c.facts, "v1.2.3")
+		got[name] = map[string]any{
+			"mesh":    c.cfg.meshBase(c.facts),
+			"gossip":  g,
+			"raft":    c.cfg.raftTiming(),
+			"control": c.cfg.controlConfig(c.facts),
+		}
+	}
+	b, err := json.MarshalIndent(got, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "configmap.golden")
+	if *updateGolden {
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if string(want) != string(b)+"\n" {
+		t.Fatalf("config mapping changed; review and run go test ./agent -run TestConfigMapping -update\ngot:\n%s", b)
+	}
+}
