@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -240,7 +239,7 @@ func errorFromBody(seed string, status int, data []byte) error {
 // certify our own TLS key, chained to that CA, for the token's name and
 // role.
 func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
-	ca, err := parseFirstCert(resp.CACert)
+	ca, err := pki.ParseCertPEM(resp.CACert)
 	if err != nil {
 		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %w", err))
 	}
@@ -250,7 +249,7 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	rejected := func(format string, args ...any) error {
 		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll response: "+format, args...))
 	}
-	leaf, err := parseFirstCert(resp.TLSCert)
+	leaf, err := pki.ParseCertPEM(resp.TLSCert)
 	if err != nil {
 		return rejected("TLS certificate: %w", err)
 	}
@@ -286,18 +285,4 @@ func (c *client) warnSkew(serverTime time.Time) {
 	c.log.Warn("clock skew", "code", codes.ClockSkew, "skew", skew.Round(time.Second))
 	c.step(fmt.Sprintf("warning %s: this clock differs from the cluster's by %s; %s",
 		codes.ClockSkew, skew.Round(time.Second), codes.ClockSkew.Remedy()))
-}
-
-// parseFirstCert parses the first CERTIFICATE block of a PEM bundle.
-func parseFirstCert(b []byte) (*x509.Certificate, error) {
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return nil, errors.New("no PEM certificate")
-		}
-		if blk.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(blk.Bytes)
-		}
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"net/netip"
 
@@ -53,7 +52,7 @@ func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) *Resp
 	if err != nil {
 		return nil
 	}
-	leaf, err := parseLeafPEM(a.TLSCert)
+	leaf, err := pki.ParseCertPEM(a.TLSCert)
 	if err != nil {
 		return nil
 	}
@@ -78,7 +77,7 @@ func sameKeyProven(csrDER, leafPEM []byte) error {
 	if err := csr.CheckSignature(); err != nil {
 		return err
 	}
-	leaf, err := parseLeafPEM(leafPEM)
+	leaf, err := pki.ParseCertPEM(leafPEM)
 	if err != nil {
 		return err
 	}
@@ -87,12 +86,4 @@ func sameKeyProven(csrDER, leafPEM []byte) error {
 		return errors.New("CSR key differs from the issued leaf's")
 	}
 	return nil
-}
-
-func parseLeafPEM(b []byte) (*x509.Certificate, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, errors.New("not a PEM certificate")
-	}
-	return x509.ParseCertificate(blk.Bytes)
 }

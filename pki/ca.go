@@ -148,7 +148,7 @@ func LoadCA(dir string) (*CA, error) {
 		return nil, fmt.Errorf("load CA: %w", err)
 	}
 
-	c, err := parseCertPEM(certPEM)
+	c, err := ParseCertPEM(certPEM)
 	if err != nil {
 		return nil, fmt.Errorf("load CA: %s: %w", caCertFile, err)
 	}
@@ -266,8 +266,9 @@ func newSerial() (*big.Int, error) {
 	}
 }
 
-// parseCertPEM parses the first CERTIFICATE block of b.
-func parseCertPEM(b []byte) (*x509.Certificate, error) {
+// ParseCertPEM parses the first CERTIFICATE block of b, skipping blocks
+// of other types: the one PEM certificate parser of the project.
+func ParseCertPEM(b []byte) (*x509.Certificate, error) {
 	for {
 		var blk *pem.Block
 		blk, b = pem.Decode(b)

@@ -133,7 +133,7 @@ func RemoveIdentity(dir string) error {
 
 // Leaf parses the TLS leaf.
 func (id *Identity) Leaf() (*x509.Certificate, error) {
-	c, err := parseCertPEM(id.Cert)
+	c, err := ParseCertPEM(id.Cert)
 	if err != nil {
 		return nil, fmt.Errorf("identity leaf: %w", err)
 	}
@@ -142,7 +142,7 @@ func (id *Identity) Leaf() (*x509.Certificate, error) {
 
 // caCert parses the current cluster CA certificate.
 func (id *Identity) caCert() (*x509.Certificate, error) {
-	c, err := parseCertPEM(id.CACert)
+	c, err := ParseCertPEM(id.CACert)
 	if err != nil {
 		return nil, fmt.Errorf("identity CA: %w", err)
 	}

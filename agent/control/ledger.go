@@ -2,8 +2,6 @@ package control
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -56,7 +54,7 @@ func (l *Ledger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
 // Admit applies ONE raft entry: consume the token, record the node and its
 // overlay IP. The FSM re-checks everything (compare-and-set).
 func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) error {
-	tlsCert, err := parseCertPEM(a.TLSCert)
+	tlsCert, err := pki.ParseCertPEM(a.TLSCert)
 	if err != nil {
 		return fmt.Errorf("admitted TLS leaf: %w", err)
 	}
@@ -132,12 +130,4 @@ func (l *Ledger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, 
 	}
 	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, TLSCert: n.TLSCert, NebulaCert: n.NebulaCert,
 		NebulaPub: n.NebulaPublicKey, OverlayIP: netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits())}, true, nil
-}
-
-func parseCertPEM(b []byte) (*x509.Certificate, error) {
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, errors.New("not a PEM certificate")
-	}
-	return x509.ParseCertificate(blk.Bytes)
 }
