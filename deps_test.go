@@ -32,10 +32,11 @@ var allowed = map[string][]string{
 	"agent/control":                     {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "pki", "codes"},
 	"agent/desired":                     {"mesh", "gossip", "pki"},
 	"agent":                             {"agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes"},
-	"agent/agenttest":                   {"agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
+	"agent/agenttest":                   {"loopbacktest", "agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
 	"cmd/meshd":                         {"agent", "codes"},
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
+	"loopbacktest":                      {},
 	"e2e":                               {"agent/apitype", "codes"},
 }
 

@@ -6,17 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/meshd/meshd/loopbacktest"
 )
 
 var gossipLogs = flag.Bool("gossiplogs", false, "send serf/memberlist logs (debug level) to the test output")
@@ -31,30 +29,8 @@ func TestMain(m *testing.M) {
 }
 
 // takeIP reserves a loopback address in 127.78.0.0/16 until the test ends,
-// across processes (a flock'd file per address, as agent/agenttest does for
-// 127.77/16), so every node can use the default port 7946.
-func takeIP(tb testing.TB) string {
-	tb.Helper()
-	dir := filepath.Join(os.TempDir(), "meshd-test-ips")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	for range 1000 {
-		ip := fmt.Sprintf("127.78.%d.%d", rand.IntN(250)+1, rand.IntN(250)+2)
-		f, err := os.OpenFile(filepath.Join(dir, ip), os.O_CREATE|os.O_RDWR, 0o600)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			_ = f.Close()
-			continue
-		}
-		tb.Cleanup(func() { _ = f.Close() })
-		return ip
-	}
-	tb.Fatal("no free loopback address in 127.78.0.0/16")
-	return ""
-}
+// so every node can use the default port 7946.
+func takeIP(tb testing.TB) string { return loopbacktest.TakeIP(tb, "127.78") }
 
 // newKey returns a fresh 32-byte gossip key.
 func newKey(tb testing.TB) []byte {

@@ -1,0 +1,42 @@
+// Package loopbacktest hands tests their own loopback addresses, so that
+// nodes in one test, and tests in concurrent test binaries, can all use
+// meshd's default ports without colliding.
+//
+// Imports: none of the project's.
+package loopbacktest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TakeIP reserves an address in net16.0.0/16 (net16 like "127.77") for
+// the rest of the test, across processes: a flock'd file per address
+// under the temp dir, released when the test ends.
+func TakeIP(tb testing.TB, net16 string) string {
+	tb.Helper()
+	dir := filepath.Join(os.TempDir(), "meshd-test-ips")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	for range 1000 {
+		ip := fmt.Sprintf("%s.%d.%d", net16, rand.IntN(250)+1, rand.IntN(250)+2)
+		f, err := os.OpenFile(filepath.Join(dir, ip), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			_ = f.Close()
+			continue
+		}
+		tb.Cleanup(func() { _ = f.Close() })
+		return ip
+	}
+	tb.Fatalf("no free loopback address in %s.0.0/16", net16)
+	return ""
+}
