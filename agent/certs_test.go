@@ -1,0 +1,214 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// fakeControl is a control node's internal API as a worker sees it: a real
+// mTLS listener with a control leaf of the worker's CA, serving canned
+// answers and counting the calls.
+type fakeControl struct {
+	addr        string
+	nebulaCert  atomic.Value // []byte
+	revocations atomic.Value // control.Revocations
+	calls       atomic.Int32
+	fail        atomic.Bool
+}
+
+func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
+	t.Helper()
+	id, _ := signedIdentity(t, ca, "c1", pki.RoleControl, time.Now(), time.Hour)
+	conf, err := pki.ServerTLSConfig(id, pki.RoleWorker, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeControl{}
+	f.nebulaCert.Store([]byte(nil))
+	f.revocations.Store(control.Revocations{})
+	mux := http.NewServeMux()
+	answer := func(v func() any) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			f.calls.Add(1)
+			if f.fail.Load() {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(v())
+		}
+	}
+	mux.HandleFunc("GET "+control.PathNebulaCert, answer(func() any {
+		return control.NebulaCertResponse{Cert: f.nebulaCert.Load().([]byte)}
+	}))
+	mux.HandleFunc("GET "+control.PathRevocations, answer(func() any { return f.revocations.Load() }))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, TLSConfig: conf, ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() { _ = srv.Close() })
+	f.addr = ln.Addr().String()
+	return f
+}
+
+// signedIdentity is a node's identity whose Nebula cert was issued at
+// issued for lifetime; its TLS leaf is valid now.
+func signedIdentity(t *testing.T, ca *pki.CA, name string, role pki.Role, issued time.Time, lifetime time.Duration) (*pki.Identity, []byte) {
+	t.Helper()
+	keys, err := pki.NewKeys(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.SignTLS(pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: "id-" + name, Role: role,
+		IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: pkitest.IP(5),
+		Groups: []string{string(role)}, Lifetime: lifetime}, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki.Identity{CACert: ca.CertPEM(), Cert: leaf, Key: keys.TLSKeyPEM, NebulaCACert: ca.NebulaCertPEM(),
+		NebulaCert: host, NebulaKey: keys.NebulaKeyPEM}, keys.NebulaPublicPEM
+}
+
+// workerRuntime is the part of a worker's runtime that certificate
+// adoption and revocation refreshes use.
+func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
+	t.Helper()
+	client, err := control.NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.CloseIdle)
+	dir := t.TempDir()
+	if err := id.Save(filepath.Join(dir, identityDir)); err != nil {
+		t.Fatal(err)
+	}
+	return &runtime{facts: &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
+		id: id, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, stateDir: dir}
+}
+
+// renewedFor signs a Nebula cert for the public key pub, issued now.
+func renewedFor(t *testing.T, ca *pki.CA, pub []byte, ip netip.Prefix, lifetime time.Duration) []byte {
+	t.Helper()
+	c, err := ca.SignNebula(pki.NebulaRequest{PublicKey: pub, Name: "w1", IP: ip, Groups: []string{"worker"},
+		Lifetime: lifetime}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestWorkerAdoptsRenewedCert: a worker asks for its renewed Nebula cert
+// only once its own is past 2/3 of its lifetime, adopts it only if it is
+// newer and fits its CA, key and overlay IP, and saves it to disk.
+func TestWorkerAdoptsRenewedCert(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	fc := startFakeControl(t, ca)
+	ctx := context.Background()
+
+	// Not due (issued a minute ago, an hour's lifetime): nobody is asked.
+	fresh, freshPub := signedIdentity(t, ca, "w1", pki.RoleWorker, time.Now().Add(-time.Minute), time.Hour)
+	rt := workerRuntime(t, fresh, fc.addr)
+	fc.nebulaCert.Store(renewedFor(t, ca, freshPub, pkitest.IP(5), 2*time.Hour))
+	rt.adoptRenewedCert(ctx)
+	if fc.calls.Load() != 0 || !bytes.Equal(rt.identity().NebulaCert, fresh.NebulaCert) {
+		t.Fatalf("a cert that is not due: %d calls, changed %v", fc.calls.Load(), !bytes.Equal(rt.identity().NebulaCert, fresh.NebulaCert))
+	}
+
+	// Due (issued 50 minutes ago): each refusal keeps the current cert.
+	old, oldPub := signedIdentity(t, ca, "w1", pki.RoleWorker, time.Now().Add(-50*time.Minute), time.Hour)
+	_, otherPub := signedIdentity(t, ca, "w9", pki.RoleWorker, time.Now(), time.Hour)
+	foreign := pkitest.NewCA(t, "other")
+	for name, cert := range map[string][]byte{
+		"the same cert":            old.NebulaCert,
+		"nothing on record":        nil,
+		"not a cert":               []byte("junk"),
+		"expiring no later":        renewedFor(t, ca, oldPub, pkitest.IP(5), time.Minute),
+		"for another key":          renewedFor(t, ca, otherPub, pkitest.IP(5), 2*time.Hour),
+		"for another overlay IP":   renewedFor(t, ca, oldPub, pkitest.IP(6), 2*time.Hour),
+		"signed by a foreign CA":   renewedFor(t, foreign, oldPub, pkitest.IP(5), 2*time.Hour),
+		"the control node is down": nil,
+	} {
+		rt := workerRuntime(t, old, fc.addr)
+		fc.nebulaCert.Store(cert)
+		fc.fail.Store(name == "the control node is down")
+		before := fc.calls.Load()
+		rt.adoptRenewedCert(ctx)
+		if fc.calls.Load() == before {
+			t.Errorf("%s: a due cert did not ask the control node", name)
+		}
+		if !bytes.Equal(rt.identity().NebulaCert, old.NebulaCert) {
+			t.Errorf("%s: adopted", name)
+		}
+		onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, identityDir))
+		if err != nil || !bytes.Equal(onDisk.NebulaCert, old.NebulaCert) {
+			t.Errorf("%s: the cert on disk changed (%v)", name, err)
+		}
+	}
+	fc.fail.Store(false)
+
+	// Due, and the cluster holds a good renewal: adopted and saved.
+	good := renewedFor(t, ca, oldPub, pkitest.IP(5), 2*time.Hour)
+	fc.nebulaCert.Store(good)
+	rt = workerRuntime(t, old, "127.0.0.1:1", fc.addr) // the first seed is down
+	rt.adoptRenewedCert(ctx)
+	if !bytes.Equal(rt.identity().NebulaCert, good) {
+		t.Fatal("a good renewal was not adopted")
+	}
+	onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, identityDir))
+	if err != nil || !bytes.Equal(onDisk.NebulaCert, good) {
+		t.Fatalf("the adopted cert is not on disk (%v)", err)
+	}
+}
+
+// TestWorkerRevocations: a worker fetches the revocation list at once when
+// told it changed, otherwise at most once a second, and keeps its last
+// copy when no control node answers.
+func TestWorkerRevocations(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	fc := startFakeControl(t, ca)
+	ctx := context.Background()
+	id, _ := signedIdentity(t, ca, "w1", pki.RoleWorker, time.Now(), time.Hour)
+	rt := workerRuntime(t, id, fc.addr)
+
+	first := control.Revocations{Fingerprints: []string{"fp1"}, Gone: []string{"id-x"}}
+	fc.revocations.Store(first)
+	rt.refreshRevocations(ctx, false) // never fetched: due
+	if got := rt.revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || got.Gone[0] != "id-x" {
+		t.Fatalf("after the first fetch: %+v", got)
+	}
+	second := control.Revocations{Fingerprints: []string{"fp1", "fp2"}}
+	fc.revocations.Store(second)
+	calls := fc.calls.Load()
+	rt.refreshRevocations(ctx, false) // fetched a moment ago, not told: not due
+	if fc.calls.Load() != calls || len(rt.revocations().Fingerprints) != 1 {
+		t.Fatalf("refreshed within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.revocations())
+	}
+	rt.refreshRevocations(ctx, true) // told: at once
+	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+		t.Fatalf("told of a change, still %+v", got)
+	}
+	fc.fail.Store(true)
+	rt.refreshRevocations(ctx, true)
+	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+		t.Fatalf("a failed fetch changed the list: %+v", got)
+	}
+}
