@@ -12,6 +12,7 @@ import (
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -35,7 +36,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 	if err := enroll.ValidName(name); err != nil {
 		return nil, fmt.Errorf("node name (from --name, node_name or the hostname): %w", err)
 	}
-	underlay, err := chooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	underlay, err := mesh.ChooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
 	if err != nil {
 		return nil, err
 	}

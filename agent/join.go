@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -50,7 +51,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 
 	// 3. the underlay address.
-	underlay, err := chooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	underlay, err := mesh.ChooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +72,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 	// 5-8. pinned TLS to a seed, enroll, receive certificates and facts.
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	if isLocal(underlay) {
+	if mesh.IsLocal(underlay) {
 		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
 	}
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{

@@ -1,6 +1,8 @@
 // Package mesh embeds Nebula (github.com/slackhq/nebula v1.10.3) in meshd:
 // the overlay config rendered from a typed struct, start, reload with
-// read-back verification, the certificate blocklist, and tunnel state.
+// read-back verification, the certificate blocklist, and tunnel state; and
+// the choice of this node's underlay address (underlay.go, DESIGN §2's
+// "NIC selection").
 // Production runs one instance per process, on a kernel TUN device; tests
 // run several userspace (gvisor) instances in one process.
 //

@@ -1,4 +1,4 @@
-package agent
+package mesh
 
 import (
 	"net"
@@ -64,15 +64,15 @@ func TestChooseUnderlayPinned(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := chooseUnderlay(tt.pin)
+			got, err := ChooseUnderlay(tt.pin)
 			if c := codes.Of(err); c != tt.wantCode {
-				t.Fatalf("chooseUnderlay(%q) = %v, %v (code %q), want code %q", tt.pin, got, err, c, tt.wantCode)
+				t.Fatalf("ChooseUnderlay(%q) = %v, %v (code %q), want code %q", tt.pin, got, err, c, tt.wantCode)
 			}
 			if tt.wantCode == "" && got != tt.want {
-				t.Fatalf("chooseUnderlay(%q) = %v, want %v", tt.pin, got, tt.want)
+				t.Fatalf("ChooseUnderlay(%q) = %v, want %v", tt.pin, got, tt.want)
 			}
 			if tt.wantCode != "" && got.IsValid() {
-				t.Fatalf("chooseUnderlay(%q) returned %v with its error", tt.pin, got)
+				t.Fatalf("ChooseUnderlay(%q) returned %v with its error", tt.pin, got)
 			}
 		})
 	}
@@ -81,9 +81,9 @@ func TestChooseUnderlayPinned(t *testing.T) {
 		if !ok {
 			t.Skip("no non-loopback IPv4 address on this machine")
 		}
-		got, err := chooseUnderlay(ip.String())
+		got, err := ChooseUnderlay(ip.String())
 		if err != nil || got != ip {
-			t.Fatalf("chooseUnderlay(%q) = %v, %v (code %q)", ip, got, err, codes.Of(err))
+			t.Fatalf("ChooseUnderlay(%q) = %v, %v (code %q)", ip, got, err, codes.Of(err))
 		}
 	})
 }
@@ -97,15 +97,15 @@ func TestChooseUnderlayAuto(t *testing.T) {
 			private = private || ip.IsPrivate()
 		}
 	}
-	got, err := chooseUnderlay("")
+	got, err := ChooseUnderlay("")
 	if !usable {
 		if c := codes.Of(err); c != codes.AdvertiseAddr {
-			t.Fatalf("no usable address, yet chooseUnderlay(\"\") = %v, %v (code %q), want code %q", got, err, c, codes.AdvertiseAddr)
+			t.Fatalf("no usable address, yet ChooseUnderlay(\"\") = %v, %v (code %q), want code %q", got, err, c, codes.AdvertiseAddr)
 		}
 		return
 	}
 	if err != nil {
-		t.Fatalf("chooseUnderlay(\"\") = %v (code %q)", err, codes.Of(err))
+		t.Fatalf("ChooseUnderlay(\"\") = %v (code %q)", err, codes.Of(err))
 	}
 	if up, ok := host[got]; !ok || !up {
 		t.Fatalf("chose %v, which is not on an up interface of this machine", got)
@@ -116,7 +116,7 @@ func TestChooseUnderlayAuto(t *testing.T) {
 	if private && !got.IsPrivate() {
 		t.Fatalf("chose public %v over a private address", got)
 	}
-	again, err := chooseUnderlay("")
+	again, err := ChooseUnderlay("")
 	if err != nil || again != got {
 		t.Fatalf("second choice %v, %v differs from the first, %v", again, err, got)
 	}
@@ -136,8 +136,8 @@ func TestIsLocal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := isLocal(tt.ip); got != tt.want {
-				t.Fatalf("isLocal(%v) = %v, want %v", tt.ip, got, tt.want)
+			if got := IsLocal(tt.ip); got != tt.want {
+				t.Fatalf("IsLocal(%v) = %v, want %v", tt.ip, got, tt.want)
 			}
 		})
 	}
@@ -146,8 +146,8 @@ func TestIsLocal(t *testing.T) {
 		if !ok {
 			t.Skip("no non-loopback IPv4 address on this machine")
 		}
-		if !isLocal(ip) {
-			t.Fatalf("isLocal(%v) = false for an address of this machine", ip)
+		if !IsLocal(ip) {
+			t.Fatalf("IsLocal(%v) = false for an address of this machine", ip)
 		}
 	})
 }

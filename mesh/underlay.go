@@ -1,4 +1,4 @@
-package agent
+package mesh
 
 import (
 	"errors"
@@ -10,12 +10,12 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
-// chooseUnderlay picks this node's underlay IP. A pinned address must be
+// ChooseUnderlay picks this node's underlay IP. A pinned address must be
 // assigned to this machine (any 127.0.0.0/8 address counts: Linux routes the
 // whole block to lo); a pin that does not resolve aborts. Without a pin the
 // choice is deterministic: up, non-loopback IPv4 addresses, private ranges
 // first, then by interface index and address.
-func chooseUnderlay(pinned string) (netip.Addr, error) {
+func ChooseUnderlay(pinned string) (netip.Addr, error) {
 	local, err := localAddrs()
 	if err != nil {
 		return netip.Addr{}, codes.Wrap(codes.AdvertiseAddr, err)
@@ -53,8 +53,8 @@ func chooseUnderlay(pinned string) (netip.Addr, error) {
 	return cands[0].ip, nil
 }
 
-// isLocal reports whether ip can be bound as a source address here.
-func isLocal(ip netip.Addr) bool {
+// IsLocal reports whether ip can be bound as a source address here.
+func IsLocal(ip netip.Addr) bool {
 	if ip.IsLoopback() {
 		return true
 	}
