@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/netip"
 	"reflect"
 	"testing"
@@ -43,6 +44,28 @@ func TestBootstrap(t *testing.T) {
 	}
 	if !bytes.Equal(before, stateBytes(t, f)) {
 		t.Fatal("refused bootstrap changed the state")
+	}
+}
+
+// An origin with no role becomes a control node: it holds the CA.
+func TestBootstrapOriginRoleDefaultsToControl(t *testing.T) {
+	f := New()
+	c := bootstrapCmd()
+	c.Origin.Role = ""
+	mustApply(t, f, c)
+	if n, ok := f.Node(originID); !ok || n.Role != pki.RoleControl {
+		t.Fatalf("origin = %+v, %v; want role %s", n, ok, pki.RoleControl)
+	}
+}
+
+func TestNodeStateValid(t *testing.T) {
+	for s, want := range map[NodeState]bool{
+		NodeJoining: true, NodeActive: true, NodeLeft: true, NodeRemoved: true,
+		"": false, "sleeping": false, "Active": false,
+	} {
+		if got := s.Valid(); got != want {
+			t.Errorf("NodeState(%q).Valid() = %v, want %v", s, got, want)
+		}
 	}
 }
 
@@ -245,6 +268,17 @@ func TestFreeIP(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[10.9.0.2 10.9.0.3 10.9.0.4 10.9.0.5 10.9.0.6]" {
 		t.Fatalf("handed out %v", got)
+	}
+
+	// A restored cluster without an overlay prefix has no address to give.
+	var b bytes.Buffer
+	b.WriteString(snapshotMagic + "\x01" + `{"cluster":{"id":"c"}}`)
+	noOverlay := New()
+	if err := noOverlay.Restore(io.NopCloser(&b)); err != nil {
+		t.Fatal(err)
+	}
+	if ip, err := noOverlay.FreeIP(); codes.Of(err) != codes.Internal {
+		t.Fatalf("no overlay: FreeIP() = %v, %v; want code %s", ip, err, codes.Internal)
 	}
 }
 

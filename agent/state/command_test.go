@@ -11,12 +11,16 @@ import (
 )
 
 func TestCommandRoundTrip(t *testing.T) {
-	for _, c := range []Command{
+	cmds := []Command{
 		bootstrapCmd(),
 		MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker), Actor: "uid:0"},
 		admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.2"),
 		SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0, Actor: "uid:0"},
-	} {
+	}
+	for _, s := range fullHistory(t) { // every command type
+		cmds = append(cmds, s.cmd)
+	}
+	for _, c := range cmds {
 		b, err := Encode(c)
 		if err != nil {
 			t.Fatalf("Encode(%T): %v", c, err)
@@ -76,5 +80,24 @@ func TestDecodeRefuses(t *testing.T) {
 				t.Fatal("Apply of garbage returned nil")
 			}
 		})
+	}
+}
+
+func TestEncodeRefusesUnencodable(t *testing.T) {
+	c := SetNodeState{NodeID: "n", State: NodeLeft, At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if b, err := Encode(c); err == nil {
+		t.Fatalf("Encode of a year-10000 time = %q, want an error", b)
+	}
+}
+
+// unknownCommand is a Command that apply has no case for.
+type unknownCommand struct{}
+
+func (unknownCommand) commandType() cmdType { return 0 }
+
+func TestApplyUnknownCommand(t *testing.T) {
+	s := New().snapshot()
+	if got := codes.Of(s.apply(unknownCommand{})); got != codes.Internal {
+		t.Fatalf("code %q, want %q", got, codes.Internal)
 	}
 }

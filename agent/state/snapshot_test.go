@@ -2,8 +2,11 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"strings"
@@ -16,13 +19,14 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/snapshot-v1.bin (only when the v1 format is new; it is frozen once released)")
+var update = flag.Bool("update", false, "create missing golden snapshots in testdata (existing ones are frozen and never rewritten)")
 
 const goldenV1 = "testdata/snapshot-v1.bin"
 
-// goldenFSM builds the known state frozen in testdata/snapshot-v1.bin:
-// every command type, a consumed and an open token, a removed node with
-// revocations, and the audit events they produced.
+// goldenFSM builds the known state frozen in testdata/snapshot-v1.bin: the
+// command types of its day (no renewal, no tracked request), a consumed and
+// an open token, a removed node with revocations, and the audit events they
+// produced. fullFSM (fullstate_test.go) is the one with every command type.
 func goldenFSM(t testing.TB) *FSM {
 	f := New()
 	mustApply(t, f, bootstrapCmd())
@@ -130,14 +134,9 @@ func TestSnapshotGoldenV1(t *testing.T) {
 		if err := WriteSnapshot(&b, want); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(goldenV1, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeGolden(t, goldenV1, b.Bytes())
 	}
-	raw, err := os.ReadFile(goldenV1)
-	if err != nil {
-		t.Fatalf("%v (generate it once with go test ./agent/state -run GoldenV1 -update)", err)
-	}
+	raw := readGolden(t, goldenV1)
 	got, err := ReadSnapshot(bytes.NewReader(raw))
 	if err != nil {
 		t.Fatalf("the frozen v1 snapshot no longer decodes: %v", err)
@@ -155,6 +154,37 @@ func TestSnapshotGoldenV1(t *testing.T) {
 	if len(f.Revocations()) != 2 || len(f.Audit()) != 7 {
 		t.Fatalf("restored %d revocations, %d audit events", len(f.Revocations()), len(f.Audit()))
 	}
+}
+
+// writeGolden creates a golden file under -update but never replaces one:
+// a released snapshot format is frozen, and a repository-wide -update run
+// must not rewrite it (delete the file by hand to mean it).
+func writeGolden(t *testing.T, path string, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		t.Logf("-update: %s is frozen; left as it is", path)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readGolden(t testing.TB, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (generate it once with go test ./agent/state -run '^%s$' -update)", err, t.Name())
+	}
+	return raw
 }
 
 func TestReadSnapshotRefuses(t *testing.T) {
@@ -183,6 +213,8 @@ func TestReadSnapshotRefuses(t *testing.T) {
 		{"node-misfiled", []byte(snapshotMagic + "\x01" + `{"nodes":{"a":{"id":"b"}}}`), codes.Internal},
 		{"ipam-orphan", []byte(snapshotMagic + "\x01" + `{"ipam":{"10.0.0.1":"ghost"}}`), codes.Internal},
 		{"ipam-bad-ip", []byte(snapshotMagic + "\x01" + `{"ipam":{"x":"a"},"nodes":{"a":{"id":"a"}}}`), codes.Internal},
+		{"ipam-empty-ip", []byte(snapshotMagic + "\x01" + `{"ipam":{"":"a"},"nodes":{"a":{"id":"a"}}}`), codes.Internal},
+		{"ipam-mapped-ip", []byte(snapshotMagic + "\x01" + `{"ipam":{"::ffff:10.0.0.1":"a"},"nodes":{"a":{"id":"a"}}}`), codes.Internal},
 		{"token-misfiled", []byte(snapshotMagic + "\x01" + `{"tokens":{"` + strings.Repeat("00", 32) + `":{"hash":"` + strings.Repeat("11", 32) + `"}}}`), codes.Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,5 +244,120 @@ func TestSnapshotKeepsIndex(t *testing.T) {
 	}
 	if f.Index() != 42 || g.Index() != 42 {
 		t.Fatalf("index %d, restored %d; want 42", f.Index(), g.Index())
+	}
+}
+
+// A snapshot holding more audit events or request results than are kept
+// (one written by a meshd with larger bounds, say) reads back with the
+// newest of each.
+func TestReadSnapshotTrims(t *testing.T) {
+	big := New().snapshot()
+	for i := range AuditSize + 3 {
+		big.Audit = append(big.Audit, AuditEvent{Code: codes.EventNodeActive, At: t0.Add(time.Duration(i) * time.Second)})
+	}
+	for i := range RequestsKept + 3 {
+		big.Requests = append(big.Requests, RequestResult{ID: fmt.Sprint("req-", i)})
+	}
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, big); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadSnapshot(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Audit) != AuditSize || !s.Audit[0].At.Equal(big.Audit[3].At) || !s.Audit[AuditSize-1].At.Equal(big.Audit[AuditSize+2].At) {
+		t.Fatalf("audit: %d events from %v to %v, want the newest %d", len(s.Audit), s.Audit[0].At, s.Audit[len(s.Audit)-1].At, AuditSize)
+	}
+	if len(s.Requests) != RequestsKept || s.Requests[0].ID != "req-3" || s.Requests[RequestsKept-1] != big.Requests[RequestsKept+2] {
+		t.Fatalf("requests: %d from %s to %s, want the newest %d", len(s.Requests), s.Requests[0].ID, s.Requests[len(s.Requests)-1].ID, RequestsKept)
+	}
+}
+
+func TestWriteSnapshotFails(t *testing.T) {
+	errDisk := errors.New("disk full")
+	if err := WriteSnapshot(io.Discard, nil); err == nil {
+		t.Fatal("WriteSnapshot(nil) succeeded")
+	}
+	// A small snapshot sits in the buffer until Flush; a large one reaches
+	// the writer while it is encoded. Either way the writer's error comes
+	// back.
+	for _, tc := range []struct {
+		name string
+		s    *Snapshot
+	}{
+		{"at-flush", New().snapshot()},
+		{"while-encoding", fullFSM(t).snapshot()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := WriteSnapshot(failingWriter{errDisk}, tc.s); !errors.Is(err, errDisk) {
+				t.Fatalf("WriteSnapshot = %v, want %v", err, errDisk)
+			}
+		})
+	}
+	t.Run("unencodable", func(t *testing.T) {
+		s := bootstrapped(t).snapshot()
+		s.Cluster.Created = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) // JSON times stop at year 9999
+		var b bytes.Buffer
+		if err := WriteSnapshot(&b, s); err == nil {
+			t.Fatal("WriteSnapshot of a year-10000 time succeeded")
+		}
+	})
+}
+
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// fakeSink is a raft.SnapshotSink that records how it was ended.
+type fakeSink struct {
+	bytes.Buffer
+	writeErr, cancelErr error
+	closed, cancelled   int
+}
+
+func (s *fakeSink) Write(p []byte) (int, error) {
+	if s.writeErr != nil {
+		return 0, s.writeErr
+	}
+	return s.Buffer.Write(p)
+}
+func (s *fakeSink) Close() error  { s.closed++; return nil }
+func (s *fakeSink) Cancel() error { s.cancelled++; return s.cancelErr }
+func (s *fakeSink) ID() string    { return "fake" }
+
+// Persist closes the sink once the snapshot is written, and cancels it
+// (never closes it) when writing fails, returning both errors.
+func TestPersistEndsTheSink(t *testing.T) {
+	f := fullFSM(t)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+
+	ok := &fakeSink{}
+	if err := snap.Persist(ok); err != nil {
+		t.Fatalf("Persist: %v", err)
+	}
+	if ok.closed != 1 || ok.cancelled != 0 {
+		t.Fatalf("after a good write: closed %d, cancelled %d; want 1, 0", ok.closed, ok.cancelled)
+	}
+	got, err := ReadSnapshot(&ok.Buffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := stateDiff(f.snapshot(), got); len(d) > 0 {
+		t.Fatalf("persisted state differs:\n%s", strings.Join(d, "\n"))
+	}
+
+	errDisk, errCancel := errors.New("disk full"), errors.New("cancel failed")
+	bad := &fakeSink{writeErr: errDisk, cancelErr: errCancel}
+	err = snap.Persist(bad)
+	if !errors.Is(err, errDisk) || !errors.Is(err, errCancel) {
+		t.Fatalf("Persist = %v, want both %v and %v", err, errDisk, errCancel)
+	}
+	if bad.closed != 0 || bad.cancelled != 1 {
+		t.Fatalf("after a failed write: closed %d, cancelled %d; want 0, 1", bad.closed, bad.cancelled)
 	}
 }

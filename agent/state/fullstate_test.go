@@ -1,0 +1,384 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// fullStep is one command of fullHistory and the outcome it must have:
+// success, a coded failure, or the bare enroll.ErrIPTaken.
+type fullStep struct {
+	cmd     Command
+	want    codes.Code
+	ipTaken bool
+}
+
+// fullHistory is every command type (Tracked ones too, with each kind of
+// remembered result) and a Nebula renewal, chosen so that every field of
+// every record of the snapshot is non-zero somewhere; the tests below
+// check both. The first frozenFullSteps steps wrote
+// testdata/snapshot-v1-full.bin: append new steps, never edit those.
+func fullHistory(t testing.TB) []fullStep {
+	t.Helper()
+	bound := tokenRecord(3, "w3", pki.RoleWorker)
+	bound.Addr = "192.0.2.7"
+
+	c1 := admitCmd(2, "n-c1", "c1", pki.RoleControl, "10.42.0.3")
+	c1.Node.EnrollAddr, c1.Node.RaftAddr = "198.51.100.9:7300", "198.51.100.9:7301"
+	c1.Node.TLSCert, c1.Node.NebulaCert = []byte("c1-tls-pem"), []byte("c1-nebula-pem")
+	c1.Node.NebulaIssued = c1.Admission.At
+
+	track := func(id string, c Command) Tracked {
+		tr, err := Track(id, c)
+		if err != nil {
+			t.Fatalf("Track(%s): %v", id, err)
+		}
+		return tr
+	}
+	return []fullStep{
+		{cmd: bootstrapCmd()},
+		{cmd: MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: MintToken{Record: tokenRecord(2, "c1", pki.RoleControl), Actor: "uid:0"}},
+		{cmd: MintToken{Record: bound, Actor: "uid:0"}},
+		{cmd: admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.2")},
+		{cmd: c1},
+		{cmd: SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0.Add(2 * time.Minute), Actor: "uid:0"}},
+		{cmd: RenewNebula{NodeID: originID, Cert: []byte("origin-nebula-renewed"), Fingerprint: "bb02",
+			Issued: t0.Add(3 * time.Minute), Expires: t0.Add(400 * 24 * time.Hour), At: t0.Add(3 * time.Minute), Actor: originID}},
+		{cmd: track("req-mint", MintToken{Record: tokenRecord(4, "w4", pki.RoleWorker), Actor: "uid:0"})},
+		{cmd: track("req-unknown", SetNodeState{NodeID: "nobody", State: NodeLeft, At: t0}), want: codes.NodeUnknown},
+		{cmd: track("req-taken", admitCmd(4, "n-w4", "w4", pki.RoleWorker, "10.42.0.3")), ipTaken: true},
+		{cmd: track("req-admit", admitCmd(4, "n-w4", "w4", pki.RoleWorker, "10.42.0.4"))},
+		{cmd: SetNodeState{NodeID: "n-c1", State: NodeLeft, At: t0.Add(4 * time.Minute), Actor: "uid:0"}},
+	}
+}
+
+// frozenFullSteps is how many steps of fullHistory the frozen
+// testdata/snapshot-v1-full.bin holds.
+const frozenFullSteps = 13
+
+const goldenV1Full = "testdata/snapshot-v1-full.bin"
+
+// check fails t unless err is the outcome s expects.
+func (s fullStep) check(t testing.TB, err error) {
+	t.Helper()
+	switch {
+	case s.ipTaken:
+		if !isIPTaken(err) || codes.Of(err) != "" {
+			t.Fatalf("%T: %v (code %q), want bare enroll.ErrIPTaken", s.cmd, err, codes.Of(err))
+		}
+	case codes.Of(err) != s.want || (s.want == "" && err != nil):
+		t.Fatalf("%T: %v (code %q), want code %q", s.cmd, err, codes.Of(err), s.want)
+	}
+}
+
+// replayHistory applies steps to a new FSM, entry i at raft index i+1.
+func replayHistory(t testing.TB, steps []fullStep) *FSM {
+	t.Helper()
+	f := New()
+	for i, s := range steps {
+		data, err := Encode(s.cmd)
+		if err != nil {
+			t.Fatalf("Encode(%T): %v", s.cmd, err)
+		}
+		r := f.Apply(&raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data})
+		err, _ = r.(error)
+		if r != nil && err == nil {
+			t.Fatalf("Apply returned %T %v", r, r)
+		}
+		s.check(t, err)
+	}
+	return f
+}
+
+// fullFSM is the state after all of fullHistory.
+func fullFSM(t testing.TB) *FSM { return replayHistory(t, fullHistory(t)) }
+
+// TestFullHistoryHasEveryCommandType: every type byte Decode knows is in
+// fullHistory, directly or inside a Tracked command.
+func TestFullHistoryHasEveryCommandType(t *testing.T) {
+	have := map[cmdType]bool{}
+	for _, s := range fullHistory(t) {
+		have[s.cmd.commandType()] = true
+		if tr, ok := s.cmd.(Tracked); ok {
+			inner, err := Decode(tr.Inner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			have[inner.commandType()] = true
+		}
+	}
+	known := 0
+	for b := range 256 {
+		if _, err := Decode([]byte{byte(b), '{', '}'}); err != nil {
+			continue
+		}
+		known++
+		if !have[cmdType(b)] {
+			t.Errorf("command type %d decodes but fullHistory never applies it", b)
+		}
+	}
+	if known != len(have) {
+		t.Errorf("Decode knows %d command types, fullHistory has %d", known, len(have))
+	}
+}
+
+// TestFullFixtureSetsEveryField: every field of every record type the
+// snapshot holds is non-zero in at least one record of fullFSM, so that the
+// round-trip tests see it. A new field fails here until fullHistory sets it.
+func TestFullFixtureSetsEveryField(t *testing.T) {
+	seen := fieldsSet{}
+	seen.walk(reflect.ValueOf(fullFSM(t).snapshot()))
+	for _, typ := range recordTypes(reflect.TypeFor[Snapshot]()) {
+		set, ok := seen[typ]
+		if !ok {
+			t.Errorf("fullFSM holds no %v record", typ)
+			continue
+		}
+		for i, ok := range set {
+			if !ok {
+				t.Errorf("no %v in fullFSM sets field %s", typ, typ.Field(i).Name)
+			}
+		}
+	}
+}
+
+// TestSnapshotRoundTripKeepsEveryField persists fullFSM through a raft
+// snapshot store, restores it into a fresh FSM and compares the two field
+// by field: a field the writer drops or the reader loses shows up by name.
+func TestSnapshotRoundTripKeepsEveryField(t *testing.T) {
+	f := fullFSM(t)
+	fresh := New()
+	if err := fresh.Restore(persist(t, f)); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	want, got := f.snapshot(), fresh.snapshot()
+	if d := stateDiff(want, got); len(d) > 0 {
+		t.Fatalf("restored state differs from the original:\n%s", strings.Join(d, "\n"))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored state differs:\n got %+v\nwant %+v", got, want)
+	}
+	if fresh.Index() != uint64(len(fullHistory(t))) {
+		t.Fatalf("restored index %d, want %d", fresh.Index(), len(fullHistory(t)))
+	}
+}
+
+// TestRestoredFSMRemembersRequests: after a restore, a retried tracked
+// write still answers with its first attempt's result and applies nothing.
+func TestRestoredFSMRemembersRequests(t *testing.T) {
+	fresh := New()
+	if err := fresh.Restore(persist(t, fullFSM(t))); err != nil {
+		t.Fatal(err)
+	}
+	before := stateBytes(t, fresh)
+	n := 0
+	for _, s := range fullHistory(t) {
+		if _, ok := s.cmd.(Tracked); !ok {
+			continue
+		}
+		n++
+		s.check(t, apply(t, fresh, s.cmd))
+	}
+	if n == 0 {
+		t.Fatal("fullHistory has no tracked command")
+	}
+	if !bytes.Equal(before, stateBytes(t, fresh)) {
+		t.Fatal("a retried tracked command changed the restored state")
+	}
+}
+
+// TestRestoredFSMKeepsRenewal: the renewed certificate, not the one from
+// admission, is what a restored FSM serves.
+func TestRestoredFSMKeepsRenewal(t *testing.T) {
+	fresh := New()
+	if err := fresh.Restore(persist(t, fullFSM(t))); err != nil {
+		t.Fatal(err)
+	}
+	n, ok := fresh.Node(originID)
+	if !ok || string(n.NebulaCert) != "origin-nebula-renewed" || n.NebulaFingerprint != "bb02" ||
+		!n.NebulaIssued.Equal(t0.Add(3*time.Minute)) || !n.NebulaExpires.Equal(t0.Add(400*24*time.Hour)) {
+		t.Fatalf("restored origin %+v, %v", n, ok)
+	}
+}
+
+// TestSnapshotGoldenV1Full: the frozen v1 file written from the first
+// frozenFullSteps of fullHistory (requests, a renewal, every field) still
+// decodes to the state those steps build.
+func TestSnapshotGoldenV1Full(t *testing.T) {
+	want := replayHistory(t, fullHistory(t)[:frozenFullSteps]).snapshot()
+	if *update {
+		var b bytes.Buffer
+		if err := WriteSnapshot(&b, want); err != nil {
+			t.Fatal(err)
+		}
+		writeGolden(t, goldenV1Full, b.Bytes())
+	}
+	got, err := ReadSnapshot(bytes.NewReader(readGolden(t, goldenV1Full)))
+	if err != nil {
+		t.Fatalf("the frozen v1 snapshot no longer decodes: %v", err)
+	}
+	if d := stateDiff(want, got); len(d) > 0 {
+		t.Fatalf("the frozen v1 snapshot decodes to another state:\n%s", strings.Join(d, "\n"))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the frozen v1 snapshot decodes to another state:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// fieldsSet records, per record type of this module, which fields are
+// non-zero in at least one value walked.
+type fieldsSet map[reflect.Type][]bool
+
+func (fs fieldsSet) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			fs.walk(v.Elem())
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			fs.walk(it.Value())
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			fs.walk(v.Index(i))
+		}
+	case reflect.Struct:
+		if !isRecord(v.Type()) {
+			return
+		}
+		set := fs[v.Type()]
+		if set == nil {
+			set = make([]bool, v.NumField())
+			fs[v.Type()] = set
+		}
+		for i := range v.NumField() {
+			set[i] = set[i] || !v.Field(i).IsZero()
+			fs.walk(v.Field(i))
+		}
+	}
+}
+
+// isRecord reports whether t is a struct of this module, whose fields the
+// walkers inspect one by one (time and netip values are compared whole).
+func isRecord(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && strings.HasPrefix(t.PkgPath(), "github.com/meshd/meshd/")
+}
+
+// recordTypes lists the record types reachable from t, t first.
+func recordTypes(t reflect.Type) []reflect.Type {
+	var out []reflect.Type
+	seen := map[reflect.Type]bool{}
+	var visit func(reflect.Type)
+	visit = func(t reflect.Type) {
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			visit(t.Elem())
+		case reflect.Map:
+			visit(t.Key())
+			visit(t.Elem())
+		case reflect.Struct:
+			if !isRecord(t) || seen[t] {
+				return
+			}
+			seen[t] = true
+			out = append(out, t)
+			for i := range t.NumField() {
+				visit(t.Field(i).Type)
+			}
+		}
+	}
+	visit(t)
+	return out
+}
+
+// stateDiff compares two snapshots field by field and describes every
+// difference by its path, e.g. `Nodes["n-c1"].NebulaCert`. Times compare
+// with Equal and byte slices with bytes.Equal (nil and empty are the same
+// to JSON's omitempty); everything else must be equal. A field that is
+// zero in got but not in want is called out as dropped.
+func stateDiff(want, got *Snapshot) []string {
+	var out []string
+	diffValue("snapshot", reflect.ValueOf(want), reflect.ValueOf(got), &out)
+	return out
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+func diffValue(path string, want, got reflect.Value, out *[]string) {
+	show := func(v reflect.Value) string {
+		if b, ok := v.Interface().([]byte); ok {
+			return fmt.Sprintf("%q", b)
+		}
+		return fmt.Sprint(v)
+	}
+	report := func() {
+		if got.IsZero() && !want.IsZero() {
+			*out = append(*out, fmt.Sprintf("%s: dropped (zero, want %s)", path, show(want)))
+			return
+		}
+		*out = append(*out, fmt.Sprintf("%s: got %s, want %s", path, show(got), show(want)))
+	}
+	switch t := want.Type(); {
+	case t == timeType:
+		if !want.Interface().(time.Time).Equal(got.Interface().(time.Time)) {
+			report()
+		}
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		if !bytes.Equal(want.Bytes(), got.Bytes()) {
+			report()
+		}
+	case t.Kind() == reflect.Pointer:
+		if want.IsNil() != got.IsNil() {
+			report()
+		} else if !want.IsNil() {
+			diffValue(path, want.Elem(), got.Elem(), out)
+		}
+	case isRecord(t):
+		for i := range t.NumField() {
+			diffValue(path+"."+t.Field(i).Name, want.Field(i), got.Field(i), out)
+		}
+	case t.Kind() == reflect.Map:
+		for it := want.MapRange(); it.Next(); {
+			p := fmt.Sprintf("%s[%v]", path, keyString(it.Key()))
+			if g := got.MapIndex(it.Key()); g.IsValid() {
+				diffValue(p, it.Value(), g, out)
+			} else {
+				*out = append(*out, p+": dropped")
+			}
+		}
+		for it := got.MapRange(); it.Next(); {
+			if !want.MapIndex(it.Key()).IsValid() {
+				*out = append(*out, fmt.Sprintf("%s[%v]: unexpected", path, keyString(it.Key())))
+			}
+		}
+	case t.Kind() == reflect.Slice:
+		if want.Len() != got.Len() {
+			*out = append(*out, fmt.Sprintf("%s: %d elements, want %d", path, got.Len(), want.Len()))
+		}
+		for i := range min(want.Len(), got.Len()) {
+			diffValue(fmt.Sprintf("%s[%d]", path, i), want.Index(i), got.Index(i), out)
+		}
+	default:
+		if !want.Equal(got) {
+			report()
+		}
+	}
+}
+
+func keyString(k reflect.Value) string {
+	if s, ok := k.Interface().(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(k) // netip.Addr, enroll.TokenHash: their String
+}
