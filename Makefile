@@ -36,11 +36,14 @@ unit:
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
 
+# -fuzzminimizetime bounds minimisation: on the large snapshot seeds the
+# default (60 s per input) left FuzzSnapshotRestore about 10 executions.
+FUZZFLAGS = -run '^$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 100x
 fuzz-short:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseToken$$' -fuzztime $(FUZZTIME) ./enroll
-	$(GO) test -run '^$$' -fuzz '^FuzzServeHTTP$$' -fuzztime $(FUZZTIME) ./enroll
-	$(GO) test -run '^$$' -fuzz '^FuzzFSMCommand$$' -fuzztime $(FUZZTIME) ./agent/state
-	$(GO) test -run '^$$' -fuzz '^FuzzSnapshotRestore$$' -fuzztime $(FUZZTIME) ./agent/state
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzParseToken$$' ./enroll
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzServeHTTP$$' ./enroll
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzFSMCommand$$' ./agent/state
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzSnapshotRestore$$' ./agent/state
 
 # Longer fuzzing, by hand: make fuzz FUZZTIME=5m
 fuzz: fuzz-short
