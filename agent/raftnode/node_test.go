@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -220,3 +222,86 @@ func TestStreamLayerRefusesWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamLayerNotStalledByIdlePeers: connections that never speak TLS
+// (60 of them, from other hosts) do not keep a control peer out: its
+// handshake completes and Accept hands its connection to raft at once.
+// One source cannot hold more than maxHandshakesPerSource handshakes.
+func TestStreamLayerNotStalledByIdlePeers(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	id := pkitest.NewIdentity(t, ca, "c1", pki.RoleControl, pkitest.IP(1))
+	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Time, client.Time = pkitest.Clock(), pkitest.Clock()
+	s, err := raftnode.NewTLSStreamLayer("127.0.0.1:0", nil, server, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.ListenAddr().String()
+
+	for i := range 60 {
+		src := &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i%4))} // 15 from each of 4 hosts
+		c, err := (&net.Dialer{LocalAddr: src}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := s.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	start := time.Now()
+	c, err := s.Dial(raftAddress(addr), 2*time.Second)
+	if err != nil {
+		t.Fatalf("a control peer behind 60 idle connections: %v", err)
+	}
+	defer c.Close()
+	select {
+	case sc := <-accepted:
+		_ = sc.Close()
+	case <-time.After(time.Second):
+		t.Fatalf("Accept did not hand over the control peer's connection within 1s (60 idle connections parked)")
+	}
+	t.Logf("control peer accepted %s after it dialled, 60 idle connections parked", time.Since(start).Round(time.Millisecond))
+
+	// One source past its share: closed at once, not held for the deadline.
+	src := &net.TCPAddr{IP: net.IPv4(127, 0, 2, 1)}
+	var conns []net.Conn
+	for range 16 {
+		c, err := (&net.Dialer{LocalAddr: src}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	waitClosed := func(c net.Conn) error {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_, err := c.Read(make([]byte, 1))
+		return err
+	}
+	extra, err := (&net.Dialer{LocalAddr: src}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if err := waitClosed(extra); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the 17th idle connection from one source was held (read: %v)", err)
+	}
+}
+
+type raftAddress = raft.ServerAddress

@@ -2,53 +2,171 @@ package raftnode
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
+const (
+	// handshakeTimeout bounds one peer's TLS handshake on the raft port.
+	// Handshakes run off the accept loop, so a peer that connects and says
+	// nothing holds only its own slot, never the port.
+	handshakeTimeout = 3 * time.Second
+	// maxHandshakes bounds the handshakes in progress at once; a
+	// connection beyond it is closed at once.
+	maxHandshakes = 128
+	// maxHandshakesPerSource bounds them per source address, so one host
+	// cannot take every slot.
+	maxHandshakesPerSource = 16
+)
+
 // TLSStreamLayer carries raft over mutual TLS: both ends present
 // role=control leaves of this cluster's CA (pki.ServerTLSConfig and
-// pki.ClientTLSConfig enforce it at the handshake).
+// pki.ClientTLSConfig enforce it at the handshake). Accept hands raft a
+// connection only after its handshake succeeded; handshakes run in their
+// own goroutines with a deadline, bounded in number overall and per
+// source.
 type TLSStreamLayer struct {
 	ln        net.Listener
+	server    *tls.Config
 	advertise net.Addr
 	client    *tls.Config
+
+	ready  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	pending   map[net.Conn]struct{}
+	perSource map[string]int
 }
 
 var _ raft.StreamLayer = (*TLSStreamLayer)(nil)
 
+// ErrStreamClosed is what Accept returns once the layer is closed.
+var ErrStreamClosed = errors.New("raft stream layer closed")
+
 // NewTLSStreamLayer listens on bind with server and dials with client;
 // advertise is the address other servers reach this one at.
 func NewTLSStreamLayer(bind string, advertise net.Addr, server, client *tls.Config) (*TLSStreamLayer, error) {
-	ln, err := tls.Listen("tcp", bind, server)
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	return &TLSStreamLayer{ln: ln, advertise: advertise, client: client}, nil
+	s := &TLSStreamLayer{ln: ln, server: server, advertise: advertise, client: client,
+		ready: make(chan net.Conn), closed: make(chan struct{}),
+		pending: map[net.Conn]struct{}{}, perSource: map[string]int{}}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
 }
 
-// Accept returns the next connection after its handshake has succeeded, so
-// a peer without a control leaf never reaches raft.
-func (s *TLSStreamLayer) Accept() (net.Conn, error) {
+// acceptLoop takes TCP connections and starts a bounded handshake for
+// each; it never waits on a peer.
+func (s *TLSStreamLayer) acceptLoop() {
+	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
-			return nil, err
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // closed
 		}
-		tc := c.(*tls.Conn)
-		_ = tc.SetDeadline(time.Now().Add(10 * time.Second))
-		if err := tc.Handshake(); err != nil {
-			_ = tc.Close()
+		src := sourceOf(c)
+		if !s.reserve(c, src) {
+			_ = c.Close()
 			continue
 		}
-		_ = tc.SetDeadline(time.Time{})
-		return tc, nil
+		s.wg.Add(1)
+		go s.handshake(c, src)
 	}
 }
 
-func (s *TLSStreamLayer) Close() error   { return s.ln.Close() }
+func sourceOf(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return c.RemoteAddr().String()
+}
+
+func (s *TLSStreamLayer) reserve(c net.Conn, src string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= maxHandshakes || s.perSource[src] >= maxHandshakesPerSource {
+		return false
+	}
+	s.pending[c] = struct{}{}
+	s.perSource[src]++
+	return true
+}
+
+func (s *TLSStreamLayer) release(c net.Conn, src string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, c)
+	if s.perSource[src]--; s.perSource[src] <= 0 {
+		delete(s.perSource, src)
+	}
+}
+
+// handshake completes one peer's handshake within handshakeTimeout and
+// hands the connection to Accept, or closes it.
+func (s *TLSStreamLayer) handshake(raw net.Conn, src string) {
+	defer s.wg.Done()
+	tc := tls.Server(raw, s.server)
+	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+	err := tc.Handshake()
+	s.release(raw, src)
+	if err != nil {
+		_ = tc.Close()
+		return
+	}
+	_ = tc.SetDeadline(time.Time{})
+	select {
+	case s.ready <- tc:
+	case <-s.closed:
+		_ = tc.Close()
+	}
+}
+
+// Accept returns the next connection whose handshake has succeeded, so a
+// peer without a control leaf never reaches raft.
+func (s *TLSStreamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.ready:
+		return c, nil
+	case <-s.closed:
+		return nil, ErrStreamClosed
+	}
+}
+
+// Close stops accepting, ends the handshakes in progress and waits for
+// their goroutines.
+func (s *TLSStreamLayer) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+		s.mu.Lock()
+		for c := range s.pending {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return err
+}
+
+// ListenAddr is the address the layer listens on.
+func (s *TLSStreamLayer) ListenAddr() net.Addr { return s.ln.Addr() }
+
+// Addr is the address other servers reach this one at.
 func (s *TLSStreamLayer) Addr() net.Addr { return s.advertise }
 
 // Dial connects to a raft peer and completes the handshake before raft
