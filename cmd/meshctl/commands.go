@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -61,10 +62,19 @@ func (a *app) json() (bool, error) {
 	return false, usageError{fmt.Errorf("--output %q: want table or json", a.output)}
 }
 
+// printJSON writes v as an indented JSON document. encoding/json escapes
+// C0 controls (ESC, CR, LF); escapeJSON escapes the rest of what a terminal
+// would act on, so `meshctl nodes -o json` is as safe on a terminal as the
+// table, and decodes to the raw values.
 func (a *app) printJSON(v any) error {
-	enc := json.NewEncoder(a.stdout)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := a.stdout.Write(escapeJSON(b.Bytes()))
+	return err
 }
 
 func (a *app) initCommand() *cobra.Command {
@@ -89,10 +99,10 @@ func (a *app) initCommand() *cobra.Command {
 				return a.printJSON(resp)
 			}
 			a.warn(resp.Warnings)
-			fmt.Fprintf(a.stdout, "cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
-			fmt.Fprintf(a.stdout, "node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
-			fmt.Fprintf(a.stdout, "cluster CA sha256: %s\n", resp.CAFingerprint)
-			fmt.Fprintln(a.stdout, "next: meshctl admit NAME   (on this node) to let another machine join")
+			a.out.Printf("cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
+			a.out.Printf("node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
+			a.out.Printf("cluster CA sha256: %s\n", resp.CAFingerprint)
+			a.out.Println("next: meshctl admit NAME   (on this node) to let another machine join")
 			return nil
 		},
 	}
@@ -127,10 +137,10 @@ func (a *app) admitCommand() *cobra.Command {
 				return a.printJSON(map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
 					"role": resp.Role, "expires": resp.Expires, "command": resp.Command})
 			}
-			fmt.Fprintf(a.stdout, "admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
+			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 				resp.Expires.Local().Format(time.RFC3339), resp.ID)
-			fmt.Fprintf(a.stdout, "on the new machine run:\n  %s\n", resp.Command)
-			fmt.Fprintln(a.stdout, resp.Token)
+			a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
+			a.out.Println(resp.Token)
 			return nil
 		},
 	}
@@ -151,16 +161,16 @@ func (a *app) joinCommand() *cobra.Command {
 			req.Token = strings.TrimSpace(argv[0])
 			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
 				if l.Warning != nil {
-					fmt.Fprintf(a.stderr, "warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
+					a.errOut.Printf("warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
 				}
 				if l.Step != "" {
-					fmt.Fprintf(a.stdout, "• %s\n", l.Step)
+					a.out.Printf("• %s\n", l.Step)
 				}
 			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
+			a.out.Printf("joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
 			return nil
 		},
 	}
@@ -179,7 +189,7 @@ func (a *app) explainCommand() *cobra.Command {
 			if !ok {
 				return codes.Errorf(codes.UnknownCode, "%q is not a meshd code", argv[0])
 			}
-			fmt.Fprintf(a.stdout, "%s (status %d)\ncause:  %s\nremedy: %s\n", c, info.Status, info.Cause, info.Remedy)
+			a.out.Printf("%s (status %d)\ncause:  %s\nremedy: %s\n", c, info.Status, info.Cause, info.Remedy)
 			return nil
 		},
 	}
@@ -187,6 +197,6 @@ func (a *app) explainCommand() *cobra.Command {
 
 func (a *app) warn(ws []apitype.Warning) {
 	for _, w := range ws {
-		fmt.Fprintf(a.stderr, "warning %s: %s (%s)\n", w.Code, w.Code.Cause(), w.Detail)
+		a.errOut.Printf("warning %s: %s (%s)\n", w.Code, w.Code.Cause(), w.Detail)
 	}
 }

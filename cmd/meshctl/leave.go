@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 )
 
@@ -18,7 +16,7 @@ func (a *app) leaveCommand() *cobra.Command {
 			if err := a.client().Leave(cmd.Context()); err != nil {
 				return err
 			}
-			fmt.Fprintln(a.stdout, "left the cluster; meshd runs unjoined")
+			a.out.Println("left the cluster; meshd runs unjoined")
 			return nil
 		},
 	}
@@ -35,7 +33,7 @@ func (a *app) removeCommand() *cobra.Command {
 			if err := a.client().Remove(cmd.Context(), argv[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s removed; its certificates are revoked\n", argv[0])
+			a.out.Printf("%s removed; its certificates are revoked\n", argv[0])
 			return nil
 		},
 	}

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -35,16 +34,17 @@ func (u usageError) Error() string { return u.err.Error() }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run executes one meshctl invocation and returns its exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := &app{stdout: stdout, stderr: stderr}
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := &app{stdin: stdin, stdout: stdout, out: printer{stdout}, errOut: printer{stderr}}
 	root := app.rootCommand()
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
@@ -56,10 +56,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // report prints err the way every meshctl failure is printed: the code and
 // cause first, then the remedy, then any detail; it returns the exit code.
+// The code, cause, remedy and detail may all come from meshd (or a node
+// behind it) and are cleaned like every other printed value.
 func report(stderr io.Writer, err error) int {
+	p := printer{stderr}
 	var u usageError
 	if errors.As(err, &u) {
-		fmt.Fprintf(stderr, "usage: %v\nrun 'meshctl --help' for usage\n", u.err)
+		p.Printf("usage: %v\nrun 'meshctl --help' for usage\n", u.err)
 		return exitUsage
 	}
 	c := codes.OrInternal(err)
@@ -69,13 +72,13 @@ func report(stderr io.Writer, err error) int {
 		// meshd's words: a newer meshd may send a code this meshctl does not know.
 		cause, remedy = apiErr.Cause, apiErr.Remedy
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", c, cause)
-	fmt.Fprintf(stderr, "remedy: %s\n", remedy)
+	p.Printf("%s: %s\n", c, cause)
+	p.Printf("remedy: %s\n", remedy)
 	if d := detail(err, c); d != "" {
-		fmt.Fprintf(stderr, "detail: %s\n", d)
+		p.Printf("detail: %s\n", d)
 	}
 	if c == codes.DaemonUnreachable {
-		fmt.Fprintln(stderr, "hint: systemctl status meshd")
+		p.Println("hint: systemctl status meshd")
 		return exitUnreachable
 	}
 	return exitFailure
@@ -93,9 +96,13 @@ func detail(err error, c codes.Code) string {
 }
 
 type app struct {
-	stdout, stderr io.Writer
-	socket         string
-	output         string
+	stdin io.Reader
+	// stdout takes -o json documents only (printJSON); human output goes
+	// through out and errOut, which clean every value they print.
+	stdout      io.Writer
+	out, errOut printer
+	socket      string
+	output      string
 }
 
 func (a *app) client() *localclient.Client {

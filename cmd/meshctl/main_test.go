@@ -26,7 +26,7 @@ type result struct {
 func meshctl(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	exit := run(t.Context(), args, &stdout, &stderr)
+	exit := run(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
 	return result{exit: exit, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -66,8 +66,11 @@ func nowhere(t *testing.T) string { return filepath.Join(localclienttest.ShortDi
 // fakeMeshd answers the local API with func-field handlers, behind the same
 // Host guard as meshd; a nil field is a 404.
 type fakeMeshd struct {
-	nodes func(w http.ResponseWriter, r *http.Request)
-	admit func(w http.ResponseWriter, r *http.Request)
+	nodes  func(w http.ResponseWriter, r *http.Request)
+	status func(w http.ResponseWriter, r *http.Request)
+	tokens func(w http.ResponseWriter, r *http.Request)
+	admit  func(w http.ResponseWriter, r *http.Request)
+	join   func(w http.ResponseWriter, r *http.Request)
 }
 
 func (f *fakeMeshd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -79,8 +82,14 @@ func (f *fakeMeshd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == apitype.PathNodes:
 		h = f.nodes
+	case r.Method == http.MethodGet && r.URL.Path == apitype.PathStatus:
+		h = f.status
+	case r.Method == http.MethodGet && r.URL.Path == apitype.PathTokens:
+		h = f.tokens
 	case r.Method == http.MethodPost && r.URL.Path == apitype.PathAdmit:
 		h = f.admit
+	case r.Method == http.MethodPost && r.URL.Path == apitype.PathJoin:
+		h = f.join
 	}
 	if h == nil {
 		http.NotFound(w, r)

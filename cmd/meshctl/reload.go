@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -32,7 +30,7 @@ func (a *app) reloadCommand() *cobra.Command {
 				return a.printJSON(map[string]any{"warnings": ws})
 			}
 			a.warn(ws)
-			fmt.Fprintln(a.stdout, "config reloaded")
+			a.out.Println("config reloaded")
 			return nil
 		},
 	}

@@ -32,9 +32,10 @@ func (a *app) nodesCommand() *cobra.Command {
 				return a.printJSON(nodes)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION")
+			p := printer{tw}
+			p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
 			for _, n := range nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.State, n.Gossip,
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.State, n.Gossip,
 					n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
 			}
 			return tw.Flush()
@@ -64,17 +65,18 @@ func (a *app) statusCommand() *cobra.Command {
 			a.warn(s.Warnings)
 			switch s.State {
 			case "unjoined":
-				fmt.Fprintf(a.stdout, "meshd %s is running and has not joined a cluster\n", s.Version)
-				fmt.Fprintln(a.stdout, "next: meshctl init --cluster NAME, or meshctl join TOKEN")
+				a.out.Printf("meshd %s is running and has not joined a cluster\n", s.Version)
+				a.out.Println("next: meshctl init --cluster NAME, or meshctl join TOKEN")
 				return nil
 			case "starting":
-				fmt.Fprintf(a.stdout, "meshd %s is starting\n", s.Version)
+				a.out.Printf("meshd %s is starting\n", s.Version)
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			p := printer{tw}
 			row := func(k, v string) {
 				if v != "" {
-					fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+					p.Printf("%s:\t%s\n", k, v)
 				}
 			}
 			row("state", s.State)
@@ -109,9 +111,9 @@ func (a *app) statusCommand() *cobra.Command {
 				if err := tw.Flush(); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "tunnels (%d):\n", len(o.Tunnels))
+				a.out.Printf("tunnels (%d):\n", len(o.Tunnels))
 				for _, t := range o.Tunnels {
-					fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, t.OverlayIP, t.Remote)
+					p.Printf("  %s\t%s\t%s\n", t.Name, t.OverlayIP, t.Remote)
 				}
 			}
 			return tw.Flush()
@@ -142,9 +144,10 @@ func (a *app) tokensCommand() *cobra.Command {
 				return a.printJSON(toks)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY")
+			p := printer{tw}
+			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\n")
 			for _, t := range toks {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
 					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy)
 			}
 			return tw.Flush()
