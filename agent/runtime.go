@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -177,14 +176,13 @@ func (a *Agent) startControl(rt *runtime) error {
 		return err
 	}
 	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
-	ln, err := tls.Listen("tcp", bind, tlsConf)
+	ln, err := control.Listen(bind, tlsConf, control.DefaultLimits())
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
 	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
-	rt.control = &http.Server{Handler: rt.ctl.Handler(es), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(a.log.With("component", "control").Handler(), slog.LevelDebug)}
+	rt.control = control.NewServer(rt.ctl.Handler(es), control.DefaultLimits(), a.log.With("component", "control"))
 	rt.controlLn = ln
 	rt.wg.Add(1)
 	go func() {
