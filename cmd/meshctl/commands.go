@@ -151,34 +151,6 @@ func (a *app) admitCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) joinCommand() *cobra.Command {
-	var req apitype.JoinRequest
-	cmd := &cobra.Command{
-		Use:   "join TOKEN",
-		Short: "Join the cluster that minted TOKEN",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			req.Token = strings.TrimSpace(argv[0])
-			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
-				if l.Warning != nil {
-					a.errOut.Printf("warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
-				}
-				if l.Step != "" {
-					a.out.Printf("• %s\n", l.Step)
-				}
-			})
-			if err != nil {
-				return err
-			}
-			a.out.Printf("joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
-	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity")
-	return cmd
-}
-
 func (a *app) explainCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain CODE",

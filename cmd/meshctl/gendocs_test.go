@@ -19,7 +19,7 @@ func TestGenDocs(t *testing.T) {
 		return dir
 	}
 	a, b := gen(), gen()
-	for _, f := range []string{"man/meshd.8", "man/meshctl.1", "man/meshctl-reload.1", "man/meshctl-init.1",
+	for _, f := range []string{"man/meshd.8", "man/meshctl.1", "man/meshctl-reload.1", "man/meshctl-init.1", "man/meshctl-join.1",
 		"compl/meshctl.bash", "compl/_meshctl", "compl/meshctl.fish"} {
 		x, err := os.ReadFile(filepath.Join(a, f))
 		if err != nil || len(x) == 0 {
@@ -34,6 +34,13 @@ func TestGenDocs(t *testing.T) {
 	for _, want := range []string{`.TH "MESHD" "8" "Nov 2025"`, "--state-dir", "SIGHUP", "/etc/meshd/meshd.yaml"} {
 		if !strings.Contains(string(man), want) {
 			t.Errorf("meshd.8 lacks %q", want)
+		}
+	}
+	// join's page documents --token-file as the safe form.
+	join, _ := os.ReadFile(filepath.Join(a, "man/meshctl-join.1"))
+	for _, want := range []string{`\fB--token-file\fP`, "visible to every user", "standard input"} {
+		if !strings.Contains(string(join), want) {
+			t.Errorf("meshctl-join.1 lacks %q", want)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(a, "man/meshctl-gen-docs.1")); err == nil {

@@ -25,8 +25,14 @@ type result struct {
 
 func meshctl(t *testing.T, args ...string) result {
 	t.Helper()
+	return meshctlIn(t, "", args...)
+}
+
+// meshctlIn is meshctl with stdin as its standard input.
+func meshctlIn(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	exit := run(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
+	exit := run(t.Context(), args, strings.NewReader(stdin), &stdout, &stderr)
 	return result{exit: exit, stdout: stdout.String(), stderr: stderr.String()}
 }
 

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshd/meshd/agent/apitype"
+)
+
+// maxTokenFile bounds what --token-file reads. A join token is about a
+// hundred bytes; anything past this is the wrong file, and is not read on.
+const maxTokenFile = 4 << 10
+
+func (a *app) joinCommand() *cobra.Command {
+	var (
+		req       apitype.JoinRequest
+		tokenFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "join (TOKEN | --token-file PATH)",
+		Short: "Join the cluster that minted a token",
+		Long: "join enrols this node with the cluster that minted the token (meshctl admit on a control node) and " +
+			"exits 0 only once the node is confirmed in the cluster.\n\n" +
+			"Prefer --token-file: a TOKEN argument is visible to every user of this machine in ps and /proc for " +
+			"as long as the join runs, and stays in the shell's history. --token-file PATH reads the token from a " +
+			"file (keep it mode 0600; meshctl warns when it is readable by group or others), --token-file - from " +
+			"standard input. Surrounding whitespace is ignored. meshctl never prints the token.",
+		Example: "  meshctl join --token-file /root/w1.token\n" +
+			"  meshctl join --token-file - < /root/w1.token\n" +
+			"  ssh root@origin meshctl admit w1 | tail -n 1 | meshctl join --token-file -",
+		Args:              args(cobra.MaximumNArgs(1)),
+		ValidArgsFunction: cobra.NoFileCompletions, // the token is pasted, not a file
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			tok, err := a.joinToken(argv, tokenFile, cmd.Flags().Changed("token-file"))
+			if err != nil {
+				return err
+			}
+			req.Token = tok
+			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
+				if l.Warning != nil {
+					a.errOut.Printf("warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
+				}
+				if l.Step != "" {
+					a.out.Printf("• %s\n", l.Step)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			a.out.Printf("joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from `PATH` (- for standard input) instead of the command line, where ps shows it")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity")
+	return cmd
+}
+
+// joinToken takes the token from exactly one of the TOKEN argument and
+// --token-file. No error it returns holds the token or the file's content.
+func (a *app) joinToken(argv []string, tokenFile string, fromFile bool) (string, error) {
+	switch {
+	case len(argv) == 1 && fromFile:
+		return "", usageError{fmt.Errorf("join takes the token as an argument or with --token-file, not both")}
+	case len(argv) == 1:
+		return strings.TrimSpace(argv[0]), nil
+	case !fromFile:
+		return "", usageError{fmt.Errorf("join needs the token: --token-file PATH (or - for standard input), or a TOKEN argument")}
+	case tokenFile == "":
+		return "", usageError{fmt.Errorf("--token-file needs a path, or - for standard input")}
+	}
+	return a.readTokenFile(tokenFile)
+}
+
+// readTokenFile reads a token from path, or from standard input for "-":
+// at most maxTokenFile bytes, trimmed of surrounding whitespace. It warns
+// (without failing) when a regular file is readable by group or others.
+func (a *app) readTokenFile(path string) (string, error) {
+	var (
+		r    io.Reader = a.stdin
+		name           = "standard input"
+	)
+	if path != "-" {
+		name = path
+		f, err := os.Open(path)
+		if err != nil {
+			return "", usageError{fmt.Errorf("--token-file: %w", err)}
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o044 != 0 {
+			a.errOut.Printf("warning: token file %s is readable by group or others (mode %04o); chmod 600 it\n", path, fi.Mode().Perm())
+		}
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxTokenFile+1))
+	if err != nil {
+		return "", usageError{fmt.Errorf("--token-file %s: %w", name, err)}
+	}
+	if len(b) > maxTokenFile {
+		return "", usageError{fmt.Errorf("--token-file %s: more than %d bytes, not a join token", name, maxTokenFile)}
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", usageError{fmt.Errorf("--token-file %s: empty, no join token in it", name)}
+	}
+	return tok, nil
+}
