@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -61,11 +64,27 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 	return ln, nil
 }
 
-// actor is who called the local API, from SO_PEERCRED.
+// actor is who called the local API: the credentials the kernel recorded
+// when the caller connected (SO_PEERCRED and SO_PEERGROUPS).
+//
+// Why from the socket and not from /proc/<pid>/status:
+//   - No pid race. The kernel snapshots these credentials at connect(2) and
+//     keeps them with the socket; they cannot come from another process.
+//     A /proc lookup by pid can: the caller may hand the connection to a
+//     child and exit, and its pid be reused by a process in the group. Re-reading
+//     SO_PEERCRED after such a read proves nothing, since it returns the same
+//     connect-time snapshot, dead pid included.
+//   - The packaged unit runs meshd as User=meshd with ProtectProc=invisible:
+//     another user's /proc/<pid> does not exist for meshd, so a /proc check
+//     would refuse every member of the group.
+//   - They are the caller's real groups (what setgroups(2) and the login
+//     session or service manager gave the process), not /etc/group's list.
 type actor struct {
-	UID, GID uint32
-	PID      int32
-	Known    bool
+	UID, GID  uint32   // effective uid and gid
+	PID       int32    // for audit only; never used to look credentials up
+	Groups    []uint32 // supplementary gids; meaningful only when GroupsErr is nil
+	GroupsErr error    // why the supplementary groups could not be read
+	Known     bool     // SO_PEERCRED was read
 }
 
 func (a actor) String() string {
@@ -79,22 +98,68 @@ type actorKey struct{}
 
 // peerCredContext records the caller's credentials on each connection.
 func peerCredContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, actorKey{}, peerActor(c))
+}
+
+// peerActor reads the credentials the peer of c connected with. Without
+// SO_PEERCRED the actor is unknown; without SO_PEERGROUPS it carries
+// GroupsErr, and mayWrite refuses it unless it is root or meshd's user.
+func peerActor(c net.Conn) actor {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return context.WithValue(ctx, actorKey{}, actor{})
+		return actor{}
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return context.WithValue(ctx, actorKey{}, actor{})
+		return actor{}
 	}
-	var cred *unix.Ucred
-	var credErr error
+	var a actor
 	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil || credErr != nil {
-		return context.WithValue(ctx, actorKey{}, actor{})
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil {
+			return
+		}
+		a = actor{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid, Known: true}
+		a.Groups, a.GroupsErr = peerGroups(int(fd))
+	}); err != nil {
+		return actor{}
 	}
-	return context.WithValue(ctx, actorKey{}, actor{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid, Known: true})
+	return a
+}
+
+// peerGroups reads SO_PEERGROUPS (Linux 4.13): the peer's supplementary
+// groups at connect time, as native-endian 32-bit gids.
+func peerGroups(fd int) ([]uint32, error) {
+	buf := make([]byte, 4*64)
+	for {
+		n := uint32(len(buf))
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		if errno == unix.ERANGE && int(n) > len(buf) {
+			buf = make([]byte, n) // the kernel said how much room it needs
+			continue
+		}
+		if errno != 0 {
+			return nil, os.NewSyscallError("getsockopt SO_PEERGROUPS", errno)
+		}
+		if int(n) > len(buf) {
+			return nil, fmt.Errorf("getsockopt SO_PEERGROUPS: length %d exceeds the buffer's %d", n, len(buf))
+		}
+		return parsePeerGroups(buf[:n])
+	}
+}
+
+// parsePeerGroups decodes an SO_PEERGROUPS value. A length that is not a
+// whole number of gids is an error, never a shorter list.
+func parsePeerGroups(b []byte) ([]uint32, error) {
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("SO_PEERGROUPS value of %d bytes is not a list of 32-bit gids", len(b))
+	}
+	gids := make([]uint32, 0, len(b)/4)
+	for i := 0; i < len(b); i += 4 {
+		gids = append(gids, binary.NativeEndian.Uint32(b[i:]))
+	}
+	return gids, nil
 }
 
 func actorFrom(ctx context.Context) actor {
@@ -102,7 +167,10 @@ func actorFrom(ctx context.Context) actor {
 	return a
 }
 
-// mayWrite: root, meshd's own user, or a member of the socket's group.
+// mayWrite: root, meshd's own user, or a caller whose effective gid or one
+// of whose supplementary gids is the socket group's. It fails closed: an
+// unknown caller, unreadable supplementary groups or a socket group that
+// does not resolve all deny.
 func mayWrite(a actor, socketGroup string) error {
 	if !a.Known {
 		return codes.Wrap(codes.PermissionDenied, errors.New("caller credentials unknown"))
@@ -110,19 +178,26 @@ func mayWrite(a actor, socketGroup string) error {
 	if a.UID == 0 || int(a.UID) == os.Geteuid() {
 		return nil
 	}
-	if g, err := user.LookupGroup(socketGroup); err == nil {
-		if gid, _ := strconv.Atoi(g.Gid); uint32(gid) == a.GID {
-			return nil
-		}
-		if u, err := user.LookupId(strconv.Itoa(int(a.UID))); err == nil {
-			if gids, err := u.GroupIds(); err == nil {
-				for _, id := range gids {
-					if id == g.Gid {
-						return nil
-					}
-				}
-			}
-		}
+	g, err := user.LookupGroup(socketGroup)
+	if err != nil {
+		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("uid %d is not root, and socket group %s does not resolve: %w", a.UID, socketGroup, err))
 	}
-	return codes.Wrap(codes.PermissionDenied, fmt.Errorf("uid %d is not root and not in group %s", a.UID, socketGroup))
+	gid, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("socket group %s has gid %q: %w", socketGroup, g.Gid, err))
+	}
+	if a.GroupsErr != nil {
+		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("uid %d is not root and its supplementary groups are unknown: %w", a.UID, a.GroupsErr))
+	}
+	if !a.inGroup(uint32(gid)) {
+		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("uid %d (gid %d, groups %v) is not root and not in group %s (%d)",
+			a.UID, a.GID, a.Groups, socketGroup, gid))
+	}
+	return nil
+}
+
+// inGroup reports whether a's effective gid or one of its supplementary
+// gids is gid. Check GroupsErr first: mayWrite does.
+func (a actor) inGroup(gid uint32) bool {
+	return a.GID == gid || slices.Contains(a.Groups, gid)
 }

@@ -102,7 +102,7 @@ var table = map[Code]Info{
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},
 	BadRequest:        {400, "the request is malformed", "check the command's usage with --help"},
-	PermissionDenied:  {403, "this user may not change meshd", "run as root or as a member of the meshd group"},
+	PermissionDenied:  {403, "this user may not do this: only root and members of the meshd group may connect to meshd or change it", "run as root (sudo), or add the user to the meshd group (`usermod -aG meshd USER`) and log in again so the new group takes effect"},
 	UnknownCode:       {404, "no such code", "list the codes in docs/errors.md"},
 	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
 

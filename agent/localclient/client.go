@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -37,8 +38,9 @@ type Client struct {
 	Version string                                                            // sent in the Meshd-Version header
 }
 
-// ErrUnreachable wraps every failure to reach the daemon at all; meshctl
-// exits 3 on it.
+// ErrUnreachable wraps every failure to reach the daemon at all, except a
+// refusal by the socket's permissions (see dialFailure); it comes with the
+// code DaemonUnreachable, on which meshctl exits 3.
 var ErrUnreachable = errors.New("meshd unreachable")
 
 func (c *Client) socket() string {
@@ -87,13 +89,25 @@ func (c *Client) do(ctx context.Context, method, path string, in any) (*http.Res
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, codes.Wrap(codes.DaemonUnreachable, fmt.Errorf("%w: %s: %v", ErrUnreachable, c.socket(), err))
+		return nil, dialFailure(c.socket(), err)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		return nil, decodeError(resp)
 	}
 	return resp, nil
+}
+
+// dialFailure codes a request that never reached meshd. EACCES or EPERM
+// means the socket is there but this user may not connect to it (0660,
+// group meshd): PermissionDenied, a coded failure whose remedy is root or
+// the group. Anything else (ENOENT, ECONNREFUSED, ...) means meshd is not
+// answering: DaemonUnreachable.
+func dialFailure(sock string, err error) error {
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("connect to %s: %w", sock, err))
+	}
+	return codes.Wrap(codes.DaemonUnreachable, fmt.Errorf("%w: %s: %v", ErrUnreachable, sock, err))
 }
 
 func decodeError(resp *http.Response) error {
