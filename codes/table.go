@@ -14,6 +14,8 @@ const (
 	TokenNameDiffer Code = "X403007TKNNAM"
 	TokenBadTTL     Code = "X400008TKNTTL"
 	ClockSkew       Code = "X200009CLKSKW"
+	TokenThrottled  Code = "X429010TKNTHR"
+	TokenRevoked    Code = "X401011TKNRVK"
 
 	// Trust and enrollment.
 	CAMismatch       Code = "X495101CAPINF"
@@ -75,6 +77,8 @@ var table = map[Code]Info{
 	TokenNameDiffer: {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
 	TokenBadTTL:     {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
 	ClockSkew:       {200, "this machine's clock differs from the cluster's by more than a minute", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+	TokenThrottled:  {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
+	TokenRevoked:    {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
