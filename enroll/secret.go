@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 )
@@ -46,11 +45,11 @@ func (s Secret) MarshalJSON() ([]byte, error) {
 
 func (s *Secret) UnmarshalJSON(b []byte) error {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return errors.New("secret: want a JSON string")
+		return errBadSecret
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(string(b[1 : len(b)-1]))
 	if err != nil || len(raw) != SecretSize {
-		return errors.New("secret: want 32 bytes, base64url")
+		return errBadSecret
 	}
 	copy(s[:], raw)
 	return nil

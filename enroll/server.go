@@ -29,15 +29,37 @@ type ServerConfig struct {
 	// MaxSkew is how far a joiner's clock may differ from this node's
 	// before the admission is logged with codes.ClockSkew.
 	MaxSkew time.Duration
+
+	// The failed-token throttle: a source (an IPv4 address or an IPv6
+	// /64) that has made FailLimit failed token attempts within FailWindow
+	// of its first is refused with codes.TokenThrottled, before anything
+	// else is done, until the window has passed. At most MaxSources
+	// sources are tracked. NewServer puts the default in place of a zero.
+	FailLimit  int
+	FailWindow time.Duration
+	MaxSources int
 }
 
-// DefaultServerConfig returns the defaults: MaxSkew one minute.
-func DefaultServerConfig() ServerConfig { return ServerConfig{MaxSkew: time.Minute} }
+// DefaultServerConfig returns the defaults: MaxSkew one minute; 10 failed
+// token attempts per source per minute; 4096 sources tracked.
+func DefaultServerConfig() ServerConfig {
+	return ServerConfig{MaxSkew: time.Minute, FailLimit: DefaultFailLimit, FailWindow: DefaultFailWindow, MaxSources: DefaultMaxSources}
+}
 
 // Validate checks the config.
 func (c ServerConfig) Validate() error {
-	if c.MaxSkew <= 0 {
-		return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("enroll max skew %s: want a positive duration", c.MaxSkew))
+	bad := func(format string, args ...any) error {
+		return codes.Wrap(codes.ConfigInvalid, fmt.Errorf(format, args...))
+	}
+	switch {
+	case c.MaxSkew <= 0:
+		return bad("enroll max skew %s: want a positive duration", c.MaxSkew)
+	case c.FailLimit < 1:
+		return bad("enroll fail limit %d: want at least 1", c.FailLimit)
+	case c.FailWindow <= 0:
+		return bad("enroll fail window %s: want a positive duration", c.FailWindow)
+	case c.MaxSources < 1 || c.MaxSources > MaxMaxSources:
+		return bad("enroll max sources %d: want 1 to %d", c.MaxSources, MaxMaxSources)
 	}
 	return nil
 }
@@ -54,12 +76,13 @@ type Deps struct {
 // admission as one ledger entry. It serves Path over HTTP; the caller runs
 // it behind TLS with this node's control leaf.
 type Server struct {
-	cfg    ServerConfig
-	ledger Ledger
-	signer Signer
-	log    *slog.Logger
-	now    func() time.Time
-	nodeID func() string
+	cfg      ServerConfig
+	throttle *throttle
+	ledger   Ledger
+	signer   Signer
+	log      *slog.Logger
+	now      func() time.Time
+	nodeID   func() string
 }
 
 // NewServer returns a server that admits against l and signs with s.
@@ -73,7 +96,20 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	if d.NewNodeID == nil {
 		d.NewNodeID = randomNodeID
 	}
-	return &Server{cfg: cfg, ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID}
+	def := DefaultServerConfig()
+	if cfg.FailLimit == 0 {
+		cfg.FailLimit = def.FailLimit
+	}
+	if cfg.FailWindow == 0 {
+		cfg.FailWindow = def.FailWindow
+	}
+	if cfg.MaxSources == 0 {
+		cfg.MaxSources = def.MaxSources
+	}
+	return &Server{
+		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
+		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
+	}
 }
 
 // randomNodeID is 16 random bytes in hex.
@@ -85,11 +121,44 @@ func randomNodeID() string {
 
 // Enroll admits the joiner that sent req from source, or fails with a
 // coded error and nothing recorded. The token's ledger record decides name
-// and role; the request's claims decide nothing. Checks run in a fixed
-// order: protocol, name, token known, unused, unexpired, source address,
-// name equal to the token's, name free.
+// and role; the request's claims decide nothing. A source that has failed
+// too often with its token is refused with codes.TokenThrottled before any
+// check (see ServerConfig). Checks run in a fixed order: protocol, name,
+// token known, unused, unexpired, source address, name equal to the
+// token's, name free.
 func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
 	source = source.Unmap()
+	if err := s.throttled(source); err != nil {
+		return nil, err
+	}
+	resp, err := s.enroll(ctx, req, source)
+	s.count(source, err)
+	return resp, err
+}
+
+// throttled refuses a source that has failed too often with its token. It
+// logs the first refusal of the source's window and no other.
+func (s *Server) throttled(source netip.Addr) error {
+	throttled, first, f := s.throttle.check(source, s.now())
+	if !throttled {
+		return nil
+	}
+	if first {
+		s.log.Warn("enroll throttled: too many failed token attempts; more from this source are refused unlogged until the window closes",
+			"code", codes.TokenThrottled, "source", source, "failures", f.count, "window_opened", f.since, "window", s.cfg.FailWindow)
+	}
+	return codes.Wrap(codes.TokenThrottled, fmt.Errorf("%d failed token attempts from %s within %s; try again later", f.count, source, s.cfg.FailWindow))
+}
+
+// count feeds the outcome of an attempt from source to the throttle.
+func (s *Server) count(source netip.Addr, err error) {
+	if tokenFault(err) {
+		s.throttle.fail(source, s.now())
+	}
+}
+
+// enroll is Enroll without the throttle.
+func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
 	}
@@ -250,14 +319,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	source := ap.Addr().Unmap()
-	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	if err != nil {
-		s.fail(w, "", err)
+	// A throttled source is answered before its body is read, and only its
+	// first refusal is logged.
+	if err := s.throttled(source); err != nil {
+		s.writeError(w, codes.TokenThrottled.Status(), err)
 		return
 	}
-	resp, err := s.Enroll(r.Context(), req, source)
+	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	var resp *Response
+	if err == nil {
+		resp, err = s.enroll(r.Context(), req, source)
+	}
 	if err != nil {
-		s.fail(w, req.Name, err)
+		s.count(source, err)
+		s.fail(w, req.Name, err) // req is zero if it did not decode
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -276,6 +351,9 @@ func decodeRequest(r io.Reader) (Request, error) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return Request{}, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request larger than %d bytes", tooBig.Limit))
+		}
+		if errors.Is(err, errBadSecret) {
+			return Request{}, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request: %w", errBadSecret))
 		}
 		return Request{}, codes.Wrap(codes.EnrollRejected, errors.New("enroll request is not valid JSON"))
 	}

@@ -117,6 +117,7 @@ type cluster struct {
 	signer *caSigner
 	deps   enroll.Deps
 	nextIP byte
+	base   *enroll.Request // badRequest's template
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -388,11 +389,16 @@ func TestServerConfigValidate(t *testing.T) {
 	if err := enroll.DefaultServerConfig().Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
-	if err := (enroll.ServerConfig{MaxSkew: time.Nanosecond}).Validate(); err != nil {
+	withSkew := func(d time.Duration) enroll.ServerConfig {
+		c := enroll.DefaultServerConfig()
+		c.MaxSkew = d
+		return c
+	}
+	if err := withSkew(time.Nanosecond).Validate(); err != nil {
 		t.Fatalf("1ns max skew: %v", err)
 	}
 	for _, skew := range []time.Duration{0, -time.Second} {
-		if got := codes.Of((enroll.ServerConfig{MaxSkew: skew}).Validate()); got != codes.ConfigInvalid {
+		if got := codes.Of(withSkew(skew).Validate()); got != codes.ConfigInvalid {
 			t.Errorf("max skew %s: code %q, want %s", skew, got, codes.ConfigInvalid)
 		}
 	}
