@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"errors"
 	"net"
 	"net/http"
@@ -72,6 +73,19 @@ func TestInternalAPIRefusals(t *testing.T) {
 	if err := c2.p.client.Call(ctx, origin.addr, PathSignTLS, true, pki.LeafRequest{CSR: c2.keys.CSR, Name: "c9",
 		NodeID: "id-c9", Role: pki.RoleWorker}, &signed); err != nil || len(signed.Cert) == 0 {
 		t.Fatalf("sign through the CA holder: %d bytes, %v", len(signed.Cert), err)
+	}
+	// A Nebula cert signed through the CA holder lives for the holder's
+	// NebulaLifetime (an hour here), unless the request names a lifetime.
+	for _, life := range []time.Duration{0, 2 * time.Hour} {
+		want := time.Now().Add(cmp.Or(life, time.Hour))
+		cert, err := c2.p.Signer().SignNebula(ctx, pki.NebulaRequest{PublicKey: c2.keys.NebulaPublicPEM, Name: "c9",
+			IP: pkitest.IP(50), Groups: []string{string(pki.RoleWorker)}, Lifetime: life})
+		if err != nil {
+			t.Fatalf("sign Nebula (lifetime %s) through the CA holder: %v", life, err)
+		}
+		if _, exp, err := pki.NebulaCertInfo(cert); err != nil || exp.Sub(want).Abs() > time.Minute {
+			t.Fatalf("lifetime %s: expires %s (%v), want about %s", life, exp, err, want)
+		}
 	}
 }
 

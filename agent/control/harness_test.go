@@ -1,11 +1,13 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,6 +20,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
@@ -80,6 +83,7 @@ type member struct {
 	addr     string // internal API host:port
 	raftAddr string
 	hooks    *hooks
+	logs     *logRecorder
 }
 
 // testCluster is a CA and the control nodes it admitted.
@@ -88,6 +92,7 @@ type testCluster struct {
 	cluster state.Cluster
 	members []*member
 	nextIP  byte
+	promote time.Duration // every member's PromoteTimeout
 }
 
 // freePort reserves a loopback port number (closed again; the caller
@@ -131,7 +136,7 @@ func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.I
 }
 
 // start opens raft for a control node and serves its internal API.
-func (c *testCluster) start(t *testing.T, name string, holdsCA bool, promote time.Duration) *member {
+func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	t.Helper()
 	id, keys, _ := c.identity(t, name, pki.RoleControl)
 	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
@@ -162,8 +167,9 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool, promote tim
 		ca = c.ca
 	}
 	h := &hooks{}
-	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: promote, NebulaLifetime: time.Hour},
-		node, ca, client, Deps{Hooks: h.hooks()})
+	logs := &logRecorder{}
+	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour},
+		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
 	apiTLS, err := pki.ServerTLSConfig(id)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +182,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool, promote tim
 		ErrorLog: log.New(io.Discard, "", 0)}
 	go func() { _ = srv.Serve(ln) }()
 	m := &member{name: name, nodeID: "id-" + name, id: id, keys: keys, p: p, addr: ln.Addr().String(),
-		raftAddr: raftAddr, hooks: h}
+		raftAddr: raftAddr, hooks: h, logs: logs}
 	t.Cleanup(func() {
 		_ = srv.Close()
 		client.CloseIdle()
@@ -189,8 +195,26 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool, promote tim
 // newCluster bootstraps an origin that holds the CA and leads.
 func newCluster(t *testing.T) (*testCluster, *member) {
 	t.Helper()
-	c := &testCluster{ca: pkitest.NewCA(t, "alpha")}
-	o := c.start(t, "origin", true, 3*time.Second)
+	return newClusterWith(t, clusterOpts{})
+}
+
+// clusterOpts vary newCluster.
+type clusterOpts struct {
+	promote time.Duration // PromoteTimeout of every member; 3 s if zero
+	// origin, if set, edits the origin's node record before it is
+	// bootstrapped (c's CA exists by then).
+	origin func(c *testCluster, n *state.Node)
+}
+
+func newClusterWith(t *testing.T, o clusterOpts) (*testCluster, *member) {
+	t.Helper()
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: cmp.Or(o.promote, 3*time.Second)}
+	return c, c.bootstrap(t, o.origin)
+}
+
+func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state.Node)) *member {
+	t.Helper()
+	o := c.start(t, "origin", true)
 	adv, _ := net.ResolveTCPAddr("tcp", o.raftAddr)
 	if err := o.p.Raft().Bootstrap(adv); err != nil {
 		t.Fatal(err)
@@ -205,11 +229,14 @@ func newCluster(t *testing.T) (*testCluster, *member) {
 	origin := state.Node{ID: o.nodeID, Name: o.name, Role: pki.RoleControl, State: state.NodeActive,
 		Underlay: host, EnrollAddr: o.addr, RaftAddr: o.raftAddr, OverlayIP: pkitest.IP(1).Addr(),
 		TLSFingerprint: "tls-origin", NebulaFingerprint: "neb-origin"}
+	if edit != nil {
+		edit(c, &origin)
+	}
 	if err := o.p.Raft().Apply(within(t, 5*time.Second), &state.Bootstrap{Cluster: c.cluster, Origin: origin,
 		At: time.Now(), Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	return c, o
+	return o
 }
 
 // admit records name through via's ledger as the enroll server would: a
@@ -261,7 +288,7 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 // join raft the way a joining control node does.
 func (c *testCluster) joinControl(t *testing.T, via *member, name string) *member {
 	t.Helper()
-	m := c.start(t, name, false, 3*time.Second)
+	m := c.start(t, name, false)
 	_, cport, _ := net.SplitHostPort(m.addr)
 	_, rport, _ := net.SplitHostPort(m.raftAddr)
 	cp, _ := strconv.Atoi(cport)
@@ -296,4 +323,112 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// logRecorder is a plane's logger in tests: it keeps each record's level
+// and attributes (never its message), so a test can check that a failure
+// was reported with its code, or that nothing went wrong at all.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []logRecord
+}
+
+type logRecord struct {
+	level slog.Level
+	attrs map[string]slog.Value
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	lr := logRecord{level: rec.Level, attrs: map[string]slog.Value{}}
+	rec.Attrs(func(a slog.Attr) bool {
+		lr.attrs[a.Key] = a.Value.Resolve()
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, lr)
+	return nil
+}
+
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+
+// warnings are the records at warning level or above.
+func (r *logRecorder) warnings() []logRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []logRecord
+	for _, lr := range r.recs {
+		if lr.level >= slog.LevelWarn {
+			out = append(out, lr)
+		}
+	}
+	return out
+}
+
+// withCode are the records that carry code as their "code" attribute.
+func (r *logRecorder) withCode(code codes.Code) []logRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []logRecord
+	for _, lr := range r.recs {
+		if v, ok := lr.attrs["code"]; ok && v.String() == string(code) {
+			out = append(out, lr)
+		}
+	}
+	return out
+}
+
+// fakeControl is a listener presenting a control leaf of the cluster's CA
+// that counts the requests to each path and answers them with answer: a
+// stand-in for a control node whose behaviour a test dictates.
+type fakeControl struct {
+	addr string
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func (c *testCluster) fakeControl(t *testing.T, name string, answer http.HandlerFunc) *fakeControl {
+	t.Helper()
+	id, _, _ := c.identity(t, name, pki.RoleControl)
+	conf, err := pki.ServerTLSConfig(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeControl{addr: ln.Addr().String(), hits: map[string]int{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.hits[r.URL.Path]++
+		f.mu.Unlock()
+		answer(w, r)
+	}), ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return f
+}
+
+func (f *fakeControl) count(path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits[path]
+}
+
+// mint has via mint a token for name and returns its hash.
+func mint(t *testing.T, via *member, name string, role pki.Role) enroll.TokenHash {
+	t.Helper()
+	resp, err := via.p.Admit(within(t, 5*time.Second), admitReq(name, role), "test")
+	if err != nil {
+		t.Fatalf("mint for %s: %v", name, err)
+	}
+	tok, err := enroll.ParseToken(resp.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok.Secret.Hash()
 }

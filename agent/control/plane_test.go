@@ -26,6 +26,14 @@ func TestAdmitThroughFollower(t *testing.T) {
 	if c2.p.Raft().IsLeader() {
 		t.Fatal("the joiner took leadership; the test needs it a follower")
 	}
+	if !origin.p.HoldsCA() || c2.p.HoldsCA() {
+		t.Fatalf("holds the CA: origin %v, c2 %v", origin.p.HoldsCA(), c2.p.HoldsCA())
+	}
+	// A token the leader minted a moment ago is in the follower's ledger
+	// (a read index, not whatever c2 happened to have applied).
+	if rec, ok, err := c2.p.Ledger().Token(within(t, 5*time.Second), mint(t, origin, "w9", pki.RoleWorker)); err != nil || !ok || rec.Name != "w9" {
+		t.Fatalf("the follower's ledger lacks the token just minted: %+v, %v, %v", rec, ok, err)
+	}
 	pokesBefore, _, _ := c2.hooks.counts()
 	id := c.admit(t, c2, "w1", pki.RoleWorker, nil, enroll.Ports{Gossip: 7946, Nebula: 4242})
 	if pokes, _, _ := c2.hooks.counts(); pokes <= pokesBefore {
@@ -124,7 +132,7 @@ func TestAdmitRefusals(t *testing.T) {
 // removed again; the cluster keeps its one voter and its leader.
 func TestPromotionRefusesANodeThatNeverReplicates(t *testing.T) {
 	c, origin := newCluster(t)
-	origin.p.cfg.PromoteTimeout = 500 * time.Millisecond
+	origin.p.cfg.PromoteTimeout = 300 * time.Millisecond
 	id := c.admit(t, origin, "ghost", pki.RoleControl, nil, enroll.Ports{Control: 1, Raft: 1, Gossip: 1, Nebula: 1})
 	_, err := origin.p.promoteRecorded(within(t, 10*time.Second), id)
 	if codes.Of(err) != codes.JoinUnconfirmed {
@@ -170,6 +178,7 @@ func TestRemove(t *testing.T) {
 
 	// A worker, removed through a follower.
 	before, _ := origin.p.Raft().FSM().Node(w1)
+	warnings := len(c2.logs.warnings())
 	if err := c2.p.Remove(ctx, "w1", "operator"); err != nil {
 		t.Fatalf("remove w1: %v", err)
 	}
@@ -182,10 +191,18 @@ func TestRemove(t *testing.T) {
 		!slices.Contains(rev.Gone, w1) {
 		t.Fatalf("revocations %+v lack w1's certificates %s %s", rev, before.TLSFingerprint, before.NebulaFingerprint)
 	}
-	waitFor(t, 5*time.Second, "force-leave of w1", func() bool {
-		_, notified, left := c2.hooks.counts()
-		return notified == 1 && slices.Equal(left, []string{"w1"})
-	})
+	c2.p.wg.Wait() // the force-leave has run
+	if _, notified, left := c2.hooks.counts(); notified != 1 || !slices.Equal(left, []string{"w1"}) {
+		t.Fatalf("gossip told %d times, force-left %v; want once, [w1]", notified, left)
+	}
+	// The stand-in gossip refuses the revocation notice (a warning; workers
+	// poll); the force-leave went through (no warning).
+	if w := c2.logs.warnings()[warnings:]; len(w) != 1 {
+		t.Fatalf("removing w1 logged %d warnings; want 1, for the refused notice", len(w))
+	}
+	if ev := c2.logs.withCode(codes.EventNodeRemoved); len(ev) != 1 || ev[0].attrs["node"].String() != "w1" {
+		t.Fatalf("removal events %v", ev)
+	}
 
 	// A control node, removed by the leader: out of raft too.
 	if err := origin.p.Remove(ctx, "c2", "operator"); err != nil {
@@ -217,6 +234,10 @@ func TestLeave(t *testing.T) {
 	if err := c2.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A follower has no leadership to hand off: nothing to warn about.
+	if w := c2.logs.warnings(); len(w) != 0 {
+		t.Fatalf("leaving logged warnings: %v", w)
+	}
 	waitFor(t, 5*time.Second, "c2 out of raft and recorded left", func() bool {
 		n, _ := origin.p.Raft().FSM().Node(c2.nodeID)
 		return !origin.p.Raft().IsMember(c2.nodeID) && n.State == state.NodeLeft
@@ -235,8 +256,13 @@ func TestRenewNebulaCerts(t *testing.T) {
 	ctx := within(t, 20*time.Second)
 	before, _ := origin.p.Raft().FSM().Node(c2.nodeID)
 
-	origin.p.RenewNebulaCerts(ctx) // an hour's cert, just issued: not due
-	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.NebulaFingerprint != before.NebulaFingerprint {
+	// A minute on, an hour's cert is not due. (A renewal would sign a cert
+	// other than the one signed a moment ago, and record the new issue time.)
+	soon := time.Now().Add(time.Minute)
+	origin.p.now = func() time.Time { return soon }
+	origin.p.RenewNebulaCerts(ctx)
+	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.NebulaFingerprint != before.NebulaFingerprint ||
+		!n.NebulaIssued.Equal(before.NebulaIssued) {
 		t.Fatal("a fresh cert was renewed")
 	}
 	later := time.Now().Add(41 * time.Minute) // past 2/3 of an hour
@@ -256,9 +282,78 @@ func TestRenewNebulaCerts(t *testing.T) {
 	if err := pki.CheckNebulaCert(c.ca.NebulaCertPEM(), after.NebulaCert, c2.keys.NebulaKeyPEM, after.OverlayIP, later); err != nil {
 		t.Fatalf("renewed cert does not fit c2's key and IP: %v", err)
 	}
+	// The renewal is an event with its code; nothing went wrong.
+	if ev := origin.logs.withCode(codes.EventCertRenewed); len(ev) != 1 || ev[0].attrs["node"].String() != "c2" {
+		t.Fatalf("renewal events %v; want one, for c2", ev)
+	}
+	if w := origin.logs.warnings(); len(w) != 0 {
+		t.Fatalf("a clean renewal logged warnings: %v", w)
+	}
 	waitFor(t, 5*time.Second, "c2 applies the renewal", func() bool {
 		return string(c2.p.OwnNebulaCert()) == string(after.NebulaCert)
 	})
+}
+
+// TestRenewMissingAndFailing: a record without a Nebula cert gets one at
+// the next renewal, even when its recorded validity looks fresh; a record
+// whose key cannot be signed for is skipped with a coded warning, and the
+// others are renewed all the same.
+func TestRenewMissingAndFailing(t *testing.T) {
+	c, origin := newCluster(t)
+	ctx := within(t, 10*time.Second)
+	now := time.Now()
+	record := func(name string, pub []byte) string {
+		t.Helper()
+		h := mint(t, origin, name, pki.RoleWorker)
+		ip, err := origin.p.Ledger().FreeOverlayIP(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "id-" + name
+		if err := origin.p.Write(ctx, &state.Admit{Admission: enroll.Admission{Token: h, NodeID: id, Name: name,
+			Role: pki.RoleWorker, Underlay: "127.0.0.1", SourceAddr: "127.0.0.1", OverlayIP: ip, NebulaPub: pub, At: now},
+			Node: state.Node{NebulaIssued: now, NebulaExpires: now.Add(time.Hour)}, Actor: "test"}); err != nil {
+			t.Fatalf("record %s: %v", name, err)
+		}
+		return id
+	}
+	keys, err := pki.NewKeys("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1 := record("w1", keys.NebulaPublicPEM)
+	bad := record("bad", []byte("not a key"))
+
+	origin.p.RenewNebulaCerts(ctx)
+	n, _ := origin.p.Raft().FSM().Node(w1)
+	if len(n.NebulaCert) == 0 {
+		t.Fatal("a record without a Nebula cert was not given one")
+	}
+	if err := pki.CheckNebulaCert(c.ca.NebulaCertPEM(), n.NebulaCert, keys.NebulaKeyPEM, n.OverlayIP, now); err != nil {
+		t.Fatalf("the new cert does not fit w1's key and IP: %v", err)
+	}
+	if b, _ := origin.p.Raft().FSM().Node(bad); len(b.NebulaCert) != 0 {
+		t.Fatal("a cert was recorded for a key that cannot be signed for")
+	}
+	w := origin.logs.warnings()
+	if len(w) != 1 || w[0].attrs["node"].String() != "bad" || w[0].attrs["code"].String() == "" {
+		t.Fatalf("warnings %v; want one, coded, for bad", w)
+	}
+}
+
+// TestCloseAlone: closing the only voter shuts raft down; with no other
+// voter to hand leadership to, there is nothing to warn about.
+func TestCloseAlone(t *testing.T) {
+	_, origin := newCluster(t)
+	if err := origin.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !origin.p.Raft().IsShutdown() {
+		t.Fatal("raft still runs after Close")
+	}
+	if w := origin.logs.warnings(); len(w) != 0 {
+		t.Fatalf("closing logged warnings: %v", w)
+	}
 }
 
 // TestRenewDue: renewal at 2/3 of the lifetime, and at once when the

@@ -154,3 +154,58 @@ func TestPortLimitsTimeouts(t *testing.T) {
 		t.Fatalf("8 KiB of headers over a 1 KiB limit: %v %v", resp, err)
 	}
 }
+
+// TestDefaultLimits: production runs with the limits docs/security.md
+// promises (64 connections per source, whole requests within 10 s, idle
+// connections closed after 60 s, 16 KiB of headers); the tests above
+// shorten them, so nothing else would notice a change. A zero would mean
+// no limit at all to net/http. Answering gets 60 s, more than a raft join
+// waits for its promotion by default (20 s + 10 s).
+func TestDefaultLimits(t *testing.T) {
+	want := Limits{ConnsPerSource: 64, Request: 10 * time.Second, Answer: 60 * time.Second, Idle: 60 * time.Second,
+		HeaderBytes: 16 << 10}
+	if got := DefaultLimits(); got != want {
+		t.Fatalf("DefaultLimits() = %+v, want %+v", got, want)
+	}
+}
+
+// TestSourceSlots: a source's count goes down by one as each of its
+// connections closes (once, however often it is closed), and a source
+// with nothing open leaves no entry behind, so addresses that came and
+// went do not grow the table.
+func TestSourceSlots(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := &sourceLimit{Listener: ln, max: 2, open: map[string]int{}}
+	defer sl.Close()
+	src := net.IPv4(127, 0, 3, 3)
+	accept := func() net.Conn {
+		t.Helper()
+		dialFrom(t, src, ln.Addr().String())
+		c, err := sl.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	held := func() (int, int) {
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		return sl.open[src.String()], len(sl.open)
+	}
+	a, b := accept(), accept()
+	if n, _ := held(); n != 2 {
+		t.Fatalf("%d connections counted, 2 open", n)
+	}
+	_ = a.Close()
+	_ = a.Close()
+	if n, _ := held(); n != 1 {
+		t.Fatalf("%d connections counted after one of two closed (twice)", n)
+	}
+	_ = b.Close()
+	if n, entries := held(); n != 0 || entries != 0 {
+		t.Fatalf("after every connection closed: %d counted, %d entries", n, entries)
+	}
+}
