@@ -45,8 +45,8 @@ type ClientDeps struct {
 // chain against tok.CA; a verification failure ends the enrollment at once
 // with its code, before anything is sent and without trying another seed.
 //
-// Zero fields of req are filled in: Protocol, Secret and Name from tok,
-// Clock from d.Now.
+// Zero fields of req are filled in: Protocol, Secret, Name and Expires
+// from tok, Clock from d.Now.
 func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Response, error) {
 	c := newClient(tok, d)
 	if tok.CA.IsZero() {
@@ -60,6 +60,9 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	}
 	if req.Name == "" {
 		req.Name = tok.Name
+	}
+	if req.Expires.IsZero() {
+		req.Expires = tok.Expires
 	}
 	if req.Clock.IsZero() {
 		req.Clock = c.now()

@@ -540,16 +540,18 @@ func TestClientFillsRequest(t *testing.T) {
 		{
 			name: "ok/zero-fields-filled",
 			edit: func(req *enroll.Request) {
-				req.Protocol, req.Secret, req.Name, req.Clock = 0, enroll.Secret{}, "", time.Time{}
+				req.Protocol, req.Secret, req.Name, req.Clock, req.Expires = 0, enroll.Secret{}, "", time.Time{}, time.Time{}
 			},
 			want: func(tok enroll.Token, req enroll.Request) enroll.Request {
-				req.Protocol, req.Secret, req.Name, req.Clock = enroll.ProtocolVersion, tok.Secret, tok.Name, clientNow
+				req.Protocol, req.Secret, req.Name, req.Clock, req.Expires = enroll.ProtocolVersion, tok.Secret, tok.Name, clientNow, tok.Expires
 				return req
 			},
 		},
 		{
 			name: "ok/set-fields-kept",
-			edit: func(req *enroll.Request) { req.Clock = pkitest.Now.Add(-time.Second) },
+			edit: func(req *enroll.Request) {
+				req.Clock, req.Expires = pkitest.Now.Add(-time.Second), pkitest.Now.Add(time.Minute)
+			},
 			want: func(_ enroll.Token, req enroll.Request) enroll.Request { return req },
 		},
 	}
@@ -575,9 +577,10 @@ func TestClientFillsRequest(t *testing.T) {
 			}
 			g := got[0]
 			if g.Protocol != want.Protocol || !g.Secret.Equal(want.Secret) || g.Name != want.Name || !g.Clock.Equal(want.Clock) ||
+				!g.Expires.Equal(want.Expires) || want.Expires.IsZero() ||
 				!bytes.Equal(g.CSR, want.CSR) || !bytes.Equal(g.NebulaPublic, want.NebulaPublic) || g.Underlay != want.Underlay {
-				t.Errorf("server saw protocol %d name %q clock %s, secret match %v; want protocol %d name %q clock %s",
-					g.Protocol, g.Name, g.Clock, g.Secret.Equal(want.Secret), want.Protocol, want.Name, want.Clock)
+				t.Errorf("server saw protocol %d name %q clock %s expires %s, secret match %v; want protocol %d name %q clock %s expires %s",
+					g.Protocol, g.Name, g.Clock, g.Expires, g.Secret.Equal(want.Secret), want.Protocol, want.Name, want.Clock, want.Expires)
 			}
 		})
 	}

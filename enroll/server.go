@@ -123,9 +123,10 @@ func randomNodeID() string {
 // coded error and nothing recorded. The token's ledger record decides name
 // and role; the request's claims decide nothing. A source that has failed
 // too often with its token is refused with codes.TokenThrottled before any
-// check (see ServerConfig). Checks run in a fixed order: protocol, name,
-// token known, unused, unexpired, source address, name equal to the
-// token's, name free.
+// check (see ServerConfig). Checks run in a fixed order: first those that
+// need no ledger (protocol, name, a secret present, the expiry the joiner
+// read from its token), then token known, unused, unexpired, source
+// address, name equal to the token's, name free.
 func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
 	source = source.Unmap()
 	if err := s.throttled(source); err != nil {
@@ -164,6 +165,14 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	}
 	if err := ValidName(req.Name); err != nil {
 		return nil, err
+	}
+	// Everything that needs no ledger comes first: on a follower, looking
+	// up a token this node does not hold costs a round trip to the leader.
+	if req.Secret.IsZero() {
+		return nil, codes.Wrap(codes.TokenUnknown, errors.New("the request carries no token secret"))
+	}
+	if !req.Expires.IsZero() && !s.now().Before(req.Expires) {
+		return nil, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", req.Name, req.Expires.UTC().Format(time.RFC3339)))
 	}
 	hash := req.Secret.Hash()
 	rec, ok, err := s.ledger.Token(ctx, hash)

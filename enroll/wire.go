@@ -25,6 +25,10 @@ type Request struct {
 	Version      string    `json:"version"`       // joiner's agent version
 	Ports        Ports     `json:"ports"`         // where the joiner listens
 	Clock        time.Time `json:"clock"`         // joiner's clock, for the skew warning
+	// Expires is the expiry the joiner read from its token. The server
+	// refuses a request past it before it asks the ledger; a later or
+	// missing one decides nothing (the ledger's record does).
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Ports are the ports a node listens on (DESIGN §3), announced at enrollment

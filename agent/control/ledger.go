@@ -20,12 +20,12 @@ type Ledger struct{ p *Plane }
 
 var _ enroll.Ledger = (*Ledger)(nil)
 
+// Token answers from this node's FSM when it holds the token and does a
+// read index (a round trip to the leader) only when it does not: a token
+// minted a moment ago on another node may not have reached it yet. Admit's
+// compare-and-set judges the current record (enroll.LookupToken).
 func (l *Ledger) Token(ctx context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
-	if err := l.p.SyncRead(ctx); err != nil {
-		return enroll.TokenRecord{}, false, err
-	}
-	rec, ok := l.p.raft.FSM().Token(h)
-	return rec, ok, nil
+	return enroll.LookupToken(ctx, h, l.p.raft.FSM().Token, l.p.SyncRead)
 }
 
 func (l *Ledger) NameTaken(ctx context.Context, name string) (bool, error) {
