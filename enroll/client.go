@@ -28,6 +28,13 @@ const maxResponseBody = 1 << 20
 // the joiner is warned with codes.ClockSkew.
 const maxClockSkew = time.Minute
 
+// DefaultHandshakeTimeout bounds the TLS handshake with one seed.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// ErrNothingSent is in the error of an enrollment that sent its request to
+// no seed: the cluster cannot have recorded it, and the token is as it was.
+var ErrNothingSent = errors.New("nothing was sent")
+
 // ClientDeps are the joiner's collaborators.
 type ClientDeps struct {
 	Log  *slog.Logger     // nil discards
@@ -36,14 +43,25 @@ type ClientDeps struct {
 	// Step, if set, is told each step as it happens, e.g.
 	// "connecting to seed 127.0.0.2:7300".
 	Step func(msg string)
+	// HandshakeTimeout bounds the TLS handshake with each seed: a seed
+	// that accepts the connection but does not complete the handshake in
+	// time is skipped like one that cannot be reached. Zero means
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
 }
 
 // Enroll sends req to the cluster tok names and returns its verified
 // response. It tries tok.Seeds in order, moving on only when a seed cannot
-// be reached or the connection fails before or after verification. The
+// be reached, does not complete the TLS handshake within the handshake
+// timeout, or the connection fails before or after verification. The
 // TLS handshake succeeds only when pki.VerifyPinned accepts the seed's
 // chain against tok.CA; a verification failure ends the enrollment at once
 // with its code, before anything is sent and without trying another seed.
+//
+// When no seed answers, the error is codes.SeedsUnreachable. If the
+// request went to no seed it wraps ErrNothingSent; if it went to a seed
+// whose answer was lost, the cluster may have recorded the join, and the
+// error says so.
 //
 // Zero fields of req are filled in: Protocol, Secret, Name and Expires
 // from tok, Clock from d.Now.
@@ -76,17 +94,22 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 		return nil, fmt.Errorf("encode enroll request: %w", err)
 	}
 
-	var failures []string
+	var failures, sentTo []string
 	for _, seed := range tok.Seeds {
 		resp, err := c.try(ctx, seed, body)
 		var unreachable *seedError
 		switch {
 		case errors.As(err, &unreachable):
-			c.log.Warn("seed unreachable", "seed", seed, "err", unreachable.err)
-			c.step(fmt.Sprintf("seed %s unreachable: %v", seed, unreachable.err))
+			what := "unreachable"
+			if unreachable.sent {
+				what = "took the request but gave no answer"
+				sentTo = append(sentTo, seed)
+			}
+			c.log.Warn("seed "+what, "seed", seed, "err", unreachable.err)
+			c.step(fmt.Sprintf("seed %s %s: %v", seed, what, unreachable.err))
 			failures = append(failures, fmt.Sprintf("%s: %v", seed, unreachable.err))
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("enroll: %w", ctx.Err())
+			if err := stopped(ctx); err != nil {
+				return nil, noAnswer(len(tok.Seeds), failures, sentTo, err)
 			}
 			continue
 		case err != nil:
@@ -99,27 +122,64 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 		c.warnSkew(resp.ServerTime)
 		return resp, nil
 	}
-	return nil, codes.Wrap(codes.SeedsUnreachable,
-		fmt.Errorf("no seed of %d could be reached: %s", len(tok.Seeds), strings.Join(failures, "; ")))
+	return nil, noAnswer(len(tok.Seeds), failures, sentTo, nil)
+}
+
+// stopped is ctx's error, or context.DeadlineExceeded once its deadline
+// has passed: a connection deadline taken from the context can fire
+// before the context itself is done.
+func stopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// noAnswer is the error of an enrollment that no seed answered: nothing
+// was sent, or the request went to sentTo and no answer came back. stopped
+// is why the enrollment stopped early (the context's error), if it did.
+func noAnswer(seeds int, failures, sentTo []string, stopped error) error {
+	var err error
+	if len(sentTo) == 0 {
+		err = fmt.Errorf("no seed of %d could be reached, %w", seeds, ErrNothingSent)
+	} else {
+		err = fmt.Errorf("no seed of %d answered; the request went to %s, so the cluster may have recorded this join: "+
+			"run the same join again to resume it", seeds, strings.Join(sentTo, ", "))
+	}
+	if stopped != nil {
+		err = fmt.Errorf("%w; enroll stopped: %w", err, stopped)
+	}
+	return codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("%w: %s", err, strings.Join(failures, "; ")))
 }
 
 // seedError marks a failure to reach or talk to a seed, which moves on to
 // the next seed. Verification failures and the server's answers never do.
-type seedError struct{ err error }
+// sent is set once the request may have reached the seed.
+type seedError struct {
+	err  error
+	sent bool
+}
 
 func (e *seedError) Error() string { return e.err.Error() }
 func (e *seedError) Unwrap() error { return e.err }
 
 type client struct {
-	tok  Token
-	log  *slog.Logger
-	now  func() time.Time
-	dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	step func(string)
+	tok       Token
+	log       *slog.Logger
+	now       func() time.Time
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	step      func(string)
+	handshake time.Duration
 }
 
 func newClient(tok Token, d ClientDeps) *client {
-	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step}
+	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, handshake: d.HandshakeTimeout}
+	if c.handshake <= 0 {
+		c.handshake = DefaultHandshakeTimeout
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -146,7 +206,7 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	c.step("connecting to seed " + seed)
 	raw, err := c.dial(ctx, "tcp", seed)
 	if err != nil {
-		return nil, &seedError{err}
+		return nil, &seedError{err: err}
 	}
 	var (
 		leaf      *x509.Certificate // the seed's leaf, as VerifyPinned accepted it
@@ -174,12 +234,19 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	if dl, ok := ctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
 	}
-	if err := conn.HandshakeContext(ctx); err != nil {
+	hctx, cancel := context.WithTimeout(ctx, c.handshake)
+	defer cancel()
+	if err := conn.HandshakeContext(hctx); err != nil {
 		if verifyErr != nil {
 			// Fail closed: never retried elsewhere, nothing was sent.
 			return nil, fmt.Errorf("seed %s: %w", seed, verifyErr)
 		}
-		return nil, &seedError{fmt.Errorf("TLS handshake: %w", err)}
+		if ctx.Err() == nil && hctx.Err() != nil {
+			// A connection failure, like a refused connection: the seed
+			// said nothing, so nothing was verified or refused.
+			return nil, &seedError{err: fmt.Errorf("TLS handshake: no answer within %s", c.handshake)}
+		}
+		return nil, &seedError{err: fmt.Errorf("TLS handshake: %w", err)}
 	}
 	role := "?"
 	if r, err := pki.RoleOf(leaf); err == nil {
@@ -193,17 +260,19 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Close = true
+	// From here on the request may have reached the seed, even when
+	// writing it fails part way.
 	if err := hreq.Write(conn); err != nil {
-		return nil, &seedError{fmt.Errorf("send enroll request: %w", err)}
+		return nil, &seedError{err: fmt.Errorf("send enroll request: %w", err), sent: true}
 	}
 	hresp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
 	if err != nil {
-		return nil, &seedError{fmt.Errorf("read enroll response: %w", err)}
+		return nil, &seedError{err: fmt.Errorf("read enroll response: %w", err), sent: true}
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBody+1))
 	if err != nil {
-		return nil, &seedError{fmt.Errorf("read enroll response: %w", err)}
+		return nil, &seedError{err: fmt.Errorf("read enroll response: %w", err), sent: true}
 	}
 	if len(data) > maxResponseBody {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: enroll response larger than %d bytes", seed, maxResponseBody))

@@ -16,4 +16,12 @@ func TestSeedDialerBounded(t *testing.T) {
 	if c.dial == nil || c.now == nil || c.step == nil || c.log == nil {
 		t.Fatal("newClient left a default unset")
 	}
+	if c.handshake != DefaultHandshakeTimeout || DefaultHandshakeTimeout != 5*time.Second {
+		t.Fatalf("handshake timeout %s by default, want %s (5s)", c.handshake, DefaultHandshakeTimeout)
+	}
+	for d, want := range map[time.Duration]time.Duration{time.Second: time.Second, -time.Second: DefaultHandshakeTimeout, time.Nanosecond: time.Nanosecond} {
+		if got := newClient(Token{}, ClientDeps{HandshakeTimeout: d}).handshake; got != want {
+			t.Errorf("HandshakeTimeout %s: %s, want %s", d, got, want)
+		}
+	}
 }

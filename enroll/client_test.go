@@ -316,8 +316,11 @@ func TestClientAllSeedsUnreachable(t *testing.T) {
 	var st steps
 	var logs bytes.Buffer
 	_, err := enroll.Enroll(t.Context(), c.token(seeds...), req, clientDeps(&st, &logs))
-	if codes.Of(err) != codes.SeedsUnreachable {
-		t.Fatalf("Enroll = %v, want %s", err, codes.SeedsUnreachable)
+	if codes.Of(err) != codes.SeedsUnreachable || !errors.Is(err, enroll.ErrNothingSent) {
+		t.Fatalf("Enroll = %v, want %s with nothing sent", err, codes.SeedsUnreachable)
+	}
+	if !strings.Contains(err.Error(), "no seed of 2 could be reached, nothing was sent") {
+		t.Errorf("error does not say that nothing was sent: %v", err)
 	}
 	for _, s := range seeds {
 		if !strings.Contains(err.Error(), s) {
@@ -447,8 +450,8 @@ func TestClientContextCancelled(t *testing.T) {
 	var st steps
 	var logs bytes.Buffer
 	_, err := enroll.Enroll(ctx, c.token(c.seed(t), c.seed(t)), req, clientDeps(&st, &logs))
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Enroll = %v, want context.Canceled", err)
+	if !errors.Is(err, context.Canceled) || codes.Of(err) != codes.SeedsUnreachable || !errors.Is(err, enroll.ErrNothingSent) {
+		t.Fatalf("Enroll = %v, want context.Canceled as %s with nothing sent", err, codes.SeedsUnreachable)
 	}
 	if len(c.ledger.Calls()) != 0 {
 		t.Errorf("ledger saw %v after cancellation", c.ledger.Calls())
