@@ -203,6 +203,16 @@ func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	return ctl.Admit(ctx, req, actor)
 }
 
+// RevokeToken revokes an unused join token on a control node
+// (control.Plane.RevokeToken).
+func (a *Agent) RevokeToken(ctx context.Context, id, actor string) (*apitype.RevokeResponse, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	return ctl.RevokeToken(ctx, id, actor)
+}
+
 func (a *Agent) stopRuntime() {
 	a.mu.Lock()
 	rt := a.rt

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -38,6 +39,9 @@ type FileConfig struct {
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
 	// signs are valid; they are renewed at 2/3 of it.
 	NebulaCertLifetime time.Duration `yaml:"nebula_cert_lifetime"`
+	// TokenRetention is how long used, expired and revoked join-token
+	// records stay in raft before the leader prunes them.
+	TokenRetention time.Duration `yaml:"token_retention"`
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
 	// loopback host:port (opt-in; off by default).
 	MetricsAddr string `yaml:"metrics_addr"`
@@ -99,6 +103,7 @@ func DefaultFileConfig() FileConfig {
 		ReconcileInterval: 30 * time.Second,
 
 		NebulaCertLifetime: 365 * 24 * time.Hour,
+		TokenRetention:     control.DefaultTokenRetention,
 	}
 }
 
@@ -213,6 +218,9 @@ func (c FileConfig) Validate() error {
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
 		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
+	}
+	if c.TokenRetention < time.Minute || c.TokenRetention > 365*24*time.Hour {
+		return bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))
 	}
 	if c.Raft.PromoteTimeout < time.Second || c.Raft.PromoteTimeout > 10*time.Minute {
 		return bad("raft.promote_timeout", c.Raft.PromoteTimeout.String(), errors.New("must be between 1s and 10m"))

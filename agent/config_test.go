@@ -46,6 +46,8 @@ func TestValidate(t *testing.T) {
 		{"ok/overlay-28", withCfg(func(c *FileConfig) { c.OverlayCIDR = "10.42.0.16/28" }), nil},
 		{"ok/log-debug-json", withCfg(func(c *FileConfig) { c.LogLevel, c.LogFormat = "debug", "json" }), nil},
 		{"ok/port-65535", withCfg(func(c *FileConfig) { c.Ports.Nebula = 65535 }), nil},
+		{"ok/token-retention-a-minute", withCfg(func(c *FileConfig) { c.TokenRetention = time.Minute }), nil},
+		{"ok/token-retention-a-year", withCfg(func(c *FileConfig) { c.TokenRetention = 365 * 24 * time.Hour }), nil},
 
 		{"fail/empty-state-dir", withCfg(func(c *FileConfig) { c.StateDir = "" }), []string{"state_dir"}},
 		{"fail/relative-state-dir", withCfg(func(c *FileConfig) { c.StateDir = "var/lib/meshd" }), []string{"state_dir"}},
@@ -83,6 +85,9 @@ func TestValidate(t *testing.T) {
 			[]string{"ports.control", "ports.raft"}},
 		{"fail/bad-overlay-mode", withCfg(func(c *FileConfig) { c.OverlayMode = "tap" }), []string{"overlay_mode"}},
 		{"fail/tun-device-too-long", withCfg(func(c *FileConfig) { c.TunDevice = "meshd-overlay-dev0" }), []string{"tun_device"}},
+		{"fail/token-retention-zero", withCfg(func(c *FileConfig) { c.TokenRetention = 0 }), []string{"token_retention"}},
+		{"fail/token-retention-under-a-minute", withCfg(func(c *FileConfig) { c.TokenRetention = time.Minute - time.Second }), []string{"token_retention"}},
+		{"fail/token-retention-over-a-year", withCfg(func(c *FileConfig) { c.TokenRetention = 365*24*time.Hour + time.Second }), []string{"token_retention"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

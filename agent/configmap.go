@@ -60,5 +60,5 @@ func (c FileConfig) raftTiming() raftnode.Timing {
 // controlConfig is the control plane's config.
 func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
 	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
-		NebulaLifetime: c.NebulaCertLifetime}
+		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention}
 }

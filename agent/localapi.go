@@ -21,6 +21,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathReload, a.write(a.handleReload))
 	mux.HandleFunc("POST "+apitype.PathLeave, a.write(a.handleLeave))
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
+	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
 	return a.guard(mux)
 }
 
@@ -144,4 +145,14 @@ func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apitype.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *Agent) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.RevokeToken(r.Context(), r.PathValue("id"), actorFrom(r.Context()).String())
+	if err != nil {
+		a.log.Warn("token revocation failed", "code", codes.OrInternal(err), "err", err)
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, resp)
 }

@@ -88,6 +88,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 		rt.refreshRevocations(ctx, told)
 		if rt.ctl != nil {
 			rt.ctl.RenewNebulaCerts(ctx)
+			_, _ = rt.ctl.PruneTokens(ctx) // the leader only; it logs its own failure
 		}
 		rt.adoptRenewedCert(ctx)
 		rt.reconcileOverlay(ctx)

@@ -43,10 +43,15 @@ type TokenRecord struct {
 	MintedBy   string    `json:"minted_by"` // node id of the control node that minted it
 	ConsumedAt time.Time `json:"consumed_at,omitzero"`
 	ConsumedBy string    `json:"consumed_by,omitempty"` // node id it admitted
+	RevokedAt  time.Time `json:"revoked_at,omitzero"`   // zero unless revoked (`meshctl tokens revoke`)
+	RevokedBy  string    `json:"revoked_by,omitempty"`  // the actor who revoked it
 }
 
 // Consumed reports whether the token has been used.
 func (r TokenRecord) Consumed() bool { return !r.ConsumedAt.IsZero() }
+
+// Revoked reports whether the token was revoked before it was used.
+func (r TokenRecord) Revoked() bool { return !r.RevokedAt.IsZero() }
 
 // Admission is what the enroll server asks the ledger to record: ONE raft
 // entry that consumes the token and records the node and its overlay IP,

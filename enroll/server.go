@@ -125,8 +125,8 @@ func randomNodeID() string {
 // too often with its token is refused with codes.TokenThrottled before any
 // check (see ServerConfig). Checks run in a fixed order: first those that
 // need no ledger (protocol, name, a secret present, the expiry the joiner
-// read from its token), then token known, unused, unexpired, source
-// address, name equal to the token's, name free.
+// read from its token), then token known, unused, not revoked, unexpired,
+// source address, name equal to the token's, name free.
 func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
 	source = source.Unmap()
 	if err := s.throttled(source); err != nil {
@@ -187,6 +187,9 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 			return resp, nil
 		}
 		return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
+	}
+	if rec.Revoked() {
+		return nil, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
 	}
 	now := s.now()
 	if !now.Before(rec.Expires) {

@@ -19,6 +19,10 @@ const (
 	PathReload = "/v0/reload"
 	// PathRemove is POST /v0/nodes/{name}/remove.
 	PathRemove = "/v0/nodes/{name}/remove"
+	// PathRevokeToken is POST /v0/tokens/{id}/revoke: id is the token's
+	// id as GET /v0/tokens shows it, or a unique prefix of at least 8 hex
+	// characters of its hash.
+	PathRevokeToken = "/v0/tokens/{id}/revoke"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -138,8 +142,25 @@ type Token struct {
 	Created    time.Time `json:"created"`
 	Expires    time.Time `json:"expires"`
 	MintedBy   string    `json:"minted_by"`
-	State      string    `json:"state"` // unused, used, expired
+	State      string    `json:"state"` // unused, used, expired, revoked
 	ConsumedBy string    `json:"consumed_by,omitempty"`
+	RevokedAt  time.Time `json:"revoked_at,omitzero"`
+}
+
+// The states of a Token row.
+const (
+	TokenUnused  = "unused"
+	TokenUsed    = "used"
+	TokenExpired = "expired"
+	TokenRevoked = "revoked"
+)
+
+// RevokeResponse answers POST /v0/tokens/{id}/revoke.
+type RevokeResponse struct {
+	Token Token `json:"token"` // the token's row, now revoked
+	// AlreadyRevoked says the token was revoked before this call; the
+	// first revocation stands and nothing changed.
+	AlreadyRevoked bool `json:"already_revoked,omitempty"`
 }
 
 // InitRequest is POST /v0/init.

@@ -5,10 +5,10 @@
 // (through agent/raftnode), the writes that go to the leader or are
 // forwarded one hop to it, the read index, the promotion of joining control
 // nodes, the enroll ledger and the signers (the CA itself on the CA holder,
-// a forwarder to it elsewhere), token minting, removal, and the internal
-// API's server side. routes.go is the one table of the internal API's
-// doors: every path, the roles allowed through it and its handler, all
-// behind one guard.
+// a forwarder to it elsewhere), token minting, revocation and pruning,
+// removal, and the internal API's server side. routes.go is the one table
+// of the internal API's doors: every path, the roles allowed through it
+// and its handler, all behind one guard.
 //
 // Client is the internal API's client side, used by every member (a worker
 // fetching the node list, revocations or its renewed Nebula cert; a

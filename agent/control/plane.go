@@ -22,6 +22,10 @@ type Config struct {
 	// NebulaLifetime is the lifetime of the Nebula host certs this node
 	// signs (CA holder only).
 	NebulaLifetime time.Duration
+	// TokenRetention is how long the leader keeps used, expired and
+	// revoked token records before it prunes them; zero means
+	// DefaultTokenRetention.
+	TokenRetention time.Duration
 }
 
 // Hooks are what the control plane tells the rest of the node; each may
@@ -65,6 +69,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if cfg.TokenRetention <= 0 {
+		cfg.TokenRetention = DefaultTokenRetention
 	}
 	h := &d.Hooks
 	if h.Poke == nil {

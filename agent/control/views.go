@@ -59,20 +59,10 @@ func (p *Plane) Tokens(ctx context.Context) ([]apitype.Token, error) {
 	now := p.now()
 	out := []apitype.Token{}
 	for _, t := range p.raft.FSM().Tokens() {
-		st := "unused"
-		switch {
-		case t.Consumed():
-			st = "used"
-		case !now.Before(t.Expires):
-			st = "expired"
-		}
-		row := apitype.Token{ID: t.Hash.String()[:12], Name: t.Name, Role: string(t.Role), Addr: t.Addr,
-			Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st}
+		row := TokenRow(t, now)
 		if t.Consumed() {
 			if n, ok := p.raft.FSM().Node(t.ConsumedBy); ok {
 				row.ConsumedBy = n.Name
-			} else {
-				row.ConsumedBy = t.ConsumedBy
 			}
 		}
 		out = append(out, row)

@@ -180,6 +180,13 @@ func (c *Client) Remove(ctx context.Context, name string) error {
 	return c.postJSON(ctx, strings.Replace(apitype.PathRemove, "{name}", url.PathEscape(name), 1), struct{}{}, nil)
 }
 
+// RevokeToken revokes the unused join token with the given id (or unique
+// id prefix of at least 8 hex characters), on a control node.
+func (c *Client) RevokeToken(ctx context.Context, id string) (*apitype.RevokeResponse, error) {
+	var r apitype.RevokeResponse
+	return &r, c.postJSON(ctx, strings.Replace(apitype.PathRevokeToken, "{id}", url.PathEscape(id), 1), struct{}{}, &r)
+}
+
 // Reload asks meshd to re-read its config file.
 func (c *Client) Reload(ctx context.Context) ([]apitype.Warning, error) {
 	var w []apitype.Warning

@@ -87,6 +87,9 @@ func (s *Snapshot) mintToken(c MintToken) error {
 	if r.Consumed() || r.ConsumedBy != "" {
 		return codes.Wrap(codes.BadRequest, errors.New("mint token: record is already consumed"))
 	}
+	if r.Revoked() || r.RevokedBy != "" {
+		return codes.Wrap(codes.BadRequest, errors.New("mint token: record is already revoked"))
+	}
 
 	s.Tokens[r.Hash] = r
 	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: r.Created, Actor: c.Actor, Subject: r.Name,
@@ -112,6 +115,8 @@ func (s *Snapshot) admit(c Admit) error {
 		return codes.Wrap(codes.TokenUnknown, fmt.Errorf("admit %s: no record of token %s", a.Name, a.Token))
 	case rec.Consumed():
 		return codes.Wrap(codes.TokenConsumed, fmt.Errorf("admit %s: token consumed by %s", a.Name, rec.ConsumedBy))
+	case rec.Revoked():
+		return codes.Wrap(codes.TokenRevoked, fmt.Errorf("admit %s: token revoked at %s", a.Name, rec.RevokedAt.UTC().Format("2006-01-02T15:04:05Z")))
 	case !a.At.Before(rec.Expires):
 		return codes.Wrap(codes.TokenExpired, fmt.Errorf("admit %s: token expired at %s", a.Name, rec.Expires.UTC().Format("2006-01-02T15:04:05Z")))
 	case a.Name != rec.Name || (n.Name != "" && n.Name != rec.Name):

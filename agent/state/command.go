@@ -21,10 +21,13 @@ const (
 	typeSetNodeState cmdType = 4
 	typeRenewNebula  cmdType = 5
 	typeTracked      cmdType = 6
+	typeRevokeToken  cmdType = 7
+	typePruneTokens  cmdType = 8
 )
 
 // Command is a change to the cluster state, applied through raft. The
-// concrete types are Bootstrap, MintToken, Admit and SetNodeState.
+// concrete types are Bootstrap, MintToken, Admit, SetNodeState,
+// RenewNebula, RevokeToken, PruneTokens and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -107,6 +110,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RenewNebula](b[1:])
 	case typeTracked:
 		c, err = decodeAs[Tracked](b[1:])
+	case typeRevokeToken:
+		c, err = decodeAs[RevokeToken](b[1:])
+	case typePruneTokens:
+		c, err = decodeAs[PruneTokens](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

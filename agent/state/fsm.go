@@ -71,6 +71,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.setNodeState(c)
 	case RenewNebula:
 		err = s.renewNebula(c)
+	case RevokeToken:
+		err = s.revokeToken(c)
+	case PruneTokens:
+		err = s.pruneTokens(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -23,7 +23,7 @@ type fullStep struct {
 }
 
 // fullHistory is every command type (Tracked ones too, with each kind of
-// remembered result) and a Nebula renewal, chosen so that every field of
+// remembered result), a Nebula renewal, a token revoked and a prune, chosen so that every field of
 // every record of the snapshot is non-zero somewhere; the tests below
 // check both. The first frozenFullSteps steps wrote
 // testdata/snapshot-v1-full.bin: append new steps, never edit those.
@@ -31,6 +31,9 @@ func fullHistory(t testing.TB) []fullStep {
 	t.Helper()
 	bound := tokenRecord(3, "w3", pki.RoleWorker)
 	bound.Addr = "192.0.2.7"
+	// stale expired long before t0: the prune step removes it, and only it.
+	stale := tokenRecord(7, "w7", pki.RoleWorker)
+	stale.Created, stale.Expires = t0.Add(-time.Hour), t0.Add(-45*time.Minute)
 
 	c1 := admitCmd(2, "n-c1", "c1", pki.RoleControl, "10.42.0.3")
 	c1.Node.EnrollAddr, c1.Node.RaftAddr = "198.51.100.9:7300", "198.51.100.9:7301"
@@ -59,6 +62,15 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: track("req-taken", admitCmd(4, "n-w4", "w4", pki.RoleWorker, "10.42.0.3")), ipTaken: true},
 		{cmd: track("req-admit", admitCmd(4, "n-w4", "w4", pki.RoleWorker, "10.42.0.4"))},
 		{cmd: SetNodeState{NodeID: "n-c1", State: NodeLeft, At: t0.Add(4 * time.Minute), Actor: "uid:0"}},
+		// Token management: revoke, refusals, prune (after the frozen steps).
+		{cmd: MintToken{Record: tokenRecord(5, "w5", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: RevokeToken{Hash: secret(5).Hash(), At: t0.Add(5 * time.Minute), Actor: "uid:0"}},
+		{cmd: admitCmd(5, "n-w5", "w5", pki.RoleWorker, "10.42.0.5"), want: codes.TokenRevoked},
+		{cmd: track("req-revoke-used", RevokeToken{Hash: secret(1).Hash(), At: t0.Add(5 * time.Minute), Actor: "uid:0"}),
+			want: codes.TokenConsumed},
+		{cmd: MintToken{Record: stale, Actor: "uid:0"}},
+		{cmd: PruneTokens{Before: t0, At: t0}, want: codes.BadRequest},
+		{cmd: PruneTokens{Before: t0, At: t0.Add(24 * time.Hour), Actor: originID}},
 	}
 }
 

@@ -126,7 +126,7 @@ func (a *app) statusCommand() *cobra.Command {
 func (a *app) tokensCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tokens",
-		Short: "List join tokens (never their secrets)",
+		Short: "List join tokens (never their secrets), or revoke one",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := a.json()
@@ -154,6 +154,7 @@ func (a *app) tokensCommand() *cobra.Command {
 		},
 	}
 	a.addOutput(cmd)
+	cmd.AddCommand(a.revokeTokenCommand())
 	return cmd
 }
 
