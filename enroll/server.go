@@ -51,14 +51,16 @@ func (c ServerConfig) Validate() error {
 	bad := func(format string, args ...any) error {
 		return codes.Wrap(codes.ConfigInvalid, fmt.Errorf(format, args...))
 	}
-	switch {
-	case c.MaxSkew <= 0:
+	if c.MaxSkew <= 0 {
 		return bad("enroll max skew %s: want a positive duration", c.MaxSkew)
-	case c.FailLimit < 1:
+	}
+	if c.FailLimit < 1 {
 		return bad("enroll fail limit %d: want at least 1", c.FailLimit)
-	case c.FailWindow <= 0:
+	}
+	if c.FailWindow <= 0 {
 		return bad("enroll fail window %s: want a positive duration", c.FailWindow)
-	case c.MaxSources < 1 || c.MaxSources > MaxMaxSources:
+	}
+	if c.MaxSources < 1 || c.MaxSources > MaxMaxSources {
 		return bad("enroll max sources %d: want 1 to %d", c.MaxSources, MaxMaxSources)
 	}
 	return nil
