@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
@@ -61,4 +62,13 @@ func (c FileConfig) raftTiming() raftnode.Timing {
 func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
 	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
 		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention}
+}
+
+// portLimits are port 7300's limits: the defaults, with room to answer a
+// control node's raft join, which waits up to raft.promote_timeout for
+// its promotion (plus the margin the plane gives it).
+func (c FileConfig) portLimits() control.Limits {
+	l := control.DefaultLimits()
+	l.Answer = max(l.Answer, c.Raft.PromoteTimeout+20*time.Second)
+	return l
 }

@@ -44,6 +44,7 @@ func TestConfigMapping(t *testing.T) {
 			"gossip":  g,
 			"raft":    c.cfg.raftTiming(),
 			"control": c.cfg.controlConfig(c.facts),
+			"port":    c.cfg.portLimits(),
 		}
 	}
 	b, err := json.MarshalIndent(got, "", "  ")
@@ -59,6 +60,13 @@ func TestConfigMapping(t *testing.T) {
 	want, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	// A raft join waits up to promote_timeout; port 7300 must let its
+	// answer through.
+	long := DefaultFileConfig()
+	long.Raft.PromoteTimeout = 5 * time.Minute
+	if l := long.portLimits(); l.Answer <= long.Raft.PromoteTimeout {
+		t.Fatalf("port 7300 answers within %s, a raft join may take %s", l.Answer, long.Raft.PromoteTimeout)
 	}
 	if string(want) != string(b)+"\n" {
 		t.Fatalf("config mapping changed; review and run go test ./agent -run TestConfigMapping -update\ngot:\n%s", b)

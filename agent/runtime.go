@@ -176,13 +176,14 @@ func (a *Agent) startControl(rt *runtime) error {
 		return err
 	}
 	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
-	ln, err := control.Listen(bind, tlsConf, control.DefaultLimits())
+	limits := a.cfg.portLimits()
+	ln, err := control.Listen(bind, tlsConf, limits)
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
 	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
-	rt.control = control.NewServer(rt.ctl.Handler(es), control.DefaultLimits(), a.log.With("component", "control"))
+	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.controlLn = ln
 	rt.wg.Add(1)
 	go func() {
