@@ -201,6 +201,7 @@ func TestThrottleCounts(t *testing.T) {
 		{name: "counted/unknown", edit: func(_ *cluster, r *enroll.Request) { r.Secret, _ = enroll.NewSecret() }, want: codes.TokenUnknown, counted: true},
 		{name: "counted/consumed", edit: func(c *cluster, _ *enroll.Request) { c.rec.ConsumedAt = pkitest.Now }, want: codes.TokenConsumed, counted: true},
 		{name: "counted/expired", edit: func(c *cluster, _ *enroll.Request) { c.rec.Expires = pkitest.Now }, want: codes.TokenExpired, counted: true},
+		{name: "counted/revoked", edit: func(c *cluster, _ *enroll.Request) { c.rec.RevokedAt = pkitest.Now }, want: codes.TokenRevoked, counted: true},
 		{name: "counted/wrong-addr", edit: func(c *cluster, _ *enroll.Request) { c.rec.Addr = "192.0.2.1" }, want: codes.TokenWrongAddr, counted: true},
 		{name: "counted/name-differ", edit: func(c *cluster, _ *enroll.Request) { c.rec.Name = "w2" }, want: codes.TokenNameDiffer, counted: true},
 		{name: "counted/bad-secret", body: func(b []byte) []byte {
