@@ -28,16 +28,7 @@ var fast = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTim
 // ends (closing twice is harmless).
 func open(t *testing.T, ca *pki.CA, name, dir string) (*raftnode.Node, net.Addr) {
 	t.Helper()
-	id := pkitest.NewIdentity(t, ca, name, pki.RoleControl, pkitest.IP(1))
-	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := pki.ClientTLSConfig(id, pki.RoleControl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server.Time, client.Time = pkitest.Clock(), pkitest.Clock()
+	server, client := controlTLS(t, ca, name)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +45,23 @@ func open(t *testing.T, ca *pki.CA, name, dir string) (*raftnode.Node, net.Addr)
 	}
 	t.Cleanup(func() { _ = n.Close() })
 	return n, addr
+}
+
+// controlTLS is the raft port's server and client TLS for a control leaf
+// of ca called name, judged at pkitest's clock.
+func controlTLS(t *testing.T, ca *pki.CA, name string) (server, client *tls.Config) {
+	t.Helper()
+	id := pkitest.NewIdentity(t, ca, name, pki.RoleControl, pkitest.IP(1))
+	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = pki.ClientTLSConfig(id, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server.Time, client.Time = pkitest.Clock(), pkitest.Clock()
+	return server, client
 }
 
 func bootstrapCmd() *state.Bootstrap {
@@ -229,16 +237,7 @@ func TestStreamLayerRefusesWorkers(t *testing.T) {
 // One source cannot hold more than maxHandshakesPerSource handshakes.
 func TestStreamLayerNotStalledByIdlePeers(t *testing.T) {
 	ca := pkitest.NewCA(t, "alpha")
-	id := pkitest.NewIdentity(t, ca, "c1", pki.RoleControl, pkitest.IP(1))
-	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := pki.ClientTLSConfig(id, pki.RoleControl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server.Time, client.Time = pkitest.Clock(), pkitest.Clock()
+	server, client := controlTLS(t, ca, "c1")
 	s, err := raftnode.NewTLSStreamLayer("127.0.0.1:0", nil, server, client)
 	if err != nil {
 		t.Fatal(err)
