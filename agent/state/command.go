@@ -23,6 +23,9 @@ const (
 	typeTracked      cmdType = 6
 	typeRevokeToken  cmdType = 7
 	typePruneTokens  cmdType = 8
+	// Reserved for issue 9's commands (one number each, never reused):
+	// 9 RenewTLS, 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys,
+	// 13 RecordRevocationAcks.
 )
 
 // Command is a change to the cluster state, applied through raft. The

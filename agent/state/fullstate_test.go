@@ -39,6 +39,8 @@ func fullHistory(t testing.TB) []fullStep {
 	c1.Node.EnrollAddr, c1.Node.RaftAddr = "198.51.100.9:7300", "198.51.100.9:7301"
 	c1.Node.TLSCert, c1.Node.NebulaCert = []byte("c1-tls-pem"), []byte("c1-nebula-pem")
 	c1.Node.NebulaIssued = c1.Admission.At
+	c1.Node.TLSPublicKey, c1.Node.PrevTLSFingerprint = []byte("c1-tls-key"), "c1-prev-tls-fp"
+	c1.Node.Retired = []string{"c1-retired-fp"}
 
 	track := func(id string, c Command) Tracked {
 		tr, err := Track(id, c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -67,8 +68,17 @@ type Node struct {
 	NebulaCert        []byte     `json:"nebula_cert,omitempty"`       // PEM, the current host certificate
 	NebulaIssued      time.Time  `json:"nebula_issued,omitzero"`      // when the current one was signed
 	Version           string     `json:"version,omitempty"`
-	Created           time.Time  `json:"created"`
-	Updated           time.Time  `json:"updated"`
+	// TLSPublicKey is the PKIX DER of the key the node's TLS leaves
+	// certify, recorded at admission: renewals sign only this key.
+	TLSPublicKey []byte `json:"tls_public_key,omitempty"`
+	// PrevTLSFingerprint is the leaf the last renewal replaced; it is
+	// still accepted while the node switches to the new one.
+	PrevTLSFingerprint string `json:"prev_tls_fingerprint,omitempty"`
+	// Retired lists every earlier TLS and Nebula fingerprint the node
+	// held; all are revoked with it on removal.
+	Retired []string  `json:"retired,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // Revocation is a certificate every Nebula instance (and every mTLS check)
@@ -105,6 +115,8 @@ func (n Node) clone() Node {
 	n.NebulaPublicKey = bytes.Clone(n.NebulaPublicKey)
 	n.NebulaCert = bytes.Clone(n.NebulaCert)
 	n.TLSCert = bytes.Clone(n.TLSCert)
+	n.TLSPublicKey = bytes.Clone(n.TLSPublicKey)
+	n.Retired = slices.Clone(n.Retired)
 	return n
 }
 
