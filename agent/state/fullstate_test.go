@@ -34,13 +34,15 @@ func fullHistory(t testing.TB) []fullStep {
 	// stale expired long before t0: the prune step removes it, and only it.
 	stale := tokenRecord(7, "w7", pki.RoleWorker)
 	stale.Created, stale.Expires = t0.Add(-time.Hour), t0.Add(-45*time.Minute)
+	// w6 carries the fields issue 9 added (after the frozen steps).
+	w6 := admitCmd(6, "n-w6", "w6", pki.RoleWorker, "10.42.0.6")
+	w6.Node.TLSPublicKey, w6.Node.PrevTLSFingerprint = []byte("w6-tls-key"), "w6-prev-tls-fp"
+	w6.Node.Retired = []string{"w6-retired-fp"}
 
 	c1 := admitCmd(2, "n-c1", "c1", pki.RoleControl, "10.42.0.3")
 	c1.Node.EnrollAddr, c1.Node.RaftAddr = "198.51.100.9:7300", "198.51.100.9:7301"
 	c1.Node.TLSCert, c1.Node.NebulaCert = []byte("c1-tls-pem"), []byte("c1-nebula-pem")
 	c1.Node.NebulaIssued = c1.Admission.At
-	c1.Node.TLSPublicKey, c1.Node.PrevTLSFingerprint = []byte("c1-tls-key"), "c1-prev-tls-fp"
-	c1.Node.Retired = []string{"c1-retired-fp"}
 
 	track := func(id string, c Command) Tracked {
 		tr, err := Track(id, c)
@@ -73,6 +75,8 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: MintToken{Record: stale, Actor: "uid:0"}},
 		{cmd: PruneTokens{Before: t0, At: t0}, want: codes.BadRequest},
 		{cmd: PruneTokens{Before: t0, At: t0.Add(24 * time.Hour), Actor: originID}},
+		{cmd: MintToken{Record: tokenRecord(6, "w6", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: w6},
 	}
 }
 
