@@ -109,9 +109,17 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 }
 
 // AbortAdmission writes AbortAdmission: the FSM deletes the record only if
-// the node is still joining.
+// the node is still joining. It then waits (a read index) until this
+// node's FSM has applied it, so a retry through this node sees the token
+// unused; that wait failing does not undo the write, so it is not an error.
 func (l *Ledger) AbortAdmission(ctx context.Context, nodeID string) error {
-	return l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.cfg.NodeID})
+	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+		return err
+	}
+	if err := l.p.SyncRead(ctx); err != nil {
+		l.p.log.Debug("admission undone; this node has not applied it yet", "node_id", nodeID, "err", err)
+	}
+	return nil
 }
 
 func (l *Ledger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, error) {
