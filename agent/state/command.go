@@ -26,11 +26,14 @@ const (
 	// Reserved for issue 9's commands (one number each, never reused):
 	// 9 RenewTLS, 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys,
 	// 13 RecordRevocationAcks.
+	typeRecordCerts    cmdType = 10
+	typeAbortAdmission cmdType = 11
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
-// RenewNebula, RevokeToken, PruneTokens and Tracked.
+// RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission and
+// Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -53,8 +56,9 @@ type MintToken struct {
 }
 
 // Admit is the admission compare-and-set, ONE raft entry: it consumes the
-// token, records the node and allocates its overlay IP, or fails with
-// nothing changed.
+// token, records the node as joining with its public keys and allocates
+// its overlay IP (the lowest free one unless the admission names one), or
+// fails with nothing changed. RecordCerts then makes the node active.
 type Admit struct {
 	Admission enroll.Admission `json:"admission"`
 	Node      Node             `json:"node"`
@@ -117,6 +121,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RevokeToken](b[1:])
 	case typePruneTokens:
 		c, err = decodeAs[PruneTokens](b[1:])
+	case typeRecordCerts:
+		c, err = decodeAs[RecordCerts](b[1:])
+	case typeAbortAdmission:
+		c, err = decodeAs[AbortAdmission](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}
