@@ -26,6 +26,7 @@ const (
 	// Reserved for issue 9's commands (one number each, never reused):
 	// 9 RenewTLS, 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys,
 	// 13 RecordRevocationAcks.
+	typeSetGossipKeys cmdType = 12
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -117,6 +118,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RevokeToken](b[1:])
 	case typePruneTokens:
 		c, err = decodeAs[PruneTokens](b[1:])
+	case typeSetGossipKeys:
+		c, err = decodeAs[SetGossipKeys](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

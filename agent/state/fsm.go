@@ -75,6 +75,8 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.revokeToken(c)
 	case PruneTokens:
 		err = s.pruneTokens(c)
+	case SetGossipKeys:
+		err = s.setGossipKeys(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

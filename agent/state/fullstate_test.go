@@ -77,6 +77,15 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: PruneTokens{Before: t0, At: t0.Add(24 * time.Hour), Actor: originID}},
 		{cmd: MintToken{Record: tokenRecord(6, "w6", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: w6},
+		// Gossip key rotation (after the frozen steps).
+		{cmd: SetGossipKeys{Keys: [][]byte{testCluster().GossipKeys[0], bytes.Repeat([]byte{9}, GossipKeySize)},
+			Step: KeyInstall, Expect: KeyringID(testCluster().GossipKeys), At: t0.Add(6 * time.Minute), Actor: "uid:0"}},
+		{cmd: SetGossipKeys{Keys: [][]byte{bytes.Repeat([]byte{9}, GossipKeySize), testCluster().GossipKeys[0]},
+			Step: KeyUse, Expect: KeyringID([][]byte{testCluster().GossipKeys[0], bytes.Repeat([]byte{9}, GossipKeySize)}),
+			At: t0.Add(6 * time.Minute), Actor: "uid:0"}},
+		{cmd: SetGossipKeys{Keys: [][]byte{bytes.Repeat([]byte{9}, GossipKeySize)}, Step: KeyDrop,
+			Expect: KeyringID([][]byte{bytes.Repeat([]byte{9}, GossipKeySize), testCluster().GossipKeys[0]}),
+			At:     t0.Add(6 * time.Minute), Actor: "uid:0"}},
 	}
 }
 
