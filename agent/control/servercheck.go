@@ -4,10 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-
-	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
 )
 
 // ServerCheck judges a control node's TLS leaf after the CA and role
@@ -42,18 +38,5 @@ func (c *Client) verifyWith(base func(tls.ConnectionState) error) func(tls.Conne
 			return errors.New("the server presented no certificate")
 		}
 		return (*check)(cs.PeerCertificates[0])
-	}
-}
-
-// ListedLeaves is a ServerCheck that accepts a leaf whose fingerprint is
-// in fps (fingerprint -> node name), and refuses any other with
-// codes.PeerRoleDenied.
-func ListedLeaves(fps map[string]string) ServerCheck {
-	return func(leaf *x509.Certificate) error {
-		if _, ok := fps[pki.FingerprintOf(leaf).String()]; ok {
-			return nil
-		}
-		return codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("control node %q presented a TLS leaf that is not the current leaf of an active control node in this node's list",
-			leaf.Subject.CommonName))
 	}
 }
