@@ -81,7 +81,7 @@ func (rt *runtime) refreshNodeList(ctx context.Context, told bool) {
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var list []control.NodeRecord
-	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathNodes, &list); err != nil {
+	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathNodes+control.StrictQuery, &list); err != nil {
 		rt.log.Debug("node list not refreshed", "err", err)
 		return
 	}

@@ -168,11 +168,35 @@ func (p *Plane) keyLaggers(want string) (int, []string) {
 	return done, lagging
 }
 
+// strictReadWait bounds how long a strict read waits for this node's FSM
+// to reach the leader's index.
+const strictReadWait = 2 * time.Second
+
+// strictRead is a read index that does not wait for a leader and never
+// answers from stale state: a control node cut off from raft (a minority
+// partition, or one just removed from raft that does not know it yet)
+// answers codes.NoLeader at once, so a worker asks the next control node
+// instead of taking stale records or keys from it.
+func (p *Plane) strictRead(ctx context.Context) error {
+	if err := p.CaughtUp(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, strictReadWait)
+	defer cancel()
+	if err := p.readIndexOnce(ctx); err != nil {
+		if retryable(err) || errors.Is(err, context.DeadlineExceeded) {
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("not in touch with a raft leader: %w", err))
+		}
+		return err
+	}
+	return nil
+}
+
 // handleGossipKeys gives an active member the cluster's gossip keyring. A
 // caller without an active record (removed, left, unknown) is refused:
 // fail closed.
 func (p *Plane) handleGossipKeys(w http.ResponseWriter, r *http.Request, c Caller) {
-	if err := p.FreshRead(r.Context()); err != nil {
+	if err := p.strictRead(r.Context()); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -74,10 +74,19 @@ func ActiveControlLeaves(list []NodeRecord) ServerCheck {
 // Active reports whether the record is an active node's.
 func (r NodeRecord) Active() bool { return r.State == string(state.NodeActive) }
 
+// StrictQuery, added to PathNodes, asks for a strict read (see
+// strictRead): what a worker's node-list fetch sends.
+const StrictQuery = "?strict=1"
+
 // handleNodes serves the node list to a member: a worker's `meshctl
-// nodes`, and the list a worker takes its peers and control nodes from.
+// nodes` (from this node's state), and, with StrictQuery, the list a
+// worker takes its peers, lighthouses and control nodes from.
 func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
-	if err := p.CaughtUp(r.Context()); err != nil {
+	read := p.CaughtUp
+	if r.URL.Query().Has("strict") {
+		read = p.strictRead
+	}
+	if err := read(r.Context()); err != nil {
 		writeError(w, err)
 		return
 	}
