@@ -206,6 +206,11 @@ func TestGossipTrust(t *testing.T) {
 			}
 		}
 		_ = f.cmd.Process.Kill()
+		for _, w := range nodes[1:] { // a worker keeps the node list it follows
+			if fi, err := os.Stat(filepath.Join(w.Dir, "nodes.json")); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("%s's nodes.json: %v, want a 0600 file", w.NodeName, err)
+			}
+		}
 	})
 
 	t.Run("rotate-old-key-refused", func(t *testing.T) {

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -150,5 +151,58 @@ func TestRotateKeysStalls(t *testing.T) {
 	}
 	if n := len(clusterKeys(origin)); n != 1 {
 		t.Fatalf("after the rotation: %d keys, want 1", n)
+	}
+}
+
+// TestWorkerChecksControlLeaf: with a node list set, a worker's client
+// accepts a control node only if its leaf is the current or previous leaf
+// (or a leaf for the recorded key) of an active control record in the
+// list; before a list, the CA and role check alone applies.
+func TestWorkerChecksControlLeaf(t *testing.T) {
+	c, origin := newCluster(t)
+	leaf, err := origin.id.Leaf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := pki.FingerprintOf(leaf).String()
+	w, _, _ := c.identity(t, "w9", pki.RoleWorker)
+	cl, err := NewClient(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.CloseIdle()
+	rec := func(state, cur, prev string, pub []byte) []NodeRecord {
+		r := NodeRecord{TLSFingerprint: cur, PrevTLSFingerprint: prev, TLSPublicKey: pub}
+		r.ID, r.Name, r.Role, r.State = origin.nodeID, "origin", string(pki.RoleControl), state
+		return []NodeRecord{r}
+	}
+	for _, tc := range []struct {
+		name  string
+		list  []NodeRecord // nil: no list yet
+		allow bool
+	}{
+		{"ok/no list yet: CA and role only", nil, true},
+		{"ok/current leaf", rec("active", fp, "", nil), true},
+		{"ok/previous leaf while renewing", rec("active", "other", fp, nil), true},
+		{"ok/renewed leaf for the recorded key", rec("active", "other", "older", leaf.RawSubjectPublicKeyInfo), true},
+		{"fail/removed control node", rec("removed", fp, "", nil), false},
+		{"fail/leaf not the recorded one", rec("active", "other", "older", []byte("another key")), false},
+		{"fail/not in the list", []NodeRecord{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.list == nil {
+				cl.CheckServers(nil)
+			} else {
+				cl.CheckServers(ActiveControlLeaves(tc.list))
+			}
+			var out []NodeRecord
+			err := cl.Call(within(t, 5*time.Second), origin.addr, PathNodes, false, nil, &out)
+			if tc.allow && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.allow && (err == nil || !errors.Is(err, ErrUnreachable)) {
+				t.Fatalf("err %v, want the handshake refused", err)
+			}
+		})
 	}
 }
