@@ -60,14 +60,16 @@ func (rt *runtime) followKeys(ctx context.Context, told bool) {
 // applyKeys installs keys (primary first) on this node's own gossip
 // keyring if they differ from what it runs, saves them in node.json
 // (0600) so a restart uses them, and reports the new keyring in its tags.
+// Only the reconcile loop calls it.
 func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 	id := state.KeyringID(keys)
 	rt.keys.mu.Lock()
-	defer rt.keys.mu.Unlock()
 	if !rotated.IsZero() {
 		rt.keys.rotated = rotated
 	}
-	if id == rt.keys.id {
+	same := id == rt.keys.id
+	rt.keys.mu.Unlock()
+	if same {
 		return
 	}
 	if err := rt.gossip.SetKeys(keys); err != nil {
@@ -78,7 +80,10 @@ func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 	if err := saveNodeFacts(rt.stateDir, rt.facts); err != nil {
 		rt.log.Warn("gossip keyring changed but not saved; a restart uses the old keys", "code", codes.OrInternal(err), "err", err)
 	}
+	rt.keys.mu.Lock()
 	rt.keys.id = id
+	rt.keys.mu.Unlock()
+	// Report it (serf waits for the broadcast, so outside the lock).
 	tags := maps.Clone(rt.gossip.LocalMember().Tags)
 	tags[tagKeyring] = id
 	if err := rt.gossip.SetTags(tags); err != nil {
