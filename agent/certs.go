@@ -74,6 +74,6 @@ func nebulaValidity(certPEM []byte) (validity, error) {
 // current Nebula certificate.
 func (rt *runtime) fetchNebulaCert(ctx context.Context) ([]byte, error) {
 	var body control.NebulaCertResponse
-	err := rt.client.AskSeeds(ctx, rt.facts.Seeds, control.PathNebulaCert, &body)
+	err := rt.client.AskSeeds(ctx, rt.seeds(), control.PathNebulaCert, &body)
 	return body.Cert, err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
@@ -45,7 +46,7 @@ func (c FileConfig) gossipConfig(f *nodeFacts, version string) gossip.Config {
 	g.Keys = f.GossipKeys
 	g.Tags = map[string]string{
 		tagRole: string(f.Role), tagID: f.NodeID, tagOverlay: f.Overlay.Addr().String(),
-		tagNebulaPort: strconv.Itoa(c.Ports.Nebula), tagVersion: version,
+		tagNebulaPort: strconv.Itoa(c.Ports.Nebula), tagVersion: version, tagKeyring: state.KeyringID(f.GossipKeys),
 	}
 	g.SnapshotPath = filepath.Join(c.StateDir, serfDir, "snapshot")
 	g.Fast = c.Timers == TimersFast

@@ -69,7 +69,7 @@ func (rt *runtime) recordLeft(ctx context.Context) error {
 	if rt.ctl != nil {
 		return rt.ctl.RecordLeft(ctx)
 	}
-	return rt.client.PostSeeds(ctx, rt.facts.Seeds, control.PathLeft, control.NodeRef{NodeID: rt.facts.NodeID}, nil)
+	return rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.NodeRef{NodeID: rt.facts.NodeID}, nil)
 }
 
 // Remove takes a dead or unwanted node out of the cluster from a control

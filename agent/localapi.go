@@ -22,6 +22,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathLeave, a.write(a.handleLeave))
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
 	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
+	mux.HandleFunc("POST "+apitype.PathKeysRotate, a.write(a.handleRotateKeys))
 	return a.guard(mux)
 }
 
@@ -145,6 +146,16 @@ func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	apitype.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+func (a *Agent) handleRotateKeys(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.RotateKeys(r.Context(), actorFrom(r.Context()).String())
+	if err != nil {
+		a.log.Warn("gossip key rotation failed", "code", codes.OrInternal(err), "err", err)
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (a *Agent) handleRevokeToken(w http.ResponseWriter, r *http.Request) {

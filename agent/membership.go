@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -24,6 +25,9 @@ const (
 	tagOverlay    = "ovl"
 	tagNebulaPort = "nport"
 	tagVersion    = "ver"
+	// tagKeyring is state.KeyringID of the gossip keys the member runs:
+	// how it reports a key rotation step done (never a key).
+	tagKeyring = "kr"
 )
 
 const serfDir = "serf"
@@ -42,17 +46,25 @@ func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
 		return err
 	}
 	rt.gossip = g
+	rt.keys.id = state.KeyringID(cfg.Keys)
 	rt.rejoin(ctx)
 	return nil
 }
 
 // serfPeers are the gossip endpoints this node knows besides its own: the
-// control nodes from raft (control nodes) and those the join response named.
+// active nodes from raft (control nodes), the active control nodes of the
+// node list (workers), and those the join response named.
 func (rt *runtime) serfPeers() []string {
 	var peers []string
 	if rt.ctl != nil {
 		for _, n := range rt.ctl.Raft().FSM().Nodes() {
 			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.State == state.NodeActive {
+				peers = append(peers, n.SerfAddr)
+			}
+		}
+	} else if list, ok := rt.nodeList(); ok {
+		for _, n := range list {
+			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.Active() && n.Role == string(pki.RoleControl) {
 				peers = append(peers, n.SerfAddr)
 			}
 		}
@@ -90,24 +102,14 @@ func (rt *runtime) rejoin(ctx context.Context) {
 }
 
 // overlayInputs gathers what this node knows about the others for
-// desired.Compute: raft's active records (control nodes), the join
-// response's lighthouses, gossip members as their tags describe them, and
-// the revocation list.
+// desired.Compute: the active records (raft's FSM on a control node, the
+// node list on a worker), the join response's lighthouses (used only
+// before a worker's first list), gossip members as their tags describe
+// them (desired takes only their liveness), and the revocation list.
 func (rt *runtime) overlayInputs() desired.Inputs {
 	rev := rt.revocations()
 	in := desired.Inputs{SelfName: rt.facts.Name, SelfOverlay: rt.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
-	if rt.ctl != nil {
-		for _, n := range rt.ctl.Raft().FSM().Nodes() {
-			if n.ID == rt.facts.NodeID || n.State != state.NodeActive {
-				continue
-			}
-			r := desired.Record{ID: n.ID, Name: n.Name, Role: n.Role, Overlay: n.OverlayIP}
-			if ip, err := netip.ParseAddr(n.Underlay); err == nil && n.NebulaPort > 0 {
-				r.Underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
-			}
-			in.Records = append(in.Records, r)
-		}
-	}
+	in.Records, in.RecordsKnown = rt.records()
 	for _, l := range rt.facts.Lighthouses {
 		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped
 		in.Lighthouses = append(in.Lighthouses, desired.Lighthouse{Overlay: l.OverlayIP, Underlay: ap})
@@ -124,4 +126,15 @@ func (rt *runtime) overlayInputs() desired.Inputs {
 		in.Members = append(in.Members, dm)
 	}
 	return in
+}
+
+// keyReports are the gossip members' keyring reports (their tags), for
+// a rotation this node runs.
+func (rt *runtime) keyReports() []control.KeyReport {
+	var out []control.KeyReport
+	for _, m := range rt.gossip.Members() {
+		out = append(out, control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,
+			Keyring: m.Tags[tagKeyring]})
+	}
+	return out
 }

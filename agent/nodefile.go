@@ -92,7 +92,7 @@ func checkPrivate(path string) error {
 
 // wipeState removes everything meshd keeps in stateDir, keeping the dir.
 func wipeState(stateDir string) error {
-	for _, name := range []string{nodeFile, identityDir, caDir, raftDir, serfDir} {
+	for _, name := range []string{nodeFile, identityDir, caDir, raftDir, serfDir, nodesFile} {
 		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
 			return codes.Wrap(codes.StateDir, err)
 		}

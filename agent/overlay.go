@@ -71,7 +71,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		told := false
+		told, toldKeys := false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -80,18 +80,22 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 				return
 			}
 			told = ev.Kind == gossip.EventUser && ev.Name == notifyRevoked
+			toldKeys = ev.Kind == gossip.EventUser && ev.Name == notifyKeys
 			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
 		case <-rt.kick:
 		case <-tick.C:
 			rt.rejoin(ctx)
 		}
 		rt.refreshRevocations(ctx, told)
+		rt.refreshNodeList(ctx, told)
+		rt.followKeys(ctx, toldKeys)
 		if rt.ctl != nil {
 			rt.ctl.RenewNebulaCerts(ctx)
 			_, _ = rt.ctl.PruneTokens(ctx) // the leader only; it logs its own failure
 		}
 		rt.adoptRenewedCert(ctx)
 		rt.reconcileOverlay(ctx)
+		rt.reportIgnored(rt.overlayInputs())
 	}
 }
 
@@ -113,6 +117,7 @@ func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) e
 	var lighthouse netip.Addr
 	for {
 		var ok bool
+		rt.refreshNodeList(ctx, false) // a worker: raft's records decide which lighthouse counts
 		if lighthouse, ok = desired.AliveLighthouse(desired.Peers(rt.overlayInputs())); ok {
 			break
 		}

@@ -41,7 +41,7 @@ func (rt *runtime) refreshRevocations(ctx context.Context, told bool) {
 	var l control.Revocations
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rt.client.AskSeeds(fctx, rt.facts.Seeds, control.PathRevocations, &l); err != nil {
+	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathRevocations, &l); err != nil {
 		rt.log.Debug("revocations not refreshed", "err", err)
 		return
 	}

@@ -57,6 +57,11 @@ type runtime struct {
 	loops       context.CancelFunc
 
 	revoked workerRevocations // a worker's copy of the revocation list
+	nodes   workerNodes       // a worker's node list
+	keys    keyState          // the gossip keyring this node runs
+
+	ignoredMu sync.Mutex
+	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
 
 	stateDir string
 }
@@ -84,6 +89,11 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	}()
 	if rt.client, err = control.NewClient(id); err != nil {
 		return nil, err
+	}
+	if facts.Role != pki.RoleControl {
+		if err := rt.loadNodeList(); err != nil {
+			return nil, err
+		}
 	}
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.startMesh(); err != nil {
@@ -167,6 +177,8 @@ func (rt *runtime) controlHooks() control.Hooks {
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.gossipMembers,
+		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
+		KeyReports:    rt.keyReports,
 	}
 }
 

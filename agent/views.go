@@ -55,7 +55,7 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 		return rt.ctl.Nodes(ctx)
 	}
 	var rows []apitype.Node
-	return rows, rt.client.AskSeeds(ctx, rt.facts.Seeds, control.PathNodes, &rows)
+	return rows, rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
 }
 
 // gossipMembers is each gossip member's status by node name.
@@ -100,6 +100,7 @@ func (rt *runtime) gossipStatus() *apitype.Gossip {
 		return nil
 	}
 	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
+	g.Keys, g.PrimaryKey, g.KeysRotated = rt.keyStatus()
 	for _, m := range rt.gossip.Members() {
 		g.Members++
 		if m.Status == gossip.StatusAlive {

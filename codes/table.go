@@ -62,6 +62,10 @@ const (
 	GossipJoin     Code = "X503502GSPJON"
 	OverlayApply   Code = "X500503OVLAPL"
 	OverlayUnreach Code = "X504504OVLUNR"
+	// GossipMemberIgnored: a gossip member with no active record, or whose
+	// tags disagree with its record, contributes nothing (a warning).
+	GossipMemberIgnored Code = "X200505GSPIGN"
+	KeyRotationStalled  Code = "X504506KEYSTL"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -117,10 +121,12 @@ var table = map[Code]Info{
 	StateDir:       {500, "the state directory could not be read or written", "check the path, its permissions (0700) and the free disk space"},
 	RestartNeeded:  {200, "the configuration change takes effect only after a restart", "restart meshd (`systemctl restart meshd`)"},
 
-	GossipKey:      {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
-	GossipJoin:     {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
-	OverlayApply:   {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
-	OverlayUnreach: {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+	GossipKey:           {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
+	GossipJoin:          {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
+	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
+	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
+	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 
@@ -132,6 +138,7 @@ var table = map[Code]Info{
 	EventNodeRemoved:      {100, "a node was removed and its certificates revoked", "none needed"},
 	EventCertRenewed:      {100, "a node's Nebula host certificate was renewed", "none needed"},
 	EventAdmissionAborted: {100, "an admission was undone before its certificates were recorded; its token is unused again", "none needed"},
+	EventKeysRotated:      {100, "a step of a gossip key rotation was recorded", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -144,4 +151,5 @@ const (
 	EventNodeRemoved      Code = "X100606NDRMVD"
 	EventCertRenewed      Code = "X100607CRTRNW"
 	EventAdmissionAborted Code = "X100608ADMABT"
+	EventKeysRotated      Code = "X100609GSPROT"
 )

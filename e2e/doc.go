@@ -4,5 +4,7 @@
 // through `meshctl -o json`. Run it with `make e2e` (as root).
 //
 // Import rule: agent/apitype and codes only (for the JSON shapes and codes
-// it checks); it never links the daemon's packages.
+// it checks); it never links the daemon's packages. The gossip trust test
+// links serf and memberlist for its forged member (the test binary
+// re-executed in a namespace, see runForger).
 package e2e

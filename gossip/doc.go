@@ -13,6 +13,10 @@
 //     hints; a consumer that must be exact rescans Members periodically.
 //   - Join and Leave, both bounded by a context, and Members, LocalMember and
 //     SetTags.
+//   - SetKeys and Keys: this node's own keyring, changed in place and
+//     locally only (install, switch the primary, remove). meshd hands keys
+//     out over mTLS; serf's KeyManager is not used, because its gossip
+//     queries reach every holder of the current key, a removed node too.
 //   - KeyErrors: how many received messages no installed key could decrypt,
 //     so the agent can show codes.GossipKey in its status.
 //   - Shutdown: stop without leaving. A restart is not a departure; peers see

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/meshd/meshd/codes"
@@ -33,6 +34,7 @@ type Gossip struct {
 	serf   *serf.Serf
 	serfCh chan serf.Event
 	events *eventQueue
+	ring   *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
 
 	stop chan struct{} // closed by Shutdown; the pump drains and exits
 	wg   sync.WaitGroup
@@ -82,6 +84,7 @@ func New(cfg Config) (*Gossip, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.ring = sc.MemberlistConfig.Keyring
 	g.wg.Go(g.pump)
 	s, err := serf.Create(sc)
 	if err != nil {

@@ -178,7 +178,8 @@ func errorsAs(err error, target **exec.ExitError) bool { return errors.As(err, t
 
 // TestWrongGossipKey: a node whose gossip key is not the cluster's is
 // refused by the cluster; its log and `meshctl status` carry
-// codes.GossipKey, not a bare EOF, and the cluster never sees it alive.
+// codes.GossipKey, not a bare EOF. Its record is active, so it then
+// fetches the cluster's keyring over mTLS and is alive again.
 func TestWrongGossipKey(t *testing.T) {
 	origin := agenttest.NewProc(t, "origin")
 	origin.Start(t)
@@ -227,11 +228,11 @@ func TestWrongGossipKey(t *testing.T) {
 	if !strings.Contains(w1.Log(), string(codes.GossipKey)) {
 		t.Errorf("w1's log does not carry %s", codes.GossipKey)
 	}
-	// The cluster marks it failed (it stopped) and it stays out: a node it
-	// could talk to would be alive again.
+	// w1's record is active, so it fetches the cluster's keyring over
+	// mTLS (keys never travel over gossip) and is alive again.
 	agenttest.WaitFor(t, t.Context(), 15*time.Second, func() error {
 		for _, n := range nodesJSON(t, origin) {
-			if n["name"] == "w1" && n["gossip"] != "failed" {
+			if n["name"] == "w1" && n["gossip"] != "alive" {
 				return fmt.Errorf("origin sees w1 %v", n["gossip"])
 			}
 		}

@@ -23,6 +23,9 @@ const (
 	// id as GET /v0/tokens shows it, or a unique prefix of at least 8 hex
 	// characters of its hash.
 	PathRevokeToken = "/v0/tokens/{id}/revoke"
+	// PathKeysRotate is POST /v0/keys/rotate: replace the cluster's gossip
+	// key (control node).
+	PathKeysRotate = "/v0/keys/rotate"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -117,6 +120,13 @@ type Gossip struct {
 	Members   int    `json:"members"`
 	Alive     int    `json:"alive"`
 	KeyErrors uint64 `json:"key_errors"`
+	// Keys is how many gossip keys this node has installed (2 during a
+	// rotation), PrimaryKey the primary's short id (first 8 hex of its
+	// SHA-256; never the key), KeysRotated when the cluster last finished
+	// a rotation (zero: never).
+	Keys        int       `json:"keys"`
+	PrimaryKey  string    `json:"primary_key"`
+	KeysRotated time.Time `json:"keys_rotated,omitzero"`
 }
 
 // Node is one row of GET /v0/nodes; DESIGN §8 names the fields.
@@ -154,6 +164,14 @@ const (
 	TokenExpired = "expired"
 	TokenRevoked = "revoked"
 )
+
+// KeyRotation answers POST /v0/keys/rotate.
+type KeyRotation struct {
+	Keys       int           `json:"keys"`        // keys installed cluster-wide afterwards (1)
+	PrimaryKey string        `json:"primary_key"` // the new primary's short id, never the key
+	Members    int           `json:"members"`     // live members that reported the last step
+	Took       time.Duration `json:"took"`
+}
 
 // RevokeResponse answers POST /v0/tokens/{id}/revoke.
 type RevokeResponse struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -27,7 +28,8 @@ const forwardedHeader = "Meshd-Forwarded"
 // leaf. One per node, so connections (and their TLS sessions) are reused:
 // a follower's forwarded write costs a request, not a handshake.
 type Client struct {
-	http *http.Client
+	http  *http.Client
+	check atomic.Pointer[ServerCheck] // see CheckServers
 }
 
 // NewClient is a client presenting id's leaf that accepts only servers
@@ -37,8 +39,11 @@ func NewClient(id *pki.Identity) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{http: &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
-		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}}, nil
+	c := &Client{}
+	conf.VerifyConnection = c.verifyWith(conf.VerifyConnection)
+	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
+		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}
+	return c, nil
 }
 
 // CloseIdle closes the kept-alive connections.

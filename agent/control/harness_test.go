@@ -42,6 +42,8 @@ type hooks struct {
 	notified  int
 	forceLeft []string
 	gossip    map[string]string
+	keyNotes  int                // NotifyKeys calls
+	reports   func() []KeyReport // what gossip members report; nil: none
 }
 
 func (h *hooks) hooks() Hooks {
@@ -63,6 +65,16 @@ func (h *hooks) hooks() Hooks {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			return h.gossip
+		},
+		NotifyKeys: func() error { h.mu.Lock(); h.keyNotes++; h.mu.Unlock(); return nil },
+		KeyReports: func() []KeyReport {
+			h.mu.Lock()
+			f := h.reports
+			h.mu.Unlock()
+			if f == nil {
+				return nil
+			}
+			return f()
 		},
 	}
 }
@@ -93,6 +105,7 @@ type testCluster struct {
 	members []*member
 	nextIP  byte
 	promote time.Duration // every member's PromoteTimeout
+	keyStep time.Duration // every member's KeyStepTimeout (0: the default)
 }
 
 // freePort reserves a loopback port number (closed again; the caller
@@ -168,7 +181,8 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	}
 	h := &hooks{}
 	logs := &logRecorder{}
-	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour},
+	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
+		KeyStepTimeout: c.keyStep},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
 	apiTLS, err := pki.ServerTLSConfig(id)
 	if err != nil {

@@ -26,6 +26,9 @@ type Config struct {
 	// revoked token records before it prunes them; zero means
 	// DefaultTokenRetention.
 	TokenRetention time.Duration
+	// KeyStepTimeout bounds each step of a gossip key rotation; zero means
+	// DefaultKeyStepTimeout.
+	KeyStepTimeout time.Duration
 }
 
 // Hooks are what the control plane tells the rest of the node; each may
@@ -39,6 +42,10 @@ type Hooks struct {
 	ForceLeave func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
+	// NotifyKeys tells every member that the gossip keyring changed.
+	NotifyKeys func() error
+	// KeyReports is every gossip member's report of its keyring.
+	KeyReports func() []KeyReport
 }
 
 // Deps are the control plane's collaborators.
@@ -58,6 +65,8 @@ type Plane struct {
 	now    func() time.Time
 	hooks  Hooks
 	wg     sync.WaitGroup // goroutines the plane started (force-leave)
+
+	rotating sync.Mutex // one gossip key rotation at a time on this node
 }
 
 // New is the control plane over an open raft node. ca is the CA on the CA
@@ -85,6 +94,12 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	if h.Gossip == nil {
 		h.Gossip = func() map[string]string { return nil }
+	}
+	if h.NotifyKeys == nil {
+		h.NotifyKeys = func() error { return nil }
+	}
+	if h.KeyReports == nil {
+		h.KeyReports = func() []KeyReport { return nil }
 	}
 	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
 }

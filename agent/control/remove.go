@@ -53,6 +53,10 @@ func (p *Plane) Remove(ctx context.Context, name, actor string) error {
 		}
 	}()
 	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
+	// A removed node may hold the gossip key: rotate it away.
+	if _, err := p.RotateKeys(ctx, actor); err != nil {
+		return fmt.Errorf("%s removed, but the gossip key was not rotated: %w", n.Name, err)
+	}
 	return nil
 }
 

@@ -46,6 +46,7 @@ type Route struct {
 var routes = []Route{
 	{"GET", PathNodes, anyMember, "the node list, for a worker's `meshctl nodes`", (*Plane).handleNodes},
 	{"GET", PathRevocations, anyMember, "what every Nebula must block", (*Plane).handleRevocations},
+	{"GET", PathGossipKeys, anyMember, "the gossip keyring, for an active member", (*Plane).handleGossipKeys},
 	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},
 	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},

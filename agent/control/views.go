@@ -84,16 +84,6 @@ func (p *Plane) Revocations() Revocations {
 	return l
 }
 
-// handleNodes serves the node list to a member (a worker's `meshctl
-// nodes`).
-func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
-	if err := p.CaughtUp(r.Context()); err != nil {
-		writeError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, p.nodeRows())
-}
-
 // handleRevocations serves the revocation list to a member.
 func (p *Plane) handleRevocations(w http.ResponseWriter, r *http.Request, _ Caller) {
 	if err := p.FreshRead(r.Context()); err != nil {

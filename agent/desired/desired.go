@@ -1,6 +1,8 @@
 package desired
 
 import (
+	"cmp"
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -9,8 +11,8 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// Record is an active node as raft records it (control nodes only read
-// these; workers have none).
+// Record is an active node as raft records it: read from the FSM on a
+// control node, from the node list fetched over mTLS on a worker.
 type Record struct {
 	ID, Name string
 	Role     pki.Role
@@ -24,12 +26,14 @@ type Lighthouse struct {
 	Underlay netip.AddrPort
 }
 
-// Member is a gossip member as its tags describe it.
+// Member is a gossip member as its tags describe it. Only its Status is
+// ever used, and only when ID, Name, Role and Overlay all match an active
+// record.
 type Member struct {
 	ID, Name string
 	Role     pki.Role
 	Overlay  netip.Addr
-	Underlay netip.AddrPort // gossip address with the Nebula port from its tags
+	Underlay netip.AddrPort // gossip address with the Nebula port from its tags (never trusted)
 	Status   gossip.Status
 }
 
@@ -37,11 +41,15 @@ type Member struct {
 type Inputs struct {
 	SelfName    string
 	SelfOverlay netip.Addr
-	Records     []Record // active records from raft, on control nodes
-	Lighthouses []Lighthouse
-	Members     []Member
-	Gone        []string // ids of nodes that left or were removed
-	Blocklist   []string // revoked certificate fingerprints
+	// Records are the other nodes' active records. RecordsKnown is false
+	// only on a worker that has not received its first node list: then,
+	// and only then, Lighthouses (from the join response) stand in.
+	Records      []Record
+	RecordsKnown bool
+	Lighthouses  []Lighthouse
+	Members      []Member
+	Gone         []string // ids of nodes that left or were removed (a stale list's records are dropped too)
+	Blocklist    []string // revoked certificate fingerprints
 }
 
 // Overlay is the part of the Nebula config that depends on the others.
@@ -57,54 +65,94 @@ type Peer struct {
 	Role     pki.Role
 	Overlay  netip.Addr
 	Underlay netip.AddrPort
-	Gossip   gossip.Status // "" when gossip has not seen it
+	Gossip   gossip.Status // "" when gossip has not vouched for it
 }
 
-// Peers merges the sources, each peer keyed by name: raft records first,
-// then the join response's lighthouses that raft does not already list by
-// overlay IP, then gossip members (not gone) whose tags parse, which
-// replace what the other sources said about the same node (today gossip
-// tags win over records: see docs/security.md for what that trusts).
+// Ignored is a gossip member that contributed nothing, and why.
+type Ignored struct {
+	Name, ID string
+	Reason   string
+}
+
+// Peers are the other nodes: raft decides who they are, their role,
+// overlay IP and underlay; gossip adds only a member's liveness, and only
+// for a member that matches an active record by id and name with the same
+// role and overlay IP in its tags. A member without such a record
+// contributes nothing (see Unmatched). Before a worker's first node list
+// the join response's lighthouses stand in for the records.
 func Peers(in Inputs) map[string]Peer {
 	out := map[string]Peer{}
-	for _, r := range in.Records {
-		if r.Name == in.SelfName {
-			continue
-		}
-		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Underlay: r.Underlay}
-	}
-	for _, l := range in.Lighthouses {
-		if l.Overlay == in.SelfOverlay || !l.Underlay.IsValid() {
-			continue
-		}
-		if _, known := byOverlay(out, l.Overlay); !known {
-			out["lighthouse "+l.Overlay.String()] = Peer{Name: l.Overlay.String(), Role: pki.RoleControl,
-				Overlay: l.Overlay, Underlay: l.Underlay}
-		}
-	}
 	gone := map[string]bool{}
 	for _, id := range in.Gone {
 		gone[id] = true
 	}
-	for _, m := range in.Members {
-		if m.Name == in.SelfName || gone[m.ID] || !m.Overlay.IsValid() || !m.Underlay.IsValid() {
+	for _, r := range in.Records {
+		if r.Name == in.SelfName || gone[r.ID] {
 			continue
 		}
-		if key, ok := byOverlay(out, m.Overlay); ok && key != m.Name {
-			delete(out, key)
+		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Underlay: r.Underlay}
+	}
+	if !in.RecordsKnown {
+		for _, l := range in.Lighthouses {
+			if l.Overlay == in.SelfOverlay || !l.Underlay.IsValid() {
+				continue
+			}
+			out["lighthouse "+l.Overlay.String()] = Peer{Name: l.Overlay.String(), Role: pki.RoleControl,
+				Overlay: l.Overlay, Underlay: l.Underlay}
 		}
-		out[m.Name] = Peer{Name: m.Name, Role: m.Role, Overlay: m.Overlay, Underlay: m.Underlay, Gossip: m.Status}
+	}
+	for _, m := range in.Members {
+		if m.Name == in.SelfName {
+			continue
+		}
+		p, ok := out[m.Name]
+		if !ok || mismatch(in, m) != "" {
+			continue
+		}
+		p.Gossip = m.Status
+		out[m.Name] = p
 	}
 	return out
 }
 
-func byOverlay(ps map[string]Peer, ip netip.Addr) (string, bool) {
-	for k, p := range ps {
-		if p.Overlay == ip {
-			return k, true
+// Unmatched lists the gossip members Peers ignored (this node aside),
+// sorted by name: no active record, or tags that disagree with it.
+func Unmatched(in Inputs) []Ignored {
+	var out []Ignored
+	for _, m := range in.Members {
+		if m.Name == in.SelfName {
+			continue
+		}
+		if why := mismatch(in, m); why != "" {
+			out = append(out, Ignored{Name: m.Name, ID: m.ID, Reason: why})
 		}
 	}
-	return "", false
+	slices.SortFunc(out, func(a, b Ignored) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return out
+}
+
+// mismatch is why m matches no active record, or "".
+func mismatch(in Inputs, m Member) string {
+	if !in.RecordsKnown {
+		return "no node list yet"
+	}
+	var rec *Record
+	for i := range in.Records {
+		if in.Records[i].ID == m.ID && !slices.Contains(in.Gone, m.ID) {
+			rec = &in.Records[i]
+		}
+	}
+	switch {
+	case rec == nil:
+		return "no active record with this id"
+	case rec.Name != m.Name:
+		return fmt.Sprintf("record %s is named %q", rec.ID, rec.Name)
+	case rec.Role != m.Role:
+		return fmt.Sprintf("tag role %q, record says %s", m.Role, rec.Role)
+	case rec.Overlay != m.Overlay:
+		return fmt.Sprintf("tag overlay %v, record says %v", m.Overlay, rec.Overlay)
+	}
+	return ""
 }
 
 // Compute is the desired overlay: control nodes are lighthouses unless

@@ -31,7 +31,8 @@ func base() Inputs {
 			{ID: "id-c2", Name: "c2", Role: pki.RoleControl, Overlay: ip("10.42.0.2"), Underlay: ap("192.0.2.2:4242"), Status: gossip.StatusAlive},
 			{ID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: ip("10.42.0.3"), Underlay: ap("192.0.2.3:4242"), Status: gossip.StatusAlive},
 		},
-		Blocklist: []string{"fp-old"},
+		RecordsKnown: true,
+		Blocklist:    []string{"fp-old"},
 	}
 }
 
@@ -86,35 +87,68 @@ func TestCompute(t *testing.T) {
 			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
 		},
 		{
-			// Today's behaviour, which "Trust after join" changes: a gossip
-			// member's tags replace its raft record, role included.
-			name: "a gossip member whose tags disagree with its record: the tags win (role and underlay)",
+			name: "records win: a member whose tags disagree with its record (role, underlay) contributes nothing",
 			change: func(in *Inputs) {
 				in.Members[2].Role = pki.RoleControl
 				in.Members[2].Underlay = ap("198.51.100.9:4242")
+				in.Members[2].Status = gossip.StatusFailed // ignored too: the record alone stands
 			},
-			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242"), lh("10.42.0.3", "198.51.100.9:4242")},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
+		},
+		{
+			name: "forged member: no record, role=control tags, is no lighthouse and no peer",
+			change: func(in *Inputs) {
+				in.Members = append(in.Members, Member{ID: "id-evil", Name: "evil", Role: pki.RoleControl,
+					Overlay: ip("10.42.0.66"), Underlay: ap("198.51.100.66:4242"), Status: gossip.StatusAlive})
+			},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
+		},
+		{
+			name: "forged member claiming a control node's overlay IP and name but another id: ignored",
+			change: func(in *Inputs) {
+				in.Members[1] = Member{ID: "id-evil", Name: "c2", Role: pki.RoleControl, Overlay: ip("10.42.0.2"),
+					Underlay: ap("198.51.100.66:4242"), Status: gossip.StatusLeft}
+			},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
+		},
+		{
+			name: "a member with a record's id under another name: its status is ignored",
+			change: func(in *Inputs) {
+				in.Members[2].Name = "w1-impostor"
+				in.Members[2].Status = gossip.StatusFailed
+			},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
+		},
+		{
+			name: "a worker before its first node list: lighthouses from the join response, gossip contributes nothing",
+			change: func(in *Inputs) {
+				in.SelfName, in.SelfOverlay = "w1", ip("10.42.0.3")
+				in.Records, in.RecordsKnown = nil, false
+				in.Lighthouses = []Lighthouse{{Overlay: ip("10.42.0.1"), Underlay: ap("192.0.2.1:4242")}}
+			},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.1", "192.0.2.1:4242")},
 			wantHosts:       map[netip.Addr][]netip.AddrPort{},
 		},
 		{
-			name: "a worker (no raft records): lighthouses from the join response, then gossip",
+			name: "a worker with its node list drops join-response lighthouses that are no longer active control records",
 			change: func(in *Inputs) {
 				in.SelfName, in.SelfOverlay = "w1", ip("10.42.0.3")
-				in.Records = nil
+				in.Records = in.Records[:2]
 				in.Lighthouses = []Lighthouse{{Overlay: ip("10.42.0.1"), Underlay: ap("192.0.2.1:4242")},
 					{Overlay: ip("10.42.0.9"), Underlay: ap("192.0.2.9:4242")}}
-				in.Members = in.Members[:2]
 			},
-			// 10.42.0.1 and .2 from gossip (c1 replaces the join response's
-			// entry for its overlay IP); .9 only from the join response.
-			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.1", "192.0.2.1:4242"), lh("10.42.0.2", "192.0.2.2:4242"),
-				lh("10.42.0.9", "192.0.2.9:4242")},
-			wantHosts: map[netip.Addr][]netip.AddrPort{},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.1", "192.0.2.1:4242"), lh("10.42.0.2", "192.0.2.2:4242")},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{},
 		},
 		{
 			name: "a member whose tags do not parse, and a lighthouse without an address, are ignored",
 			change: func(in *Inputs) {
 				in.Records = in.Records[:1]
+				in.RecordsKnown = false
 				in.Members[2].Overlay = netip.Addr{}
 				in.Members[1].Underlay = netip.AddrPort{}
 				in.Lighthouses = []Lighthouse{{Overlay: ip("10.42.0.7")}}
@@ -164,5 +198,26 @@ func TestAliveLighthouse(t *testing.T) {
 	in.Records = nil
 	if got, ok := AliveLighthouse(Peers(in)); ok {
 		t.Fatalf("alive lighthouse %v with none alive", got)
+	}
+}
+
+// TestUnmatched: every member Peers ignores is reported once, with why;
+// matching members and this node are not.
+func TestUnmatched(t *testing.T) {
+	in := base()
+	in.Members = append(in.Members,
+		Member{ID: "id-evil", Name: "evil", Role: pki.RoleControl, Overlay: ip("10.42.0.66"), Status: gossip.StatusAlive})
+	in.Members[2].Role = pki.RoleControl
+	got := Unmatched(in)
+	if len(got) != 2 || got[0].Name != "evil" || got[1].Name != "w1" {
+		t.Fatalf("unmatched %+v, want evil (no record) and w1 (role tag)", got)
+	}
+	for _, g := range got {
+		if g.Reason == "" {
+			t.Errorf("%s: no reason", g.Name)
+		}
+	}
+	if got := Unmatched(base()); len(got) != 0 {
+		t.Fatalf("steady state: unmatched %+v", got)
 	}
 }

@@ -1,8 +1,15 @@
 // Package desired computes, as a pure function, the overlay a node should
-// run: from the node records raft holds (on control nodes), the
-// lighthouses the join response named, gossip's members and their
-// liveness, and the revocation list, to the lighthouse list, the static
-// host map and the blocklist that go into this node's Nebula config.
+// run: from the active node records (raft's FSM on control nodes, the node
+// list fetched over mTLS on workers), gossip's liveness, and the
+// revocation list, to the lighthouse list, the static host map and the
+// blocklist that go into this node's Nebula config.
+//
+// Raft decides, gossip reports liveness only: role, overlay IP, underlay
+// and the lighthouse set come from records. A gossip member contributes
+// its status (alive, failed, left) only when its id, name, role and
+// overlay tags match an active record; any other member contributes
+// nothing and is listed by Unmatched. The join response's lighthouses
+// stand in only until a worker's first node list arrives.
 //
 // Imports: mesh, gossip, pki.
 package desired

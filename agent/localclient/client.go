@@ -187,6 +187,12 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*apitype.RevokeRes
 	return &r, c.postJSON(ctx, strings.Replace(apitype.PathRevokeToken, "{id}", url.PathEscape(id), 1), struct{}{}, &r)
 }
 
+// RotateKeys replaces the cluster's gossip key (on a control node).
+func (c *Client) RotateKeys(ctx context.Context) (*apitype.KeyRotation, error) {
+	var r apitype.KeyRotation
+	return &r, c.postJSON(ctx, apitype.PathKeysRotate, struct{}{}, &r)
+}
+
 // Reload asks meshd to re-read its config file.
 func (c *Client) Reload(ctx context.Context) ([]apitype.Warning, error) {
 	var w []apitype.Warning

@@ -28,6 +28,7 @@ const (
 	// 13 RecordRevocationAcks.
 	typeRecordCerts    cmdType = 10
 	typeAbortAdmission cmdType = 11
+	typeSetGossipKeys  cmdType = 12
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -125,6 +126,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RecordCerts](b[1:])
 	case typeAbortAdmission:
 		c, err = decodeAs[AbortAdmission](b[1:])
+	case typeSetGossipKeys:
+		c, err = decodeAs[SetGossipKeys](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

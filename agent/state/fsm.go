@@ -79,6 +79,8 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.recordCerts(c)
 	case AbortAdmission:
 		err = s.abortAdmission(c)
+	case SetGossipKeys:
+		err = s.setGossipKeys(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

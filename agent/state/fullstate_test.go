@@ -86,6 +86,15 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: MintToken{Record: tokenRecord(10, "w10", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: joinCmd(10, "n-w10", "w10", pki.RoleWorker)},
 		{cmd: track("req-abort", AbortAdmission{NodeID: "n-w10", At: t0.Add(2 * time.Minute), Actor: originID})},
+		// Gossip key rotation (after the frozen steps).
+		{cmd: SetGossipKeys{Keys: [][]byte{testCluster().GossipKeys[0], bytes.Repeat([]byte{9}, GossipKeySize)},
+			Step: KeyInstall, Expect: KeyringID(testCluster().GossipKeys), At: t0.Add(6 * time.Minute), Actor: "uid:0"}},
+		{cmd: SetGossipKeys{Keys: [][]byte{bytes.Repeat([]byte{9}, GossipKeySize), testCluster().GossipKeys[0]},
+			Step: KeyUse, Expect: KeyringID([][]byte{testCluster().GossipKeys[0], bytes.Repeat([]byte{9}, GossipKeySize)}),
+			At: t0.Add(6 * time.Minute), Actor: "uid:0"}},
+		{cmd: SetGossipKeys{Keys: [][]byte{bytes.Repeat([]byte{9}, GossipKeySize)}, Step: KeyDrop,
+			Expect: KeyringID([][]byte{bytes.Repeat([]byte{9}, GossipKeySize), testCluster().GossipKeys[0]}),
+			At:     t0.Add(6 * time.Minute), Actor: "uid:0"}},
 	}
 }
 

@@ -25,6 +25,9 @@ type Cluster struct {
 	Overlay       netip.Prefix `json:"overlay"`
 	GossipKeys    [][]byte     `json:"gossip_keys"` // primary first
 	CAHolder      string       `json:"ca_holder"`   // node id of the node holding the CA keys
+	// GossipKeysRotated is when the last gossip key rotation finished
+	// (its drop step); zero if the keys were never rotated.
+	GossipKeysRotated time.Time `json:"gossip_keys_rotated,omitzero"`
 }
 
 // NodeState is where a node is in its life in the cluster.

@@ -94,6 +94,11 @@ func (a *app) statusCommand() *cobra.Command {
 			row("version", s.Version)
 			if g := s.Gossip; g != nil {
 				row("gossip", fmt.Sprintf("%d members, %d alive", g.Members, g.Alive))
+				keys := fmt.Sprintf("%d, primary %s", g.Keys, g.PrimaryKey)
+				if !g.KeysRotated.IsZero() {
+					keys += ", last rotated " + date(g.KeysRotated)
+				}
+				row("gossip keys", keys)
 			}
 			if o := s.Overlay; o != nil {
 				mode := o.Mode

@@ -1,0 +1,208 @@
+package control
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// following reports every named member alive with the keyring its
+// source FSM holds: members that follow raft (or fetch over mTLS) at once.
+func following(src *member, nodes ...string) func() []KeyReport {
+	return func() []KeyReport {
+		cl, _ := src.p.Raft().FSM().Cluster()
+		var out []KeyReport
+		for _, n := range nodes {
+			out = append(out, KeyReport{Name: n, ID: "id-" + n, Alive: true, Keyring: state.KeyringID(cl.GossipKeys)})
+		}
+		return out
+	}
+}
+
+func clusterKeys(m *member) [][]byte {
+	cl, _ := m.p.Raft().FSM().Cluster()
+	return cl.GossipKeys
+}
+
+// TestRotateKeysSteps: a rotation writes install, use and drop through
+// raft (audited), waits for the members' reports between steps, ends
+// with a single fresh key that an active worker fetches over mTLS, while
+// a removed node is refused the keyring.
+func TestRotateKeysSteps(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	c.admit(t, origin, "w2", pki.RoleWorker, nil, enroll.Ports{})
+	before := clusterKeys(origin)
+	var seen []string // keyrings the members reported, step by step
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = func() []KeyReport {
+		r := following(c2, "origin", "c2", "w1")() // c2's FSM: the follower's view lags the leader's
+		if len(seen) == 0 || seen[len(seen)-1] != r[0].Keyring {
+			seen = append(seen, r[0].Keyring)
+		}
+		return r
+	}
+	origin.hooks.mu.Unlock()
+
+	// Removing w2 rotates the key; w2 cannot hold it up or fetch it.
+	if err := origin.p.Remove(within(t, 30*time.Second), "w2", "uid:0"); err != nil {
+		t.Fatalf("remove w2: %v", err)
+	}
+	after := clusterKeys(origin)
+	if len(after) != 1 || bytes.Equal(after[0], before[0]) || len(after[0]) != state.GossipKeySize {
+		t.Fatalf("after the rotation: %d keys (same as before: %v)", len(after), bytes.Equal(after[0], before[0]))
+	}
+	if len(seen) < 4 {
+		t.Fatalf("members reported %d keyrings, want the old one and each of the three steps", len(seen))
+	}
+	var steps []string
+	for _, e := range origin.p.Raft().FSM().Audit() {
+		if e.Code == codes.EventKeysRotated {
+			steps = append(steps, e.Subject)
+		}
+	}
+	if len(steps) != 3 || steps[0] != "install" || steps[1] != "use" || steps[2] != "drop" {
+		t.Fatalf("audited steps %v", steps)
+	}
+	origin.hooks.mu.Lock()
+	notes := origin.hooks.keyNotes
+	origin.hooks.mu.Unlock()
+	if notes == 0 {
+		t.Fatal("the cluster was never told the keys changed")
+	}
+
+	w1, _, _ := c.identity(t, "w1", pki.RoleWorker)
+	cl, err := NewClient(w1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.CloseIdle()
+	var got GossipKeys
+	if err := cl.Call(within(t, 5*time.Second), c2.addr, PathGossipKeys, false, nil, &got); err != nil {
+		t.Fatalf("w1 fetches the keys from a follower: %v", err)
+	}
+	if len(got.Keys) != 1 || !bytes.Equal(got.Keys[0], after[0]) || got.Rotated.IsZero() {
+		t.Fatalf("w1 got %d keys (rotated %v), want the new key alone", len(got.Keys), got.Rotated)
+	}
+	w2, _, _ := c.identity(t, "w2", pki.RoleWorker)
+	rc, err := NewClient(w2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdle()
+	if err := rc.Call(within(t, 5*time.Second), origin.addr, PathGossipKeys, false, nil, &got); codes.Of(err) != codes.NodeUnknown {
+		t.Fatalf("removed w2 fetches the keys: %v, want %s", err, codes.NodeUnknown)
+	}
+}
+
+// TestRotateKeysStalls: a live member that never reports a step stops the
+// rotation at that step with codes.KeyRotationStalled naming it, within
+// the step timeout; the cluster keeps both keys (everyone still shares
+// one). A removed node reporting a stale keyring holds nothing up.
+func TestRotateKeysStalls(t *testing.T) {
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: 3 * time.Second, keyStep: 400 * time.Millisecond}
+	origin := c.bootstrap(t, nil)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	c.admit(t, origin, "gone", pki.RoleWorker, nil, enroll.Ports{})
+	if err := origin.p.Write(within(t, 5*time.Second), &state.SetNodeState{NodeID: "id-gone", State: state.NodeRemoved,
+		At: time.Now(), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	stale := state.KeyringID(clusterKeys(origin))
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = func() []KeyReport {
+		r := following(origin, "origin")()
+		return append(r, KeyReport{Name: "gone", ID: "id-gone", Alive: true, Keyring: stale},
+			KeyReport{Name: "w1", ID: "id-w1", Alive: true, Keyring: stale})
+	}
+	origin.hooks.mu.Unlock()
+	start := time.Now()
+	_, err := origin.p.RotateKeys(within(t, 10*time.Second), "uid:0")
+	took := time.Since(start)
+	if codes.Of(err) != codes.KeyRotationStalled {
+		t.Fatalf("rotation with a silent member: %v, want %s", err, codes.KeyRotationStalled)
+	}
+	if !bytes.Contains([]byte(err.Error()), []byte("w1")) || bytes.Contains([]byte(err.Error()), []byte("gone")) {
+		t.Fatalf("error %q: want w1 named as the laggard, the removed node not", err)
+	}
+	if took > 3*time.Second {
+		t.Fatalf("stalled after %s, want about the step timeout (400ms)", took)
+	}
+	if n := len(clusterKeys(origin)); n != 2 {
+		t.Fatalf("after the stalled install: %d keys, want 2 (old primary and new)", n)
+	}
+	if len(origin.logs.withCode(codes.KeyRotationStalled)) == 0 {
+		t.Fatal("the stall was not logged with its code")
+	}
+	// The laggard catches up: a second rotation completes.
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = following(origin, "origin", "w1")
+	origin.hooks.mu.Unlock()
+	if _, err := origin.p.RotateKeys(within(t, 10*time.Second), "uid:0"); err != nil {
+		t.Fatalf("rotation once w1 follows: %v", err)
+	}
+	if n := len(clusterKeys(origin)); n != 1 {
+		t.Fatalf("after the rotation: %d keys, want 1", n)
+	}
+}
+
+// TestWorkerChecksControlLeaf: with a node list set, a worker's client
+// accepts a control node only if its leaf is the current or previous leaf
+// (or a leaf for the recorded key) of an active control record in the
+// list; before a list, the CA and role check alone applies.
+func TestWorkerChecksControlLeaf(t *testing.T) {
+	c, origin := newCluster(t)
+	leaf, err := origin.id.Leaf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := pki.FingerprintOf(leaf).String()
+	w, _, _ := c.identity(t, "w9", pki.RoleWorker)
+	cl, err := NewClient(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.CloseIdle()
+	rec := func(state, cur, prev string, pub []byte) []NodeRecord {
+		r := NodeRecord{TLSFingerprint: cur, PrevTLSFingerprint: prev, TLSPublicKey: pub}
+		r.ID, r.Name, r.Role, r.State = origin.nodeID, "origin", string(pki.RoleControl), state
+		return []NodeRecord{r}
+	}
+	for _, tc := range []struct {
+		name  string
+		list  []NodeRecord // nil: no list yet
+		allow bool
+	}{
+		{"ok/no list yet: CA and role only", nil, true},
+		{"ok/current leaf", rec("active", fp, "", nil), true},
+		{"ok/previous leaf while renewing", rec("active", "other", fp, nil), true},
+		{"ok/renewed leaf for the recorded key", rec("active", "other", "older", leaf.RawSubjectPublicKeyInfo), true},
+		{"fail/removed control node", rec("removed", fp, "", nil), false},
+		{"fail/leaf not the recorded one", rec("active", "other", "older", []byte("another key")), false},
+		{"fail/not in the list", []NodeRecord{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.list == nil {
+				cl.CheckServers(nil)
+			} else {
+				cl.CheckServers(ActiveControlLeaves(tc.list))
+			}
+			var out []NodeRecord
+			err := cl.Call(within(t, 5*time.Second), origin.addr, PathNodes, false, nil, &out)
+			if tc.allow && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.allow && (err == nil || !errors.Is(err, ErrUnreachable)) {
+				t.Fatalf("err %v, want the handshake refused", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,94 @@
+package control
+
+import (
+	"bytes"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// NodeRecord is one row of GET /v1/nodes: the node as `meshctl nodes`
+// shows it, plus what a worker needs to follow raft's decisions without
+// a raft of its own (its node list): the Nebula port, the control
+// address, and the TLS leaves a control node may present. Decoded as an
+// apitype.Node, the extra fields are simply dropped.
+type NodeRecord struct {
+	apitype.Node
+	NebulaPort         int    `json:"nebula_port,omitempty"`
+	EnrollAddr         string `json:"enroll_addr,omitempty"`
+	SerfAddr           string `json:"serf_addr,omitempty"`
+	TLSFingerprint     string `json:"tls_fingerprint,omitempty"`
+	PrevTLSFingerprint string `json:"prev_tls_fingerprint,omitempty"`
+	TLSPublicKey       []byte `json:"tls_public_key,omitempty"` // PKIX DER; renewals certify only this key
+}
+
+// nodeRecords are the node rows with their records' details.
+func (p *Plane) nodeRecords() []NodeRecord {
+	rows := p.nodeRows()
+	out := make([]NodeRecord, 0, len(rows))
+	for _, row := range rows {
+		rec := NodeRecord{Node: row}
+		if n, ok := p.raft.FSM().Node(row.ID); ok {
+			rec.NebulaPort, rec.EnrollAddr, rec.SerfAddr = n.NebulaPort, n.EnrollAddr, n.SerfAddr
+			rec.TLSFingerprint, rec.PrevTLSFingerprint = n.TLSFingerprint, n.PrevTLSFingerprint
+			rec.TLSPublicKey = n.TLSPublicKey
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// ActiveControlLeaves is the ServerCheck a worker applies with the node
+// list it holds: the server's leaf must belong (by the node id in it) to
+// an active control record of list, and be that record's current or
+// previous TLS leaf by fingerprint, or a leaf for the record's TLS public
+// key (a renewal the list does not show yet: the CA holder signs renewals
+// only for that key). Anything else is codes.PeerRoleDenied.
+func ActiveControlLeaves(list []NodeRecord) ServerCheck {
+	byID := map[string]NodeRecord{}
+	for _, r := range list {
+		if r.Active() && r.Role == string(pki.RoleControl) {
+			byID[r.ID] = r
+		}
+	}
+	return func(leaf *x509.Certificate) error {
+		r, ok := byID[pki.NodeIDOf(leaf)]
+		if !ok {
+			return codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("control node %q (%s) is not an active control node in this node's list",
+				leaf.Subject.CommonName, pki.NodeIDOf(leaf)))
+		}
+		fp := pki.FingerprintOf(leaf).String()
+		if fp == r.TLSFingerprint || (fp == r.PrevTLSFingerprint && fp != "") ||
+			(len(r.TLSPublicKey) > 0 && bytes.Equal(leaf.RawSubjectPublicKeyInfo, r.TLSPublicKey)) {
+			return nil
+		}
+		return codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("control node %s presented a TLS leaf its record does not list", r.Name))
+	}
+}
+
+// Active reports whether the record is an active node's.
+func (r NodeRecord) Active() bool { return r.State == string(state.NodeActive) }
+
+// StrictQuery, added to PathNodes, asks for a strict read (see
+// strictRead): what a worker's node-list fetch sends.
+const StrictQuery = "?strict=1"
+
+// handleNodes serves the node list to a member: a worker's `meshctl
+// nodes` (from this node's state), and, with StrictQuery, the list a
+// worker takes its peers, lighthouses and control nodes from.
+func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
+	read := p.CaughtUp
+	if r.URL.Query().Has("strict") {
+		read = p.strictRead
+	}
+	if err := read(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, p.nodeRecords())
+}

@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// notifyKeys is the gossip notification that the gossip keyring changed:
+// members then fetch it over mTLS (control nodes read raft). The keys
+// themselves never travel over gossip.
+const notifyKeys = "meshd-keys"
+
+// keyState is the gossip keyring this node runs.
+type keyState struct {
+	mu      sync.Mutex
+	id      string    // state.KeyringID of the keys applied
+	rotated time.Time // when the cluster last finished a rotation, as last heard
+	fetched time.Time // a worker's last fetch
+}
+
+// followKeys brings this node's gossip keyring in line with the
+// cluster's: a control node reads raft's cluster record; a worker fetches
+// GET /v1/gossip/keys from a control node, at once when told, otherwise
+// at most once a second.
+func (rt *runtime) followKeys(ctx context.Context, told bool) {
+	if rt.ctl != nil {
+		if cl, ok := rt.ctl.Raft().FSM().Cluster(); ok && len(cl.GossipKeys) > 0 {
+			rt.applyKeys(cl.GossipKeys, cl.GossipKeysRotated)
+		}
+		return
+	}
+	rt.keys.mu.Lock()
+	due := told || time.Since(rt.keys.fetched) >= time.Second
+	rt.keys.mu.Unlock()
+	if !due {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var gk control.GossipKeys
+	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathGossipKeys, &gk); err != nil {
+		rt.log.Debug("gossip keys not refreshed", "code", codes.OrInternal(err)) // never the body
+		return
+	}
+	rt.keys.mu.Lock()
+	rt.keys.fetched = time.Now()
+	rt.keys.mu.Unlock()
+	if len(gk.Keys) > 0 {
+		rt.applyKeys(gk.Keys, gk.Rotated)
+	}
+}
+
+// applyKeys installs keys (primary first) on this node's own gossip
+// keyring if they differ from what it runs, saves them in node.json
+// (0600) so a restart uses them, and reports the new keyring in its tags.
+// Only the reconcile loop calls it.
+func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
+	id := state.KeyringID(keys)
+	rt.keys.mu.Lock()
+	if !rotated.IsZero() {
+		rt.keys.rotated = rotated
+	}
+	same := id == rt.keys.id
+	rt.keys.mu.Unlock()
+	if same {
+		return
+	}
+	if err := rt.gossip.SetKeys(keys); err != nil {
+		rt.log.Warn("gossip keyring not changed", "code", codes.OrInternal(err), "err", err)
+		return
+	}
+	rt.facts.GossipKeys = keys // read only by startGossip, before the loops run
+	if err := saveNodeFacts(rt.stateDir, rt.facts); err != nil {
+		rt.log.Warn("gossip keyring changed but not saved; a restart uses the old keys", "code", codes.OrInternal(err), "err", err)
+	}
+	rt.keys.mu.Lock()
+	rt.keys.id = id
+	rt.keys.mu.Unlock()
+	// Report it (serf waits for the broadcast, so outside the lock).
+	tags := maps.Clone(rt.gossip.LocalMember().Tags)
+	tags[tagKeyring] = id
+	if err := rt.gossip.SetTags(tags); err != nil {
+		rt.log.Warn("gossip keyring changed but not reported", "err", err)
+	}
+	rt.log.Info("gossip keyring changed", "keys", len(keys), "primary", state.KeyID(keys[0]), "keyring", id)
+}
+
+// keyStatus is the key state `meshctl status` shows: how many keys, the
+// primary's short id, and when the cluster last finished a rotation.
+func (rt *runtime) keyStatus() (n int, primary string, rotated time.Time) {
+	keys := rt.gossip.Keys()
+	rt.keys.mu.Lock()
+	defer rt.keys.mu.Unlock()
+	return len(keys), state.KeyID(keys[0]), rt.keys.rotated
+}
+
+// RotateKeys replaces the cluster's gossip key from this control node
+// (control.Plane.RotateKeys): the operator's `meshctl keys rotate`.
+func (a *Agent) RotateKeys(ctx context.Context, actor string) (*apitype.KeyRotation, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	r, err := ctl.RotateKeys(ctx, actor)
+	if err != nil {
+		return nil, err
+	}
+	return &apitype.KeyRotation{Keys: r.Keys, PrimaryKey: r.Primary, Members: r.Members, Took: r.Took}, nil
+}
