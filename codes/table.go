@@ -30,6 +30,7 @@ const (
 	CAHolderDown     Code = "X503110CAUNRC"
 	PeerRoleDenied   Code = "X403111ROLDNY"
 	JoinUnconfirmed  Code = "X504112JNUNCF"
+	CertRefused      Code = "X400114CRTRFS"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -57,10 +58,11 @@ const (
 	RestartNeeded  Code = "X200404RSTREQ"
 
 	// Gossip and overlay.
-	GossipKey      Code = "X401501GSPKEY"
-	GossipJoin     Code = "X503502GSPJON"
-	OverlayApply   Code = "X500503OVLAPL"
-	OverlayUnreach Code = "X504504OVLUNR"
+	GossipKey         Code = "X401501GSPKEY"
+	GossipJoin        Code = "X503502GSPJON"
+	OverlayApply      Code = "X500503OVLAPL"
+	OverlayUnreach    Code = "X504504OVLUNR"
+	RevocationPending Code = "X200507RVKPND"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -91,6 +93,7 @@ var table = map[Code]Info{
 	BadRole:          {400, "the role is not valid", "use --role worker or --role control"},
 	CAHolderDown:     {503, "the CA holder could not be reached to sign certificates", "bring the origin node back; the token was not used and will work once it is reachable"},
 	PeerRoleDenied:   {403, "the peer's certificate does not carry the role this endpoint requires", "only control nodes of this cluster may call this endpoint"},
+	CertRefused:      {400, "a renewed TLS leaf was refused: it does not certify this node's key, does not chain to the cluster CA, or names another node", "none needed at once: the node keeps its current leaf and retries; if it persists compare the CA holder's record with `meshctl nodes`"},
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
@@ -115,10 +118,11 @@ var table = map[Code]Info{
 	StateDir:       {500, "the state directory could not be read or written", "check the path, its permissions (0700) and the free disk space"},
 	RestartNeeded:  {200, "the configuration change takes effect only after a restart", "restart meshd (`systemctl restart meshd`)"},
 
-	GossipKey:      {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
-	GossipJoin:     {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
-	OverlayApply:   {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
-	OverlayUnreach: {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+	GossipKey:         {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
+	GossipJoin:        {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
+	OverlayApply:      {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
+	RevocationPending: {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
+	OverlayUnreach:    {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 
@@ -129,6 +133,8 @@ var table = map[Code]Info{
 	EventNodeLeft:       {100, "a node left the cluster", "none needed"},
 	EventNodeRemoved:    {100, "a node was removed and its certificates revoked", "none needed"},
 	EventCertRenewed:    {100, "a node's Nebula host certificate was renewed", "none needed"},
+	EventTLSRenewed:     {100, "a node's TLS leaf was renewed", "none needed"},
+	EventRevocationAcks: {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -140,4 +146,6 @@ const (
 	EventNodeLeft       Code = "X100605NDLEFT"
 	EventNodeRemoved    Code = "X100606NDRMVD"
 	EventCertRenewed    Code = "X100607CRTRNW"
+	EventTLSRenewed     Code = "X100610TLSRNW"
+	EventRevocationAcks Code = "X100611RVKACK"
 )
