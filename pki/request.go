@@ -40,7 +40,7 @@ type NebulaRequest struct {
 }
 
 const (
-	DefaultCALifetime     = 10 * 365 * 24 * time.Hour
+	DefaultCALifetime = 10 * 365 * 24 * time.Hour
 	// DefaultLeafLifetime is a TLS leaf's lifetime: short, since leaves
 	// renew automatically at 2/3 of it (DESIGN §10).
 	DefaultLeafLifetime   = 30 * 24 * time.Hour
