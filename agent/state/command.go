@@ -23,14 +23,16 @@ const (
 	typeTracked      cmdType = 6
 	typeRevokeToken  cmdType = 7
 	typePruneTokens  cmdType = 8
+	typeRenewTLS     cmdType = 9
 	// Reserved for issue 9's commands (one number each, never reused):
-	// 9 RenewTLS, 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys,
-	// 13 RecordRevocationAcks.
+	// 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys.
+	typeRecordRevocationAcks cmdType = 13
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
-// RenewNebula, RevokeToken, PruneTokens and Tracked.
+// RenewNebula, RevokeToken, PruneTokens, RenewTLS, RecordRevocationAcks
+// and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -117,6 +119,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RevokeToken](b[1:])
 	case typePruneTokens:
 		c, err = decodeAs[PruneTokens](b[1:])
+	case typeRenewTLS:
+		c, err = decodeAs[RenewTLS](b[1:])
+	case typeRecordRevocationAcks:
+		c, err = decodeAs[RecordRevocationAcks](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

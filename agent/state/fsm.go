@@ -75,6 +75,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.revokeToken(c)
 	case PruneTokens:
 		err = s.pruneTokens(c)
+	case RenewTLS:
+		err = s.renewTLS(c)
+	case RecordRevocationAcks:
+		err = s.recordRevocationAcks(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}
