@@ -22,6 +22,10 @@ type Config struct {
 	// NebulaLifetime is the lifetime of the Nebula host certs this node
 	// signs (CA holder only).
 	NebulaLifetime time.Duration
+	// TLSLifetime is the lifetime of the TLS leaves this node signs (CA
+	// holder only), at admission and renewal; zero means
+	// pki.DefaultLeafLifetime.
+	TLSLifetime time.Duration
 	// TokenRetention is how long the leader keeps used, expired and
 	// revoked token records before it prunes them; zero means
 	// DefaultTokenRetention.
@@ -89,6 +93,13 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
 }
 
+func (c Config) tlsLifetime() time.Duration {
+	if c.TLSLifetime <= 0 {
+		return pki.DefaultLeafLifetime
+	}
+	return c.TLSLifetime
+}
+
 // Raft is the raft node under the plane.
 func (p *Plane) Raft() *raftnode.Node { return p.raft }
 
@@ -99,7 +110,7 @@ func (p *Plane) HoldsCA() bool { return p.ca != nil }
 // forwarder to the CA holder elsewhere.
 func (p *Plane) Signer() enroll.Signer {
 	if p.ca != nil {
-		return caSigner{ca: p.ca, now: p.now, nebulaLifetime: p.cfg.NebulaLifetime}
+		return caSigner{ca: p.ca, now: p.now, nebulaLifetime: p.cfg.NebulaLifetime, tlsLifetime: p.cfg.tlsLifetime()}
 	}
 	return remoteSigner{p: p}
 }

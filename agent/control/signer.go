@@ -62,7 +62,12 @@ func (p *Plane) caHolderAddr() (string, error) {
 // given, since a control node admits with the same authority.
 func (p *Plane) handleSignTLS(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req pki.LeafRequest
-	p.handleSign(w, r, c, &req, func() ([]byte, error) { return p.ca.SignTLS(req, p.now()) })
+	p.handleSign(w, r, c, &req, func() ([]byte, error) {
+		if req.Lifetime == 0 {
+			req.Lifetime = p.cfg.tlsLifetime()
+		}
+		return p.ca.SignTLS(req, p.now())
+	})
 }
 
 func (p *Plane) handleSignNebula(w http.ResponseWriter, r *http.Request, c Caller) {
@@ -98,9 +103,13 @@ type caSigner struct {
 	ca             *pki.CA
 	now            func() time.Time
 	nebulaLifetime time.Duration
+	tlsLifetime    time.Duration
 }
 
 func (s caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
+	if req.Lifetime == 0 {
+		req.Lifetime = s.tlsLifetime
+	}
 	return s.ca.SignTLS(req, s.now())
 }
 
