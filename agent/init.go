@@ -119,6 +119,10 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	if err != nil {
 		return nil, err
 	}
+	tlsKey, err := pki.CSRPublicKey(keys.CSR) // the key renewals may certify
+	if err != nil {
+		return nil, err
+	}
 	gossipKey := newGossipKey()
 	host := underlay.String()
 	enrollAddr := net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Control))
@@ -135,7 +139,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
 		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,
-		NebulaCert: nebPEM, NebulaIssued: now, TLSCert: tlsPEM,
+		NebulaCert: nebPEM, NebulaIssued: now, TLSCert: tlsPEM, TLSPublicKey: tlsKey,
 		Version: a.d.Version, Created: now, Updated: now,
 	}
 	boot := &state.Bootstrap{

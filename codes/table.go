@@ -30,6 +30,7 @@ const (
 	CAHolderDown     Code = "X503110CAUNRC"
 	PeerRoleDenied   Code = "X403111ROLDNY"
 	JoinUnconfirmed  Code = "X504112JNUNCF"
+	SignRefused      Code = "X403113SGNRFS"
 	CertRefused      Code = "X400114CRTRFS"
 
 	// Cluster and raft.
@@ -95,6 +96,7 @@ var table = map[Code]Info{
 	PeerRoleDenied:   {403, "the peer's certificate does not carry the role this endpoint requires", "only control nodes of this cluster may call this endpoint"},
 	CertRefused:      {400, "a renewed TLS leaf was refused: it does not certify this node's key, does not chain to the cluster CA, or names another node", "none needed at once: the node keeps its current leaf and retries; if it persists compare the CA holder's record with `meshctl nodes`"},
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
+	SignRefused:      {403, "the CA holder refused to sign: raft records no admission that matches the request (node, state, name, role, overlay IP or public key)", "join again with a fresh token (`meshctl admit NAME`); if it keeps happening, compare `meshctl nodes` on the control nodes and check their meshd versions"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
 	NotInCluster:       {409, "this node has not joined a cluster yet", "run `meshctl init --cluster NAME` to create one or `meshctl join TOKEN` to join one"},
@@ -126,26 +128,28 @@ var table = map[Code]Info{
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 
-	EventClusterCreated: {100, "a cluster was created", "none needed"},
-	EventTokenMinted:    {100, "a join token was minted", "none needed"},
-	EventNodeAdmitted:   {100, "a node was admitted and recorded", "none needed"},
-	EventNodeActive:     {100, "a node is active", "none needed"},
-	EventNodeLeft:       {100, "a node left the cluster", "none needed"},
-	EventNodeRemoved:    {100, "a node was removed and its certificates revoked", "none needed"},
-	EventCertRenewed:    {100, "a node's Nebula host certificate was renewed", "none needed"},
-	EventTLSRenewed:     {100, "a node's TLS leaf was renewed", "none needed"},
-	EventRevocationAcks: {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
+	EventClusterCreated:   {100, "a cluster was created", "none needed"},
+	EventTokenMinted:      {100, "a join token was minted", "none needed"},
+	EventNodeAdmitted:     {100, "a node was admitted and recorded", "none needed"},
+	EventNodeActive:       {100, "a node is active", "none needed"},
+	EventNodeLeft:         {100, "a node left the cluster", "none needed"},
+	EventNodeRemoved:      {100, "a node was removed and its certificates revoked", "none needed"},
+	EventCertRenewed:      {100, "a node's Nebula host certificate was renewed", "none needed"},
+	EventAdmissionAborted: {100, "an admission was undone before its certificates were recorded; its token is unused again", "none needed"},
+	EventTLSRenewed:       {100, "a node's TLS leaf was renewed", "none needed"},
+	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
 const (
-	EventClusterCreated Code = "X100601CLINIT"
-	EventTokenMinted    Code = "X100602TKMINT"
-	EventNodeAdmitted   Code = "X100603NDADMT"
-	EventNodeActive     Code = "X100604NDACTV"
-	EventNodeLeft       Code = "X100605NDLEFT"
-	EventNodeRemoved    Code = "X100606NDRMVD"
-	EventCertRenewed    Code = "X100607CRTRNW"
-	EventTLSRenewed     Code = "X100610TLSRNW"
-	EventRevocationAcks Code = "X100611RVKACK"
+	EventClusterCreated   Code = "X100601CLINIT"
+	EventTokenMinted      Code = "X100602TKMINT"
+	EventNodeAdmitted     Code = "X100603NDADMT"
+	EventNodeActive       Code = "X100604NDACTV"
+	EventNodeLeft         Code = "X100605NDLEFT"
+	EventNodeRemoved      Code = "X100606NDRMVD"
+	EventCertRenewed      Code = "X100607CRTRNW"
+	EventAdmissionAborted Code = "X100608ADMABT"
+	EventTLSRenewed       Code = "X100610TLSRNW"
+	EventRevocationAcks   Code = "X100611RVKACK"
 )

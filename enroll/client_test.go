@@ -19,11 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slackhq/nebula/cert"
+
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
-	"github.com/slackhq/nebula/cert"
 )
 
 func slogTo(w io.Writer) *slog.Logger {
@@ -188,18 +189,20 @@ func TestClientServerCodes(t *testing.T) {
 			c.ledger.nameTaken = func(string) (bool, error) { return true, nil }
 		}, want: codes.NameTaken},
 		{name: "fail/ca-holder-down", edit: func(c *cluster, _ *enroll.Token) {
-			c.signer.signTLS = func(pki.LeafRequest) ([]byte, error) {
+			c.signer.signTLS = func(enroll.SignRequest) ([]byte, error) {
 				return nil, codes.Wrap(codes.CAHolderDown, errors.New("origin unreachable"))
 			}
 		}, want: codes.CAHolderDown},
 		{name: "fail/nebula-signing-fails", edit: func(c *cluster, _ *enroll.Token) {
-			c.signer.signNebula = func(pki.NebulaRequest) ([]byte, error) {
+			c.signer.signNebula = func(enroll.SignRequest) ([]byte, error) {
 				return nil, codes.Wrap(codes.CAHolderDown, errors.New("origin unreachable"))
 			}
 		}, want: codes.CAHolderDown},
-		{name: "fail/ip-always-taken", edit: func(c *cluster, _ *enroll.Token) {
-			c.ledger.admit = func(enroll.Admission) error { return enroll.ErrIPTaken }
-		}, want: codes.RaftApply},
+		{name: "fail/sign-refused", edit: func(c *cluster, _ *enroll.Token) {
+			c.signer.signTLS = func(enroll.SignRequest) ([]byte, error) {
+				return nil, codes.Wrap(codes.SignRefused, errors.New("no such admission"))
+			}
+		}, want: codes.SignRefused},
 		{name: "fail/internal", edit: func(c *cluster, _ *enroll.Token) {
 			c.ledger.nameTaken = func(string) (bool, error) { return false, errors.New("disk on fire") }
 		}, want: codes.Internal},
@@ -334,41 +337,6 @@ func TestClientAllSeedsUnreachable(t *testing.T) {
 	}
 }
 
-func TestClientIPTakenOnceThenAdmitted(t *testing.T) {
-	c := newCluster(t)
-	taken := false
-	c.ledger.admit = func(a enroll.Admission) error {
-		if !taken {
-			taken = true
-			return enroll.ErrIPTaken
-		}
-		return nil
-	}
-	seed := c.seed(t)
-	req, _ := c.request(t, "w1")
-	var st steps
-	var logs bytes.Buffer
-	resp, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"Token", "NameTaken", "JoinFacts", "FreeOverlayIP", "Admit", "FreeOverlayIP", "Admit"}
-	if got := c.ledger.Calls(); !slices.Equal(got, want) {
-		t.Errorf("ledger calls %v, want %v", got, want)
-	}
-	adm := c.ledger.Admitted()
-	if len(adm) != 1 || adm[0].OverlayIP != pkitest.IP(12) || resp.OverlayIP != pkitest.IP(12) {
-		t.Errorf("admitted %v, response IP %v; want the second IP %v", adm, resp.OverlayIP, pkitest.IP(12))
-	}
-	host, _, err := cert.UnmarshalCertificateFromPEM(resp.NebulaCert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(host.Networks(), []netip.Prefix{pkitest.IP(12)}) {
-		t.Errorf("Nebula certificate for %v, want the re-picked IP", host.Networks())
-	}
-}
-
 func TestClientChecksResponse(t *testing.T) {
 	tests := []struct {
 		name string
@@ -382,9 +350,13 @@ func TestClientChecksResponse(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c.signer.signTLS = func(req pki.LeafRequest) ([]byte, error) {
-					req.CSR = other.CSR
-					return c.ca.SignTLS(req, pkitest.Now)
+				c.signer.signTLS = func(req enroll.SignRequest) ([]byte, error) {
+					lr, err := c.signer.leaf(req)
+					if err != nil {
+						return nil, err
+					}
+					lr.CSR = other.CSR
+					return c.ca.SignTLS(lr, pkitest.Now)
 				}
 			},
 			want: codes.EnrollRejected,
@@ -406,7 +378,13 @@ func TestClientChecksResponse(t *testing.T) {
 			name: "fail/leaf-from-another-ca",
 			edit: func(t *testing.T, c *cluster) {
 				other := pkitest.NewCA(t, "prod")
-				c.signer.signTLS = func(req pki.LeafRequest) ([]byte, error) { return other.SignTLS(req, pkitest.Now) }
+				c.signer.signTLS = func(req enroll.SignRequest) ([]byte, error) {
+					lr, err := c.signer.leaf(req)
+					if err != nil {
+						return nil, err
+					}
+					return other.SignTLS(lr, pkitest.Now)
+				}
 			},
 			want: codes.EnrollRejected,
 		},

@@ -53,27 +53,34 @@ func (r TokenRecord) Consumed() bool { return !r.ConsumedAt.IsZero() }
 // Revoked reports whether the token was revoked before it was used.
 func (r TokenRecord) Revoked() bool { return !r.RevokedAt.IsZero() }
 
-// Admission is what the enroll server asks the ledger to record: ONE raft
-// entry that consumes the token and records the node and its overlay IP,
-// compare-and-set against the current state.
+// Admission is what the enroll server asks the ledger to record before
+// anything is signed: ONE raft entry that consumes the token and records
+// the node as joining, with the public keys it will be certified for and
+// an overlay IP the cluster state picks, compare-and-set against the
+// current state.
 type Admission struct {
 	Token      TokenHash
 	NodeID     string
 	Name       string
 	Role       pki.Role
-	Underlay   string       // the joiner's underlay IP as it advertises it
-	SourceAddr string       // the joiner's source IP as the control node saw it
-	OverlayIP  netip.Prefix // address plus the cluster prefix length
-	TLSCert    []byte       // PEM, as signed
-	NebulaCert []byte       // PEM, as signed
-	NebulaPub  []byte       // PEM
-	Version    string       // joiner's agent version
-	Ports      Ports        // where the joiner listens
-	At         time.Time    // the admitting node's clock; expiry is judged at this instant
+	Underlay   string // the joiner's underlay IP as it advertises it
+	SourceAddr string // the joiner's source IP as the control node saw it
+	// OverlayIP is zero from the enroll server: the FSM picks the lowest
+	// free host address while it applies the entry, so concurrent
+	// admissions never collide. A caller that needs a given address (a
+	// test, a tool) sets it; it must then be free, else ErrIPTaken.
+	OverlayIP    netip.Prefix
+	TLSPublicKey []byte    // PKIX DER of the key in the joiner's CSR (signature checked)
+	NebulaPub    []byte    // PEM
+	Version      string    // joiner's agent version
+	Ports        Ports     // where the joiner listens
+	At           time.Time // the admitting node's clock; expiry is judged at this instant
 }
 
-// ErrIPTaken is returned by Ledger.Admit when the overlay IP was allocated
-// by a concurrent admission; the server picks another and tries again.
+// ErrIPTaken is returned by Ledger.Admit when an admission named an
+// overlay IP that is already allocated. The enroll server never names one
+// (the FSM picks), so it never sees this; it stays for admissions that do
+// and for raft log entries written before the FSM picked.
 var ErrIPTaken = errors.New("overlay IP already allocated")
 
 // JoinFacts are the cluster facts a join response carries.
@@ -106,24 +113,51 @@ type RaftPeer struct {
 // Ledger is the cluster state as the enroll server needs it; the agent
 // implements it over raft. Errors carry codes where the user-facing meaning
 // is known (codes.NoLeader, codes.TokenConsumed, ...).
+//
+// An admission takes three steps: Admit records the node as joining (the
+// token is consumed and the IP allocated), the Signer certifies what that
+// record says, and RecordCerts makes the node active with the
+// certificates; AbortAdmission undoes Admit when signing fails.
 type Ledger interface {
 	// Token returns the record for h; ok is false if there is none.
 	Token(ctx context.Context, h TokenHash) (rec TokenRecord, ok bool, err error)
 	// NameTaken reports whether a node other than a removed one has name.
 	NameTaken(ctx context.Context, name string) (bool, error)
-	// FreeOverlayIP proposes an unallocated overlay address (with the
-	// cluster prefix length). It reserves nothing: Admit is the CAS.
-	FreeOverlayIP(ctx context.Context) (netip.Prefix, error)
-	// Admit applies the admission as ONE raft entry (consume token, record
-	// node and IP), or fails with nothing changed. ErrIPTaken means retry.
-	Admit(ctx context.Context, a Admission) error
+	// Admit applies the admission as ONE raft entry (consume the token,
+	// record the node as joining with its keys, allocate the overlay IP the
+	// FSM picks) or fails with nothing changed. It returns the overlay IP
+	// (with the cluster prefix length) as the record holds it.
+	Admit(ctx context.Context, a Admission) (netip.Prefix, error)
+	// RecordCerts records the certificates signed for the joining node
+	// nodeID and makes it active: only a joining node with no certificates
+	// yet, and only certificates for the keys its record holds.
+	RecordCerts(ctx context.Context, nodeID string, tlsCert, nebulaCert []byte) error
+	// AbortAdmission undoes the admission of the joining node nodeID: its
+	// record is deleted, its overlay IP freed and its token unused again.
+	AbortAdmission(ctx context.Context, nodeID string) error
 	// JoinFacts returns what a joiner of role r needs to know.
 	JoinFacts(ctx context.Context, r pki.Role) (JoinFacts, error)
 }
 
-// Signer signs certificates for a joiner: pki.CA on the CA holder, an mTLS
-// forwarder to it on other control nodes.
+// SignRequest names the admission a certificate is for: the node id of a
+// joining record. The signer certifies only what the cluster recorded for
+// that node (name, role, overlay IP, public keys, and the underlay IP of a
+// control node) and refuses (codes.SignRefused) a node that is not joining
+// or already has certificates. Name, Role and OverlayIP are what the
+// requester expects: when set they must equal the record, else
+// codes.SignRefused; they never go into a certificate.
+type SignRequest struct {
+	NodeID    string
+	Name      string
+	Role      pki.Role
+	OverlayIP netip.Prefix
+	CSR       []byte // TLS only: DER PKCS#10 whose key must be the recorded TLS key
+}
+
+// Signer signs certificates for an admitted joiner: the CA holder checks
+// the request against raft and signs locally; other control nodes forward
+// the request to it over mTLS.
 type Signer interface {
-	SignTLS(ctx context.Context, req pki.LeafRequest) (certPEM []byte, err error)
-	SignNebula(ctx context.Context, req pki.NebulaRequest) (certPEM []byte, err error)
+	SignTLS(ctx context.Context, req SignRequest) (certPEM []byte, err error)
+	SignNebula(ctx context.Context, req SignRequest) (certPEM []byte, err error)
 }

@@ -14,62 +14,95 @@ import (
 // Admitted is what the ledger recorded for the node a token admitted, as
 // much as a resumed enrollment needs.
 type Admitted struct {
-	NodeID     string
-	Name       string
-	Role       pki.Role
-	TLSCert    []byte // PEM, the leaf issued at admission
-	NebulaCert []byte // PEM, its current host cert
-	NebulaPub  []byte // PEM
-	OverlayIP  netip.Prefix
+	NodeID string
+	Name   string
+	Role   pki.Role
+	// Joining is true while the record has no certificates yet: the
+	// admission was recorded, then signing or recording the certificates
+	// failed and could not be undone.
+	Joining      bool
+	TLSPublicKey []byte // PKIX DER, the key the node's leaf certifies
+	TLSCert      []byte // PEM, the leaf issued at admission; empty while joining
+	NebulaCert   []byte // PEM, its current host cert; empty while joining
+	NebulaPub    []byte // PEM
+	OverlayIP    netip.Prefix
 }
 
 // Resumer is implemented by a Ledger that can look up the node a token
-// admitted. With it, an enrollment whose response was lost (the cluster
-// recorded the node, then the connection or the leader died) can be asked
-// for again: the same secret, the same Nebula public key, and a CSR signed
-// by the private key of the leaf already issued get the recorded
-// certificates back instead of codes.TokenConsumed. Nothing new is signed
-// or written, and nobody without the joiner's TLS private key can use it.
+// admitted. With it, an enrollment that did not finish can be asked for
+// again with the same secret, the same Nebula public key, and a CSR signed
+// by the TLS private key the cluster recorded:
+//   - the node is active (the response was lost): the recorded
+//     certificates come back instead of codes.TokenConsumed, and nothing
+//     new is signed or written;
+//   - the node is still joining (signing failed and the undo could not be
+//     written): the admission is finished, signed for the recorded keys
+//     and recorded, never recorded a second time.
+//
+// Nobody without the joiner's TLS private key can use it.
 type Resumer interface {
 	Admitted(ctx context.Context, nodeID string) (Admitted, bool, error)
 }
 
-// resume answers a repeated enrollment of the node rec admitted, or
-// returns nil when the request is not that node's.
-func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) *Response {
+// resume answers a repeated enrollment of the node rec admitted. It returns
+// nil, nil when the request is not that node's (the caller then says the
+// token was consumed), and an error only when finishing a joining
+// admission failed.
+func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) (*Response, error) {
 	r, ok := s.ledger.(Resumer)
 	if !ok || rec.ConsumedBy == "" || !s.now().Before(rec.Expires) {
-		return nil
+		return nil, nil
 	}
 	a, found, err := r.Admitted(ctx, rec.ConsumedBy)
 	if err != nil || !found || a.Name != req.Name || a.Name != rec.Name || !bytes.Equal(a.NebulaPub, req.NebulaPublic) {
-		return nil
+		return nil, nil
 	}
-	if err := sameKeyProven(req.CSR, a.TLSCert); err != nil {
-		return nil
+	recorded, err := recordedKey(a)
+	if err != nil || sameKeyProven(req.CSR, recorded) != nil {
+		return nil, nil
 	}
 	facts, err := s.ledger.JoinFacts(ctx, a.Role)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	leaf, err := pki.ParseCertPEM(a.TLSCert)
-	if err != nil {
-		return nil
+	if a.Joining {
+		s.log.Info("enrollment resumed: finishing an admission recorded without certificates", "name", a.Name, "node_id", a.NodeID)
+		a.TLSCert, a.NebulaCert, err = s.certify(ctx, SignRequest{NodeID: a.NodeID, Name: a.Name, Role: a.Role,
+			OverlayIP: a.OverlayIP, CSR: req.CSR})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		s.log.Info("enrollment resumed: the response had been lost", "name", a.Name, "node_id", a.NodeID)
 	}
-	s.log.Info("enrollment resumed: the response had been lost", "name", a.Name, "node_id", a.NodeID,
-		"leaf_expires", leaf.NotAfter)
 	return &Response{
 		NodeID: a.NodeID, Name: a.Name, Role: a.Role,
 		ClusterID: facts.ClusterID, ClusterName: facts.ClusterName,
 		CACert: facts.CACert, TLSCert: a.TLSCert, NebulaCACert: facts.NebulaCACert, NebulaCert: a.NebulaCert,
 		OverlayIP: a.OverlayIP, GossipKeys: facts.GossipKeys, Seeds: facts.Seeds, SerfPeers: facts.SerfPeers,
 		Lighthouses: facts.Lighthouses, RaftPeers: facts.RaftPeers, ServerTime: s.now(),
-	}
+	}, nil
 }
 
-// sameKeyProven checks that csrDER is validly signed and carries the public
-// key of the leaf in leafPEM: the caller holds that leaf's private key.
-func sameKeyProven(csrDER, leafPEM []byte) error {
+// recordedKey is the TLS public key the joiner must prove it holds: the
+// recorded key of a joining node, the key of the issued leaf otherwise.
+func recordedKey(a Admitted) (crypto.PublicKey, error) {
+	if a.Joining {
+		if len(a.TLSPublicKey) == 0 {
+			return nil, errors.New("joining record without a TLS public key")
+		}
+		return x509.ParsePKIXPublicKey(a.TLSPublicKey)
+	}
+	leaf, err := pki.ParseCertPEM(a.TLSCert)
+	if err != nil {
+		return nil, err
+	}
+	return leaf.PublicKey, nil
+}
+
+// sameKeyProven checks that csrDER is validly signed and carries key: the
+// caller holds its private key.
+func sameKeyProven(csrDER []byte, key crypto.PublicKey) error {
 	csr, err := x509.ParseCertificateRequest(csrDER)
 	if err != nil {
 		return err
@@ -77,13 +110,9 @@ func sameKeyProven(csrDER, leafPEM []byte) error {
 	if err := csr.CheckSignature(); err != nil {
 		return err
 	}
-	leaf, err := pki.ParseCertPEM(leafPEM)
-	if err != nil {
-		return err
-	}
 	pub, ok := csr.PublicKey.(interface{ Equal(crypto.PublicKey) bool })
-	if !ok || !pub.Equal(leaf.PublicKey) {
-		return errors.New("CSR key differs from the issued leaf's")
+	if !ok || !pub.Equal(key) {
+		return errors.New("CSR key differs from the recorded one")
 	}
 	return nil
 }

@@ -135,10 +135,14 @@ func TestEnrollResume(t *testing.T) {
 				t.Fatal(err)
 			}
 			adm := c.ledger.Admitted()[0]
+			tlsCert, nebulaCert, ok := c.ledger.certs(adm.NodeID)
+			if !ok {
+				t.Fatal("the first enrollment recorded no certificates")
+			}
 			c.rec.ConsumedAt, c.rec.ConsumedBy = pkitest.Now, first.NodeID
 			a := enroll.Admitted{
-				NodeID: adm.NodeID, Name: adm.Name, Role: adm.Role, TLSCert: adm.TLSCert,
-				NebulaCert: adm.NebulaCert, NebulaPub: adm.NebulaPub, OverlayIP: adm.OverlayIP,
+				NodeID: adm.NodeID, Name: adm.Name, Role: adm.Role, TLSPublicKey: adm.TLSPublicKey, TLSCert: tlsCert,
+				NebulaCert: nebulaCert, NebulaPub: adm.NebulaPub, OverlayIP: adm.OverlayIP,
 			}
 			l := &resumingLedger{fakeLedger: c.ledger}
 			l.admitted = func(id string) (enroll.Admitted, bool, error) {
@@ -158,8 +162,8 @@ func TestEnrollResume(t *testing.T) {
 			}
 			c.ledger.calls = nil
 			var signed int
-			c.signer.signTLS = func(pki.LeafRequest) ([]byte, error) { signed++; return nil, errors.New("signer called") }
-			c.signer.signNebula = func(pki.NebulaRequest) ([]byte, error) { signed++; return nil, errors.New("signer called") }
+			c.signer.signTLS = func(enroll.SignRequest) ([]byte, error) { signed++; return nil, errors.New("signer called") }
+			c.signer.signNebula = func(enroll.SignRequest) ([]byte, error) { signed++; return nil, errors.New("signer called") }
 
 			resp, err := enroll.NewServer(enroll.DefaultServerConfig(), l, c.signer, c.deps).
 				Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
@@ -186,6 +190,112 @@ func TestEnrollResume(t *testing.T) {
 			}
 			if want := []string{"Token", "Admitted", "JoinFacts"}; !slices.Equal(l.Calls(), want) {
 				t.Errorf("ledger calls %v, want %v", l.Calls(), want)
+			}
+		})
+	}
+}
+
+// TestEnrollResumeJoining: an admission whose signing failed and whose
+// undo could not be written stays joining. The same join retried (same
+// secret, same Nebula key, a CSR proving the recorded TLS key) finishes
+// it: signed for the recorded node, certificates recorded, never a second
+// Admit. A retry with other keys is the plain codes.TokenConsumed and
+// signs nothing.
+func TestEnrollResumeJoining(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(t *testing.T, req *enroll.Request, keys *pki.Keys)
+		want codes.Code
+	}{
+		{name: "ok/same-keys"},
+		{name: "ok/new-csr-same-key", edit: func(t *testing.T, req *enroll.Request, keys *pki.Keys) {
+			req.CSR = csrFor(t, keys.TLSKeyPEM, "w1")
+		}},
+		{name: "fail/csr-of-another-key", edit: func(t *testing.T, req *enroll.Request, _ *pki.Keys) {
+			other, err := pki.NewKeys("w1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.CSR = other.CSR
+		}, want: codes.TokenConsumed},
+		{name: "fail/other-nebula-key", edit: func(t *testing.T, req *enroll.Request, _ *pki.Keys) {
+			other, err := pki.NewKeys("w1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.NebulaPublic = other.NebulaPublicPEM
+		}, want: codes.TokenConsumed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			req, keys := c.request(t, "w1")
+			// The first attempt: admitted, the CA holder down, the undo lost.
+			c.signer.signTLS = func(enroll.SignRequest) ([]byte, error) {
+				return nil, codes.Wrap(codes.CAHolderDown, errors.New("origin unreachable"))
+			}
+			c.ledger.abort = func(string) error { return codes.Wrap(codes.NoLeader, errors.New("no leader")) }
+			if _, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1")); codes.Of(err) != codes.CAHolderDown {
+				t.Fatalf("first attempt: %v, want %s", err, codes.CAHolderDown)
+			}
+			adm := c.ledger.Admitted()
+			if len(adm) != 1 {
+				t.Fatalf("%d admissions stand, want the joining one", len(adm))
+			}
+			joining := adm[0]
+			c.rec.ConsumedAt, c.rec.ConsumedBy = pkitest.Now, joining.NodeID
+			c.signer.signTLS, c.ledger.abort = nil, nil
+			l := &resumingLedger{fakeLedger: c.ledger}
+			l.admitted = func(id string) (enroll.Admitted, bool, error) {
+				a, ok := c.ledger.admission(id)
+				if !ok {
+					return enroll.Admitted{}, false, nil
+				}
+				tlsCert, nebulaCert, active := c.ledger.certs(id)
+				return enroll.Admitted{NodeID: a.NodeID, Name: a.Name, Role: a.Role, Joining: !active,
+					TLSPublicKey: a.TLSPublicKey, TLSCert: tlsCert, NebulaCert: nebulaCert,
+					NebulaPub: a.NebulaPub, OverlayIP: a.OverlayIP}, true, nil
+			}
+			if tt.edit != nil {
+				tt.edit(t, &req, keys)
+			}
+			var signed int
+			c.signer.signNebula = func(r enroll.SignRequest) ([]byte, error) {
+				signed++
+				return c.ca.SignNebula(pki.NebulaRequest{PublicKey: joining.NebulaPub, Name: joining.Name,
+					IP: joining.OverlayIP, Groups: []string{"worker"}}, pkitest.Now)
+			}
+			c.ledger.calls = nil
+			resp, err := enroll.NewServer(enroll.DefaultServerConfig(), l, c.signer, c.deps).
+				Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+			if slices.Contains(l.Calls(), "Admit") || len(c.ledger.Admitted()) != 1 {
+				t.Fatalf("a resumed join admitted again: calls %v", l.Calls())
+			}
+			if tt.want != "" {
+				if got := codes.Of(err); got != tt.want || resp != nil || signed != 0 {
+					t.Fatalf("Enroll = %v (code %q), signed %d; want %s and nothing signed", err, got, signed, tt.want)
+				}
+				if _, _, active := c.ledger.certs(joining.NodeID); active {
+					t.Fatal("a refused resume made the node active")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("resume: %v (calls %v)", err, l.Calls())
+			}
+			if want := []string{"Token", "Admitted", "JoinFacts", "RecordCerts"}; !slices.Equal(l.Calls(), want) {
+				t.Errorf("ledger calls %v, want %v", l.Calls(), want)
+			}
+			tlsCert, nebulaCert, active := c.ledger.certs(joining.NodeID)
+			if !active || !bytes.Equal(tlsCert, resp.TLSCert) || !bytes.Equal(nebulaCert, resp.NebulaCert) {
+				t.Fatal("the resumed response's certificates are not the recorded ones")
+			}
+			if resp.NodeID != joining.NodeID || resp.OverlayIP != joining.OverlayIP {
+				t.Errorf("resumed as %s at %v, want the joining record %s at %v", resp.NodeID, resp.OverlayIP, joining.NodeID, joining.OverlayIP)
+			}
+			id := &pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM}
+			if _, err := id.TLSCertificate(); err != nil {
+				t.Errorf("the resumed leaf does not certify the joiner's key: %v", err)
 			}
 		})
 	}

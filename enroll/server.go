@@ -20,9 +20,9 @@ import (
 // maxRequestBody bounds an enroll request body.
 const maxRequestBody = 64 << 10
 
-// admitTries bounds how often the server picks another overlay IP after a
-// concurrent admission took the one it proposed.
-const admitTries = 8
+// abortTimeout bounds the write that undoes an admission whose signing
+// failed; it runs even when the joiner has hung up.
+const abortTimeout = 10 * time.Second
 
 // ServerConfig configures the enroll server.
 type ServerConfig struct {
@@ -74,8 +74,9 @@ type Deps struct {
 }
 
 // Server admits joiners: it checks an enroll request against the ledger,
-// has the signer certify the joiner's public keys, and records the
-// admission as one ledger entry. It serves Path over HTTP; the caller runs
+// records the admission (the node joining, its keys, the overlay IP the
+// cluster picks), has the signer certify what was recorded, and records
+// the certificates, which makes the node active. It serves Path over HTTP; the caller runs
 // it behind TLS with this node's control leaf.
 type Server struct {
 	cfg      ServerConfig
@@ -185,8 +186,8 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 		return nil, codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(hash)))
 	}
 	if rec.Consumed() {
-		if resp := s.resume(ctx, req, rec); resp != nil {
-			return resp, nil
+		if resp, err := s.resume(ctx, req, rec); resp != nil || err != nil {
+			return resp, err
 		}
 		return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
 	}
@@ -219,31 +220,36 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 		s.log.Warn("joiner clock skew", "code", codes.ClockSkew, "name", req.Name, "skew", req.Clock.Sub(now).Round(time.Second))
 	}
 
-	var ips []netip.Addr
 	if req.Underlay != "" {
-		u, err := netip.ParseAddr(req.Underlay)
-		if err != nil {
+		if _, err := netip.ParseAddr(req.Underlay); err != nil {
 			return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("underlay address %q: %w", req.Underlay, err))
-		}
-		if rec.Role == pki.RoleControl {
-			ips = []netip.Addr{u.Unmap()}
 		}
 	} else if rec.Role == pki.RoleControl {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("a control node must advertise its underlay address"))
 	}
+	tlsKey, err := pki.CSRPublicKey(req.CSR)
+	if err != nil {
+		return nil, err
+	}
 
 	// Fetch the facts before anything is written: a failure here costs the
-	// joiner nothing, while after Admit it would cost the token.
+	// joiner nothing, while after Admit it would cost an abort.
 	facts, err := s.ledger.JoinFacts(ctx, rec.Role)
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
 	nodeID := s.nodeID()
-	tlsCert, err := s.signer.SignTLS(ctx, pki.LeafRequest{CSR: req.CSR, Name: rec.Name, NodeID: nodeID, Role: rec.Role, IPs: ips})
+	overlayIP, err := s.ledger.Admit(ctx, Admission{
+		Token: hash, NodeID: nodeID, Name: rec.Name, Role: rec.Role,
+		Underlay: req.Underlay, SourceAddr: source.String(),
+		TLSPublicKey: tlsKey, NebulaPub: req.NebulaPublic,
+		Version: req.Version, Ports: req.Ports, At: s.now(),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("sign TLS leaf for %s: %w", rec.Name, err)
+		return nil, fmt.Errorf("admit %s: %w", rec.Name, err)
 	}
-	overlayIP, nebulaCert, err := s.admit(ctx, req, rec, source, nodeID, tlsCert)
+	tlsCert, nebulaCert, err := s.certify(ctx, SignRequest{NodeID: nodeID, Name: rec.Name, Role: rec.Role,
+		OverlayIP: overlayIP, CSR: req.CSR})
 	if err != nil {
 		return nil, err
 	}
@@ -270,47 +276,43 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	}, nil
 }
 
-// admit picks an overlay IP, has the Nebula certificate signed for it and
-// records the admission, picking again when a concurrent admission took
-// the IP first.
-func (s *Server) admit(ctx context.Context, req Request, rec TokenRecord, source netip.Addr, nodeID string, tlsCert []byte) (netip.Prefix, []byte, error) {
-	for range admitTries {
-		ip, err := s.ledger.FreeOverlayIP(ctx)
-		if err != nil {
-			return netip.Prefix{}, nil, fmt.Errorf("pick overlay IP: %w", err)
-		}
-		nebulaCert, err := s.signer.SignNebula(ctx, pki.NebulaRequest{
-			PublicKey: req.NebulaPublic, Name: rec.Name, IP: ip, Groups: []string{string(rec.Role)},
-		})
-		if err != nil {
-			return netip.Prefix{}, nil, fmt.Errorf("sign Nebula certificate for %s: %w", rec.Name, err)
-		}
-		err = s.ledger.Admit(ctx, Admission{
-			Token:      req.Secret.Hash(),
-			NodeID:     nodeID,
-			Name:       rec.Name,
-			Role:       rec.Role,
-			Underlay:   req.Underlay,
-			SourceAddr: source.String(),
-			OverlayIP:  ip,
-			TLSCert:    tlsCert,
-			NebulaCert: nebulaCert,
-			NebulaPub:  req.NebulaPublic,
-			Version:    req.Version,
-			Ports:      req.Ports,
-			At:         s.now(),
-		})
-		if errors.Is(err, ErrIPTaken) {
-			s.log.Debug("overlay IP taken by a concurrent admission, picking another", "overlay_ip", ip, "name", rec.Name)
-			continue
-		}
-		if err != nil {
-			return netip.Prefix{}, nil, fmt.Errorf("admit %s: %w", rec.Name, err)
-		}
-		return ip, nebulaCert, nil
+// certify has the signer certify the joining node req names, then records
+// both certificates, which makes the node active. If any step fails the
+// admission is undone (AbortAdmission: record deleted, IP freed, token
+// unused again) and the step's error returned. If even the undo cannot be
+// written the node stays recorded as joining: the same join retried with
+// the same token and keys resumes it (see resume).
+func (s *Server) certify(ctx context.Context, req SignRequest) (tlsCert, nebulaCert []byte, err error) {
+	tlsCert, err = s.signer.SignTLS(ctx, req)
+	if err != nil {
+		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign TLS leaf for %s: %w", req.Name, err))
 	}
-	return netip.Prefix{}, nil, codes.Wrap(codes.RaftApply,
-		fmt.Errorf("admit %s: every overlay IP offered in %d tries was taken by a concurrent admission", rec.Name, admitTries))
+	nreq := req
+	nreq.CSR = nil
+	nebulaCert, err = s.signer.SignNebula(ctx, nreq)
+	if err != nil {
+		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err))
+	}
+	if err := s.ledger.RecordCerts(ctx, req.NodeID, tlsCert, nebulaCert); err != nil {
+		return nil, nil, s.abort(ctx, req, fmt.Errorf("record certificates of %s: %w", req.Name, err))
+	}
+	return tlsCert, nebulaCert, nil
+}
+
+// abort undoes the admission of req's node after cause and returns cause,
+// saying so when the undo failed too. It writes even if ctx is done (the
+// joiner hung up), within abortTimeout.
+func (s *Server) abort(ctx context.Context, req SignRequest, cause error) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	if err := s.ledger.AbortAdmission(actx, req.NodeID); err != nil {
+		s.log.Warn("admission could not be undone; the node stays recorded as joining until the same join is retried or it is removed",
+			"code", codes.OrInternal(err), "name", req.Name, "node_id", req.NodeID, "cause", cause, "err", err)
+		return fmt.Errorf("%w (the admission could not be undone: retry the join with the same token to finish it)", cause)
+	}
+	s.log.Info("admission undone: nothing was certified, the token is unused again",
+		"code", codes.EventAdmissionAborted, "name", req.Name, "node_id", req.NodeID, "cause_code", codes.OrInternal(cause))
+	return cause
 }
 
 // ServeHTTP serves the enroll endpoint: POST Path with a JSON Request of

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -22,17 +23,23 @@ import (
 	"github.com/meshd/meshd/pki/pkitest"
 )
 
-// fakeLedger is a Ledger made of func fields; it records every call.
+// fakeLedger is a Ledger made of func fields; it records every call and
+// keeps the admissions that stand, as raft would: Admit records one as
+// joining (with the IP the FSM would pick), RecordCerts makes it active,
+// AbortAdmission deletes it.
 type fakeLedger struct {
-	token     func(h enroll.TokenHash) (enroll.TokenRecord, bool, error)
-	nameTaken func(name string) (bool, error)
-	freeIP    func() (netip.Prefix, error)
-	admit     func(a enroll.Admission) error
-	joinFacts func(r pki.Role) (enroll.JoinFacts, error)
+	token       func(h enroll.TokenHash) (enroll.TokenRecord, bool, error)
+	nameTaken   func(name string) (bool, error)
+	pickIP      func() netip.Prefix // the IP the "FSM" picks
+	admit       func(a enroll.Admission) error
+	recordCerts func(nodeID string, tlsCert, nebulaCert []byte) error
+	abort       func(nodeID string) error
+	joinFacts   func(r pki.Role) (enroll.JoinFacts, error)
 
 	mu       sync.Mutex
 	calls    []string
-	admitted []enroll.Admission
+	admitted []enroll.Admission // standing admissions, OverlayIP as picked
+	active   map[string][2][]byte
 }
 
 func (l *fakeLedger) record(call string) {
@@ -48,11 +55,32 @@ func (l *fakeLedger) Calls() []string {
 	return slices.Clone(l.calls)
 }
 
-// Admitted returns the admissions that succeeded.
+// Admitted returns the admissions that stand (recorded, not undone).
 func (l *fakeLedger) Admitted() []enroll.Admission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.admitted)
+}
+
+// admission returns the standing admission of nodeID.
+func (l *fakeLedger) admission(nodeID string) (enroll.Admission, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.admitted {
+		if a.NodeID == nodeID {
+			return a, true
+		}
+	}
+	return enroll.Admission{}, false
+}
+
+// certs returns the certificates recorded for nodeID; ok is false while
+// it is joining (or unknown).
+func (l *fakeLedger) certs(nodeID string) (tlsCert, nebulaCert []byte, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.active[nodeID]
+	return c[0], c[1], ok
 }
 
 func (l *fakeLedger) Token(_ context.Context, h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
@@ -65,19 +93,59 @@ func (l *fakeLedger) NameTaken(_ context.Context, name string) (bool, error) {
 	return l.nameTaken(name)
 }
 
-func (l *fakeLedger) FreeOverlayIP(context.Context) (netip.Prefix, error) {
-	l.record("FreeOverlayIP")
-	return l.freeIP()
-}
-
-func (l *fakeLedger) Admit(_ context.Context, a enroll.Admission) error {
+func (l *fakeLedger) Admit(_ context.Context, a enroll.Admission) (netip.Prefix, error) {
 	l.record("Admit")
 	if err := l.admit(a); err != nil {
-		return err
+		return netip.Prefix{}, err
+	}
+	if !a.OverlayIP.IsValid() {
+		a.OverlayIP = l.pickIP()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.admitted = append(l.admitted, a)
+	return a.OverlayIP, nil
+}
+
+func (l *fakeLedger) RecordCerts(_ context.Context, nodeID string, tlsCert, nebulaCert []byte) error {
+	l.record("RecordCerts")
+	if l.recordCerts != nil {
+		if err := l.recordCerts(nodeID, tlsCert, nebulaCert); err != nil {
+			return err
+		}
+	}
+	if _, ok := l.admission(nodeID); !ok {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no admission of %s", nodeID))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, done := l.active[nodeID]; done {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("%s has its certificates", nodeID))
+	}
+	if l.active == nil {
+		l.active = map[string][2][]byte{}
+	}
+	l.active[nodeID] = [2][]byte{tlsCert, nebulaCert}
+	return nil
+}
+
+func (l *fakeLedger) AbortAdmission(_ context.Context, nodeID string) error {
+	l.record("AbortAdmission")
+	if l.abort != nil {
+		if err := l.abort(nodeID); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, done := l.active[nodeID]; done {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("%s is active", nodeID))
+	}
+	i := slices.IndexFunc(l.admitted, func(a enroll.Admission) bool { return a.NodeID == nodeID })
+	if i < 0 {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no admission of %s", nodeID))
+	}
+	l.admitted = slices.Delete(l.admitted, i, i+1)
 	return nil
 }
 
@@ -86,25 +154,51 @@ func (l *fakeLedger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts,
 	return l.joinFacts(r)
 }
 
-// caSigner is the real pki.CA behind the Signer interface, with hooks.
+// caSigner is the real pki.CA behind the Signer interface, signing what
+// the fake ledger recorded for the node a request names, as the CA holder
+// does; the hooks replace it.
 type caSigner struct {
 	ca         *pki.CA
-	signTLS    func(req pki.LeafRequest) ([]byte, error) // nil: the CA signs
-	signNebula func(req pki.NebulaRequest) ([]byte, error)
+	ledger     *fakeLedger
+	signTLS    func(req enroll.SignRequest) ([]byte, error) // nil: the CA signs
+	signNebula func(req enroll.SignRequest) ([]byte, error)
 }
 
-func (s *caSigner) SignTLS(_ context.Context, req pki.LeafRequest) ([]byte, error) {
+// leaf is what the CA holder would sign for req: the recorded node's name,
+// role and (for a control node) underlay IP, the CSR's key.
+func (s *caSigner) leaf(req enroll.SignRequest) (pki.LeafRequest, error) {
+	a, ok := s.ledger.admission(req.NodeID)
+	if !ok {
+		return pki.LeafRequest{}, codes.Wrap(codes.SignRefused, fmt.Errorf("no admission of %s", req.NodeID))
+	}
+	var ips []netip.Addr
+	if a.Role == pki.RoleControl {
+		ips = []netip.Addr{netip.MustParseAddr(a.Underlay)}
+	}
+	return pki.LeafRequest{CSR: req.CSR, Name: a.Name, NodeID: a.NodeID, Role: a.Role, IPs: ips}, nil
+}
+
+func (s *caSigner) SignTLS(_ context.Context, req enroll.SignRequest) ([]byte, error) {
 	if s.signTLS != nil {
 		return s.signTLS(req)
 	}
-	return s.ca.SignTLS(req, pkitest.Now)
+	lr, err := s.leaf(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.ca.SignTLS(lr, pkitest.Now)
 }
 
-func (s *caSigner) SignNebula(_ context.Context, req pki.NebulaRequest) ([]byte, error) {
+func (s *caSigner) SignNebula(_ context.Context, req enroll.SignRequest) ([]byte, error) {
 	if s.signNebula != nil {
 		return s.signNebula(req)
 	}
-	return s.ca.SignNebula(req, pkitest.Now)
+	a, ok := s.ledger.admission(req.NodeID)
+	if !ok {
+		return nil, codes.Wrap(codes.SignRefused, fmt.Errorf("no admission of %s", req.NodeID))
+	}
+	return s.ca.SignNebula(pki.NebulaRequest{PublicKey: a.NebulaPub, Name: a.Name, IP: a.OverlayIP,
+		Groups: []string{string(a.Role)}}, pkitest.Now)
 }
 
 // cluster is one test cluster: a CA, a ledger holding one token and an
@@ -136,7 +230,6 @@ func newCluster(t *testing.T) *cluster {
 		deps:   enroll.Deps{Now: pkitest.Clock(), NewNodeID: func() string { return "node-w1" }},
 		nextIP: 10,
 	}
-	c.signer = &caSigner{ca: c.ca}
 	c.ledger = &fakeLedger{
 		token: func(h enroll.TokenHash) (enroll.TokenRecord, bool, error) {
 			if h != c.rec.Hash {
@@ -145,9 +238,9 @@ func newCluster(t *testing.T) *cluster {
 			return c.rec, true, nil
 		},
 		nameTaken: func(string) (bool, error) { return false, nil },
-		freeIP: func() (netip.Prefix, error) {
+		pickIP: func() netip.Prefix {
 			c.nextIP++
-			return pkitest.IP(c.nextIP), nil
+			return pkitest.IP(c.nextIP)
 		},
 		admit: func(enroll.Admission) error { return nil },
 		joinFacts: func(pki.Role) (enroll.JoinFacts, error) {
@@ -158,6 +251,7 @@ func newCluster(t *testing.T) *cluster {
 			}, nil
 		},
 	}
+	c.signer = &caSigner{ca: c.ca, ledger: c.ledger}
 	return c
 }
 
@@ -266,10 +360,18 @@ func TestEnrollAdmission(t *testing.T) {
 		t.Fatalf("%d admissions, want 1", len(adm))
 	}
 	a := adm[0]
+	key, err := pki.CSRPublicKey(req.CSR)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if a.Token != c.secret.Hash() || a.NodeID != "node-w1" || a.Name != "w1" || a.Role != pki.RoleControl ||
 		a.SourceAddr != "127.0.0.1" || a.Underlay != "127.0.0.1" || a.OverlayIP != resp.OverlayIP ||
-		!bytes.Equal(a.TLSCert, resp.TLSCert) || !bytes.Equal(a.NebulaCert, resp.NebulaCert) || !a.At.Equal(pkitest.Now) {
+		!bytes.Equal(a.TLSPublicKey, key) || !bytes.Equal(a.NebulaPub, req.NebulaPublic) || !a.At.Equal(pkitest.Now) {
 		t.Errorf("admission %+v does not match response %+v", a, resp)
+	}
+	tlsCert, nebulaCert, ok := c.ledger.certs(a.NodeID)
+	if !ok || !bytes.Equal(tlsCert, resp.TLSCert) || !bytes.Equal(nebulaCert, resp.NebulaCert) {
+		t.Errorf("recorded certificates (%v) differ from the response's", ok)
 	}
 	leaf, err := (&pki.Identity{Cert: resp.TLSCert}).Leaf()
 	if err != nil {
@@ -277,6 +379,127 @@ func TestEnrollAdmission(t *testing.T) {
 	}
 	if len(leaf.IPAddresses) != 1 || leaf.IPAddresses[0].String() != "127.0.0.1" {
 		t.Errorf("control leaf IP SANs = %v, want the underlay", leaf.IPAddresses)
+	}
+}
+
+// TestEnrollAdmitsBeforeSigning: the admission is recorded (joining, the
+// IP left to the FSM, the CSR's key) before anything is signed; each sign
+// request names that admission; the certificates are recorded last.
+func TestEnrollAdmitsBeforeSigning(t *testing.T) {
+	c := newCluster(t)
+	req, _ := c.request(t, "w1")
+	var admittedIP netip.Prefix
+	c.ledger.admit = func(a enroll.Admission) error {
+		if a.OverlayIP.IsValid() {
+			t.Errorf("the enroll server proposed overlay IP %v; the FSM picks it", a.OverlayIP)
+		}
+		return nil
+	}
+	var signs []string
+	check := func(what string, r enroll.SignRequest) {
+		signs = append(signs, what)
+		a, ok := c.ledger.admission(r.NodeID)
+		if !ok {
+			t.Errorf("%s signed for %q before its admission was recorded", what, r.NodeID)
+			return
+		}
+		admittedIP = a.OverlayIP
+		if _, _, active := c.ledger.certs(r.NodeID); active {
+			t.Errorf("%s: the node is active before signing", what)
+		}
+		if r.Name != "w1" || r.Role != pki.RoleWorker || r.OverlayIP != a.OverlayIP {
+			t.Errorf("%s request %+v does not name the admission %+v", what, r, a)
+		}
+		if (what == "tls") != (r.CSR != nil) {
+			t.Errorf("%s request carries CSR %v", what, r.CSR != nil)
+		}
+	}
+	c.signer.signTLS = func(r enroll.SignRequest) ([]byte, error) {
+		check("tls", r)
+		lr, err := c.signer.leaf(r)
+		if err != nil {
+			return nil, err
+		}
+		return c.ca.SignTLS(lr, pkitest.Now)
+	}
+	c.signer.signNebula = func(r enroll.SignRequest) ([]byte, error) {
+		check("nebula", r)
+		a, _ := c.ledger.admission(r.NodeID)
+		return c.ca.SignNebula(pki.NebulaRequest{PublicKey: a.NebulaPub, Name: a.Name, IP: a.OverlayIP, Groups: []string{"worker"}}, pkitest.Now)
+	}
+	resp, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Token", "NameTaken", "JoinFacts", "Admit", "RecordCerts"}; !slices.Equal(c.ledger.Calls(), want) {
+		t.Errorf("ledger calls %v, want %v", c.ledger.Calls(), want)
+	}
+	if !slices.Equal(signs, []string{"tls", "nebula"}) {
+		t.Errorf("signed %v, want tls then nebula", signs)
+	}
+	if resp.OverlayIP != admittedIP || resp.OverlayIP != pkitest.IP(11) {
+		t.Errorf("response IP %v, want the IP the ledger picked (%v)", resp.OverlayIP, admittedIP)
+	}
+}
+
+// TestEnrollSignFailureAborts: when signing or recording the certificates
+// fails, the admission is undone (the token is unused again: the same
+// token then joins) and the joiner gets the failure's code. When the undo
+// fails too, the record stays joining and the error says so.
+func TestEnrollSignFailureAborts(t *testing.T) {
+	down := func(enroll.SignRequest) ([]byte, error) {
+		return nil, codes.Wrap(codes.CAHolderDown, errors.New("origin unreachable"))
+	}
+	refused := func(enroll.SignRequest) ([]byte, error) {
+		return nil, codes.Wrap(codes.SignRefused, errors.New("no admission"))
+	}
+	tests := []struct {
+		name       string
+		edit       func(c *cluster)
+		want       codes.Code
+		abortFails bool
+	}{
+		{name: "tls-ca-holder-down", edit: func(c *cluster) { c.signer.signTLS = down }, want: codes.CAHolderDown},
+		{name: "nebula-refused", edit: func(c *cluster) { c.signer.signNebula = refused }, want: codes.SignRefused},
+		{name: "record-no-leader", edit: func(c *cluster) {
+			c.ledger.recordCerts = func(string, []byte, []byte) error { return codes.Wrap(codes.NoLeader, errors.New("no leader")) }
+		}, want: codes.NoLeader},
+		{name: "abort-fails-too", edit: func(c *cluster) {
+			c.signer.signTLS = down
+			c.ledger.abort = func(string) error { return codes.Wrap(codes.NoLeader, errors.New("no leader")) }
+		}, want: codes.CAHolderDown, abortFails: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t)
+			tt.edit(c)
+			req, _ := c.request(t, "w1")
+			resp, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+			if got := codes.Of(err); got != tt.want || resp != nil {
+				t.Fatalf("Enroll = %v (code %q), want %s", err, got, tt.want)
+			}
+			if !slices.Contains(c.ledger.Calls(), "AbortAdmission") {
+				t.Fatalf("no abort after the failure: calls %v", c.ledger.Calls())
+			}
+			if tt.abortFails {
+				if adm := c.ledger.Admitted(); len(adm) != 1 || !strings.Contains(err.Error(), "could not be undone") {
+					t.Fatalf("abort failed: %d admissions stand, error %q; want the joining one and a message saying so", len(adm), err)
+				}
+				if _, _, active := c.ledger.certs(c.ledger.Admitted()[0].NodeID); active {
+					t.Fatal("the record became active")
+				}
+				return
+			}
+			if n := len(c.ledger.Admitted()); n != 0 {
+				t.Fatalf("%d admissions stand after the abort", n)
+			}
+			// The token is unused again: the same join, retried once the
+			// fault is gone, is admitted.
+			c.signer.signTLS, c.signer.signNebula, c.ledger.recordCerts = nil, nil, nil
+			if _, err := c.server().Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1")); err != nil {
+				t.Fatalf("retry after the abort: %v", err)
+			}
+		})
 	}
 }
 

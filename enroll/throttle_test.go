@@ -14,7 +14,6 @@ import (
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
-	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
 )
 
@@ -225,7 +224,7 @@ func TestThrottleCounts(t *testing.T) {
 			c.ledger.token = func(enroll.TokenHash) (enroll.TokenRecord, bool, error) { return enroll.TokenRecord{}, false, noLeader }
 		}, want: codes.NoLeader},
 		{name: "not/ca-holder-down", edit: func(c *cluster, _ *enroll.Request) {
-			c.signer.signTLS = func(pki.LeafRequest) ([]byte, error) {
+			c.signer.signTLS = func(enroll.SignRequest) ([]byte, error) {
 				return nil, codes.Wrap(codes.CAHolderDown, errors.New("origin unreachable"))
 			}
 		}, want: codes.CAHolderDown},

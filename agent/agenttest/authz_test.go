@@ -44,6 +44,9 @@ type route struct {
 	allow        []caller
 	harmfulBody  any
 	allowedBody  any
+	// allowedCode, when set, is the code an allowed caller's request
+	// must get (the check behind the guard refuses it).
+	allowedCode codes.Code
 	// changesCaller marks a route that changes the caller's own record;
 	// its allowed cells run last, with callers set aside for it.
 	changesCaller bool
@@ -88,10 +91,11 @@ func TestInternalAPIAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signTLS := pki.LeafRequest{CSR: keys.CSR, Name: "intruder", NodeID: "intruder-id", Role: pki.RoleControl,
-		IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}
-	signNebula := pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: "intruder",
-		IP: netip.MustParsePrefix("10.42.9.9/16"), Groups: []string{"control"}}
+	// Sign requests for an admission raft never recorded: even a control
+	// node that passes the guard gets SignRefused, nothing signed.
+	signTLS := control.SignRequest{NodeID: "intruder-id", Name: "intruder", Role: pki.RoleControl, CSR: keys.CSR}
+	signNebula := control.SignRequest{NodeID: "intruder-id", Name: "intruder", Role: pki.RoleControl,
+		OverlayIP: netip.MustParsePrefix("10.42.9.9/16")}
 	members := []caller{asControl, asWorker}
 	controlOnly := []caller{asControl}
 
@@ -111,8 +115,8 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		// between it and the leader's record check.
 		{method: "POST", path: "/v1/raft/join", allow: controlOnly,
 			harmfulBody: map[string]string{"node_id": w1ID}, allowedBody: map[string]string{"node_id": c2ID}},
-		{method: "POST", path: "/v1/sign/tls", allow: controlOnly, harmfulBody: signTLS},
-		{method: "POST", path: "/v1/sign/nebula", allow: controlOnly, harmfulBody: signNebula},
+		{method: "POST", path: "/v1/sign/tls", allow: controlOnly, harmfulBody: signTLS, allowedCode: codes.SignRefused},
+		{method: "POST", path: "/v1/sign/nebula", allow: controlOnly, harmfulBody: signNebula, allowedCode: codes.SignRefused},
 	}
 
 	// The test's own list of who may pass each door must cover the
@@ -201,6 +205,12 @@ func TestInternalAPIAuthorization(t *testing.T) {
 				// leadership moved: the guard runs before that check).
 				if code == codes.PeerRoleDenied || (status != http.StatusOK && code == "") {
 					t.Fatalf("HTTP %d, code %q, body %.200s; want the guard to let %s in", status, code, raw, who)
+				}
+				if rt.allowedCode != "" && code != rt.allowedCode {
+					t.Fatalf("HTTP %d, code %q, body %.200s; want %s", status, code, raw, rt.allowedCode)
+				}
+				if rt.allowedCode != "" && bytes.Contains(raw, []byte(`"cert"`)) {
+					t.Fatalf("a refused sign request got a certificate back: %.200s", raw)
 				}
 			})
 		}

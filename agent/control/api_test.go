@@ -1,7 +1,6 @@
 package control
 
 import (
-	"cmp"
 	"errors"
 	"net"
 	"net/http"
@@ -41,9 +40,10 @@ func TestInternalAPIRefusals(t *testing.T) {
 		{"raft join for another node", c2, origin, PathRaftJoin, false, NodeRef{NodeID: origin.nodeID}, codes.PeerRoleDenied},
 		{"forwarded raft join on a follower", origin, c2, PathRaftJoin, true, NodeRef{NodeID: origin.nodeID}, codes.NoLeader},
 		{"raft join with junk", c2, origin, PathRaftJoin, false, "junk", codes.BadRequest},
-		{"sign on a node without the CA", origin, c2, PathSignTLS, true, pki.LeafRequest{Name: "x"}, codes.CAHolderDown},
+		{"sign on a node without the CA", origin, c2, PathSignTLS, true, SignRequest{NodeID: "x"}, codes.CAHolderDown},
 		{"sign with junk", c2, origin, PathSignTLS, true, 42, codes.BadRequest},
-		{"sign a bad request", c2, origin, PathSignNebula, true, pki.NebulaRequest{Name: "x"}, codes.EnrollRejected},
+		{"sign a request naming no admission", c2, origin, PathSignNebula, true, pki.NebulaRequest{Name: "x"}, codes.BadRequest},
+		{"sign for a node not admitted", c2, origin, PathSignNebula, true, SignRequest{NodeID: "id-nobody"}, codes.SignRefused},
 	} {
 		err := tc.from.p.client.Call(ctx, tc.to.addr, tc.path, tc.forwarded, tc.in, nil)
 		if codes.Of(err) != tc.want {
@@ -68,24 +68,33 @@ func TestInternalAPIRefusals(t *testing.T) {
 	if err := origin.p.client.Call(ctx, c2.addr, PathRaftStats, true, nil, &st); err != nil || !st.caughtUp(origin.p.Raft().CommitIndex()) {
 		t.Fatalf("stats %+v (%v), leader commit %d", st, err, origin.p.Raft().CommitIndex())
 	}
-	// Signing through the CA holder returns a certificate.
+	// Signing through the CA holder for an admitted (joining) node returns
+	// its certificates; the Nebula cert lives for the holder's
+	// NebulaLifetime (an hour here).
+	keys, err := pki.NewKeys("c9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := pki.CSRPublicKey(keys.CSR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, err := c2.p.Ledger().Admit(ctx, enroll.Admission{Token: mintSecret(t, c2, "c9", pki.RoleWorker).Hash(), NodeID: "id-c9",
+		Name: "c9", Role: pki.RoleWorker, SourceAddr: "127.0.0.1", TLSPublicKey: key, NebulaPub: keys.NebulaPublicPEM, At: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var signed SignedCert
-	if err := c2.p.client.Call(ctx, origin.addr, PathSignTLS, true, pki.LeafRequest{CSR: c2.keys.CSR, Name: "c9",
-		NodeID: "id-c9", Role: pki.RoleWorker}, &signed); err != nil || len(signed.Cert) == 0 {
+	if err := c2.p.client.Call(ctx, origin.addr, PathSignTLS, true, SignRequest{NodeID: "id-c9", CSR: keys.CSR}, &signed); err != nil || len(signed.Cert) == 0 {
 		t.Fatalf("sign through the CA holder: %d bytes, %v", len(signed.Cert), err)
 	}
-	// A Nebula cert signed through the CA holder lives for the holder's
-	// NebulaLifetime (an hour here), unless the request names a lifetime.
-	for _, life := range []time.Duration{0, 2 * time.Hour} {
-		want := time.Now().Add(cmp.Or(life, time.Hour))
-		cert, err := c2.p.Signer().SignNebula(ctx, pki.NebulaRequest{PublicKey: c2.keys.NebulaPublicPEM, Name: "c9",
-			IP: pkitest.IP(50), Groups: []string{string(pki.RoleWorker)}, Lifetime: life})
-		if err != nil {
-			t.Fatalf("sign Nebula (lifetime %s) through the CA holder: %v", life, err)
-		}
-		if _, exp, err := pki.NebulaCertInfo(cert); err != nil || exp.Sub(want).Abs() > time.Minute {
-			t.Fatalf("lifetime %s: expires %s (%v), want about %s", life, exp, err, want)
-		}
+	want := time.Now().Add(time.Hour)
+	cert, err := c2.p.Signer().SignNebula(ctx, enroll.SignRequest{NodeID: "id-c9", OverlayIP: ip})
+	if err != nil {
+		t.Fatalf("sign Nebula through the CA holder: %v", err)
+	}
+	if _, exp, err := pki.NebulaCertInfo(cert); err != nil || exp.Sub(want).Abs() > time.Minute {
+		t.Fatalf("expires %s (%v), want about %s", exp, err, want)
 	}
 }
 
@@ -205,10 +214,10 @@ func TestCAHolderUnreachable(t *testing.T) {
 	}
 	c2.p.client = cl
 	s := c2.p.Signer()
-	if _, err := s.SignTLS(ctx, pki.LeafRequest{Name: "x"}); codes.Of(err) != codes.CAHolderDown {
+	if _, err := s.SignTLS(ctx, enroll.SignRequest{NodeID: "x"}); codes.Of(err) != codes.CAHolderDown {
 		t.Fatalf("sign TLS with the CA holder unreachable: %v, want %s", err, codes.CAHolderDown)
 	}
-	if _, err := s.SignNebula(ctx, pki.NebulaRequest{Name: "x"}); codes.Of(err) != codes.CAHolderDown {
+	if _, err := s.SignNebula(ctx, enroll.SignRequest{NodeID: "x"}); codes.Of(err) != codes.CAHolderDown {
 		t.Fatalf("sign Nebula with the CA holder unreachable: %v, want %s", err, codes.CAHolderDown)
 	}
 }

@@ -239,13 +239,45 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 	return o
 }
 
-// admit records name through via's ledger as the enroll server would: a
-// token minted by via, signed certificates, one Admit entry. It returns
-// the node id.
+// admit has via mint a token for name and enrolls name with it through
+// a real enroll server over via's ledger and signer: the admission is
+// recorded, the CA holder signs what it says, the certificates are
+// recorded. It returns the node id.
 func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
 	t.Helper()
 	ctx := within(t, 10*time.Second)
-	resp, err := via.p.Admit(ctx, admitReq(name, role), "test")
+	h := mintSecret(t, via, name, role)
+	if keys == nil {
+		var err error
+		if keys, err = pki.NewKeys(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodeID := "id-" + name
+	if _, err := enrollServer(via, nodeID).Enroll(ctx, enrollRequest(h, name, keys, ports), netip.MustParseAddr("127.0.0.1")); err != nil {
+		t.Fatalf("admit %s: %v", name, err)
+	}
+	return nodeID
+}
+
+// enrollServer is a real enroll server over m's ledger and signer that
+// names the node it admits nodeID.
+func enrollServer(m *member, nodeID string) *enroll.Server {
+	return enroll.NewServer(enroll.DefaultServerConfig(), m.p.Ledger(), m.p.Signer(),
+		enroll.Deps{NewNodeID: func() string { return nodeID }})
+}
+
+// enrollRequest is name's join request with secret and keys, from
+// 127.0.0.1.
+func enrollRequest(secret enroll.Secret, name string, keys *pki.Keys, ports enroll.Ports) enroll.Request {
+	return enroll.Request{Protocol: enroll.ProtocolVersion, Secret: secret, Name: name, CSR: keys.CSR,
+		NebulaPublic: keys.NebulaPublicPEM, Underlay: "127.0.0.1", Version: "test", Ports: ports}
+}
+
+// mintSecret has via mint a token for name and returns its secret.
+func mintSecret(t *testing.T, via *member, name string, role pki.Role) enroll.Secret {
+	t.Helper()
+	resp, err := via.p.Admit(within(t, 5*time.Second), admitReq(name, role), "test")
 	if err != nil {
 		t.Fatalf("mint for %s: %v", name, err)
 	}
@@ -253,35 +285,18 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keys == nil {
-		if keys, err = pki.NewKeys(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l := via.p.Ledger()
-	ip, err := l.FreeOverlayIP(ctx)
+	return tok.Secret
+}
+
+// freeIP is the lowest free overlay address in m's FSM, with the prefix
+// length.
+func freeIP(t *testing.T, m *member) netip.Prefix {
+	t.Helper()
+	ip, err := m.p.Raft().FSM().FreeIP()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := via.p.Signer()
-	nodeID := "id-" + name
-	tlsCert, err := s.SignTLS(ctx, pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID, Role: role,
-		IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
-	if err != nil {
-		t.Fatalf("sign TLS for %s: %v", name, err)
-	}
-	nebCert, err := s.SignNebula(ctx, pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
-		Groups: []string{string(role)}})
-	if err != nil {
-		t.Fatalf("sign Nebula for %s: %v", name, err)
-	}
-	err = l.Admit(ctx, enroll.Admission{Token: tok.Secret.Hash(), NodeID: nodeID, Name: name, Role: role,
-		Underlay: "127.0.0.1", SourceAddr: "127.0.0.1", OverlayIP: ip, TLSCert: tlsCert, NebulaCert: nebCert,
-		NebulaPub: keys.NebulaPublicPEM, Version: "test", Ports: ports, At: time.Now()})
-	if err != nil {
-		t.Fatalf("admit %s: %v", name, err)
-	}
-	return nodeID
+	return netip.PrefixFrom(ip, pkitest.Overlay.Bits())
 }
 
 // joinControl starts a control node, records it through via and has it

@@ -36,39 +36,18 @@ func (l *Ledger) NameTaken(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
-func (l *Ledger) FreeOverlayIP(ctx context.Context) (netip.Prefix, error) {
-	if err := l.p.SyncRead(ctx); err != nil {
-		return netip.Prefix{}, err
-	}
-	c, ok := l.p.raft.FSM().Cluster()
-	if !ok {
-		return netip.Prefix{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
-	}
-	ip, err := l.p.raft.FSM().FreeIP()
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	return netip.PrefixFrom(ip, c.Overlay.Bits()), nil
-}
-
-// Admit applies ONE raft entry: consume the token, record the node and its
-// overlay IP. The FSM re-checks everything (compare-and-set).
-func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) error {
-	tlsCert, err := pki.ParseCertPEM(a.TLSCert)
-	if err != nil {
-		return fmt.Errorf("admitted TLS leaf: %w", err)
-	}
-	nebFP, nebExp, err := pki.NebulaCertInfo(a.NebulaCert)
-	if err != nil {
-		return fmt.Errorf("admitted Nebula cert: %w", err)
-	}
+// Admit applies ONE raft entry: consume the token, record the node as
+// joining with its public keys, allocate the overlay IP the FSM picks. The
+// FSM re-checks everything (compare-and-set). The IP is read back from
+// this node's FSM after a read index, so it has applied the entry.
+func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, error) {
 	n := state.Node{
-		ID: a.NodeID, Name: a.Name, Role: a.Role, State: state.NodeActive,
-		Underlay: a.Underlay, OverlayIP: a.OverlayIP.Addr(),
-		TLSFingerprint: pki.FingerprintOf(tlsCert).String(), TLSExpires: tlsCert.NotAfter,
-		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: a.NebulaPub,
-		NebulaCert: a.NebulaCert, NebulaIssued: a.At, TLSCert: a.TLSCert,
+		ID: a.NodeID, Name: a.Name, Role: a.Role, State: state.NodeJoining,
+		Underlay: a.Underlay, TLSPublicKey: a.TLSPublicKey, NebulaPublicKey: a.NebulaPub,
 		Version: a.Version, Created: a.At, Updated: a.At,
+	}
+	if a.OverlayIP.IsValid() {
+		n.OverlayIP = a.OverlayIP.Addr()
 	}
 	if a.Ports.Gossip > 0 {
 		n.SerfAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Gossip))
@@ -79,9 +58,67 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) error {
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
 	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.cfg.NodeID}); err != nil {
+		return netip.Prefix{}, err
+	}
+	if err := l.p.SyncRead(ctx); err != nil {
+		return netip.Prefix{}, fmt.Errorf("read back the admission of %s: %w", a.Name, err)
+	}
+	rec, ok := l.p.raft.FSM().Node(a.NodeID)
+	c, cok := l.p.raft.FSM().Cluster()
+	if !ok || !cok || rec.State != state.NodeJoining || !rec.OverlayIP.IsValid() {
+		return netip.Prefix{}, codes.Wrap(codes.Internal, fmt.Errorf("admission of %s applied but node %s is not joining here", a.Name, a.NodeID))
+	}
+	return netip.PrefixFrom(rec.OverlayIP, c.Overlay.Bits()), nil
+}
+
+// RecordCerts parses both certificates, checks that they certify what
+// raft records for the joining node (TLS: its recorded key, id and name;
+// Nebula: its recorded key, name and overlay IP), and writes RecordCerts,
+// whose compare-and-set moves the node from joining to active.
+func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebulaCert []byte) error {
+	if err := l.p.SyncRead(ctx); err != nil {
+		return err
+	}
+	n, ok := l.p.raft.FSM().Node(nodeID)
+	c, cok := l.p.raft.FSM().Cluster()
+	if !ok || !cok || n.State != state.NodeJoining {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("record certificates: no joining node %s", nodeID))
+	}
+	leaf, err := pki.ParseCertPEM(tlsCert)
+	if err != nil {
+		return fmt.Errorf("record certificates of %s: TLS leaf: %w", n.Name, err)
+	}
+	if err := leafMatches(leaf, n); err != nil {
+		return fmt.Errorf("record certificates of %s: %w", n.Name, err)
+	}
+	nebFP, nebExp, err := pki.NebulaCertInfo(nebulaCert)
+	if err != nil {
+		return fmt.Errorf("record certificates of %s: Nebula certificate: %w", n.Name, err)
+	}
+	if err := nebulaMatches(nebulaCert, n, c.Overlay.Bits()); err != nil {
+		return fmt.Errorf("record certificates of %s: %w", n.Name, err)
+	}
+	if err := l.p.Write(ctx, &state.RecordCerts{NodeID: nodeID,
+		TLSCert: tlsCert, TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
+		NebulaCert: nebulaCert, NebulaFingerprint: nebFP, NebulaExpires: nebExp,
+		At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
 		return err
 	}
 	l.p.hooks.Poke() // the new node's record feeds this node's overlay at once
+	return nil
+}
+
+// AbortAdmission writes AbortAdmission: the FSM deletes the record only if
+// the node is still joining. It then waits (a read index) until this
+// node's FSM has applied it, so a retry through this node sees the token
+// unused; that wait failing does not undo the write, so it is not an error.
+func (l *Ledger) AbortAdmission(ctx context.Context, nodeID string) error {
+	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+		return err
+	}
+	if err := l.p.SyncRead(ctx); err != nil {
+		l.p.log.Debug("admission undone; this node has not applied it yet", "node_id", nodeID, "err", err)
+	}
 	return nil
 }
 
@@ -118,16 +155,23 @@ func (l *Ledger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, err
 var _ enroll.Resumer = (*Ledger)(nil)
 
 // Admitted returns what the cluster recorded for the node a token
-// admitted, so that an enrollment whose response was lost can be resumed.
+// admitted, so that an enrollment that did not finish can be resumed: an
+// active node with its admission leaf, or a node still joining (no
+// certificates yet) with its recorded keys.
 func (l *Ledger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, bool, error) {
 	if err := l.p.SyncRead(ctx); err != nil {
 		return enroll.Admitted{}, false, err
 	}
 	n, ok := l.p.raft.FSM().Node(nodeID)
 	c, cok := l.p.raft.FSM().Cluster()
-	if !ok || !cok || n.State == state.NodeRemoved || len(n.TLSCert) == 0 {
+	if !ok || !cok {
 		return enroll.Admitted{}, false, nil
 	}
-	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, TLSCert: n.TLSCert, NebulaCert: n.NebulaCert,
-		NebulaPub: n.NebulaPublicKey, OverlayIP: netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits())}, true, nil
+	joining := n.State == state.NodeJoining && len(n.TLSCert) == 0 && len(n.NebulaCert) == 0
+	if !joining && (n.State == state.NodeRemoved || len(n.TLSCert) == 0) {
+		return enroll.Admitted{}, false, nil
+	}
+	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, Joining: joining, TLSPublicKey: n.TLSPublicKey,
+		TLSCert: n.TLSCert, NebulaCert: n.NebulaCert, NebulaPub: n.NebulaPublicKey,
+		OverlayIP: netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits())}, true, nil
 }

@@ -107,10 +107,11 @@ func (p *Plane) Raft() *raftnode.Node { return p.raft }
 func (p *Plane) HoldsCA() bool { return p.ca != nil }
 
 // Signer is what the enroll server signs with: the CA on the CA holder, a
-// forwarder to the CA holder elsewhere.
+// forwarder to the CA holder elsewhere; either way the CA holder signs
+// only what raft admitted.
 func (p *Plane) Signer() enroll.Signer {
 	if p.ca != nil {
-		return caSigner{ca: p.ca, now: p.now, nebulaLifetime: p.cfg.NebulaLifetime, tlsLifetime: p.cfg.tlsLifetime()}
+		return caSigner{p: p}
 	}
 	return remoteSigner{p: p}
 }

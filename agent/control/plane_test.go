@@ -305,14 +305,12 @@ func TestRenewMissingAndFailing(t *testing.T) {
 	record := func(name string, pub []byte) string {
 		t.Helper()
 		h := mint(t, origin, name, pki.RoleWorker)
-		ip, err := origin.p.Ledger().FreeOverlayIP(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		ip := freeIP(t, origin)
 		id := "id-" + name
+		// A v1 entry (a TLS fingerprint, no Nebula cert): active at once.
 		if err := origin.p.Write(ctx, &state.Admit{Admission: enroll.Admission{Token: h, NodeID: id, Name: name,
 			Role: pki.RoleWorker, Underlay: "127.0.0.1", SourceAddr: "127.0.0.1", OverlayIP: ip, NebulaPub: pub, At: now},
-			Node: state.Node{NebulaIssued: now, NebulaExpires: now.Add(time.Hour)}, Actor: "test"}); err != nil {
+			Node: state.Node{TLSFingerprint: "tls-" + name, NebulaIssued: now, NebulaExpires: now.Add(time.Hour)}, Actor: "test"}); err != nil {
 			t.Fatalf("record %s: %v", name, err)
 		}
 		return id

@@ -68,12 +68,12 @@ func tokenRows(t *testing.T, m *member) map[string]apitype.Token {
 // countingSigner is an enroll.Signer that signs nothing and counts.
 type countingSigner struct{ calls atomic.Int32 }
 
-func (s *countingSigner) SignTLS(context.Context, pki.LeafRequest) ([]byte, error) {
+func (s *countingSigner) SignTLS(context.Context, enroll.SignRequest) ([]byte, error) {
 	s.calls.Add(1)
 	return nil, errors.New("not in this test")
 }
 
-func (s *countingSigner) SignNebula(context.Context, pki.NebulaRequest) ([]byte, error) {
+func (s *countingSigner) SignNebula(context.Context, enroll.SignRequest) ([]byte, error) {
 	s.calls.Add(1)
 	return nil, errors.New("not in this test")
 }
@@ -134,13 +134,10 @@ func TestRevokeTokenThroughFollower(t *testing.T) {
 	}
 	// The FSM's compare-and-set refuses it too (a revocation that lands
 	// between the server's checks and its Admit).
-	ip, err := c2.p.Ledger().FreeOverlayIP(within(t, 5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ip := freeIP(t, c2)
 	err = c2.p.Write(within(t, 5*time.Second), &state.Admit{Admission: enroll.Admission{Token: tok.Secret.Hash(),
-		NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, SourceAddr: "127.0.0.1", OverlayIP: ip, At: time.Now()},
-		Actor: c2.nodeID})
+		NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, SourceAddr: "127.0.0.1", TLSPublicKey: []byte("k"),
+		NebulaPub: keys.NebulaPublicPEM, At: time.Now()}, Actor: c2.nodeID})
 	if codes.Of(err) != codes.TokenRevoked {
 		t.Fatalf("admit with a revoked token through the follower: %v, want %s", err, codes.TokenRevoked)
 	}

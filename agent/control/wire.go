@@ -1,10 +1,12 @@
 package control
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/pki"
 )
 
 // The internal API's bodies. Every request and answer on the wire has a
@@ -38,6 +40,21 @@ type RaftStats struct {
 	AppliedIndex  uint64        `json:"applied_index"`
 	LastContact   time.Duration `json:"last_contact"` // since the last contact with a leader; -1 never
 	Configuration uint64        `json:"configuration_index"`
+}
+
+// SignRequest asks the CA holder for a certificate for an admission: it
+// names the joining node; the path says what to sign (PathSignTLS: a TLS
+// leaf for the key in CSR, which must be the key raft recorded;
+// PathSignNebula: a Nebula host cert for the recorded Nebula key). Name,
+// Role and OverlayIP are what the requester expects: a record that says
+// otherwise is refused (codes.SignRefused); they never go into a
+// certificate, which carries only what raft records.
+type SignRequest struct {
+	NodeID    string       `json:"node_id"`
+	Name      string       `json:"name,omitempty"`
+	Role      pki.Role     `json:"role,omitempty"`
+	OverlayIP netip.Prefix `json:"overlay_ip,omitzero"`
+	CSR       []byte       `json:"csr,omitempty"`
 }
 
 // SignedCert is a certificate the CA holder signed.

@@ -130,19 +130,27 @@ func (s *Snapshot) admit(c Admit) error {
 	if other, taken := s.nodeByName(rec.Name); taken {
 		return codes.Wrap(codes.NameTaken, fmt.Errorf("admit %s: name held by node %s (%s)", rec.Name, other.ID, other.State))
 	}
-	ip := a.OverlayIP.Addr().Unmap()
-	if err := checkHost(s.Cluster.Overlay, ip); err != nil {
+	// An entry whose node carries certificate fingerprints is a v1
+	// admission (signed before it was recorded, for an IP picked before):
+	// it still applies as it did, so that logs written then replay to the
+	// same state. Every admission since records the node as joining, with
+	// no certificates, and RecordCerts makes it active.
+	v1 := n.TLSFingerprint != "" || n.NebulaFingerprint != ""
+	if !v1 {
+		if err := checkJoining(rec.Name, a, &n); err != nil {
+			return err
+		}
+	}
+	ip, err := s.admitIP(rec.Name, a, n, v1)
+	if err != nil {
 		return err
-	}
-	if a.OverlayIP.Bits() != s.Cluster.Overlay.Bits() || (n.OverlayIP.IsValid() && n.OverlayIP.Unmap() != ip) {
-		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: overlay %v does not match node %v in cluster %v", rec.Name, a.OverlayIP, n.OverlayIP, s.Cluster.Overlay))
-	}
-	if holder, taken := s.IPAM[ip]; taken {
-		return fmt.Errorf("admit %s: %v held by node %s: %w", rec.Name, ip, holder, enroll.ErrIPTaken)
 	}
 
 	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, rec.Name, rec.Role, ip
-	n.State = NodeActive
+	n.State = NodeJoining
+	if v1 {
+		n.State = NodeActive
+	}
 	if n.Underlay == "" {
 		n.Underlay = a.Underlay
 	}

@@ -15,24 +15,26 @@ import (
 type cmdType byte
 
 const (
-	typeBootstrap    cmdType = 1
-	typeMintToken    cmdType = 2
-	typeAdmit        cmdType = 3
-	typeSetNodeState cmdType = 4
-	typeRenewNebula  cmdType = 5
-	typeTracked      cmdType = 6
-	typeRevokeToken  cmdType = 7
-	typePruneTokens  cmdType = 8
-	typeRenewTLS     cmdType = 9
+	typeBootstrap      cmdType = 1
+	typeMintToken      cmdType = 2
+	typeAdmit          cmdType = 3
+	typeSetNodeState   cmdType = 4
+	typeRenewNebula    cmdType = 5
+	typeTracked        cmdType = 6
+	typeRevokeToken    cmdType = 7
+	typePruneTokens    cmdType = 8
+	typeRenewTLS       cmdType = 9
+	typeRecordCerts    cmdType = 10
+	typeAbortAdmission cmdType = 11
 	// Reserved for issue 9's commands (one number each, never reused):
-	// 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys.
+	// 12 SetGossipKeys.
 	typeRecordRevocationAcks cmdType = 13
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
-// RenewNebula, RevokeToken, PruneTokens, RenewTLS, RecordRevocationAcks
-// and Tracked.
+// RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
+// RenewTLS, RecordRevocationAcks and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -55,8 +57,9 @@ type MintToken struct {
 }
 
 // Admit is the admission compare-and-set, ONE raft entry: it consumes the
-// token, records the node and allocates its overlay IP, or fails with
-// nothing changed.
+// token, records the node as joining with its public keys and allocates
+// its overlay IP (the lowest free one unless the admission names one), or
+// fails with nothing changed. RecordCerts then makes the node active.
 type Admit struct {
 	Admission enroll.Admission `json:"admission"`
 	Node      Node             `json:"node"`
@@ -119,6 +122,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RevokeToken](b[1:])
 	case typePruneTokens:
 		c, err = decodeAs[PruneTokens](b[1:])
+	case typeRecordCerts:
+		c, err = decodeAs[RecordCerts](b[1:])
+	case typeAbortAdmission:
+		c, err = decodeAs[AbortAdmission](b[1:])
 	case typeRenewTLS:
 		c, err = decodeAs[RenewTLS](b[1:])
 	case typeRecordRevocationAcks:

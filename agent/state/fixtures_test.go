@@ -110,8 +110,6 @@ func admitCmd(seed byte, id, name string, role pki.Role, ip string) Admit {
 		Underlay:   "198.51.100.9",
 		SourceAddr: "198.51.100.9",
 		OverlayIP:  netip.MustParsePrefix(ip + "/16"),
-		TLSCert:    []byte("tls-pem"),
-		NebulaCert: []byte("nebula-pem"),
 		NebulaPub:  []byte("nebula-pub-" + name),
 		Version:    "0.1.0",
 		At:         t0.Add(time.Minute),
@@ -149,3 +147,24 @@ func isIPTaken(err error) bool { return errors.Is(err, enroll.ErrIPTaken) }
 
 // rawLog wraps arbitrary bytes as a command entry.
 func rawLog(b []byte) *raft.Log { return &raft.Log{Type: raft.LogCommand, Data: b} }
+
+// joinCmd admits name with the token of seed as the enroll server does
+// now: no overlay IP (the FSM picks), no certificates, the TLS key from
+// the CSR; the node is recorded as joining.
+func joinCmd(seed byte, id, name string, role pki.Role) Admit {
+	a := enroll.Admission{
+		Token: secret(seed).Hash(), NodeID: id, Name: name, Role: role,
+		Underlay: "198.51.100.9", SourceAddr: "198.51.100.9",
+		TLSPublicKey: []byte("tls-key-" + name), NebulaPub: []byte("nebula-pub-" + name),
+		Version: "0.2.0", At: t0.Add(time.Minute),
+	}
+	n := Node{ID: id, Name: name, Role: role, SerfAddr: "198.51.100.9:7946", NebulaPort: 4242}
+	return Admit{Admission: a, Node: n, Actor: originID}
+}
+
+// certsCmd records fake certificates for node id, two minutes after t0.
+func certsCmd(id string) RecordCerts {
+	return RecordCerts{NodeID: id, TLSCert: []byte("tls-pem-" + id), TLSFingerprint: "aa-" + id,
+		TLSExpires: t0.Add(30 * 24 * time.Hour), NebulaCert: []byte("nebula-pem-" + id), NebulaFingerprint: "bb-" + id,
+		NebulaExpires: t0.Add(365 * 24 * time.Hour), At: t0.Add(2 * time.Minute), Actor: originID}
+}

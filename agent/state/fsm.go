@@ -75,6 +75,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.revokeToken(c)
 	case PruneTokens:
 		err = s.pruneTokens(c)
+	case RecordCerts:
+		err = s.recordCerts(c)
+	case AbortAdmission:
+		err = s.abortAdmission(c)
 	case RenewTLS:
 		err = s.renewTLS(c)
 	case RecordRevocationAcks:
@@ -205,17 +209,7 @@ func (f *FSM) IPAllocated(ip netip.Addr) bool {
 func (f *FSM) FreeIP() (netip.Addr, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if f.s.Cluster == nil {
-		return netip.Addr{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster yet"))
-	}
-	p := f.s.Cluster.Overlay
-	first, end, ok := hostRange(p)
-	for a := first; ok && a.Less(end); a = a.Next() {
-		if _, taken := f.s.IPAM[a]; !taken {
-			return a, nil
-		}
-	}
-	return netip.Addr{}, codes.Wrap(codes.Internal, fmt.Errorf("overlay %v has no free address", p))
+	return f.s.freeIP()
 }
 
 // Revocations returns the revoked certificates, oldest first.

@@ -77,6 +77,15 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: PruneTokens{Before: t0, At: t0.Add(24 * time.Hour), Actor: originID}},
 		{cmd: MintToken{Record: tokenRecord(6, "w6", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: w6},
+		// Two-phase admission: joining, then certified; another undone.
+		{cmd: MintToken{Record: tokenRecord(8, "w8", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(8, "n-w8", "w8", pki.RoleWorker)},
+		{cmd: AbortAdmission{NodeID: originID, At: t0.Add(2 * time.Minute), Actor: originID}, want: codes.BadRequest},
+		{cmd: certsCmd("n-w8")},
+		{cmd: certsCmd("n-w8"), want: codes.BadRequest},
+		{cmd: MintToken{Record: tokenRecord(10, "w10", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(10, "n-w10", "w10", pki.RoleWorker)},
+		{cmd: track("req-abort", AbortAdmission{NodeID: "n-w10", At: t0.Add(2 * time.Minute), Actor: originID})},
 		// TLS renewal (issue 9): w4's leaf twice, so one is retired; a
 		// removed node's leaf is never renewed.
 		{cmd: renewTLSCmd("n-w4", "w4-tls-2", t0.Add(48*time.Hour))},

@@ -1,0 +1,39 @@
+package pki_test
+
+import (
+	"testing"
+
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// TestNebulaCertFor: a certificate matches only its own key, name and IP.
+func TestNebulaCertFor(t *testing.T) {
+	ca := pkitest.NewCA(t, "prod")
+	keys, err := pki.NewKeys("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewKeys("w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: "w1", IP: pkitest.IP(5)}, pkitest.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(5)); err != nil {
+		t.Fatalf("its own key, name and IP: %v", err)
+	}
+	for name, err := range map[string]error{
+		"other-key":  pki.NebulaCertFor(c, other.NebulaPublicPEM, "w1", pkitest.IP(5)),
+		"other-name": pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w2", pkitest.IP(5)),
+		"other-ip":   pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(6)),
+		"not-a-cert": pki.NebulaCertFor([]byte("x"), keys.NebulaPublicPEM, "w1", pkitest.IP(5)),
+		"not-a-key":  pki.NebulaCertFor(c, []byte("x"), "w1", pkitest.IP(5)),
+	} {
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
