@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -26,6 +27,10 @@ type Config struct {
 	// holder only), at admission and renewal; zero means
 	// pki.DefaultLeafLifetime.
 	TLSLifetime time.Duration
+	// RevocationAckTimeout bounds how long a removal waits for the
+	// members to acknowledge the revocation; zero means
+	// DefaultRevocationAckTimeout.
+	RevocationAckTimeout time.Duration
 	// TokenRetention is how long the leader keeps used, expired and
 	// revoked token records before it prunes them; zero means
 	// DefaultTokenRetention.
@@ -43,6 +48,11 @@ type Hooks struct {
 	ForceLeave func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
+	// AskMembers asks every gossip member a query and collects the
+	// answers by member name until bound passes or done is satisfied
+	// (gossip.Gossip.Ask).
+	AskMembers func(ctx context.Context, name string, payload []byte, bound time.Duration,
+		done func(map[string][]byte) bool) (map[string][]byte, error)
 }
 
 // Deps are the control plane's collaborators.
@@ -90,7 +100,19 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	if h.Gossip == nil {
 		h.Gossip = func() map[string]string { return nil }
 	}
+	if h.AskMembers == nil {
+		h.AskMembers = func(context.Context, string, []byte, time.Duration, func(map[string][]byte) bool) (map[string][]byte, error) {
+			return nil, errNoGossip
+		}
+	}
 	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
+}
+
+func (c Config) revocationAckTimeout() time.Duration {
+	if c.RevocationAckTimeout <= 0 {
+		return DefaultRevocationAckTimeout
+	}
+	return c.RevocationAckTimeout
 }
 
 func (c Config) tlsLifetime() time.Duration {

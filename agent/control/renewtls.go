@@ -50,15 +50,15 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 			continue
 		}
 		if !RenewDue(issued, expires, now) {
-			next = earliest(next, dueAt(issued, expires))
+			next = earliest(next, RenewAt(issued, expires))
 			continue
 		}
 		if err := p.renewTLS(ctx, n, now); err != nil {
 			p.log.Warn("TLS leaf renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
-			next = earliest(next, now.Add(retryAfter(issued, expires)))
+			next = earliest(next, now.Add(RenewRetry(issued, expires)))
 			continue
 		}
-		next = earliest(next, dueAt(now, now.Add(p.cfg.tlsLifetime())))
+		next = earliest(next, RenewAt(now, now.Add(p.cfg.tlsLifetime())))
 	}
 	return next
 }
@@ -119,15 +119,15 @@ func (p *Plane) handleTLSCert(w http.ResponseWriter, r *http.Request, c Caller) 
 	apitype.WriteJSON(w, http.StatusOK, TLSCertResponse{Cert: n.TLSCert})
 }
 
-// dueAt is when a certificate valid from issued to expires falls due for
+// RenewAt is when a certificate valid from issued to expires falls due for
 // renewal: at 2/3 of its lifetime.
-func dueAt(issued, expires time.Time) time.Time {
+func RenewAt(issued, expires time.Time) time.Time {
 	return issued.Add(expires.Sub(issued) * 2 / 3)
 }
 
-// retryAfter is how long a failed renewal waits before the next attempt:
+// RenewRetry is how long a failed renewal waits before the next attempt:
 // a thirtieth of the lifetime, between 100 ms and a minute.
-func retryAfter(issued, expires time.Time) time.Duration {
+func RenewRetry(issued, expires time.Time) time.Duration {
 	return min(max(expires.Sub(issued)/30, 100*time.Millisecond), time.Minute)
 }
 
