@@ -1,9 +1,10 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func (a *app) leaveCommand() *cobra.Command {
