@@ -37,7 +37,7 @@ func (a *Agent) status() apitype.Status {
 	s.Raft = string(raftnode.None)
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
-		s.Raft = string(r.RoleOf(f.NodeID))
+		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
 		if id := r.LeaderID(); id != "" {
 			if n, ok := r.FSM().Node(id); ok {
 				s.Leader = n.Name

@@ -83,6 +83,7 @@ type Status struct {
 	Underlay  string `json:"underlay_addr,omitempty"`
 	Raft      string `json:"raft,omitempty"` // leader, voter, nonvoter, none
 	Leader    string `json:"leader,omitempty"`
+	RaftTerm  uint64 `json:"raft_term,omitempty"` // changes with every election
 	// CertExpires is the earlier of the TLS leaf's and the Nebula host
 	// certificate's expiry; CertExpiresOf says which ("tls" or "nebula").
 	CertExpires    time.Time `json:"cert_expires,omitzero"`
