@@ -17,6 +17,8 @@ import (
 // cert is checked against the CA, this node's key and overlay IP, saved
 // atomically, and the next reconcile reloads Nebula with it.
 func (rt *runtime) adoptRenewedCert(ctx context.Context) {
+	rt.idMu.Lock()
+	defer rt.idMu.Unlock()
 	own := rt.identity()
 	cur, err := nebulaValidity(own.NebulaCert)
 	if err != nil {
@@ -52,9 +54,10 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 		rt.log.Warn("renewed Nebula certificate not saved", "code", codes.StateDir, "err", err)
 		return
 	}
-	rt.idMu.Lock()
-	rt.id = &id
-	rt.idMu.Unlock()
+	if err := rt.live.Swap(&id); err != nil {
+		rt.log.Warn("renewed Nebula certificate not adopted", "code", codes.Internal, "err", err)
+		return
+	}
 	rt.log.Info("adopted renewed Nebula certificate", "expires", nv.expires)
 }
 

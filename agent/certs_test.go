@@ -101,8 +101,12 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
 	if err := id.Save(filepath.Join(dir, identityDir)); err != nil {
 		t.Fatal(err)
 	}
+	live, err := pki.NewLiveIdentity(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &runtime{facts: &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
-		id: id, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, stateDir: dir}
+		live: live, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, stateDir: dir}
 }
 
 // renewedFor signs a Nebula cert for the public key pub, issued now.

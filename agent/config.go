@@ -39,6 +39,12 @@ type FileConfig struct {
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
 	// signs are valid; they are renewed at 2/3 of it.
 	NebulaCertLifetime time.Duration `yaml:"nebula_cert_lifetime"`
+	// TLSLifetime is how long the TLS leaves the CA holder signs (at
+	// admission and renewal) are valid; they are renewed at 2/3 of it.
+	TLSLifetime time.Duration `yaml:"tls_lifetime"`
+	// RevocationAckTimeout bounds how long `meshctl remove` waits for
+	// every live member to acknowledge the revocation.
+	RevocationAckTimeout time.Duration `yaml:"revocation_ack_timeout"`
 	// TokenRetention is how long used, expired and revoked join-token
 	// records stay in raft before the leader prunes them.
 	TokenRetention time.Duration `yaml:"token_retention"`
@@ -102,8 +108,10 @@ func DefaultFileConfig() FileConfig {
 		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
 
-		NebulaCertLifetime: 365 * 24 * time.Hour,
-		TokenRetention:     control.DefaultTokenRetention,
+		NebulaCertLifetime:   365 * 24 * time.Hour,
+		TLSLifetime:          30 * 24 * time.Hour,
+		RevocationAckTimeout: control.DefaultRevocationAckTimeout,
+		TokenRetention:       control.DefaultTokenRetention,
 	}
 }
 
@@ -218,6 +226,12 @@ func (c FileConfig) Validate() error {
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
 		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
+	}
+	if c.TLSLifetime < 5*time.Second || c.TLSLifetime > 365*24*time.Hour {
+		return bad("tls_lifetime", c.TLSLifetime.String(), errors.New("must be between 5s and 8760h (a year)"))
+	}
+	if c.RevocationAckTimeout < 100*time.Millisecond || c.RevocationAckTimeout > time.Minute {
+		return bad("revocation_ack_timeout", c.RevocationAckTimeout.String(), errors.New("must be between 100ms and 1m"))
 	}
 	if c.TokenRetention < time.Minute || c.TokenRetention > 365*24*time.Hour {
 		return bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))

@@ -62,7 +62,8 @@ func (c FileConfig) raftTiming() raftnode.Timing {
 // controlConfig is the control plane's config.
 func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
 	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
-		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention}
+		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention, TLSLifetime: c.TLSLifetime,
+		RevocationAckTimeout: c.RevocationAckTimeout}
 }
 
 // portLimits are port 7300's limits: the defaults, with room to answer a

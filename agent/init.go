@@ -99,7 +99,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		return nil, fmt.Errorf("generate keys: %w", err)
 	}
 	tlsPEM, err := ca.SignTLS(pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID,
-		Role: pki.RoleControl, IPs: []netip.Addr{underlay}}, now)
+		Role: pki.RoleControl, IPs: []netip.Addr{underlay}, Lifetime: a.cfg.TLSLifetime}, now)
 	if err != nil {
 		return nil, fmt.Errorf("sign own TLS leaf: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
@@ -73,11 +74,12 @@ func (rt *runtime) recordLeft(ctx context.Context) error {
 }
 
 // Remove takes a dead or unwanted node out of the cluster from a control
-// node (control.Plane.Remove).
-func (a *Agent) Remove(ctx context.Context, name, actor string) error {
+// node and shows convergence: who acknowledged the revocation within wait
+// (control.Plane.RemoveAndConfirm).
+func (a *Agent) Remove(ctx context.Context, name, actor string, wait time.Duration) (*apitype.RemoveResponse, error) {
 	ctl, err := a.controlPlane()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return ctl.Remove(ctx, name, actor)
+	return ctl.RemoveAndConfirm(ctx, name, actor, wait)
 }

@@ -140,12 +140,18 @@ func (a *Agent) handleLeave(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
-	if err := a.Remove(r.Context(), r.PathValue("name"), actorFrom(r.Context()).String()); err != nil {
+	var req apitype.RemoveRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	resp, err := a.Remove(r.Context(), r.PathValue("name"), actorFrom(r.Context()).String(), req.Wait)
+	if err != nil {
 		a.log.Warn("remove failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)
 		return
 	}
-	apitype.WriteJSON(w, http.StatusOK, struct{}{})
+	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (a *Agent) handleRotateKeys(w http.ResponseWriter, r *http.Request) {

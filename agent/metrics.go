@@ -17,20 +17,21 @@ import (
 type metricsCollector struct{ a *Agent }
 
 var (
-	descUp          = prometheus.NewDesc("meshd_up", "1 for this meshd, labelled with its state (starting, unjoined, running).", []string{"state"}, nil)
-	descNodes       = prometheus.NewDesc("meshd_cluster_nodes", "Nodes in the cluster record by role and state (control nodes only).", []string{"role", "state"}, nil)
-	descRaftLeader  = prometheus.NewDesc("meshd_raft_leader", "1 if this node is the raft leader (control nodes only).", nil, nil)
-	descRaftVoters  = prometheus.NewDesc("meshd_raft_voters", "Voters in this node's raft configuration (control nodes only).", nil, nil)
-	descGossip      = prometheus.NewDesc("meshd_gossip_members", "Gossip members by status.", []string{"status"}, nil)
-	descKeyErrors   = prometheus.NewDesc("meshd_gossip_key_errors_total", "Gossip messages no installed key could decrypt.", nil, nil)
-	descTunnels     = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
-	descBlocklist   = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
-	descCertExpires = prometheus.NewDesc("meshd_overlay_cert_expiry_seconds", "Unix time the Nebula host certificate expires.", nil, nil)
+	descUp            = prometheus.NewDesc("meshd_up", "1 for this meshd, labelled with its state (starting, unjoined, running).", []string{"state"}, nil)
+	descNodes         = prometheus.NewDesc("meshd_cluster_nodes", "Nodes in the cluster record by role and state (control nodes only).", []string{"role", "state"}, nil)
+	descRaftLeader    = prometheus.NewDesc("meshd_raft_leader", "1 if this node is the raft leader (control nodes only).", nil, nil)
+	descRaftVoters    = prometheus.NewDesc("meshd_raft_voters", "Voters in this node's raft configuration (control nodes only).", nil, nil)
+	descGossip        = prometheus.NewDesc("meshd_gossip_members", "Gossip members by status.", []string{"status"}, nil)
+	descKeyErrors     = prometheus.NewDesc("meshd_gossip_key_errors_total", "Gossip messages no installed key could decrypt.", nil, nil)
+	descTunnels       = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
+	descBlocklist     = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
+	descNebulaExpires = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
+	descTLSExpires    = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
 )
 
 func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUp, descNodes, descRaftLeader, descRaftVoters, descGossip, descKeyErrors,
-		descTunnels, descBlocklist, descCertExpires} {
+		descTunnels, descBlocklist, descNebulaExpires, descTLSExpires} {
 		ch <- d
 	}
 }
@@ -43,6 +44,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if rt == nil {
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(descTLSExpires, prometheus.GaugeValue, float64(rt.live.Leaf().NotAfter.Unix()))
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
 		counts := map[[2]string]float64{}
@@ -73,7 +75,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(len(o.Tunnels)))
 		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(o.Blocklist))
 		if !o.CertExpires.IsZero() {
-			ch <- prometheus.MustNewConstMetric(descCertExpires, prometheus.GaugeValue, float64(o.CertExpires.Unix()))
+			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(o.CertExpires.Unix()))
 		}
 	}
 }

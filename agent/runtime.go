@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,9 +29,11 @@ import (
 // dir and stopped in reverse order.
 type runtime struct {
 	facts *nodeFacts
-	idMu  sync.Mutex
-	id    *pki.Identity // guarded by idMu: a renewed Nebula cert replaces it
-	leaf  *x509.Certificate
+	// live is the identity the node presents now; a renewed TLS leaf or
+	// Nebula cert is swapped in (idMu serialises those changes) and the
+	// TLS listeners and clients use it at their next handshake.
+	idMu sync.Mutex
+	live *pki.LiveIdentity
 	// ctl is the control plane: raft, the internal API's server side,
 	// admission and signing. Only control nodes have one; this is where a
 	// node's role shows, decided once in startRuntime.
@@ -75,11 +76,11 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	if err != nil {
 		return nil, fmt.Errorf("load identity: %w", err)
 	}
-	leaf, err := id.Leaf()
+	live, err := pki.NewLiveIdentity(id)
 	if err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
-	rt := &runtime{facts: facts, id: id, leaf: leaf, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
+	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1),
 		stateDir: a.cfg.StateDir}
 	defer func() {
@@ -87,7 +88,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 			rt.stop()
 		}
 	}()
-	if rt.client, err = control.NewClient(id); err != nil {
+	if rt.client, err = control.NewLiveClient(live); err != nil {
 		return nil, err
 	}
 	if facts.Role != pki.RoleControl {
@@ -117,17 +118,27 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		defer rt.wg.Done()
 		rt.runReconcile(loopCtx, a.cfg.ReconcileInterval)
 	}()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.runTLSRenewal(loopCtx, a.cfg.ReconcileInterval)
+	}()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.answerQueries(loopCtx)
+	}()
 	return rt, nil
 }
 
 // startControlPlane opens raft (bootstrapping it with boot on init), loads
 // the CA on the CA holder, and builds the control plane over them.
 func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
-	serverTLS, err := pki.ServerTLSConfig(rt.identity(), pki.RoleControl)
+	serverTLS, err := pki.LiveServerTLSConfig(rt.live, pki.RoleControl)
 	if err != nil {
 		return err
 	}
-	clientTLS, err := pki.ClientTLSConfig(rt.identity(), pki.RoleControl)
+	clientTLS, err := pki.LiveClientTLSConfig(rt.live, pki.RoleControl)
 	if err != nil {
 		return err
 	}
@@ -179,11 +190,12 @@ func (rt *runtime) controlHooks() control.Hooks {
 		Gossip:        rt.gossipMembers,
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
 		KeyReports:    rt.keyReports,
+		AskMembers:    rt.gossip.Ask,
 	}
 }
 
 func (a *Agent) startControl(rt *runtime) error {
-	tlsConf, err := pki.ServerTLSConfig(rt.identity())
+	tlsConf, err := pki.LiveServerTLSConfig(rt.live)
 	if err != nil {
 		return err
 	}
@@ -237,11 +249,7 @@ func (rt *runtime) stop() {
 }
 
 // identity is this node's current identity.
-func (rt *runtime) identity() *pki.Identity {
-	rt.idMu.Lock()
-	defer rt.idMu.Unlock()
-	return rt.id
-}
+func (rt *runtime) identity() *pki.Identity { return rt.live.Identity() }
 
 // overlayAddr is this node's overlay address without the prefix length.
 func (rt *runtime) overlayAddr() netip.Addr { return rt.facts.Overlay.Addr() }

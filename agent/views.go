@@ -24,8 +24,12 @@ func (a *Agent) status() apitype.Status {
 	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
 	s.Role, s.CAHolder = string(f.Role), f.CAHolder
 	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
-	s.CertExpires = rt.leaf.NotAfter
 	s.Overlay, s.Gossip = rt.overlayStatus(), rt.gossipStatus()
+	s.TLSCertExpires = rt.live.Leaf().NotAfter
+	s.CertExpires, s.CertExpiresOf = s.TLSCertExpires, "tls"
+	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {
+		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
+	}
 	if s.Gossip != nil && s.Gossip.KeyErrors > 0 {
 		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
 			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
@@ -33,7 +37,7 @@ func (a *Agent) status() apitype.Status {
 	s.Raft = string(raftnode.None)
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
-		s.Raft = string(r.RoleOf(f.NodeID))
+		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
 		if id := r.LeaderID(); id != "" {
 			if n, ok := r.FSM().Node(id); ok {
 				s.Leader = n.Name

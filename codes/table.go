@@ -31,6 +31,7 @@ const (
 	PeerRoleDenied   Code = "X403111ROLDNY"
 	JoinUnconfirmed  Code = "X504112JNUNCF"
 	SignRefused      Code = "X403113SGNRFS"
+	CertRefused      Code = "X400114CRTRFS"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -66,6 +67,7 @@ const (
 	// tags disagree with its record, contributes nothing (a warning).
 	GossipMemberIgnored Code = "X200505GSPIGN"
 	KeyRotationStalled  Code = "X504506KEYSTL"
+	RevocationPending   Code = "X200507RVKPND"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -96,6 +98,7 @@ var table = map[Code]Info{
 	BadRole:          {400, "the role is not valid", "use --role worker or --role control"},
 	CAHolderDown:     {503, "the CA holder could not be reached to sign certificates", "bring the origin node back; the token was not used and will work once it is reachable"},
 	PeerRoleDenied:   {403, "the peer's certificate does not carry the role this endpoint requires", "only control nodes of this cluster may call this endpoint"},
+	CertRefused:      {400, "a renewed TLS leaf was refused: it does not certify this node's key, does not chain to the cluster CA, or names another node", "none needed at once: the node keeps its current leaf and retries; if it persists compare the CA holder's record with `meshctl nodes`"},
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
 	SignRefused:      {403, "the CA holder refused to sign: raft records no admission that matches the request (node, state, name, role, overlay IP or public key)", "join again with a fresh token (`meshctl admit NAME`); if it keeps happening, compare `meshctl nodes` on the control nodes and check their meshd versions"},
 
@@ -127,6 +130,7 @@ var table = map[Code]Info{
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
+	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 
@@ -139,6 +143,8 @@ var table = map[Code]Info{
 	EventCertRenewed:      {100, "a node's Nebula host certificate was renewed", "none needed"},
 	EventAdmissionAborted: {100, "an admission was undone before its certificates were recorded; its token is unused again", "none needed"},
 	EventKeysRotated:      {100, "a step of a gossip key rotation was recorded", "none needed"},
+	EventTLSRenewed:       {100, "a node's TLS leaf was renewed", "none needed"},
+	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -152,4 +158,6 @@ const (
 	EventCertRenewed      Code = "X100607CRTRNW"
 	EventAdmissionAborted Code = "X100608ADMABT"
 	EventKeysRotated      Code = "X100609GSPROT"
+	EventTLSRenewed       Code = "X100610TLSRNW"
+	EventRevocationAcks   Code = "X100611RVKACK"
 )

@@ -17,6 +17,12 @@
 //     locally only (install, switch the primary, remove). meshd hands keys
 //     out over mTLS; serf's KeyManager is not used, because its gossip
 //     queries reach every holder of the current key, a removed node too.
+//   - Ask and Queries (query.go): a serf query to every member, this node
+//     included, with the answers collected by member name within a bound
+//     (or until a done function is satisfied); Queries delivers the questions
+//     others ask, each answered with Respond before its deadline, or dropped
+//     (counted as no answer) when 64 are already waiting. Answers are
+//     reports, not proof: any holder of the gossip key can answer as any name.
 //   - KeyErrors: how many received messages no installed key could decrypt,
 //     so the agent can show codes.GossipKey in its status.
 //   - Shutdown: stop without leaving. A restart is not a departure; peers see

@@ -28,13 +28,14 @@ var errShutdown = errors.New("gossip is shut down")
 
 // Gossip is a running serf member. Its methods are safe for concurrent use.
 type Gossip struct {
-	name   string
-	log    *slog.Logger
-	sink   *logSink
-	serf   *serf.Serf
-	serfCh chan serf.Event
-	events *eventQueue
-	ring   *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
+	name    string
+	log     *slog.Logger
+	sink    *logSink
+	serf    *serf.Serf
+	serfCh  chan serf.Event
+	events  *eventQueue
+	ring    *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
+	queries chan Query          // see Queries (query.go)
 
 	stop chan struct{} // closed by Shutdown; the pump drains and exits
 	wg   sync.WaitGroup
@@ -73,12 +74,13 @@ func New(cfg Config) (*Gossip, error) {
 	}
 
 	g := &Gossip{
-		name:   cfg.Name,
-		log:    log,
-		sink:   newLogSink(log),
-		serfCh: make(chan serf.Event, serfEventBuffer),
-		events: newEventQueue(eventBuffer),
-		stop:   make(chan struct{}),
+		name:    cfg.Name,
+		log:     log,
+		sink:    newLogSink(log),
+		serfCh:  make(chan serf.Event, serfEventBuffer),
+		events:  newEventQueue(eventBuffer),
+		queries: make(chan Query, queryBuffer),
+		stop:    make(chan struct{}),
 	}
 	sc, err := cfg.serfConfig(g.serfCh, g.sink.logger())
 	if err != nil {
@@ -168,6 +170,7 @@ func (g *Gossip) Shutdown() error {
 // what serf already queued and closes Events.
 func (g *Gossip) pump() {
 	defer close(g.events.ch)
+	defer close(g.queries)
 	for {
 		select {
 		case e := <-g.serfCh:
@@ -187,6 +190,10 @@ func (g *Gossip) pump() {
 
 // forward translates one serf event and queues it.
 func (g *Gossip) forward(e serf.Event) {
+	if q, ok := e.(*serf.Query); ok {
+		g.queryIn(q)
+		return
+	}
 	ev, ok := eventFromSerf(e, time.Now())
 	if !ok {
 		g.log.Debug("ignoring serf event", "event", e.String())

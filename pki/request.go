@@ -17,6 +17,18 @@ type LeafRequest struct {
 	Lifetime time.Duration // 0 means DefaultLeafLifetime
 }
 
+// KeyLeafRequest asks the CA to sign a renewed TLS leaf for a public key
+// it certified before, as raft records it: no CSR, since the node proved
+// possession of the key at admission and the record names it.
+type KeyLeafRequest struct {
+	PublicKey []byte        // PKIX DER of the key the node's leaves certify
+	Name      string        // as LeafRequest
+	NodeID    string        // as LeafRequest
+	Role      Role          // as LeafRequest
+	IPs       []netip.Addr  // as LeafRequest
+	Lifetime  time.Duration // 0 means DefaultLeafLifetime
+}
+
 // NebulaRequest asks the Nebula CA to sign a host certificate for a Nebula
 // public key the node generated itself.
 type NebulaRequest struct {
@@ -28,7 +40,9 @@ type NebulaRequest struct {
 }
 
 const (
-	DefaultCALifetime     = 10 * 365 * 24 * time.Hour
-	DefaultLeafLifetime   = 365 * 24 * time.Hour
+	DefaultCALifetime = 10 * 365 * 24 * time.Hour
+	// DefaultLeafLifetime is a TLS leaf's lifetime: short, since leaves
+	// renew automatically at 2/3 of it (DESIGN §10).
+	DefaultLeafLifetime   = 30 * 24 * time.Hour
 	DefaultNebulaLifetime = 365 * 24 * time.Hour
 )

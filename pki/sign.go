@@ -42,8 +42,7 @@ func nodeURI(id string) *url.URL {
 // server. The leaf is valid from now-5m to now+req.Lifetime, cut off at the
 // CA's own expiry.
 func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
-	role, err := ParseRole(string(req.Role))
-	if err != nil {
+	if _, err := ParseRole(string(req.Role)); err != nil {
 		return nil, err
 	}
 	csr, err := x509.ParseCertificateRequest(req.CSR)
@@ -53,10 +52,32 @@ func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
 	if err := csr.CheckSignature(); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: CSR signature: %w", err))
 	}
-	if err := checkLeafKey(csr.PublicKey); err != nil {
+	return ca.signLeaf(csr.PublicKey, req.Name, req.NodeID, req.Role, req.IPs, req.Lifetime, now)
+}
+
+// SignTLSKey signs a renewed TLS leaf for the public key req names (PKIX
+// DER, the key raft records for the node), with the same shape as SignTLS:
+// role-bearing, node id in a URI SAN, valid from now-5m to
+// now+req.Lifetime within the CA's validity. A key that does not parse or
+// is of a type no node may hold is codes.EnrollRejected.
+func (ca *CA) SignTLSKey(req KeyLeafRequest, now time.Time) ([]byte, error) {
+	pub, err := x509.ParsePKIXPublicKey(req.PublicKey)
+	if err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: recorded public key: %w", err))
+	}
+	return ca.signLeaf(pub, req.Name, req.NodeID, req.Role, req.IPs, req.Lifetime, now)
+}
+
+// signLeaf is SignTLS and SignTLSKey once the public key is known.
+func (ca *CA) signLeaf(pub any, name, nodeID string, r Role, reqIPs []netip.Addr, lifetime time.Duration, now time.Time) ([]byte, error) {
+	role, err := ParseRole(string(r))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLeafKey(pub); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: %w", err))
 	}
-	if req.Name == "" || req.NodeID == "" {
+	if name == "" || nodeID == "" {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign TLS leaf: name and node id are required"))
 	}
 
@@ -64,14 +85,13 @@ func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
 	if role == RoleControl {
 		usage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	}
-	ips := make([]net.IP, 0, len(req.IPs))
-	for _, ip := range req.IPs {
+	ips := make([]net.IP, 0, len(reqIPs))
+	for _, ip := range reqIPs {
 		if !ip.IsValid() {
 			return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign TLS leaf: invalid IP address"))
 		}
 		ips = append(ips, net.IP(ip.Unmap().AsSlice()))
 	}
-	lifetime := req.Lifetime
 	if lifetime <= 0 {
 		lifetime = DefaultLeafLifetime
 	}
@@ -86,12 +106,12 @@ func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
 		Subject: pkix.Name{
-			CommonName:         req.Name,
+			CommonName:         name,
 			OrganizationalUnit: []string{string(role)},
 			Organization:       []string{"meshd"},
 		},
-		DNSNames:              []string{req.Name},
-		URIs:                  []*url.URL{nodeURI(req.NodeID)},
+		DNSNames:              []string{name},
+		URIs:                  []*url.URL{nodeURI(nodeID)},
 		IPAddresses:           ips,
 		NotBefore:             notBefore,
 		NotAfter:              notAfter,
@@ -99,9 +119,9 @@ func (ca *CA) SignTLS(req LeafRequest, now time.Time) ([]byte, error) {
 		ExtKeyUsage:           usage,
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, csr.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("sign TLS leaf for %s: %w", req.Name, err)
+		return nil, fmt.Errorf("sign TLS leaf for %s: %w", name, err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
 }

@@ -104,6 +104,7 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		{method: "GET", path: "/v1/revocations", allow: members},
 		{method: "GET", path: "/v1/gossip/keys", allow: members},
 		{method: "GET", path: "/v1/self/nebula-cert", allow: members},
+		{method: "GET", path: "/v1/self/tls-cert", allow: members},
 		{method: "POST", path: "/v1/self/left", allow: members, harmfulBody: struct{}{}, changesCaller: true},
 		{method: "GET", path: "/v1/raft/index", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/stats", allow: controlOnly},

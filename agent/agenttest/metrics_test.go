@@ -1,6 +1,7 @@
 package agenttest_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,6 +26,10 @@ func TestMetrics(t *testing.T) {
 	if _, err := w1.Join(t, origin.Admit(t, apitype.AdmitRequest{Name: "w1"})); err != nil {
 		t.Fatal(err)
 	}
+	st, err := origin.Client.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +43,8 @@ func TestMetrics(t *testing.T) {
 		`meshd_raft_leader 1`,
 		`meshd_raft_voters 1`,
 		`meshd_gossip_key_errors_total 0`,
+		fmt.Sprintf("meshd_tls_cert_expiry_timestamp_seconds %g", float64(st.TLSCertExpires.Unix())),
+		fmt.Sprintf("meshd_nebula_cert_expiry_timestamp_seconds %g", float64(st.Overlay.CertExpires.Unix())),
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, body)

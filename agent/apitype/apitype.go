@@ -74,22 +74,27 @@ type Warning struct {
 
 // Status is GET /v0/status.
 type Status struct {
-	State       string    `json:"state"` // "starting", "unjoined", "running"
-	Version     string    `json:"version"`
-	Cluster     string    `json:"cluster,omitempty"`
-	ClusterID   string    `json:"cluster_id,omitempty"`
-	Node        string    `json:"node,omitempty"`
-	NodeID      string    `json:"node_id,omitempty"`
-	Role        string    `json:"role,omitempty"`
-	CAHolder    bool      `json:"ca_holder,omitempty"`
-	OverlayIP   string    `json:"overlay_ip,omitempty"`
-	Underlay    string    `json:"underlay_addr,omitempty"`
-	Raft        string    `json:"raft,omitempty"` // leader, voter, nonvoter, none
-	Leader      string    `json:"leader,omitempty"`
-	CertExpires time.Time `json:"cert_expires,omitzero"`
-	Overlay     *Overlay  `json:"overlay,omitempty"`
-	Gossip      *Gossip   `json:"gossip,omitempty"`
-	Warnings    []Warning `json:"warnings,omitempty"`
+	State     string `json:"state"` // "starting", "unjoined", "running"
+	Version   string `json:"version"`
+	Cluster   string `json:"cluster,omitempty"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	Node      string `json:"node,omitempty"`
+	NodeID    string `json:"node_id,omitempty"`
+	Role      string `json:"role,omitempty"`
+	CAHolder  bool   `json:"ca_holder,omitempty"`
+	OverlayIP string `json:"overlay_ip,omitempty"`
+	Underlay  string `json:"underlay_addr,omitempty"`
+	Raft      string `json:"raft,omitempty"` // leader, voter, nonvoter, none
+	Leader    string `json:"leader,omitempty"`
+	RaftTerm  uint64 `json:"raft_term,omitempty"` // changes with every election
+	// CertExpires is the earlier of the TLS leaf's and the Nebula host
+	// certificate's expiry; CertExpiresOf says which ("tls" or "nebula").
+	CertExpires    time.Time `json:"cert_expires,omitzero"`
+	CertExpiresOf  string    `json:"cert_expires_of,omitempty"`
+	TLSCertExpires time.Time `json:"tls_cert_expires,omitzero"`
+	Overlay        *Overlay  `json:"overlay,omitempty"`
+	Gossip         *Gossip   `json:"gossip,omitempty"`
+	Warnings       []Warning `json:"warnings,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.
@@ -138,9 +143,33 @@ type Node struct {
 	Gossip      string    `json:"gossip"` // alive, suspect, failed, left, or unknown before gossip runs
 	OverlayIP   string    `json:"overlay_ip"`
 	Underlay    string    `json:"underlay_addr"`
-	Raft        string    `json:"raft"` // leader, voter, nonvoter, none
-	CertExpires time.Time `json:"cert_expires"`
+	Raft        string    `json:"raft"`         // leader, voter, nonvoter, none
+	CertExpires time.Time `json:"cert_expires"` // the earlier of the TLS leaf's and the Nebula cert's
 	Version     string    `json:"version"`
+	// Revocation is, for a removed node, whether every live member
+	// confirmed it blocks the node: "acknowledged" or "pending: a, b".
+	Revocation string `json:"revocation,omitempty"`
+}
+
+// RemoveRequest is POST /v0/nodes/{name}/remove's optional body.
+type RemoveRequest struct {
+	// Wait bounds how long the removal waits for members to acknowledge
+	// the revocation; zero means the daemon's revocation_ack_timeout.
+	Wait time.Duration `json:"wait,omitempty"`
+}
+
+// RemoveResponse is what a removal answers: the removal is recorded;
+// Acked are the active members that confirmed they block the removed
+// node (they hold revocation list Version and applied it to their
+// overlay), Pending those that did not within Bound.
+type RemoveResponse struct {
+	Name     string        `json:"name"`
+	Version  int           `json:"revocation_version"`
+	Acked    []string      `json:"acknowledged"`
+	Pending  []string      `json:"pending"`
+	LastAck  time.Duration `json:"last_ack_ns"` // from the query to the last acknowledgement
+	Bound    time.Duration `json:"bound_ns"`
+	Warnings []Warning     `json:"warnings,omitempty"`
 }
 
 // Token is one row of GET /v0/tokens: never the secret, only its hash prefix.

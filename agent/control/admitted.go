@@ -43,7 +43,8 @@ func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]
 		}
 		ips = []netip.Addr{u.Unmap()}
 	}
-	return p.ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips}, p.now())
+	return p.ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
+		Lifetime: p.cfg.tlsLifetime()}, p.now())
 }
 
 // signAdmittedNebula signs the Nebula host certificate of the joining node

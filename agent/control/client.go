@@ -35,7 +35,17 @@ type Client struct {
 // NewClient is a client presenting id's leaf that accepts only servers
 // with a control leaf of id's CA.
 func NewClient(id *pki.Identity) (*Client, error) {
-	conf, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	l, err := pki.NewLiveIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	return NewLiveClient(l)
+}
+
+// NewLiveClient is NewClient presenting l's current leaf at each new
+// connection, so a renewed leaf is used without a new client.
+func NewLiveClient(l *pki.LiveIdentity) (*Client, error) {
+	conf, err := pki.LiveClientTLSConfig(l, pki.RoleControl)
 	if err != nil {
 		return nil, err
 	}

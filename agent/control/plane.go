@@ -1,6 +1,7 @@
 package control
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -22,6 +23,14 @@ type Config struct {
 	// NebulaLifetime is the lifetime of the Nebula host certs this node
 	// signs (CA holder only).
 	NebulaLifetime time.Duration
+	// TLSLifetime is the lifetime of the TLS leaves this node signs (CA
+	// holder only), at admission and renewal; zero means
+	// pki.DefaultLeafLifetime.
+	TLSLifetime time.Duration
+	// RevocationAckTimeout bounds how long a removal waits for the
+	// members to acknowledge the revocation; zero means
+	// DefaultRevocationAckTimeout.
+	RevocationAckTimeout time.Duration
 	// TokenRetention is how long the leader keeps used, expired and
 	// revoked token records before it prunes them; zero means
 	// DefaultTokenRetention.
@@ -46,6 +55,11 @@ type Hooks struct {
 	NotifyKeys func() error
 	// KeyReports is every gossip member's report of its keyring.
 	KeyReports func() []KeyReport
+	// AskMembers asks every gossip member a query and collects the
+	// answers by member name until bound passes or done is satisfied
+	// (gossip.Gossip.Ask).
+	AskMembers func(ctx context.Context, name string, payload []byte, bound time.Duration,
+		done func(map[string][]byte) bool) (map[string][]byte, error)
 }
 
 // Deps are the control plane's collaborators.
@@ -101,7 +115,26 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	if h.KeyReports == nil {
 		h.KeyReports = func() []KeyReport { return nil }
 	}
+	if h.AskMembers == nil {
+		h.AskMembers = func(context.Context, string, []byte, time.Duration, func(map[string][]byte) bool) (map[string][]byte, error) {
+			return nil, errNoGossip
+		}
+	}
 	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
+}
+
+func (c Config) revocationAckTimeout() time.Duration {
+	if c.RevocationAckTimeout <= 0 {
+		return DefaultRevocationAckTimeout
+	}
+	return c.RevocationAckTimeout
+}
+
+func (c Config) tlsLifetime() time.Duration {
+	if c.TLSLifetime <= 0 {
+		return pki.DefaultLeafLifetime
+	}
+	return c.TLSLifetime
 }
 
 // Raft is the raft node under the plane.

@@ -18,26 +18,32 @@ import (
 // every Nebula blocks them, and out of gossip. A node does not remove
 // itself, and the CA holder cannot be removed.
 func (p *Plane) Remove(ctx context.Context, name, actor string) error {
+	_, err := p.remove(ctx, name, actor)
+	return err
+}
+
+// remove is Remove, returning the removed node's record (as it was).
+func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, error) {
 	if err := p.SyncRead(ctx); err != nil {
-		return err
+		return state.Node{}, err
 	}
 	n, ok := p.raft.FSM().NodeByName(name)
 	if !ok {
-		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
+		return state.Node{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
 	}
 	if n.ID == p.cfg.NodeID {
-		return codes.Wrap(codes.BadRequest, errors.New("a node does not remove itself; run `meshctl leave` on it"))
+		return state.Node{}, codes.Wrap(codes.BadRequest, errors.New("a node does not remove itself; run `meshctl leave` on it"))
 	}
 	if c, ok := p.raft.FSM().Cluster(); ok && c.CAHolder == n.ID {
-		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
+		return state.Node{}, codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
 	}
 	if n.Role == pki.RoleControl {
 		if err := p.removeFromRaft(ctx, n.ID); err != nil {
-			return err
+			return state.Node{}, err
 		}
 	}
 	if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
-		return err
+		return state.Node{}, err
 	}
 	p.hooks.Poke()
 	if err := p.hooks.NotifyRevoked(); err != nil {
@@ -55,9 +61,9 @@ func (p *Plane) Remove(ctx context.Context, name, actor string) error {
 	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
 	// A removed node may hold the gossip key: rotate it away.
 	if _, err := p.RotateKeys(ctx, actor); err != nil {
-		return fmt.Errorf("%s removed, but the gossip key was not rotated: %w", n.Name, err)
+		return state.Node{}, fmt.Errorf("%s removed, but the gossip key was not rotated: %w", n.Name, err)
 	}
-	return nil
+	return n, nil
 }
 
 // LeaveVoterCheck refuses to let this node leave when it is the last raft

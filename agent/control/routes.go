@@ -17,6 +17,7 @@ const (
 	PathNodes       = "/v1/nodes"
 	PathRevocations = "/v1/revocations"
 	PathNebulaCert  = "/v1/self/nebula-cert"
+	PathTLSCert     = "/v1/self/tls-cert"
 	PathLeft        = "/v1/self/left"
 	PathApply       = "/v1/raft/apply"
 	PathIndex       = "/v1/raft/index"
@@ -48,6 +49,7 @@ var routes = []Route{
 	{"GET", PathRevocations, anyMember, "what every Nebula must block", (*Plane).handleRevocations},
 	{"GET", PathGossipKeys, anyMember, "the gossip keyring, for an active member", (*Plane).handleGossipKeys},
 	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},
+	{"GET", PathTLSCert, anyMember, "the caller's current (renewed) TLS leaf", (*Plane).handleTLSCert},
 	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},
 	{"GET", PathIndex, controlOnly, "the leader's FSM index, for a follower's read index", (*Plane).handleIndex},

@@ -26,6 +26,9 @@ func (p *Plane) nodeRows() []apitype.Node {
 	out := []apitype.Node{}
 	for _, n := range p.raft.FSM().Nodes() {
 		row := NodeRow(n, roles[n.ID])
+		if a, ok := p.raft.FSM().RevocationAck(n.ID); ok && n.State == state.NodeRemoved {
+			row.Revocation = RevocationSummary(a.Pending)
+		}
 		if g, ok := gossip[n.Name]; ok {
 			row.Gossip = g
 		}
@@ -44,6 +47,9 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
 		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
 		CertExpires: n.TLSExpires, Version: n.Version,
+	}
+	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
+		row.CertExpires = n.NebulaExpires
 	}
 	if n.OverlayIP.IsValid() {
 		row.OverlayIP = n.OverlayIP.String()

@@ -177,7 +177,17 @@ func (c *Client) Leave(ctx context.Context) error {
 
 // Remove takes the node name out of the cluster (on a control node).
 func (c *Client) Remove(ctx context.Context, name string) error {
-	return c.postJSON(ctx, strings.Replace(apitype.PathRemove, "{name}", url.PathEscape(name), 1), struct{}{}, nil)
+	_, err := c.RemoveWait(ctx, name, 0)
+	return err
+}
+
+// RemoveWait is Remove, waiting up to wait (zero: the daemon's
+// revocation_ack_timeout) for the members to acknowledge the revocation,
+// and reporting who did and who did not.
+func (c *Client) RemoveWait(ctx context.Context, name string, wait time.Duration) (*apitype.RemoveResponse, error) {
+	var r apitype.RemoveResponse
+	return &r, c.postJSON(ctx, strings.Replace(apitype.PathRemove, "{name}", url.PathEscape(name), 1),
+		apitype.RemoveRequest{Wait: wait}, &r)
 }
 
 // RevokeToken revokes the unused join token with the given id (or unique

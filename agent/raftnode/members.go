@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -160,4 +161,11 @@ func (n *Node) RoleOf(id string) Role {
 		return r
 	}
 	return None
+}
+
+// Term is this node's current raft term: it changes with every election,
+// so an unchanged term means no leader was lost.
+func (n *Node) Term() uint64 {
+	t, _ := strconv.ParseUint(n.r.Stats()["term"], 10, 64)
+	return t
 }

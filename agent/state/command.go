@@ -15,26 +15,25 @@ import (
 type cmdType byte
 
 const (
-	typeBootstrap    cmdType = 1
-	typeMintToken    cmdType = 2
-	typeAdmit        cmdType = 3
-	typeSetNodeState cmdType = 4
-	typeRenewNebula  cmdType = 5
-	typeTracked      cmdType = 6
-	typeRevokeToken  cmdType = 7
-	typePruneTokens  cmdType = 8
-	// Reserved for issue 9's commands (one number each, never reused):
-	// 9 RenewTLS, 10 RecordCerts, 11 AbortAdmission, 12 SetGossipKeys,
-	// 13 RecordRevocationAcks.
-	typeRecordCerts    cmdType = 10
-	typeAbortAdmission cmdType = 11
-	typeSetGossipKeys  cmdType = 12
+	typeBootstrap            cmdType = 1
+	typeMintToken            cmdType = 2
+	typeAdmit                cmdType = 3
+	typeSetNodeState         cmdType = 4
+	typeRenewNebula          cmdType = 5
+	typeTracked              cmdType = 6
+	typeRevokeToken          cmdType = 7
+	typePruneTokens          cmdType = 8
+	typeRenewTLS             cmdType = 9
+	typeRecordCerts          cmdType = 10
+	typeAbortAdmission       cmdType = 11
+	typeSetGossipKeys        cmdType = 12
+	typeRecordRevocationAcks cmdType = 13
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
-// RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission and
-// Tracked.
+// RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
+// RenewTLS, RecordRevocationAcks and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -128,6 +127,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[AbortAdmission](b[1:])
 	case typeSetGossipKeys:
 		c, err = decodeAs[SetGossipKeys](b[1:])
+	case typeRenewTLS:
+		c, err = decodeAs[RenewTLS](b[1:])
+	case typeRecordRevocationAcks:
+		c, err = decodeAs[RecordRevocationAcks](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -81,6 +81,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.abortAdmission(c)
 	case SetGossipKeys:
 		err = s.setGossipKeys(c)
+	case RenewTLS:
+		err = s.renewTLS(c)
+	case RecordRevocationAcks:
+		err = s.recordRevocationAcks(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -95,7 +95,21 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: SetGossipKeys{Keys: [][]byte{bytes.Repeat([]byte{9}, GossipKeySize)}, Step: KeyDrop,
 			Expect: KeyringID([][]byte{bytes.Repeat([]byte{9}, GossipKeySize), testCluster().GossipKeys[0]}),
 			At:     t0.Add(6 * time.Minute), Actor: "uid:0"}},
+		// TLS renewal (issue 9): w4's leaf twice, so one is retired; a
+		// removed node's leaf is never renewed.
+		{cmd: renewTLSCmd("n-w4", "w4-tls-2", t0.Add(48*time.Hour))},
+		{cmd: renewTLSCmd("n-w4", "w4-tls-3", t0.Add(72*time.Hour))},
+		{cmd: renewTLSCmd("n-w1", "w1-tls-2", t0.Add(48*time.Hour)), want: codes.BadRequest},
+		// A removal's acknowledgement round (issue 9).
+		{cmd: RecordRevocationAcks{Ack: RevocationAck{NodeID: "n-w1", Version: 2, Acked: []string{"origin", "w4"},
+			Pending: []string{"w6"}, At: t0.Add(6 * time.Minute)}, Actor: originID}},
 	}
+}
+
+// renewTLSCmd renews id's TLS leaf with one identified by fp.
+func renewTLSCmd(id, fp string, expires time.Time) RenewTLS {
+	return RenewTLS{NodeID: id, Cert: []byte(fp + "-pem"), PublicKey: []byte("key-" + id), Fingerprint: fp,
+		Expires: expires, At: t0.Add(5 * time.Minute), Actor: originID}
 }
 
 // frozenFullSteps is how many steps of fullHistory the frozen

@@ -33,7 +33,9 @@ type Snapshot struct {
 	Revocations []Revocation                            `json:"revocations"`        // oldest first
 	Audit       []AuditEvent                            `json:"audit"`              // oldest first, at most AuditSize
 	Requests    []RequestResult                         `json:"requests,omitempty"` // oldest first, at most RequestsKept
-	Index       uint64                                  `json:"index,omitempty"`    // raft index of the last command applied
+	// RevocationAcks are the removals' acknowledgement rounds, by removed node id.
+	RevocationAcks map[string]RevocationAck `json:"revocation_acks,omitempty"`
+	Index          uint64                   `json:"index,omitempty"` // raft index of the last command applied
 }
 
 // WriteSnapshot writes s in the current format.
@@ -94,6 +96,11 @@ func (s *Snapshot) check() error {
 			return fmt.Errorf("token %s filed under %s", r.Hash, h)
 		}
 	}
+	for id, a := range s.RevocationAcks {
+		if id != a.NodeID {
+			return fmt.Errorf("revocation acknowledgements of %q filed under %q", a.NodeID, id)
+		}
+	}
 	for ip, id := range s.IPAM {
 		if !ip.IsValid() || ip != ip.Unmap() {
 			return fmt.Errorf("bad overlay IP %v in the allocations", ip)
@@ -133,6 +140,9 @@ func (s *Snapshot) normalise() {
 	if len(s.Requests) == 0 {
 		s.Requests = nil
 	}
+	if len(s.RevocationAcks) == 0 {
+		s.RevocationAcks = nil
+	}
 }
 
 // clone returns a deep copy of s.
@@ -152,6 +162,13 @@ func (s *Snapshot) clone() *Snapshot {
 	}
 	for id, n := range s.Nodes {
 		c.Nodes[id] = n.clone()
+	}
+	if s.RevocationAcks != nil {
+		c.RevocationAcks = make(map[string]RevocationAck, len(s.RevocationAcks))
+		for id, a := range s.RevocationAcks {
+			a.Acked, a.Pending = slices.Clone(a.Acked), slices.Clone(a.Pending)
+			c.RevocationAcks[id] = a
+		}
 	}
 	c.normalise()
 	return c

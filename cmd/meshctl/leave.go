@@ -1,6 +1,9 @@
 package main
 
 import (
+	"strings"
+	"time"
+
 	"github.com/spf13/cobra"
 )
 
@@ -23,18 +26,48 @@ func (a *app) leaveCommand() *cobra.Command {
 }
 
 func (a *app) removeCommand() *cobra.Command {
-	return &cobra.Command{
+	var wait time.Duration
+	cmd := &cobra.Command{
 		Use:   "remove NAME",
 		Short: "Remove a node from the cluster and revoke its certificates (on a control node)",
 		Long: "remove takes a dead or unwanted node out of the cluster: out of raft for a control node, its record " +
-			"set to removed, its certificates revoked (every node's overlay blocks them) and out of gossip.",
+			"set to removed, its certificates revoked (every node's overlay blocks them) and out of gossip. It then " +
+			"asks every live member to confirm that it blocks the node, waits up to --wait (default: the daemon's " +
+			"revocation_ack_timeout) and prints who acknowledged and who is pending. It exits 0 either way: the " +
+			"removal itself succeeded; `meshctl nodes` shows when the pending members acknowledge.",
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if err := a.client().Remove(cmd.Context(), argv[0]); err != nil {
+			asJSON, err := a.json()
+			if err != nil {
 				return err
 			}
-			a.out.Printf("%s removed; its certificates are revoked\n", argv[0])
+			r, err := a.client().RemoveWait(cmd.Context(), argv[0], wait)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(r)
+			}
+			a.warn(r.Warnings)
+			a.out.Printf("%s removed; its certificates are revoked (revocation list version %d)\n", argv[0], r.Version)
+			a.out.Printf("acknowledged (%d): %s\n", len(r.Acked), names(r.Acked))
+			if len(r.Pending) > 0 {
+				a.out.Printf("pending (%d, no answer within %s): %s\n", len(r.Pending), r.Bound, names(r.Pending))
+			} else {
+				a.out.Printf("every live member blocks %s (last acknowledgement after %s)\n", argv[0], r.LastAck.Round(time.Millisecond))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for the members' acknowledgements (0: the daemon's revocation_ack_timeout)")
+	a.addOutput(cmd)
+	return cmd
+}
+
+// names lists names for a line of output, "-" when there are none.
+func names(ns []string) string {
+	if len(ns) == 0 {
+		return "-"
+	}
+	return strings.Join(ns, ", ")
 }

@@ -35,7 +35,11 @@ func (a *app) nodesCommand() *cobra.Command {
 			p := printer{tw}
 			p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
 			for _, n := range nodes {
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, n.State, n.Gossip,
+				st := n.State
+				if n.Revocation != "" {
+					st += " (revocation " + n.Revocation + ")"
+				}
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, st, n.Gossip,
 					n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
 			}
 			return tw.Flush()
@@ -90,7 +94,11 @@ func (a *app) statusCommand() *cobra.Command {
 			row("underlay", s.Underlay)
 			row("raft", s.Raft)
 			row("leader", s.Leader)
-			row("cert expires", date(s.CertExpires))
+			if s.CertExpiresOf != "" {
+				row("cert expires", fmt.Sprintf("%s (%s, the earlier of TLS and Nebula)", s.CertExpires.Local().Format(time.RFC3339), s.CertExpiresOf))
+			} else {
+				row("cert expires", date(s.CertExpires))
+			}
 			row("version", s.Version)
 			if g := s.Gossip; g != nil {
 				row("gossip", fmt.Sprintf("%d members, %d alive", g.Members, g.Alive))

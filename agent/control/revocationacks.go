@@ -1,0 +1,124 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// RevocationQueryName is the gossip query a removal asks every member:
+// "do you block what the revocation list version v revokes?"
+const RevocationQueryName = "meshd-revocation"
+
+// DefaultRevocationAckTimeout bounds how long a removal waits for the
+// members' acknowledgements.
+const DefaultRevocationAckTimeout = 5 * time.Second
+
+// maxRevocationAckTimeout caps the bound an operator may ask for.
+const maxRevocationAckTimeout = time.Minute
+
+// RevocationQuery is the query's payload, and a member's answer: the
+// revocation list version (its length), which only grows.
+type RevocationQuery struct {
+	Version int `json:"v"`
+}
+
+// RevocationVersion is the version of the revocation list raft holds.
+func (p *Plane) RevocationVersion() int { return len(p.raft.FSM().Revocations()) }
+
+// RemoveAndConfirm removes name (Remove) and then shows convergence: it
+// asks every member over gossip to acknowledge the revocation list
+// version that holds the removal, waits up to bound (zero: the configured
+// RevocationAckTimeout) for every active member to answer, and records
+// who did and who did not (RecordRevocationAcks), so `meshctl nodes`
+// shows it on every control node. The removal stands either way; members
+// that did not answer are listed as pending, with a RevocationPending
+// warning. The removed node's own answer is ignored.
+func (p *Plane) RemoveAndConfirm(ctx context.Context, name, actor string, bound time.Duration) (*apitype.RemoveResponse, error) {
+	n, err := p.remove(ctx, name, actor)
+	if err != nil {
+		return nil, err
+	}
+	if bound <= 0 {
+		bound = p.cfg.revocationAckTimeout()
+	}
+	bound = min(bound, maxRevocationAckTimeout)
+	resp := p.confirmRevocation(ctx, n, bound, actor)
+	return resp, nil
+}
+
+func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound time.Duration, actor string) *apitype.RemoveResponse {
+	version := p.RevocationVersion()
+	expect := map[string]bool{}
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.State == state.NodeActive && n.ID != removed.ID && n.Name != removed.Name {
+			expect[n.Name] = true
+		}
+	}
+	resp := &apitype.RemoveResponse{Name: removed.Name, Version: version, Bound: bound, Acked: []string{}, Pending: []string{}}
+	payload, _ := json.Marshal(RevocationQuery{Version: version})
+	start := time.Now()
+	acked := map[string]bool{}
+	done := func(answers map[string][]byte) bool {
+		for from, b := range answers {
+			var a RevocationQuery
+			if !expect[from] || acked[from] || json.Unmarshal(b, &a) != nil || a.Version < version {
+				continue
+			}
+			acked[from] = true
+			resp.LastAck = time.Since(start)
+		}
+		return len(acked) == len(expect)
+	}
+	var err error
+	if len(expect) > 0 {
+		_, err = p.hooks.AskMembers(ctx, RevocationQueryName, payload, bound, done)
+	}
+	if err != nil {
+		p.log.Warn("could not ask the members to acknowledge the revocation", "code", codes.RevocationPending, "err", err)
+	}
+	for name := range expect {
+		if acked[name] {
+			resp.Acked = append(resp.Acked, name)
+		} else {
+			resp.Pending = append(resp.Pending, name)
+		}
+	}
+	slices.Sort(resp.Acked)
+	slices.Sort(resp.Pending)
+	if len(resp.Pending) > 0 {
+		resp.Warnings = append(resp.Warnings, apitype.Warning{Code: codes.RevocationPending,
+			Detail: "pending: " + strings.Join(resp.Pending, ", ")})
+	}
+	p.log.Info("revocation acknowledgements", "code", codes.EventRevocationAcks, "node", removed.Name, "version", version,
+		"acked", len(resp.Acked), "pending", resp.Pending, "last_ack", resp.LastAck)
+	rec := &state.RecordRevocationAcks{Ack: state.RevocationAck{NodeID: removed.ID, Version: version,
+		Acked: resp.Acked, Pending: resp.Pending, At: p.now()}, Actor: actor}
+	// The record outlives the caller's patience: a cancelled request still
+	// leaves the round on record.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := p.Write(wctx, rec); err != nil {
+		p.log.Warn("revocation acknowledgements not recorded", "code", codes.OrInternal(err), "node", removed.Name, "err", err)
+	}
+	return resp
+}
+
+// RevocationSummary is how `meshctl nodes` shows a removal's round:
+// "acknowledged", or "pending: " and the names that did not answer.
+func RevocationSummary(pending []string) string {
+	if len(pending) == 0 {
+		return "acknowledged"
+	}
+	return "pending: " + strings.Join(pending, ", ")
+}
+
+// errNoGossip is AskMembers without gossip (a plane built without hooks).
+var errNoGossip = errors.New("no gossip to ask the members over")

@@ -1,0 +1,91 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/gossip"
+)
+
+// answerQueries answers the gossip queries members ask until ctx ends or
+// gossip stops. Each is answered on its own goroutine, within its
+// deadline.
+func (rt *runtime) answerQueries(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case q, ok := <-rt.gossip.Queries():
+			if !ok {
+				return
+			}
+			if q.Name != control.RevocationQueryName {
+				continue
+			}
+			rt.wg.Add(1)
+			go func() {
+				defer rt.wg.Done()
+				rt.answerRevocation(ctx, q)
+			}()
+		}
+	}
+}
+
+// answerRevocation acknowledges a removal's revocation query only once
+// this node holds the asked revocation list version (a control node after
+// a read index through the leader; a worker after fetching the list at
+// once) AND its running Nebula blocks every fingerprint of that list. A
+// node that cannot get there before the query's deadline stays silent,
+// and the remover lists it as pending.
+func (rt *runtime) answerRevocation(ctx context.Context, q gossip.Query) {
+	var want control.RevocationQuery
+	if json.Unmarshal(q.Payload, &want) != nil || want.Version <= 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(ctx, q.Deadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	fresh := false
+	for {
+		if !fresh {
+			if rt.ctl != nil {
+				fresh = rt.ctl.SyncRead(ctx) == nil && rt.ctl.RevocationVersion() >= want.Version
+			} else {
+				rt.refreshRevocations(ctx, true)
+				fresh = len(rt.revocations().Fingerprints) >= want.Version
+			}
+			if fresh {
+				rt.poke() // reconcile now with the list just read
+			}
+		}
+		if fresh && rt.blocksAll(rt.revocations().Fingerprints) {
+			b, _ := json.Marshal(control.RevocationQuery{Version: want.Version})
+			if err := q.Respond(b); err != nil {
+				rt.log.Debug("revocation acknowledgement not sent", "err", err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			rt.log.Debug("revocation not acknowledged within the query's deadline", "version", want.Version, "fresh", fresh)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// blocksAll reports whether the Nebula config last applied blocks every
+// fingerprint in fps.
+func (rt *runtime) blocksAll(fps []string) bool {
+	applied := rt.applied().Blocklist
+	for _, fp := range fps {
+		if !slices.Contains(applied, fp) {
+			return false
+		}
+	}
+	return true
+}

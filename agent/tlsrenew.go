@@ -1,0 +1,98 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// runTLSRenewal keeps TLS leaves fresh. On the CA holder it signs every
+// node's leaf that is past 2/3 of its lifetime (control.RenewTLSCerts); on
+// every node it adopts its own renewed leaf once its current one is due.
+// It wakes when the next leaf falls due (at the latest every interval),
+// so a seconds-long lifetime renews on time without a fast reconcile tick.
+func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		var next time.Time
+		if rt.ctl != nil {
+			next = rt.ctl.RenewTLSCerts(ctx)
+		}
+		if own := rt.adoptRenewedTLS(ctx); !own.IsZero() && (next.IsZero() || own.Before(next)) {
+			next = own
+		}
+		wait := interval
+		if !next.IsZero() {
+			wait = min(max(next.Sub(rt.now()), 20*time.Millisecond), interval)
+		}
+		timer.Reset(wait)
+	}
+}
+
+// adoptRenewedTLS picks up a renewed TLS leaf once this node's current one
+// is past 2/3 of its lifetime: from its own raft record on a control
+// node, from a control node over mTLS (GET /v1/self/tls-cert) on a
+// worker. The leaf must certify this node's own key, chain to the cluster
+// CA and name this node (pki.CheckRenewedLeaf); it is written atomically
+// to the state dir and swapped into the live identity, so the listeners
+// on 7300 and 7301 and every client present it from their next handshake
+// on, without restarting raft or gossip. It returns when to look again.
+func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
+	rt.idMu.Lock()
+	defer rt.idMu.Unlock()
+	own, leaf := rt.identity(), rt.live.Leaf()
+	issued, expires := leaf.NotBefore.Add(pki.LeafBackdate), leaf.NotAfter
+	now := rt.now()
+	if !control.RenewDue(issued, expires, now) {
+		return control.RenewAt(issued, expires)
+	}
+	retry := now.Add(control.RenewRetry(issued, expires))
+	var next []byte
+	if rt.ctl != nil {
+		next = rt.ctl.OwnTLSCert()
+	} else {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var body control.TLSCertResponse
+		err := rt.client.AskSeeds(fctx, rt.facts.Seeds, control.PathTLSCert, &body)
+		cancel()
+		if err != nil {
+			rt.log.Debug("renewed TLS leaf not fetched", "err", err)
+			return retry
+		}
+		next = body.Cert
+	}
+	if len(next) == 0 || bytes.Equal(next, own.Cert) {
+		return retry // the CA holder has not renewed it yet
+	}
+	nl, err := pki.CheckRenewedLeaf(own, next, now)
+	if err != nil {
+		rt.log.Warn("renewed TLS leaf refused; keeping the current one", "code", codes.OrInternal(err), "err", err)
+		return retry
+	}
+	if err := pki.SaveTLSLeaf(filepath.Join(rt.stateDir, identityDir), next); err != nil {
+		rt.log.Warn("renewed TLS leaf not saved", "code", codes.StateDir, "err", err)
+		return retry
+	}
+	id := *own
+	id.Cert = next
+	if err := rt.live.Swap(&id); err != nil {
+		rt.log.Warn("renewed TLS leaf not adopted", "code", codes.Internal, "err", err)
+		return retry
+	}
+	// Kept-alive connections still present the old leaf (accepted as the
+	// previous one); new ones present the new leaf.
+	rt.client.CloseIdle()
+	rt.log.Info("adopted renewed TLS leaf", "code", codes.EventTLSRenewed, "expires", nl.NotAfter)
+	return control.RenewAt(nl.NotBefore.Add(pki.LeafBackdate), nl.NotAfter)
+}
