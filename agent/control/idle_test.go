@@ -3,6 +3,7 @@ package control
 import (
 	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -30,68 +31,66 @@ func TestThousandIdleConnectionsClosed(t *testing.T) {
 	addr, table := serveLimitedTable(t, l)
 	tlsConf := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
 
-	conns := make([]net.Conn, total)
+	// Each connection: a TLS handshake, one request answered, then
+	// silence; it must be closed by the server within 10 s of its answer
+	// (idle timeout 1 s). Connections are judged each from its own answer,
+	// so a slow opening (1,000 handshakes under -race) changes nothing.
 	var wg sync.WaitGroup
 	errs := make(chan error, total)
-	sem := make(chan struct{}, 32)
+	var mu sync.Mutex
+	var slowest time.Duration
+	sem := make(chan struct{}, 64)
 	for i := range total {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
-			defer func() { <-sem }()
 			src := net.IPv4(127, 0, 4, byte(1+i%sources))
-			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 5 * time.Second}
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: src}, Timeout: 10 * time.Second}
 			c, err := tls.DialWithDialer(d, "tcp", addr, tlsConf)
 			if err != nil {
+				<-sem
 				errs <- err
 				return
 			}
-			conns[i] = c
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 			if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+				<-sem
 				errs <- err
 				return
 			}
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			<-sem // the handshake and the request are done; idling needs no slot
 			if err != nil {
 				errs <- err
 				return
 			}
 			_ = resp.Body.Close()
+			answered := time.Now()
+			if !closedWithin(c, 10*time.Second) {
+				errs <- fmt.Errorf("connection %d still open 10 s after its answer (idle timeout %s)", i, l.Idle)
+				return
+			}
+			mu.Lock()
+			slowest = max(slowest, time.Since(answered))
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	close(errs)
+	failed := 0
 	for err := range errs {
-		t.Fatalf("opening the idle connections: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, c := range conns {
-			_ = c.Close()
+		if failed < 5 {
+			t.Error(err)
 		}
-	})
-	if n := table(); n != total {
-		t.Fatalf("the server counts %d open connections, %d were opened", n, total)
+		failed++
 	}
-
-	start := time.Now()
-	var open sync.WaitGroup
-	stillOpen := make(chan int, total)
-	for i, c := range conns {
-		open.Add(1)
-		go func() {
-			defer open.Done()
-			if !closedWithin(c, 10*time.Second) {
-				stillOpen <- i
-			}
-		}()
+	if failed > 0 {
+		t.Fatalf("%d of %d idle connections not served and closed", failed, total)
 	}
-	open.Wait()
-	close(stillOpen)
-	if n := len(stillOpen); n > 0 {
-		t.Fatalf("%d of %d idle connections still open 10 s after the last request (idle timeout %s)", n, total, l.Idle)
-	}
-	t.Logf("%d idle connections closed by the server within %s (idle timeout %s)", total, time.Since(start).Round(time.Millisecond), l.Idle)
+	t.Logf("%d idle connections each closed by the server at most %s after its answer (idle timeout %s)",
+		total, slowest.Round(time.Millisecond), l.Idle)
 	deadline := time.Now().Add(5 * time.Second)
 	for table() != 0 {
 		if time.Now().After(deadline) {
