@@ -30,6 +30,8 @@ const (
 	CAHolderDown     Code = "X503110CAUNRC"
 	PeerRoleDenied   Code = "X403111ROLDNY"
 	JoinUnconfirmed  Code = "X504112JNUNCF"
+	NotMember        Code = "X403113NOTMBR"
+	ForwardRefused   Code = "X403114FWDREF"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -92,6 +94,8 @@ var table = map[Code]Info{
 	CAHolderDown:     {503, "the CA holder could not be reached to sign certificates", "bring the origin node back; the token was not used and will work once it is reachable"},
 	PeerRoleDenied:   {403, "the peer's certificate does not carry the role this endpoint requires", "only control nodes of this cluster may call this endpoint"},
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
+	NotMember:        {403, "the caller's certificate is not the current certificate of an active member", "check the node with `meshctl nodes` on a control node; a removed or left node must join again with a new token (`meshctl admit NAME`, then `meshctl join`)"},
+	ForwardRefused:   {403, "the leader refused a write a control node forwarded: that node may not send this command", "run the command on the node it concerns, or on the CA holder for certificate renewals; see docs/security.md"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
 	NotInCluster:       {409, "this node has not joined a cluster yet", "run `meshctl init --cluster NAME` to create one or `meshctl join TOKEN` to join one"},

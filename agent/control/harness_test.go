@@ -179,7 +179,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: p.Handler(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)}
+		ErrorLog: log.New(io.Discard, "", 0), ConnState: p.TrackConn}
 	go func() { _ = srv.Serve(ln) }()
 	m := &member{name: name, nodeID: "id-" + name, id: id, keys: keys, p: p, addr: ln.Addr().String(),
 		raftAddr: raftAddr, hooks: h, logs: logs}
@@ -228,7 +228,7 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 	host, _, _ := net.SplitHostPort(o.addr)
 	origin := state.Node{ID: o.nodeID, Name: o.name, Role: pki.RoleControl, State: state.NodeActive,
 		Underlay: host, EnrollAddr: o.addr, RaftAddr: o.raftAddr, OverlayIP: pkitest.IP(1).Addr(),
-		TLSFingerprint: "tls-origin", NebulaFingerprint: "neb-origin"}
+		TLSFingerprint: leafFingerprint(t, o.id.Cert), NebulaFingerprint: "neb-origin"}
 	if edit != nil {
 		edit(c, &origin)
 	}
@@ -243,6 +243,15 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 // token minted by via, signed certificates, one Admit entry. It returns
 // the node id.
 func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
+	t.Helper()
+	return c.admitLeaf(t, via, name, role, keys, ports, nil)
+}
+
+// admitLeaf is admit recording tlsCert (PEM, signed by c's CA for keys) as
+// the node's leaf instead of signing a new one, so the node's own identity
+// is the member raft records.
+func (c *testCluster) admitLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
+	tlsCert []byte) string {
 	t.Helper()
 	ctx := within(t, 10*time.Second)
 	resp, err := via.p.Admit(ctx, admitReq(name, role), "test")
@@ -265,10 +274,11 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 	}
 	s := via.p.Signer()
 	nodeID := "id-" + name
-	tlsCert, err := s.SignTLS(ctx, pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID, Role: role,
-		IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}})
-	if err != nil {
-		t.Fatalf("sign TLS for %s: %v", name, err)
+	if tlsCert == nil {
+		if tlsCert, err = s.SignTLS(ctx, pki.LeafRequest{CSR: keys.CSR, Name: name, NodeID: nodeID, Role: role,
+			IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}); err != nil {
+			t.Fatalf("sign TLS for %s: %v", name, err)
+		}
 	}
 	nebCert, err := s.SignNebula(ctx, pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
 		Groups: []string{string(role)}})
@@ -293,11 +303,21 @@ func (c *testCluster) joinControl(t *testing.T, via *member, name string) *membe
 	_, rport, _ := net.SplitHostPort(m.raftAddr)
 	cp, _ := strconv.Atoi(cport)
 	rp, _ := strconv.Atoi(rport)
-	c.admit(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242})
+	c.admitLeaf(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242}, m.id.Cert)
 	if err := m.p.JoinRaft(within(t, 15*time.Second), []string{via.addr}, func(string, ...any) {}); err != nil {
 		t.Fatalf("%s joins raft: %v", name, err)
 	}
 	return m
+}
+
+// leafFingerprint is the fingerprint raft records for a PEM leaf.
+func leafFingerprint(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	leaf, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pki.FingerprintOf(leaf).String()
 }
 
 func admitReq(name string, role pki.Role) apitype.AdmitRequest {
