@@ -111,6 +111,12 @@ func TestStreamLayerVerify(t *testing.T) {
 		_ = pc.Close()
 		t.Fatal("dialed a server the check refuses")
 	}
+	select { // srv accepted picky (srv's check lets it in): close that end
+	case pc := <-accepted:
+		_ = pc.Close()
+	case <-time.After(2 * time.Second):
+		t.Fatal("srv never accepted picky's connection")
+	}
 
 	// The peer stops passing: Recheck closes its open connection at once.
 	refuse.Store("good")
