@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // Forwarded writes are authorised, not relayed: the leader decodes the
@@ -38,14 +39,21 @@ var forwardable = map[reflect.Type]forwardRule{
 func anyControl(*Plane, Caller, state.Command) error { return nil }
 
 // setNodeStateRule: a control node may remove another node (the FSM
-// refuses the CA holder) and record itself as left; nothing else.
-func setNodeStateRule(_ *Plane, c Caller, cmd state.Command) error {
+// refuses the CA holder), record itself as left, and record a worker as
+// left (it relays the worker's own POST /v1/self/left, whose guard
+// checked the worker is the caller; removing the worker is allowed to it
+// anyway); nothing else.
+func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
 	s := cmd.(state.SetNodeState)
 	switch {
 	case s.State == state.NodeRemoved && s.NodeID != c.NodeID:
 		return nil
 	case s.State == state.NodeLeft && s.NodeID == c.NodeID:
 		return nil
+	case s.State == state.NodeLeft:
+		if n, ok := p.raft.FSM().Node(s.NodeID); ok && n.Role == pki.RoleWorker {
+			return nil
+		}
 	}
 	return fmt.Errorf("%s may not set node %s to %s", c.NodeID, s.NodeID, s.State)
 }

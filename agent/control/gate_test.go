@@ -218,7 +218,7 @@ func TestOpenConnectionClosedOnRemoval(t *testing.T) {
 
 // TestForwardedWritesAuthorised: the leader applies only what a follower
 // may forward: a Bootstrap, a Nebula renewal from a node that does not
-// hold the CA, a node marked left by another node, a node set active, and
+// hold the CA, a control node marked left by another, a node set active, and
 // a removal of the CA holder are refused with nothing applied; the audit
 // actor is the forwarding node (and the operator it names), never the
 // body's.
@@ -280,8 +280,13 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 		}
 	}
 
-	// A forwarded removal of another node and a node's own leave pass.
-	_, _ = c.worker(t, origin, "w1")
+	// A worker's leave relayed by a control node, a forwarded removal of
+	// another node and a node's own leave pass.
+	c.worker(t, origin, "w1")
+	c.worker(t, origin, "w2")
+	if err := forward("req-left-w2", state.SetNodeState{NodeID: "id-w2", State: state.NodeLeft, At: now}, ""); err != nil {
+		t.Fatalf("relay a worker's leave: %v", err)
+	}
 	if err := forward("req-remove-w1", state.SetNodeState{NodeID: "id-w1", State: state.NodeRemoved, At: now}, ""); err != nil {
 		t.Fatalf("forward a removal: %v", err)
 	}
@@ -292,4 +297,23 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 	if err := c3.p.client.Call(ctx, origin.addr, PathApply, true, ApplyRequest{Tracked: tr}, nil); err != nil {
 		t.Fatalf("c3 records itself left: %v", err)
 	}
+}
+
+// TestRemovalPokesEveryControlNode: a control node that had no part in a
+// removal pokes its overlay reconcile as soon as its raft applies it (so
+// its Nebula blocklist follows at once, not at the next tick).
+func TestRemovalPokesEveryControlNode(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	c.worker(t, origin, "w1")
+	waitState(t, c2, "id-w1", state.NodeActive)
+	before, _, _ := c2.hooks.counts()
+	if err := origin.p.Remove(within(t, 10*time.Second), "w1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "c2 pokes its reconcile after applying the removal", func() bool {
+		pokes, _, _ := c2.hooks.counts()
+		n, _ := c2.p.Raft().FSM().Node("id-w1")
+		return n.State == state.NodeRemoved && pokes > before
+	})
 }
