@@ -40,8 +40,14 @@ func (a *Agent) Leave(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
-	// Recorded first, while this node is still a member whose writes the
-	// leader accepts; then gossip, then raft membership.
+	// Raft membership first (a control node), then the record: once its
+	// record says left it is no longer a member the leader answers. Then
+	// gossip.
+	if rt.ctl != nil {
+		if err := rt.ctl.LeaveRaft(ctx); err != nil {
+			return fmt.Errorf("leave raft: %w", err)
+		}
+	}
 	if err := rt.recordLeft(ctx); err != nil {
 		return err
 	}
@@ -50,11 +56,6 @@ func (a *Agent) Leave(ctx context.Context) error {
 		a.log.Warn("gossip leave did not complete; the others will see this node fail instead", "err", err)
 	}
 	lcancel()
-	if rt.ctl != nil {
-		if err := rt.ctl.LeaveRaft(ctx); err != nil {
-			return fmt.Errorf("leave raft: %w", err)
-		}
-	}
 	a.stopRuntime()
 	a.setPhase(phaseUnjoined, nil)
 	if err := wipeState(a.cfg.StateDir); err != nil {

@@ -208,6 +208,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
+	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln
 	rt.wg.Add(1)
 	go func() {

@@ -32,6 +32,8 @@ const (
 	JoinUnconfirmed  Code = "X504112JNUNCF"
 	SignRefused      Code = "X403113SGNRFS"
 	CertRefused      Code = "X400114CRTRFS"
+	NotMember        Code = "X403115NOTMBR"
+	ForwardRefused   Code = "X403116FWDREF"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -101,6 +103,8 @@ var table = map[Code]Info{
 	CertRefused:      {400, "a renewed TLS leaf was refused: it does not certify this node's key, does not chain to the cluster CA, or names another node", "none needed at once: the node keeps its current leaf and retries; if it persists compare the CA holder's record with `meshctl nodes`"},
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
 	SignRefused:      {403, "the CA holder refused to sign: raft records no admission that matches the request (node, state, name, role, overlay IP or public key)", "join again with a fresh token (`meshctl admit NAME`); if it keeps happening, compare `meshctl nodes` on the control nodes and check their meshd versions"},
+	NotMember:        {403, "the caller's certificate is not the current certificate of an active member", "check the node with `meshctl nodes` on a control node; a removed or left node must join again with a new token (`meshctl admit NAME`, then `meshctl join`)"},
+	ForwardRefused:   {403, "the leader refused a write a control node forwarded: that node may not send this command", "run the command on the node it concerns, or on the CA holder for certificate renewals; see docs/security.md"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
 	NotInCluster:       {409, "this node has not joined a cluster yet", "run `meshctl init --cluster NAME` to create one or `meshctl join TOKEN` to join one"},

@@ -87,7 +87,7 @@ func TestInternalAPIAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harmlessApply, err := state.Track("authz-allowed", &state.SetNodeState{NodeID: w1ID, State: state.NodeActive, At: time.Now(), Actor: "c2"})
+	harmlessApply, err := state.Track("authz-allowed", &state.PruneTokens{Before: time.Now().Add(-time.Hour), At: time.Now(), Actor: "c2"})
 	if err != nil {
 		t.Fatal(err)
 	}

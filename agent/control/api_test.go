@@ -20,8 +20,8 @@ func TestInternalAPIRefusals(t *testing.T) {
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
 	ctx := within(t, 20*time.Second)
-	mint := &state.SetNodeState{NodeID: c2.nodeID, State: state.NodeActive, At: time.Now(), Actor: "x"}
-	tracked, err := state.Track("req-1", mint)
+	prune := &state.PruneTokens{Before: time.Now().Add(-time.Hour), At: time.Now(), Actor: "x"}
+	tracked, err := state.Track("req-1", prune)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +99,12 @@ func TestInternalAPIRefusals(t *testing.T) {
 }
 
 // TestMemberRoutes: a worker reads the node list, the revocations and its
-// own Nebula cert, and records itself left; a node without a record gets
-// NodeUnknown for its cert.
+// own Nebula cert, and records itself left, after which it is no longer a
+// member; a node without a record is no member either.
 func TestMemberRoutes(t *testing.T) {
 	c, origin := newCluster(t)
 	wid, wkeys, _ := c.identity(t, "w1", pki.RoleWorker)
-	c.admit(t, origin, "w1", pki.RoleWorker, wkeys, enroll.Ports{})
+	c.admitLeaf(t, origin, "w1", pki.RoleWorker, wkeys, enroll.Ports{}, wid)
 	wc, err := NewClient(wid)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,10 @@ func TestMemberRoutes(t *testing.T) {
 		t.Fatalf("left: %v", err)
 	}
 	var rev Revocations
-	if err := wc.AskSeeds(ctx, seeds, PathRevocations, &rev); err != nil || len(rev.Gone) != 1 || rev.Gone[0] != "id-w1" {
+	if err := wc.Call(ctx, origin.addr, PathRevocations, false, nil, &rev); codes.Of(err) != codes.NotMember {
+		t.Fatalf("a worker that left reads the revocations: %v, want %s", err, codes.NotMember)
+	}
+	if err := origin.p.client.Call(ctx, origin.addr, PathRevocations, false, nil, &rev); err != nil || len(rev.Gone) != 1 || rev.Gone[0] != "id-w1" {
 		t.Fatalf("revocations %+v, %v", rev, err)
 	}
 
@@ -140,8 +143,8 @@ func TestMemberRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sc.CloseIdle()
-	if err := sc.Call(ctx, origin.addr, PathNebulaCert, false, nil, &cert); codes.Of(err) != codes.NodeUnknown {
-		t.Fatalf("a stranger's Nebula cert: %v, want %s", err, codes.NodeUnknown)
+	if err := sc.Call(ctx, origin.addr, PathNebulaCert, false, nil, &cert); codes.Of(err) != codes.NotMember {
+		t.Fatalf("a stranger's Nebula cert: %v, want %s", err, codes.NotMember)
 	}
 }
 

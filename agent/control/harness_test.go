@@ -90,6 +90,7 @@ type member struct {
 	name     string
 	nodeID   string
 	id       *pki.Identity
+	live     *pki.LiveIdentity // what its listeners and client present
 	keys     *pki.Keys
 	p        *Plane
 	addr     string // internal API host:port
@@ -152,11 +153,15 @@ func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.I
 func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	t.Helper()
 	id, keys, _ := c.identity(t, name, pki.RoleControl)
-	server, err := pki.ServerTLSConfig(id, pki.RoleControl)
+	live, err := pki.NewLiveIdentity(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientTLS, err := pki.ClientTLSConfig(id, pki.RoleControl)
+	server, err := pki.LiveServerTLSConfig(live, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS, err := pki.LiveClientTLSConfig(live, pki.RoleControl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +176,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := NewClient(id)
+	client, err := NewLiveClient(live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +189,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
 		KeyStepTimeout: c.keyStep},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
-	apiTLS, err := pki.ServerTLSConfig(id)
+	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +198,9 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: p.Handler(http.NotFoundHandler()), ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog: log.New(io.Discard, "", 0)}
+		ErrorLog: log.New(io.Discard, "", 0), ConnState: p.TrackConn}
 	go func() { _ = srv.Serve(ln) }()
-	m := &member{name: name, nodeID: "id-" + name, id: id, keys: keys, p: p, addr: ln.Addr().String(),
+	m := &member{name: name, nodeID: "id-" + name, id: id, live: live, keys: keys, p: p, addr: ln.Addr().String(),
 		raftAddr: raftAddr, hooks: h, logs: logs}
 	t.Cleanup(func() {
 		_ = srv.Close()
@@ -242,7 +247,7 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 	host, _, _ := net.SplitHostPort(o.addr)
 	origin := state.Node{ID: o.nodeID, Name: o.name, Role: pki.RoleControl, State: state.NodeActive,
 		Underlay: host, EnrollAddr: o.addr, RaftAddr: o.raftAddr, OverlayIP: pkitest.IP(1).Addr(),
-		TLSFingerprint: "tls-origin", NebulaFingerprint: "neb-origin"}
+		TLSFingerprint: leafFingerprint(t, o.id.Cert), NebulaFingerprint: "neb-origin"}
 	if edit != nil {
 		edit(c, &origin)
 	}
@@ -259,6 +264,15 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 // recorded. It returns the node id.
 func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
 	t.Helper()
+	return c.admitLeaf(t, via, name, role, keys, ports, nil)
+}
+
+// admitLeaf is admit that, when id is not nil (an identity for keys),
+// puts the leaf the CA holder signed at admission into id, so that id is
+// the member raft records.
+func (c *testCluster) admitLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
+	id *pki.Identity) string {
+	t.Helper()
 	ctx := within(t, 10*time.Second)
 	h := mintSecret(t, via, name, role)
 	if keys == nil {
@@ -268,8 +282,12 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 		}
 	}
 	nodeID := "id-" + name
-	if _, err := enrollServer(via, nodeID).Enroll(ctx, enrollRequest(h, name, keys, ports), netip.MustParseAddr("127.0.0.1")); err != nil {
+	resp, err := enrollServer(via, nodeID).Enroll(ctx, enrollRequest(h, name, keys, ports), netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
 		t.Fatalf("admit %s: %v", name, err)
+	}
+	if id != nil {
+		id.Cert = resp.TLSCert
 	}
 	return nodeID
 }
@@ -322,11 +340,26 @@ func (c *testCluster) joinControl(t *testing.T, via *member, name string) *membe
 	_, rport, _ := net.SplitHostPort(m.raftAddr)
 	cp, _ := strconv.Atoi(cport)
 	rp, _ := strconv.Atoi(rport)
-	c.admit(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242})
+	id := *m.id
+	c.admitLeaf(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242}, &id)
+	if err := m.live.Swap(&id); err != nil {
+		t.Fatalf("%s adopts its admitted leaf: %v", name, err)
+	}
+	m.id = &id
 	if err := m.p.JoinRaft(within(t, 15*time.Second), []string{via.addr}, func(string, ...any) {}); err != nil {
 		t.Fatalf("%s joins raft: %v", name, err)
 	}
 	return m
+}
+
+// leafFingerprint is the fingerprint raft records for a PEM leaf.
+func leafFingerprint(t *testing.T, certPEM []byte) string {
+	t.Helper()
+	leaf, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pki.FingerprintOf(leaf).String()
 }
 
 func admitReq(name string, role pki.Role) apitype.AdmitRequest {

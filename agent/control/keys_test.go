@@ -38,8 +38,10 @@ func clusterKeys(m *member) [][]byte {
 func TestRotateKeysSteps(t *testing.T) {
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
-	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
-	c.admit(t, origin, "w2", pki.RoleWorker, nil, enroll.Ports{})
+	w1, w1keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	c.admitLeaf(t, origin, "w1", pki.RoleWorker, w1keys, enroll.Ports{}, w1)
+	w2, w2keys, _ := c.identity(t, "w2", pki.RoleWorker)
+	c.admitLeaf(t, origin, "w2", pki.RoleWorker, w2keys, enroll.Ports{}, w2)
 	before := clusterKeys(origin)
 	var seen []string // keyrings the members reported, step by step
 	origin.hooks.mu.Lock()
@@ -79,7 +81,6 @@ func TestRotateKeysSteps(t *testing.T) {
 		t.Fatal("the cluster was never told the keys changed")
 	}
 
-	w1, _, _ := c.identity(t, "w1", pki.RoleWorker)
 	cl, err := NewClient(w1)
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +93,13 @@ func TestRotateKeysSteps(t *testing.T) {
 	if len(got.Keys) != 1 || !bytes.Equal(got.Keys[0], after[0]) || got.Rotated.IsZero() {
 		t.Fatalf("w1 got %d keys (rotated %v), want the new key alone", len(got.Keys), got.Rotated)
 	}
-	w2, _, _ := c.identity(t, "w2", pki.RoleWorker)
 	rc, err := NewClient(w2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.CloseIdle()
-	if err := rc.Call(within(t, 5*time.Second), origin.addr, PathGossipKeys, false, nil, &got); codes.Of(err) != codes.NodeUnknown {
-		t.Fatalf("removed w2 fetches the keys: %v, want %s", err, codes.NodeUnknown)
+	if err := rc.Call(within(t, 5*time.Second), origin.addr, PathGossipKeys, false, nil, &got); codes.Of(err) != codes.NotMember {
+		t.Fatalf("removed w2 fetches the keys: %v, want %s", err, codes.NotMember)
 	}
 }
 
@@ -165,12 +165,7 @@ func TestWorkerChecksControlLeaf(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp := pki.FingerprintOf(leaf).String()
-	w, _, _ := c.identity(t, "w9", pki.RoleWorker)
-	cl, err := NewClient(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.CloseIdle()
+	_, cl := c.worker(t, origin, "w9")
 	rec := func(state, cur, prev string, pub []byte) []NodeRecord {
 		r := NodeRecord{TLSFingerprint: cur, PrevTLSFingerprint: prev, TLSPublicKey: pub}
 		r.ID, r.Name, r.Role, r.State = origin.nodeID, "origin", string(pki.RoleControl), state

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -78,9 +80,13 @@ type Plane struct {
 	log    *slog.Logger
 	now    func() time.Time
 	hooks  Hooks
+	conns  *connSet      // port 7300's open connections
+	stop   chan struct{} // closed by Close: ends watchNodes
+	closed sync.Once
 	wg     sync.WaitGroup // goroutines the plane started (force-leave)
 
-	rotating sync.Mutex // one gossip key rotation at a time on this node
+	rotating sync.Mutex     // one gossip key rotation at a time on this node
+	watch    sync.WaitGroup // watchNodes
 }
 
 // New is the control plane over an open raft node. ca is the CA on the CA
@@ -120,8 +126,25 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 			return nil, errNoGossip
 		}
 	}
-	return &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks}
+	p := &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
+		conns: newConnSet(), stop: make(chan struct{})}
+	if raft == nil {
+		return p
+	}
+	// From here the raft port admits only members (connections accepted
+	// since raft opened are judged now too).
+	raft.SetPeerCheck(p.raftPeer)
+	p.watch.Add(1)
+	go func() {
+		defer p.watch.Done()
+		p.watchNodes(p.stop)
+	}()
+	return p
 }
+
+// TrackConn is port 7300's http.Server ConnState hook: the plane closes
+// the open connections of peers that stop being members.
+func (p *Plane) TrackConn(c net.Conn, st http.ConnState) { p.conns.track(c, st) }
 
 func (c Config) revocationAckTimeout() time.Duration {
 	if c.RevocationAckTimeout <= 0 {
@@ -159,6 +182,8 @@ func (p *Plane) Ledger() *Ledger { return &Ledger{p: p} }
 // Close waits for the plane's goroutines, hands raft leadership off when
 // another voter can take it, and shuts raft down.
 func (p *Plane) Close() error {
+	p.closed.Do(func() { close(p.stop) })
+	p.watch.Wait()
 	p.wg.Wait()
 	if err := p.raft.HandOff(); err != nil {
 		p.log.Warn("leadership transfer before stopping failed", "err", err)

@@ -216,8 +216,9 @@ func TestRemove(t *testing.T) {
 	}
 }
 
-// TestLeave: the last voter may not leave; a second voter records itself
-// left and leaves raft through the leader.
+// TestLeave: the last voter may not leave; a second voter leaves raft
+// through the leader, then records itself left (once left it is no longer
+// a member the leader answers).
 func TestLeave(t *testing.T) {
 	c, origin := newCluster(t)
 	if err := origin.p.LeaveVoterCheck(); codes.Of(err) != codes.QuorumLoss {
@@ -228,10 +229,10 @@ func TestLeave(t *testing.T) {
 		t.Fatalf("one of two voters: %v", err)
 	}
 	ctx := within(t, 20*time.Second)
-	if err := c2.p.RecordLeft(ctx); err != nil {
+	if err := c2.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.p.LeaveRaft(ctx); err != nil {
+	if err := c2.p.RecordLeft(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A follower has no leadership to hand off: nothing to warn about.

@@ -60,7 +60,7 @@ func TestRaftJoinRefusedThroughFollower(t *testing.T) {
 	_, port, _ := net.SplitHostPort(progress.addr)
 	cport, _ := strconv.Atoi(port)
 	gid, gkeys, _ := c.identity(t, "ghost", pki.RoleControl)
-	id := c.admit(t, origin, "ghost", pki.RoleControl, gkeys, enroll.Ports{Control: cport, Raft: 1, Gossip: 1, Nebula: 1})
+	id := c.admitLeaf(t, origin, "ghost", pki.RoleControl, gkeys, enroll.Ports{Control: cport, Raft: 1, Gossip: 1, Nebula: 1}, gid)
 	ghost, err := NewClient(gid)
 	if err != nil {
 		t.Fatal(err)

@@ -94,11 +94,19 @@ type Caller struct {
 
 // guard lets a request through to rt's handler only if its TLS peer
 // presented a leaf of this cluster (verified at the handshake) whose role
-// is one of rt.Roles; anything else is codes.PeerRoleDenied.
+// is one of rt.Roles (else codes.PeerRoleDenied), and is a member: its
+// node's raft record is active and lists this leaf (else
+// codes.NotMember; see member).
 func (p *Plane) guard(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, err := callerOf(r, rt.Roles)
+		if err == nil {
+			c, err = p.member(r.Context(), r.TLS.PeerCertificates[0], rt, c.Forwarded)
+		}
 		if err != nil {
+			if codes.Of(err) == codes.NotMember {
+				p.log.Info("refused a caller that is not a member", "code", codes.NotMember, "path", rt.Path, "err", err)
+			}
 			writeError(w, err)
 			return
 		}

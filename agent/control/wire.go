@@ -15,6 +15,10 @@ import (
 // ApplyRequest is a write a follower forwards to the leader.
 type ApplyRequest struct {
 	Tracked state.Tracked `json:"tracked"`
+	// Operator is the local operator who started the write on the
+	// forwarding node ("local:uid=U,pid=P"), if one did; the leader
+	// records it next to the forwarding node as the audit actor.
+	Operator string `json:"operator,omitempty"`
 }
 
 // IndexResponse is the leader's FSM index, for a follower's read index.

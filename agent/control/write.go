@@ -34,7 +34,7 @@ func (p *Plane) Write(ctx context.Context, cmd state.Command) error {
 	backoff := 20 * time.Millisecond
 	var lastErr error
 	for {
-		err := p.onLeader(ctx, PathApply, ApplyRequest{Tracked: tracked}, nil,
+		err := p.onLeader(ctx, PathApply, ApplyRequest{Tracked: tracked, Operator: operatorOf(cmd)}, nil,
 			func() error { return p.raft.Apply(ctx, tracked) })
 		if !retryable(err) {
 			return err
@@ -148,10 +148,19 @@ func (p *Plane) FreshRead(ctx context.Context) error {
 	return err
 }
 
-// handleApply is the leader's side of a forwarded write.
-func (p *Plane) handleApply(w http.ResponseWriter, r *http.Request, _ Caller) {
+// handleApply is the leader's side of a forwarded write: applied only if
+// the caller may forward that command (forwardable), with the caller as
+// its audit actor.
+func (p *Plane) handleApply(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req ApplyRequest
-	p.leaderOnly(w, r, &req, func() error { return p.raft.Apply(r.Context(), req.Tracked) })
+	p.leaderOnly(w, r, &req, func() error {
+		t, err := p.authorizeForward(c, req.Tracked, forwardedActor(c, req.Operator))
+		if err != nil {
+			p.log.Warn("refused a forwarded write", "code", codes.OrInternal(err), "caller", c.NodeID, "err", err)
+			return err
+		}
+		return p.raft.Apply(r.Context(), t)
+	})
 }
 
 // leaderOnly serves a route only the leader answers: the body must decode

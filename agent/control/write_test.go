@@ -61,7 +61,7 @@ func TestWriteRefusalIsFinal(t *testing.T) {
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
 	for _, m := range []*member{origin, c2} {
-		cmd := &state.SetNodeState{NodeID: "id-nobody", State: state.NodeLeft, At: time.Now(), Actor: "test"}
+		cmd := &state.SetNodeState{NodeID: "id-nobody", State: state.NodeRemoved, At: time.Now(), Actor: "test"}
 		if err := m.p.Write(within(t, 5*time.Second), cmd); codes.Of(err) != codes.NodeUnknown {
 			t.Fatalf("%s writes for an unknown node: %v, want %s", m.name, err, codes.NodeUnknown)
 		}

@@ -29,6 +29,7 @@ type Node struct {
 	fsm       *state.FSM
 	store     *raftboltdb.BoltStore
 	trans     *raft.NetworkTransport
+	stream    *TLSStreamLayer
 }
 
 // Timing tunes raft's timers.
@@ -107,7 +108,7 @@ func Open(o Options) (_ *Node, err error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans}, nil
+	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream}, nil
 }
 
 // lastCommandIndex finds the last command entry in the log (configuration
@@ -143,6 +144,14 @@ func (n *Node) Bootstrap(addr net.Addr) error {
 	}}})
 	return f.Error()
 }
+
+// SetPeerCheck makes the raft port admit only peers v accepts, and closes
+// the open connections v refuses at once (see TLSStreamLayer.SetVerify).
+func (n *Node) SetPeerCheck(v Verify) { n.stream.SetVerify(v) }
+
+// RecheckPeers closes every open raft connection whose peer the check now
+// refuses, and returns how many.
+func (n *Node) RecheckPeers() int { return n.stream.Recheck() }
 
 // FSM is the state raft applies to: the cluster's records, read-only for
 // everything but raft.

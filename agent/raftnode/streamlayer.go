@@ -2,7 +2,9 @@ package raftnode
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -26,9 +28,11 @@ const (
 // TLSStreamLayer carries raft over mutual TLS: both ends present
 // role=control leaves of this cluster's CA (pki.ServerTLSConfig and
 // pki.ClientTLSConfig enforce it at the handshake). Accept hands raft a
-// connection only after its handshake succeeded; handshakes run in their
-// own goroutines with a deadline, bounded in number overall and per
-// source.
+// connection only after its handshake succeeded and the peer's leaf passed
+// the layer's Verify check; handshakes run in their own goroutines with a
+// deadline, bounded in number overall and per source. Every open
+// connection, accepted or dialed, is tracked so Recheck can close the
+// ones whose peer no longer passes.
 type TLSStreamLayer struct {
 	ln        net.Listener
 	server    *tls.Config
@@ -43,7 +47,21 @@ type TLSStreamLayer struct {
 	mu        sync.Mutex
 	pending   map[net.Conn]struct{}
 	perSource map[string]int
+	verify    Verify                 // guarded by mu; nil accepts every handshake
+	open      map[*peerConn]struct{} // guarded by mu
 }
+
+// Verify judges a raft peer by its leaf (already verified against the CA
+// and for the control role at the handshake): nil admits it. It is called
+// for every accepted and dialed connection, and again for each open one
+// on Recheck.
+type Verify func(leaf *x509.Certificate) error
+
+// StreamOption configures a TLSStreamLayer.
+type StreamOption func(*TLSStreamLayer)
+
+// WithVerify makes the layer admit only peers v accepts.
+func WithVerify(v Verify) StreamOption { return func(s *TLSStreamLayer) { s.verify = v } }
 
 var _ raft.StreamLayer = (*TLSStreamLayer)(nil)
 
@@ -52,14 +70,17 @@ var ErrStreamClosed = errors.New("raft stream layer closed")
 
 // NewTLSStreamLayer listens on bind with server and dials with client;
 // advertise is the address other servers reach this one at.
-func NewTLSStreamLayer(bind string, advertise net.Addr, server, client *tls.Config) (*TLSStreamLayer, error) {
+func NewTLSStreamLayer(bind string, advertise net.Addr, server, client *tls.Config, opts ...StreamOption) (*TLSStreamLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
 	s := &TLSStreamLayer{ln: ln, server: server, advertise: advertise, client: client,
 		ready: make(chan net.Conn), closed: make(chan struct{}),
-		pending: map[net.Conn]struct{}{}, perSource: map[string]int{}}
+		pending: map[net.Conn]struct{}{}, perSource: map[string]int{}, open: map[*peerConn]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s, nil
@@ -128,10 +149,14 @@ func (s *TLSStreamLayer) handshake(raw net.Conn, src string) {
 		return
 	}
 	_ = tc.SetDeadline(time.Time{})
+	pc, err := s.admit(tc)
+	if err != nil {
+		return
+	}
 	select {
-	case s.ready <- tc:
+	case s.ready <- pc:
 	case <-s.closed:
-		_ = tc.Close()
+		_ = pc.Close()
 	}
 }
 
@@ -169,9 +194,17 @@ func (s *TLSStreamLayer) ListenAddr() net.Addr { return s.ln.Addr() }
 // Addr is the address other servers reach this one at.
 func (s *TLSStreamLayer) Addr() net.Addr { return s.advertise }
 
-// Dial connects to a raft peer and completes the handshake before raft
-// writes a byte.
+// Dial connects to a raft peer and completes the handshake, and the
+// server's leaf passes Verify, before raft writes a byte.
 func (s *TLSStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout}
-	return tls.DialWithDialer(d, "tcp", string(addr), s.client)
+	tc, err := tls.DialWithDialer(d, "tcp", string(addr), s.client)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := s.admit(tc)
+	if err != nil {
+		return nil, fmt.Errorf("raft peer %s refused: %w", addr, err)
+	}
+	return pc, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
@@ -191,18 +192,32 @@ func (s *Snapshot) setNodeState(c SetNodeState) error {
 	if n.State == NodeRemoved && c.State != NodeRemoved {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s was removed; it cannot become %s", n.Name, c.State))
 	}
+	if c.State == NodeRemoved && s.Cluster != nil && s.Cluster.CAHolder == n.ID {
+		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("node %s holds the CA", n.Name))
+	}
 
 	if c.State == NodeRemoved && n.State != NodeRemoved {
-		for _, fp := range []string{n.NebulaFingerprint, n.TLSFingerprint} {
-			if fp != "" {
-				s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: c.At})
-			}
+		for _, fp := range everyFingerprint(n) {
+			s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: c.At})
 		}
 	}
 	n.State, n.Updated = c.State, c.At
 	s.Nodes[n.ID] = n
 	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: fmt.Sprintf("node %s", n.ID)})
 	return nil
+}
+
+// everyFingerprint lists every certificate n ever held, each once: the
+// current Nebula and TLS ones, the TLS leaf a renewal just replaced, and
+// every retired one. Removal revokes them all.
+func everyFingerprint(n Node) []string {
+	var out []string
+	for _, fp := range append([]string{n.NebulaFingerprint, n.TLSFingerprint, n.PrevTLSFingerprint}, n.Retired...) {
+		if fp != "" && !slices.Contains(out, fp) {
+			out = append(out, fp)
+		}
+	}
+	return out
 }
 
 // nodeByName finds the node holding name, ignoring removed nodes.

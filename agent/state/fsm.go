@@ -25,13 +25,16 @@ type FSM struct {
 	// the snapshot it was restored from). raft's own AppliedIndex runs a
 	// little ahead of the FSM, which applies on its own goroutine.
 	index atomic.Uint64
+	// changed is signalled (never blocking Apply) after a command that
+	// changed node records was applied, and after a restore.
+	changed chan struct{}
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an FSM with no cluster.
 func New() *FSM {
-	f := &FSM{}
+	f := &FSM{changed: make(chan struct{}, 1)}
 	f.s.normalise()
 	return f
 }
@@ -49,9 +52,45 @@ func (f *FSM) Apply(l *raft.Log) any {
 	defer f.mu.Unlock()
 	defer f.index.Store(max(f.index.Load(), l.Index))
 	if t, ok := c.(Tracked); ok {
-		return f.s.applyTracked(t)
+		err = f.s.applyTracked(t)
+	} else {
+		err = f.s.apply(c)
 	}
-	return f.s.apply(c)
+	if err == nil && changesNodes(c) {
+		f.signal()
+	}
+	return err
+}
+
+// NodesChanged is signalled after raft applied a command that changed
+// node records (an admission, a state change such as a removal, a
+// renewal) or restored a snapshot. It holds at most one pending signal:
+// a reader that wakes up reads the records as they are then. Apply never
+// waits for a reader; the state itself does not depend on it.
+func (f *FSM) NodesChanged() <-chan struct{} { return f.changed }
+
+func (f *FSM) signal() {
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
+}
+
+// changesNodes reports whether applying c (successfully) may have changed
+// a node record. A Tracked command is judged by the command it carries.
+func changesNodes(c Command) bool {
+	if t, ok := c.(Tracked); ok {
+		inner, err := Decode(t.Inner)
+		if err != nil {
+			return false
+		}
+		c = inner
+	}
+	switch c.(type) {
+	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission:
+		return true
+	}
+	return false
 }
 
 // Index is the raft index of the last command applied (or restored).
@@ -108,6 +147,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.s = *s
 	f.index.Store(s.Index)
+	f.signal()
 	return nil
 }
 

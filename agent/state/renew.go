@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -10,7 +11,8 @@ import (
 
 // RenewNebula records a node's new Nebula host certificate, signed by the
 // CA holder for the node's own public key and overlay IP. The previous
-// certificate is not revoked: it simply ages out.
+// certificate is retired (Node.Retired): it stays valid until it ages out,
+// and removing the node revokes it with the current one.
 type RenewNebula struct {
 	NodeID      string    `json:"node_id"`
 	Cert        []byte    `json:"cert"` // PEM
@@ -34,6 +36,9 @@ func (s *Snapshot) renewNebula(c RenewNebula) error {
 	}
 	if !c.Expires.After(n.NebulaExpires) && n.NebulaFingerprint != "" {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: the new certificate expires no later than the current one", n.Name))
+	}
+	if old := n.NebulaFingerprint; old != "" && old != c.Fingerprint && !slices.Contains(n.Retired, old) {
+		n.Retired = append(slices.Clip(n.Retired), old)
 	}
 	n.NebulaCert = append([]byte(nil), c.Cert...)
 	n.NebulaFingerprint, n.NebulaIssued, n.NebulaExpires, n.Updated = c.Fingerprint, c.Issued, c.Expires, c.At

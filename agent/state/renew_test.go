@@ -2,10 +2,12 @@ package state
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 func TestRenewNebula(t *testing.T) {
@@ -25,8 +27,10 @@ func TestRenewNebula(t *testing.T) {
 		{"fail/no-cert", nil, RenewNebula{NodeID: originID, Fingerprint: "x", Issued: t0, Expires: later}, codes.BadRequest},
 		{"fail/not-later", nil, renew(originID, t0.Add(time.Hour)), codes.BadRequest},
 		{"fail/removed", func(f *FSM) {
-			mustApply(t, f, SetNodeState{NodeID: originID, State: NodeRemoved, At: t0})
-		}, renew(originID, later), codes.BadRequest},
+			mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker)})
+			mustApply(t, f, admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.2"))
+			mustApply(t, f, SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0})
+		}, renew("n-w1", later), codes.BadRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +52,9 @@ func TestRenewNebula(t *testing.T) {
 			n, _ := f.Node(originID)
 			if string(n.NebulaCert) != "new-cert" || n.NebulaFingerprint != "fp-new" || !n.NebulaExpires.Equal(later) || !n.NebulaIssued.Equal(t0) {
 				t.Fatalf("node after renewal: %+v", n)
+			}
+			if !slices.Equal(n.Retired, []string{"bb01"}) {
+				t.Fatalf("retired after renewal: %q, want the replaced bb01", n.Retired)
 			}
 			if a := f.Audit(); a[len(a)-1].Code != codes.EventCertRenewed {
 				t.Fatalf("last audit event %v", a[len(a)-1])

@@ -1,0 +1,128 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// Forwarded writes are authorised, not relayed: the leader decodes the
+// command a follower forwarded, checks it against the caller's identity
+// (the TLS peer, a member control node), and records the caller as the
+// audit actor, whatever the body says.
+
+// forwardRule decides whether caller may forward cmd; nil allows it.
+type forwardRule func(p *Plane, caller Caller, cmd state.Command) error
+
+// forwardable is the one list of commands a control node may forward to
+// the leader, and under which condition. A command type not listed is
+// refused (codes.ForwardRefused): a new command is not forwardable until
+// it has a row here.
+var forwardable = map[reflect.Type]forwardRule{
+	reflect.TypeFor[state.MintToken]():            anyControl,
+	reflect.TypeFor[state.Admit]():                anyControl,
+	reflect.TypeFor[state.RevokeToken]():          anyControl,
+	reflect.TypeFor[state.PruneTokens]():          anyControl,
+	reflect.TypeFor[state.SetNodeState]():         setNodeStateRule,
+	reflect.TypeFor[state.RenewNebula]():          caHolderOnly,
+	reflect.TypeFor[state.RenewTLS]():             caHolderOnly,
+	reflect.TypeFor[state.RecordCerts]():          anyControl,
+	reflect.TypeFor[state.AbortAdmission]():       anyControl,
+	reflect.TypeFor[state.SetGossipKeys]():        anyControl,
+	reflect.TypeFor[state.RecordRevocationAcks](): anyControl,
+	// Bootstrap and Tracked are never forwarded.
+}
+
+func anyControl(*Plane, Caller, state.Command) error { return nil }
+
+// setNodeStateRule: a control node may remove another node (the FSM
+// refuses the CA holder), record itself as left, and record a worker as
+// left (it relays the worker's own POST /v1/self/left, whose guard
+// checked the worker is the caller; removing the worker is allowed to it
+// anyway); nothing else.
+func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
+	s := cmd.(state.SetNodeState)
+	switch {
+	case s.State == state.NodeRemoved && s.NodeID != c.NodeID:
+		return nil
+	case s.State == state.NodeLeft && s.NodeID == c.NodeID:
+		return nil
+	case s.State == state.NodeLeft:
+		if n, ok := p.raft.FSM().Node(s.NodeID); ok && n.Role == pki.RoleWorker {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s may not set node %s to %s", c.NodeID, s.NodeID, s.State)
+}
+
+// caHolderOnly: only the node the cluster record names as CA holder.
+func caHolderOnly(p *Plane, c Caller, _ state.Command) error {
+	cl, ok := p.raft.FSM().Cluster()
+	if !ok || cl.CAHolder != c.NodeID {
+		return fmt.Errorf("%s does not hold the CA", c.NodeID)
+	}
+	return nil
+}
+
+// operatorRE is the form of a local operator (agent's socket actor) a
+// forwarder may name next to itself.
+var operatorRE = regexp.MustCompile(`^local:uid=[0-9]{1,10},pid=[0-9]{1,10}$`)
+
+// forwardedActor is the audit actor the leader records for a write caller
+// forwarded: "node:<caller id>", followed by " local:uid=U,pid=P" when the
+// forwarder says an operator started it on its local socket. Any other
+// operator text is dropped.
+func forwardedActor(c Caller, operator string) string {
+	a := "node:" + c.NodeID
+	if operatorRE.MatchString(operator) {
+		a += " " + operator
+	}
+	return a
+}
+
+// operatorOf is the local operator that started cmd on this node, if its
+// Actor names one; the leader records it next to this node.
+func operatorOf(cmd state.Command) string {
+	v := reflect.Indirect(reflect.ValueOf(cmd))
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	if f := v.FieldByName("Actor"); f.Kind() == reflect.String && operatorRE.MatchString(f.String()) {
+		return f.String()
+	}
+	return ""
+}
+
+// authorizeForward decodes the command inside t, checks caller may
+// forward it, and returns it re-tracked under the same request id with
+// its Actor set to actor. Refusals are codes.ForwardRefused.
+func (p *Plane) authorizeForward(c Caller, t state.Tracked, actor string) (state.Tracked, error) {
+	cmd, err := state.Decode(t.Inner)
+	if err != nil {
+		return state.Tracked{}, codes.Wrap(codes.BadRequest, fmt.Errorf("forwarded command: %w", err))
+	}
+	rule, ok := forwardable[reflect.TypeOf(cmd)]
+	if !ok {
+		return state.Tracked{}, codes.Wrap(codes.ForwardRefused, fmt.Errorf("%s may not forward a %T", c.NodeID, cmd))
+	}
+	if err := rule(p, c, cmd); err != nil {
+		return state.Tracked{}, codes.Wrap(codes.ForwardRefused, err)
+	}
+	v := reflect.New(reflect.TypeOf(cmd)).Elem()
+	v.Set(reflect.ValueOf(cmd))
+	f := v.FieldByName("Actor")
+	if f.Kind() != reflect.String || !f.CanSet() {
+		return state.Tracked{}, codes.Wrap(codes.ForwardRefused, fmt.Errorf("a %T carries no audit actor", cmd))
+	}
+	f.SetString(actor)
+	out, err := state.Track(t.ReqID, v.Interface().(state.Command))
+	if err != nil {
+		return state.Tracked{}, codes.Wrap(codes.BadRequest, errors.New("forwarded command without a request id"))
+	}
+	return out, nil
+}
