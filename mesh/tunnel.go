@@ -106,3 +106,27 @@ func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 	}
 	return false, nil
 }
+
+// closeBlocked closes, at once, every established tunnel whose peer
+// presented a certificate now in blocklist: Nebula refuses such a
+// certificate at its next handshake and drops the tunnel on its own
+// connection-manager tick, seconds later; a removed node is cut off when
+// the reload that blocks it returns. Nothing is sent to the blocked peer.
+// The caller holds m.mu.
+func (m *Mesh) closeBlocked(blocklist []string) {
+	if len(blocklist) == 0 {
+		return
+	}
+	for _, h := range m.ctrl.ListHostmapHosts(false) {
+		if h.Cert == nil || len(h.VpnAddrs) == 0 {
+			continue
+		}
+		fp, err := h.Cert.Fingerprint()
+		if err != nil || !slices.Contains(blocklist, fp) {
+			continue
+		}
+		if m.ctrl.CloseTunnel(h.VpnAddrs[0], true) {
+			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, h.VpnAddrs[0], "fingerprint", fp)
+		}
+	}
+}
