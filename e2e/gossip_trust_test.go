@@ -254,7 +254,7 @@ func TestGossipTrust(t *testing.T) {
 		origin.MustCtl(t, "remove", "w2") // w2 keeps running, with its files
 		returned := time.Since(start)
 		rest := []*Node{origin, nodes[1]}
-		cut := Eventually(t, 15*time.Second, "w2 out of every member's view", func() error {
+		cut := Eventually(t, 2*time.Second, "w2 out of every member's view within 2 s of remove returning", func() error {
 			for _, nd := range rest {
 				st, err := status(t.Context(), nd)
 				if err != nil {
@@ -271,7 +271,6 @@ func TestGossipTrust(t *testing.T) {
 		})
 		t.Logf("remove w2 returned after %s; w2 out of every member's gossip view %s after that",
 			returned.Round(time.Millisecond), cut.Round(time.Millisecond))
-		fmt.Printf("MEASURED remove-to-gossip-cut: %s (remove itself took %s)\n", cut.Round(time.Millisecond), returned.Round(time.Millisecond))
 		// It stays out: w2, still running, sees nobody alive, and its key
 		// (the one it held when removed) no longer joins.
 		Eventually(t, 15*time.Second, "w2 alone", func() error {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,11 @@ func TestRemovedNodeCutOffEverywhere(t *testing.T) {
 	nodes := controlCluster(t, n, "w1")
 	origin, c3 := nodes[0], nodes[2]
 	controls := []*Node{origin, c3}
+	allPairsPing(t, nodes, 10*time.Second)
+	ips := overlayIPs(t, origin)
+	remaining := slices.Clone(nodes)
 	for _, victim := range []*Node{nodes[1], nodes[3]} { // c2, then w1
+		remaining = slices.DeleteFunc(remaining, func(nd *Node) bool { return nd == victim })
 		id := nodeIdentity(t, victim)
 		// Before: a member, on both ports of every control node.
 		for _, cn := range controls {
@@ -134,6 +139,31 @@ func TestRemovedNodeCutOffEverywhere(t *testing.T) {
 			t.Logf("%s removed: refused on %s's 7300 and 7301 %s after `meshctl remove` returned",
 				victim.NodeName, cn.NodeName, took[i].Round(time.Millisecond))
 		}
+		// Cut from the overlay and from gossip on every remaining member,
+		// within the same 2 s (checked on all members at once: each failed
+		// ping costs its 200 ms timeout).
+		cutErrs := make([]error, len(remaining))
+		for i, nd := range remaining {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, cutErrs[i] = waitFor(t.Context(), time.Until(removed.Add(2*time.Second)), func() error {
+					if nd.Ping(t.Context(), ips[victim.NodeName]) == nil {
+						return fmt.Errorf("%s still reaches %s over the overlay", nd.NodeName, victim.NodeName)
+					}
+					if g := gossipStateOf(t, nd, victim.NodeName); g == "alive" {
+						return fmt.Errorf("%s still sees %s alive in gossip", nd.NodeName, victim.NodeName)
+					}
+					return nil
+				})
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(cutErrs...); err != nil {
+			t.Fatalf("not cut off within 2 s of `meshctl remove` returning: %v", err)
+		}
+		t.Logf("%s removed: unreachable over the overlay and not alive in gossip on %d members %s after `meshctl remove` returned",
+			victim.NodeName, len(remaining), time.Since(removed).Round(time.Millisecond))
 	}
 }
 
