@@ -106,6 +106,19 @@ func TestAdmitJoiningRefusals(t *testing.T) {
 // TestRecordCerts: only a joining node without certificates takes them
 // (and becomes active); an active, removed, left, unknown or already
 // certified node is refused and nothing changes.
+// joinedWith is a fixture FSM with w1 joining, its record then edited by
+// edit directly (no command writes such records).
+func joinedWith(edit func(*Node)) func(*testing.T) *FSM {
+	return func(t *testing.T) *FSM {
+		f := admitFixture(t)
+		mustApply(t, f, joinCmd(1, "n-w1", "w1", pki.RoleWorker))
+		n := f.s.Nodes["n-w1"]
+		edit(&n)
+		f.s.Nodes["n-w1"] = n
+		return f
+	}
+}
+
 func TestRecordCerts(t *testing.T) {
 	joined := func(t *testing.T) *FSM {
 		f := admitFixture(t)
@@ -133,6 +146,12 @@ func TestRecordCerts(t *testing.T) {
 			mustApply(t, f, SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0.Add(time.Minute)})
 			return f
 		}, cmd: certsCmd("n-w1"), want: codes.BadRequest},
+		// A joining record holding any one piece of a certificate (a state no
+		// command writes, but a snapshot could hold) takes no more.
+		{name: "fail/joining-with-tls-fingerprint", fsm: joinedWith(func(n *Node) { n.TLSFingerprint = "aa" }), cmd: certsCmd("n-w1"), want: codes.BadRequest},
+		{name: "fail/joining-with-nebula-fingerprint", fsm: joinedWith(func(n *Node) { n.NebulaFingerprint = "bb" }), cmd: certsCmd("n-w1"), want: codes.BadRequest},
+		{name: "fail/joining-with-tls-cert", fsm: joinedWith(func(n *Node) { n.TLSCert = []byte("pem") }), cmd: certsCmd("n-w1"), want: codes.BadRequest},
+		{name: "fail/joining-with-nebula-cert", fsm: joinedWith(func(n *Node) { n.NebulaCert = []byte("pem") }), cmd: certsCmd("n-w1"), want: codes.BadRequest},
 		{name: "fail/no-nebula-cert", fsm: joined, cmd: func() RecordCerts { c := certsCmd("n-w1"); c.NebulaCert = nil; return c }(), want: codes.BadRequest},
 		{name: "fail/no-tls-fingerprint", fsm: joined, cmd: func() RecordCerts { c := certsCmd("n-w1"); c.TLSFingerprint = ""; return c }(), want: codes.BadRequest},
 		{name: "fail/no-expiry", fsm: joined, cmd: func() RecordCerts { c := certsCmd("n-w1"); c.TLSExpires = time.Time{}; return c }(), want: codes.BadRequest},
@@ -216,5 +235,17 @@ func TestAbortAdmission(t *testing.T) {
 				t.Fatal("a refused abort changed the state")
 			}
 		})
+	}
+}
+
+// TestAdmitKeepsTheNodesTLSKey: an admission that carries no TLS key of
+// its own takes the one the node record brings (the ledger may fill either).
+func TestAdmitKeepsTheNodesTLSKey(t *testing.T) {
+	f := admitFixture(t)
+	c := joinCmd(1, "n-w1", "w1", pki.RoleWorker)
+	c.Node.TLSPublicKey, c.Admission.TLSPublicKey = []byte("node-key"), nil
+	mustApply(t, f, c)
+	if n, _ := f.Node("n-w1"); string(n.TLSPublicKey) != "node-key" || n.State != NodeJoining {
+		t.Fatalf("recorded key %q, state %s", n.TLSPublicKey, n.State)
 	}
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,8 +123,26 @@ func TestRecordRevocationAcks(t *testing.T) {
 		if a, _ := f.RevocationAck("n-w1"); len(a.Pending) != 0 {
 			t.Fatalf("after a complete round: %+v", a)
 		}
-		if e := f.Audit(); e[len(e)-1].Code != codes.EventRevocationAcks {
-			t.Fatalf("last audit event %+v", e[len(e)-1])
+		if e := f.Audit(); e[len(e)-1].Code != codes.EventRevocationAcks || strings.Contains(e[len(e)-1].Detail, "pending") {
+			t.Fatalf("last audit event %+v, want the acknowledgements without a pending list", e[len(e)-1])
+		}
+	})
+	t.Run("ok/audit-names-the-pending", func(t *testing.T) {
+		f := setup(t)
+		mustApply(t, f, SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0})
+		mustApply(t, f, ack("n-w1", 2, t0.Add(time.Minute), "w3", "w4"))
+		if e := f.Audit(); !strings.HasSuffix(e[len(e)-1].Detail, "pending: w3,w4") {
+			t.Fatalf("audit detail %q, want the pending members named", e[len(e)-1].Detail)
+		}
+	})
+	t.Run("fail/version-zero", func(t *testing.T) {
+		f := setup(t)
+		mustApply(t, f, SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: t0})
+		if err := apply(t, f, ack("n-w1", 0, t0.Add(time.Minute))); codes.Of(err) != codes.BadRequest {
+			t.Fatalf("a round for list version 0: %v, want %s", err, codes.BadRequest)
+		}
+		if _, ok := f.RevocationAck("n-w1"); ok {
+			t.Fatal("a refused round was recorded")
 		}
 	})
 }
