@@ -192,8 +192,13 @@ func TestRemoveShowsConvergence(t *testing.T) {
 	if !strings.Contains(errs, string(codes.RevocationPending)) {
 		t.Fatalf("no %s warning on stderr:\n%s", codes.RevocationPending, errs)
 	}
-	if took > 10*time.Second {
-		t.Fatalf("remove waited %s; the bound was 3s", took)
+	// remove first rotates the gossip key, which waits for every live
+	// member: the cut-off w3 counts as live until gossip suspects it
+	// (a few seconds with the fast timers, longer on a loaded machine),
+	// then the acknowledgement round waits its 3 s. Bounded either way
+	// (30 s per rotation step at most); 6.3 s on a quiet machine.
+	if took > 20*time.Second {
+		t.Fatalf("remove waited %s; want the rotation's wait for w3's failure plus the 3 s acknowledgement bound", took)
 	}
 	Eventually(t, 5*time.Second, "c2 shows both rounds", func() error {
 		rows := map[string]apitype.Node{}
