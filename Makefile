@@ -26,7 +26,8 @@ root-tests: $(ROOT_TESTS)
 	@$(if $(ROOT_TESTS),true,echo "root-tests: not root; skipping the namespace e2e and package tests")
 
 # Nebula has data races of its own (shared/research/nebula.md), so the
-# packages that start it in-process run outside the -race run.
+# packages that start it in-process run outside the -race run. So does the
+# 100-member gossip simulation, which skips itself under -race.
 NORACE_PKGS := ./mesh ./agent/agenttest
 RACE_PKGS = $(shell $(GO) list ./... | grep -vE '/(mesh|agent/agenttest)$$')
 
@@ -35,6 +36,7 @@ unit:
 	$(GO) vet -tags e2e ./e2e
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
+	$(GO) test -count=1 -timeout 5m -run '^TestGossipSim$$' ./gossip
 
 # -fuzzminimizetime bounds minimisation: on the large snapshot seeds the
 # default (60 s per input) left FuzzSnapshotRestore about 10 executions.
@@ -75,9 +77,12 @@ e2e:
 		status=$$?; [ $$status = 0 ] || echo "e2e failed; full log in $(BIN)/e2e.log"; exit $$status
 
 # The numbers: join time, time until every node reaches a new one, failure
-# detection with and without 100 ms of netem delay, idle RSS (root).
+# detection with and without 100 ms of netem delay, idle RSS (root); then
+# the gossip simulation (100 fast-timer and 1,000 LAN-timer members in one
+# process, no root needed).
 bench:
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip
 
 clean:
 	rm -rf $(BIN) dist
