@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // MaxRoutines bounds Config.Routines: more reader/writer pairs than this

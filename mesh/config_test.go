@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
-	"github.com/sirupsen/logrus"
 )
 
 func TestValidate(t *testing.T) {
