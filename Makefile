@@ -26,7 +26,8 @@ root-tests: $(ROOT_TESTS)
 	@$(if $(ROOT_TESTS),true,echo "root-tests: not root; skipping the namespace e2e and package tests")
 
 # Nebula has data races of its own (shared/research/nebula.md), so the
-# packages that start it in-process run outside the -race run.
+# packages that start it in-process run outside the -race run. So does the
+# 100-member gossip simulation, which skips itself under -race.
 NORACE_PKGS := ./mesh ./agent/agenttest
 RACE_PKGS = $(shell $(GO) list ./... | grep -vE '/(mesh|agent/agenttest)$$')
 
@@ -35,6 +36,7 @@ unit:
 	$(GO) vet -tags e2e ./e2e
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
+	$(GO) test -count=1 -timeout 5m -run '^TestGossipSim$$' ./gossip
 
 # -fuzzminimizetime bounds minimisation: on the large snapshot seeds the
 # default (60 s per input) left FuzzSnapshotRestore about 10 executions.
@@ -77,9 +79,12 @@ e2e:
 # The numbers: join time, time until every node reaches a new one, failure
 # detection with and without 100 ms of netem delay, idle RSS (root); then
 # the burst: 50 joins at once through 3 control nodes, three rounds, each
-# bound to 10 s (TestJoinBurst50, which prints the latency distribution).
+# bound to 10 s (TestJoinBurst50, which prints the latency distribution);
+# the gossip simulation (100 fast-timer and 250 LAN-timer members in one
+# process, no root needed).
 bench:
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip
 	set -o pipefail; MESHD_BURST=1 $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])'
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/mesh"
 )
 
 // FileConfig is /etc/meshd/meshd.yaml. Unknown keys are refused with the
@@ -32,8 +33,17 @@ type FileConfig struct {
 	Ports         Ports      `yaml:"ports"`
 	Raft          RaftTiming `yaml:"raft"`
 
-	OverlayMode       OverlayMode   `yaml:"overlay_mode"`       // kernel (a TUN device) or userspace (no privileges)
-	TunDevice         string        `yaml:"tun_device"`         // kernel TUN device name
+	OverlayMode OverlayMode `yaml:"overlay_mode"` // kernel (a TUN device) or userspace (no privileges)
+	TunDevice   string      `yaml:"tun_device"`   // kernel TUN device name
+	// OverlayMTU is the TUN device's MTU (kernel mode): 576-9001, default
+	// 1300. It must leave room for Nebula's 60 bytes of overhead inside
+	// the underlay's MTU. Like every field but log_level, a change takes
+	// effect at the next start (a reload answers RestartNeeded).
+	OverlayMTU int `yaml:"overlay_mtu"`
+	// OverlayRoutines is Nebula's routines, the reader/writer pairs on
+	// the TUN device and the UDP socket: 1-64 (mesh.MaxRoutines), default
+	// 1. A change takes effect at the next start.
+	OverlayRoutines   int           `yaml:"overlay_routines"`
 	Timers            TimerProfile  `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
@@ -105,6 +115,8 @@ func DefaultFileConfig() FileConfig {
 
 		OverlayMode:       OverlayKernel,
 		TunDevice:         "meshd0",
+		OverlayMTU:        mesh.DefaultMTU,
+		OverlayRoutines:   mesh.DefaultRoutines,
 		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
 
@@ -211,6 +223,12 @@ func (c FileConfig) Validate() error {
 	}
 	if c.TunDevice == "" || len(c.TunDevice) > 15 {
 		return bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
+	}
+	if c.OverlayMTU < 576 || c.OverlayMTU > 9001 {
+		return bad("overlay_mtu", fmt.Sprint(c.OverlayMTU), errors.New("must be between 576 and 9001"))
+	}
+	if c.OverlayRoutines < 1 || c.OverlayRoutines > mesh.MaxRoutines {
+		return bad("overlay_routines", fmt.Sprint(c.OverlayRoutines), fmt.Errorf("must be between 1 and %d", mesh.MaxRoutines))
 	}
 	if c.Timers != TimersLAN && c.Timers != TimersFast {
 		return bad("timers", string(c.Timers), errors.New("must be lan or fast"))

@@ -25,6 +25,7 @@ func (c FileConfig) meshBase(f *nodeFacts) mesh.Config {
 	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
 	m.AmLighthouse = f.Role == pki.RoleControl
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
+	m.MTU, m.Routines = c.OverlayMTU, c.OverlayRoutines
 	// Advertise only the underlay address to lighthouses. Nebula never
 	// advertises loopback addresses, so on loopback it advertises nothing
 	// and lighthouses use the address they observe.

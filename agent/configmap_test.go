@@ -32,6 +32,7 @@ func TestConfigMapping(t *testing.T) {
 	test.Raft = RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	test.NebulaCertLifetime = time.Hour
+	test.OverlayMTU, test.OverlayRoutines = 1420, 2
 
 	got := map[string]any{}
 	for name, c := range map[string]struct {

@@ -9,9 +9,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/codes"
 )
+
+// MaxRoutines bounds Config.Routines: more reader/writer pairs than this
+// would only contend for the same cores.
+const MaxRoutines = 64
 
 // Defaults used by DefaultConfig.
 const (
@@ -19,6 +24,7 @@ const (
 	DefaultListenPort   = 4242
 	DefaultTunDev       = "meshd0"
 	DefaultMTU          = 1300
+	DefaultRoutines     = 1
 	DefaultSocketBuffer = 8 << 20 // 8 MiB: no UDP receive drops under load (research §5)
 )
 
@@ -88,13 +94,19 @@ type Config struct {
 	// uses the address it observes.
 	LocalAllowList []netip.Prefix
 
+	// Routines is Nebula's routines: how many reader/writer pairs serve
+	// the TUN device and the UDP socket (Nebula uses multi-queue TUN and
+	// SO_REUSEPORT for more than 1 on Linux). 1 to MaxRoutines; a change
+	// needs a restart.
+	Routines int
+
 	// Fast shortens Nebula's timers for tests: connection_alive_interval
 	// and pending_deletion_interval 2 s, lighthouse.interval 1 s.
 	Fast bool
 }
 
 // DefaultConfig returns the production defaults: listen on 0.0.0.0:4242,
-// TUN device meshd0 with MTU 1300, 8 MiB socket buffers. The caller adds
+// TUN device meshd0 with MTU 1300, 1 routine, 8 MiB socket buffers. The caller adds
 // the certificates and the peers.
 func DefaultConfig() Config {
 	return Config{
@@ -102,6 +114,7 @@ func DefaultConfig() Config {
 		ListenPort:   DefaultListenPort,
 		TunDev:       DefaultTunDev,
 		MTU:          DefaultMTU,
+		Routines:     DefaultRoutines,
 		SocketBuffer: DefaultSocketBuffer,
 	}
 }
@@ -203,6 +216,9 @@ func (c Config) validate() error {
 	if c.MTU < 576 || c.MTU > 9001 {
 		return bad("MTU", fmt.Sprint(c.MTU), "out of range 576-9001")
 	}
+	if c.Routines < 1 || c.Routines > MaxRoutines {
+		return bad("Routines", fmt.Sprint(c.Routines), "out of range 1-%d", MaxRoutines)
+	}
 	if c.SocketBuffer < 0 {
 		return bad("SocketBuffer", fmt.Sprint(c.SocketBuffer), "negative")
 	}
@@ -251,7 +267,7 @@ func pemBlocks(b []byte, types []string) (int, error) {
 
 // restartFields lists the fields whose change Nebula v1.10.3 cannot apply
 // live (research §1): the listener, the TUN device, the lighthouse role,
-// the device kind and the timers. The own overlay address is checked from
+// the device kind, the timers and the routines (read once by nebula.Main). The own overlay address is checked from
 // the certificates by Reload.
 func restartFields(old, new Config) []string {
 	var out []string
@@ -272,6 +288,9 @@ func restartFields(old, new Config) []string {
 	}
 	if old.Fast != new.Fast {
 		out = append(out, "Fast")
+	}
+	if old.Routines != new.Routines {
+		out = append(out, "Routines")
 	}
 	return out
 }

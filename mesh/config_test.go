@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
-	"github.com/sirupsen/logrus"
 )
 
 func TestValidate(t *testing.T) {
@@ -27,6 +28,9 @@ func TestValidate(t *testing.T) {
 		{"ok/port-0-worker", func(c *Config) { c.ListenPort = 0 }, ""},
 		{"ok/ipv6-listen", func(c *Config) { c.ListenHost = "::" }, ""},
 		{"ok/ca-bundle", func(c *Config) { c.CACert = []byte(fakeCA + fakeCA) }, ""},
+		{"ok/mtu-range", func(c *Config) { c.MTU = 576 }, ""},
+		{"ok/mtu-jumbo", func(c *Config) { c.MTU = 9001 }, ""},
+		{"ok/routines-max", func(c *Config) { c.Routines = MaxRoutines }, ""},
 		{"fail/no-ca", func(c *Config) { c.CACert = nil }, "CACert"},
 		{"fail/ca-is-key", func(c *Config) { c.CACert = []byte(fakeKey) }, "CACert"},
 		{"fail/two-certs", func(c *Config) { c.Cert = []byte(fakeCert + fakeCert) }, "Cert"},
@@ -48,6 +52,10 @@ func TestValidate(t *testing.T) {
 		{"fail/tun-dev-long", func(c *Config) { c.TunDev = "meshd0123456789ab" }, "TunDev"},
 		{"fail/tun-dev-slash", func(c *Config) { c.TunDev = "a/b" }, "TunDev"},
 		{"fail/mtu-zero", func(c *Config) { c.MTU = 0 }, "MTU"},
+		{"fail/mtu-575", func(c *Config) { c.MTU = 575 }, "MTU"},
+		{"fail/mtu-9002", func(c *Config) { c.MTU = 9002 }, "MTU"},
+		{"fail/routines-zero", func(c *Config) { c.Routines = 0 }, "Routines"},
+		{"fail/routines-too-many", func(c *Config) { c.Routines = MaxRoutines + 1 }, "Routines"},
 		{"fail/socket-buffer", func(c *Config) { c.SocketBuffer = -1 }, "SocketBuffer"},
 		{"fail/allow-list", func(c *Config) { c.LocalAllowList = []netip.Prefix{{}} }, "LocalAllowList[0]"},
 	}
@@ -80,7 +88,7 @@ func TestValidate(t *testing.T) {
 
 func TestDefaultConfig(t *testing.T) {
 	c := DefaultConfig()
-	if c.ListenHost != "0.0.0.0" || c.ListenPort != 4242 || c.TunDev != "meshd0" || c.MTU != 1300 || c.SocketBuffer != 8<<20 {
+	if c.ListenHost != "0.0.0.0" || c.ListenPort != 4242 || c.TunDev != "meshd0" || c.MTU != 1300 || c.Routines != 1 || c.SocketBuffer != 8<<20 {
 		t.Errorf("DefaultConfig() = %+v", c)
 	}
 	if c.Userspace || c.AmLighthouse || c.Fast {
@@ -106,6 +114,7 @@ func TestRestartFields(t *testing.T) {
 		{"restart/role", func(c *Config) { c.AmLighthouse = true }, []string{"AmLighthouse"}},
 		{"restart/userspace", func(c *Config) { c.Userspace = true }, []string{"Userspace"}},
 		{"restart/timers", func(c *Config) { c.Fast = true }, []string{"Fast"}},
+		{"restart/routines", func(c *Config) { c.Routines = 2 }, []string{"Routines"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

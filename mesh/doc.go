@@ -41,10 +41,11 @@
 //	TunDev, MTU       tun.dev, tun.mtu (kernel mode only)     dev: restart; mtu: live
 //	Userspace         the device factory passed to Main       restart
 //	Fast              timers.*, lighthouse.interval           restart
+//	Routines          routines (default 1)                    restart
 //
 // Fixed by meshd: firewall allowing any port and protocol both ways to and
 // from every holder of a valid cluster certificate, punchy.punch and
-// punchy.respond on, pki.disconnect_invalid on, routines 1, cipher aes,
+// punchy.respond on, pki.disconnect_invalid on, cipher aes,
 // logging at info (bridged, see below).
 //
 // # Nebula v1.10.3 caveats this package works around or documents

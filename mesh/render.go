@@ -152,7 +152,7 @@ func Render(c Config) (string, error) {
 		Tun:      tun,
 		Firewall: clusterFirewall(),
 		Timers:   timers,
-		Routines: 1,
+		Routines: c.Routines,
 		Cipher:   "aes",
 		// info reaches the log bridge, which shows it only at slog debug.
 		Logging: nebulaLogging{Level: "info", Format: "text", DisableTimestamp: true},

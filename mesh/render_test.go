@@ -151,6 +151,27 @@ func TestRenderReadByNebula(t *testing.T) {
 	}
 }
 
+// TestRenderRoutinesAndMTU: the configured routines and MTU reach the keys
+// Nebula reads (routines, tun.mtu); the golden files show the defaults.
+func TestRenderRoutinesAndMTU(t *testing.T) {
+	c := goldenWorker()
+	c.Routines, c.MTU = 2, 1420
+	text, err := Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := config.NewC(logrus.New())
+	if err := nc.LoadString(text); err != nil {
+		t.Fatal(err)
+	}
+	if got := nc.GetInt("routines", 0); got != 2 {
+		t.Errorf("routines = %d, want 2", got)
+	}
+	if got := nc.GetInt("tun.mtu", 0); got != 1420 {
+		t.Errorf("tun.mtu = %d, want 1420", got)
+	}
+}
+
 func TestRenderLighthouseListsNoHosts(t *testing.T) {
 	text, err := Render(goldenCases()["lighthouse"])
 	if err != nil {

@@ -1,0 +1,6 @@
+//go:build !race
+
+package gossip
+
+// raceEnabled reports a -race build: see TestGossipSim.
+const raceEnabled = false
