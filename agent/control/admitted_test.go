@@ -291,6 +291,11 @@ func TestConcurrentAdmissions(t *testing.T) {
 	}
 	wg.Wait()
 	took := time.Since(start)
+	// The origin may have lost the lead under load: read what raft
+	// committed, not what its FSM has applied so far.
+	if err := origin.p.SyncRead(ctx); err != nil {
+		t.Fatalf("read index on the origin: %v", err)
+	}
 	seen := map[netip.Prefix]string{}
 	for i, j := range jobs {
 		if errs[i] != nil {
