@@ -216,16 +216,23 @@ func TestInternalAPIAuthorization(t *testing.T) {
 			})
 		}
 	}
-	// The one route that changes its caller's own record: a worker and a
-	// control node may each record themselves as left.
-	for who, n := range map[caller]*agenttest.Node{asWorker: w2, asControl: c2} {
-		status, code, raw, err := call(memberClient(t, n), origin, "POST", "/v1/self/left", struct{}{})
-		if err != nil || status != http.StatusOK {
-			t.Fatalf("%s on /v1/self/left: HTTP %d, code %q, body %.200s, %v", who, status, code, raw, err)
-		}
-		if r := nodeRow(t, origin, n.Name); r.State != "left" {
-			t.Fatalf("%s is %q after /v1/self/left", n.Name, r.State)
-		}
+	// The one route that changes its caller's own record: a control node
+	// still in raft passes the guard but is refused (it leaves raft first:
+	// a voter on record as left would be cut from raft and take the quorum
+	// with it); a worker records itself left.
+	status, code, raw, err := call(memberClient(t, c2), origin, "POST", "/v1/self/left", struct{}{})
+	if err != nil || code != codes.BadRequest {
+		t.Fatalf("control voter on /v1/self/left: HTTP %d, code %q, body %.200s, %v; want %s", status, code, raw, err, codes.BadRequest)
+	}
+	if r := nodeRow(t, origin, "c2"); r.State != "active" {
+		t.Fatalf("c2 is %q after a refused /v1/self/left", r.State)
+	}
+	status, code, raw, err = call(memberClient(t, w2), origin, "POST", "/v1/self/left", struct{}{})
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("worker on /v1/self/left: HTTP %d, code %q, body %.200s, %v", status, code, raw, err)
+	}
+	if r := nodeRow(t, origin, "w2"); r.State != "left" {
+		t.Fatalf("w2 is %q after /v1/self/left", r.State)
 	}
 }
 

@@ -106,6 +106,13 @@ func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Calle
 
 // handleLeft records the calling member as left.
 func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
+	// A node on record as left is no member, so the raft port would refuse
+	// a voter recorded left and cost the cluster its quorum: a control node
+	// leaves raft first (`meshctl leave` does), then records itself left.
+	if p.raft.IsMember(c.NodeID) {
+		writeError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("%s is still in raft; it leaves raft before it records itself left", c.Name)))
+		return
+	}
 	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: c.NodeID}); err != nil {
 		writeError(w, err)
 		return
