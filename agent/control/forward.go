@@ -50,7 +50,9 @@ func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
 	switch {
 	case s.State == state.NodeRemoved && s.NodeID != c.NodeID:
 		return nil
-	case s.State == state.NodeLeft && s.NodeID == c.NodeID:
+	case s.State == state.NodeLeft && s.NodeID == c.NodeID && !p.raft.IsMember(c.NodeID):
+		// A voter on record as left would be cut from raft by the gate and
+		// take the quorum with it: it leaves raft first (`meshctl leave`).
 		return nil
 	case s.State == state.NodeLeft:
 		if n, ok := p.raft.FSM().Node(s.NodeID); ok && n.Role == pki.RoleWorker {

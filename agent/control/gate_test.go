@@ -245,6 +245,7 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 		{"renew nebula, not the CA holder", state.RenewNebula{NodeID: c3.nodeID, Cert: []byte("x"), Fingerprint: "f",
 			Issued: now, Expires: now.Add(time.Hour), At: now}, codes.ForwardRefused},
 		{"left for another node", state.SetNodeState{NodeID: c3.nodeID, State: state.NodeLeft, At: now}, codes.ForwardRefused},
+		{"left for itself while still a raft voter", state.SetNodeState{NodeID: c2.nodeID, State: state.NodeLeft, At: now}, codes.ForwardRefused},
 		{"active for itself", state.SetNodeState{NodeID: c2.nodeID, State: state.NodeActive, At: now}, codes.ForwardRefused},
 		{"remove itself", state.SetNodeState{NodeID: c2.nodeID, State: state.NodeRemoved, At: now}, codes.ForwardRefused},
 		{"remove the CA holder", state.SetNodeState{NodeID: origin.nodeID, State: state.NodeRemoved, At: now}, codes.CAHolderStays},

@@ -484,13 +484,5 @@ func (f *fakeControl) count(path string) int {
 // mint has via mint a token for name and returns its hash.
 func mint(t *testing.T, via *member, name string, role pki.Role) enroll.TokenHash {
 	t.Helper()
-	resp, err := via.p.Admit(within(t, 5*time.Second), admitReq(name, role), "test")
-	if err != nil {
-		t.Fatalf("mint for %s: %v", name, err)
-	}
-	tok, err := enroll.ParseToken(resp.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tok.Secret.Hash()
+	return mintSecret(t, via, name, role).Hash()
 }
