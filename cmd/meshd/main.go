@@ -85,6 +85,8 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, err)
 	}
+	prof := startProfiles(stderr)
+	defer prof.stop(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// After the first SIGTERM/SIGINT, a second one kills at once.
