@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // TestUserspaceOverlay runs a lighthouse and two nodes in this process,
@@ -121,10 +122,29 @@ func TestUserspaceOverlay(t *testing.T) {
 		if err := b.Verify(withSelf); err != nil {
 			t.Errorf("an entry for the own address must be ignored: %v", err)
 		}
+		// What a lighthouse holds is read back for every entry.
+		lhCfg := userspaceConfig(ca, lhCert, lhKey)
+		lhCfg.AmLighthouse, lhCfg.ListenPort = true, lhPort
+		if err := lh.Verify(lhCfg); err != nil {
+			t.Fatalf("the lighthouse's running config does not verify: %v", err)
+		}
+		lhExtra := lhCfg
+		lhExtra.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(50).Addr(): {ap("192.0.2.50:4242")}}
+		if err := lh.Verify(lhExtra); codes.Of(err) != codes.OverlayApply {
+			t.Errorf("a static host the lighthouse does not hold: want %s, got %v", codes.OverlayApply, err)
+		}
+		// Elsewhere only the lighthouse entries are read back (any other
+		// would query the lighthouses); a lighthouse not applied is caught.
 		notApplied := aCfg
-		notApplied.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(50).Addr(): {ap("192.0.2.50:4242")}}
+		notApplied.Lighthouses = append(slices.Clone(aCfg.Lighthouses),
+			Lighthouse{OverlayIP: overlayIP(50).Addr(), Underlay: []netip.AddrPort{ap("192.0.2.50:4242")}})
 		if err := a.Verify(notApplied); codes.Of(err) != codes.OverlayApply {
-			t.Errorf("a static host Nebula does not hold: want %s, got %v", codes.OverlayApply, err)
+			t.Errorf("a lighthouse Nebula does not hold: want %s, got %v", codes.OverlayApply, err)
+		}
+		inside := aCfg
+		inside.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(51).Addr(): {ap("10.42.0.78:4242")}}
+		if err := a.Verify(inside); codes.Of(err) != codes.OverlayApply {
+			t.Errorf("a static host Nebula would drop (underlay inside the overlay): want %s, got %v", codes.OverlayApply, err)
 		}
 		otherCert := aCfg
 		otherCert.Cert = bCert

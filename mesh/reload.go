@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slackhq/nebula/cert"
+
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
-	"github.com/slackhq/nebula/cert"
 )
 
 // identity is what Start and Reload learn from a Config's certificate.
@@ -94,6 +95,10 @@ func (m *Mesh) Reload(c Config) error {
 		return codes.Wrap(codes.RestartNeeded, fmt.Errorf("reload overlay: Nebula cannot change %s while it runs", strings.Join(fields, ", ")))
 	}
 	eff := c.withoutSelf(m.self)
+	if dropped := m.dropsStatic(eff); len(dropped) > 0 {
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: Nebula would drop static_host_map entries %s: "+
+			"an underlay address inside the overlay network %s", strings.Join(dropped, ", "), m.net))
+	}
 	text, err := Render(eff)
 	if err != nil {
 		return err
@@ -144,14 +149,21 @@ func (m *Mesh) rollback(cause error, logged []string) error {
 //   - the certificate Nebula uses (GetCertByVpnIp of the own address): its
 //     fingerprint must equal that of c.Cert. This catches a certificate
 //     Nebula refused on reload (another curve or network).
-//   - every static_host_map entry (lighthouses and static hosts): each
+//   - the static_host_map entries it can read without a side effect: each
 //     underlay address must be among the addresses Nebula holds for that
-//     overlay address as static (QueryLighthouse, owner = self). This
-//     catches an entry Nebula dropped, such as an underlay address inside
-//     the overlay network. Presence only: Nebula keeps addresses of
-//     removed entries in its cache, so removals cannot be read back. On a
-//     node that is not a lighthouse, each non-lighthouse entry costs one
-//     lighthouse query, the same message Nebula sends before a handshake.
+//     overlay address as static (QueryLighthouse, owner = self). On a
+//     lighthouse that is every entry; on any other node it is the
+//     lighthouses' entries only, because QueryLighthouse of any other
+//     address sends a query to every lighthouse, and each lighthouse then
+//     tells that host to punch towards this node and (punchy.respond) to
+//     handshake with it: one reload of a worker holding N static hosts cost
+//     N×3 queries and up to N handshakes, and a 50-join burst about 10,000
+//     (docs/performance.md). There, the one way Nebula v1.10.3 drops an
+//     entry without a word (an underlay address inside the overlay
+//     network; meshd sets no remote_allow_list, the other way) is checked
+//     before anything is applied (see dropsStatic). Presence only: Nebula
+//     keeps addresses of removed entries in its cache, so removals cannot
+//     be read back.
 //
 // It cannot read back lighthouse.hosts, the blocklist, the firewall or the
 // timers: Control does not expose them. Render always puts every lighthouse
@@ -195,8 +207,19 @@ func (m *Mesh) verify(c Config, fingerprint string) error {
 		ips = append(ips, ip)
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
+	lighthouses := lighthouseIPs(c)
 	var missing []string
 	for _, ip := range ips {
+		if !c.AmLighthouse && !slices.Contains(lighthouses, ip) {
+			// Reading it back would query the lighthouses: check the rule
+			// by which Nebula would have dropped it instead.
+			for _, a := range want[ip] {
+				if m.net.Contains(a.Addr()) {
+					missing = append(missing, ip.String()+"="+a.String())
+				}
+			}
+			continue
+		}
 		have := m.staticRemotes(ip)
 		for _, a := range want[ip] {
 			if !slices.Contains(have, a) {
@@ -208,6 +231,23 @@ func (m *Mesh) verify(c Config, fingerprint string) error {
 		return fmt.Errorf("verify overlay: Nebula does not hold static_host_map entries %s", strings.Join(missing, ", "))
 	}
 	return nil
+}
+
+// dropsStatic lists the entries of c's static_host_map that Nebula would
+// drop without a word: an underlay address inside the node's overlay
+// network (Nebula's LightHouse.shouldAdd; the other reason, a
+// remote_allow_list, meshd never sets).
+func (m *Mesh) dropsStatic(c Config) []string {
+	var out []string
+	for ip, addrs := range staticHostMap(c) {
+		for _, a := range addrs {
+			if m.net.Contains(a.Addr()) {
+				out = append(out, ip.String()+"="+a.String())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // staticRemotes returns the underlay addresses Nebula holds for ip from
