@@ -44,14 +44,33 @@ func (rt *runtime) applied() mesh.Config {
 	return rt.meshApplied
 }
 
+// reloadGap is the least time between two overlay reloads. A burst of
+// joins brings one gossip event and one node-list change per joiner to
+// every node; reloading Nebula for each (it re-reads the whole config, the
+// CA bundle and every static host) cost a 50-join burst about 20 reloads
+// per node. Changes that come within the gap wait for its end and are
+// applied together; a change after a quiet spell is applied at once.
+const reloadGap = 250 * time.Millisecond
+
 // reconcileOverlay brings Nebula in line with raft and gossip. Gossip
-// events trigger it at once; the tick is the safety net.
+// events trigger it at once (at most one reload per reloadGap); the tick
+// is the safety net.
 func (rt *runtime) reconcileOverlay(ctx context.Context) {
 	want := rt.meshConfig()
 	if reflect.DeepEqual(want, rt.applied()) {
 		return
 	}
+	if wait := reloadGap - time.Since(rt.lastReload); wait > 0 {
+		if rt.deferred.CompareAndSwap(false, true) {
+			time.AfterFunc(wait, func() {
+				rt.deferred.Store(false)
+				rt.poke()
+			})
+		}
+		return
+	}
 	start := time.Now()
+	rt.lastReload = start
 	if err := rt.mesh.Reload(want); err != nil {
 		rt.overlayErr.Store(errBox{err})
 		rt.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)

@@ -52,6 +52,8 @@ type runtime struct {
 	mesh        *mesh.Mesh
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
+	lastReload  time.Time    // when reconcileOverlay last reloaded Nebula (the reconcile loop's own)
+	deferred    atomic.Bool  // a poke is scheduled for a reload that reloadGap held back
 	overlayErr  atomic.Value // errBox: the last reload refusal, for status
 	gossip      *gossip.Gossip
 	kick        chan struct{}
@@ -201,7 +203,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	}
 	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
 	limits := a.cfg.portLimits()
-	ln, err := control.Listen(bind, tlsConf, limits)
+	ln, err := control.Listen(bind, tlsConf, limits, a.log.With("component", "control"))
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
