@@ -35,13 +35,14 @@ func DefaultLimits() Limits {
 }
 
 // Listen opens port 7300: TCP on bind, at most l.ConnsPerSource
-// connections per source address, TLS with conf.
-func Listen(bind string, conf *tls.Config, l Limits) (net.Listener, error) {
+// connections per source address, TLS with conf. A connection refused for
+// the cap is logged to log (at most once a second).
+func Listen(bind string, conf *tls.Config, l Limits, log *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	return tls.NewListener(&sourceLimit{Listener: ln, max: l.ConnsPerSource, open: map[string]int{}}, conf), nil
+	return tls.NewListener(&sourceLimit{Listener: ln, max: l.ConnsPerSource, open: map[string]int{}, log: log}, conf), nil
 }
 
 // NewServer is the HTTP server of port 7300 with l's timeouts and header
@@ -55,9 +56,11 @@ func NewServer(h http.Handler, l Limits, log *slog.Logger) *http.Server {
 // sourceLimit closes a new connection when its source already holds max.
 type sourceLimit struct {
 	net.Listener
-	max  int
-	mu   sync.Mutex
-	open map[string]int
+	max    int
+	log    *slog.Logger
+	mu     sync.Mutex
+	open   map[string]int
+	logged time.Time // when a refusal was last logged
 }
 
 func (l *sourceLimit) Accept() (net.Conn, error) {
@@ -75,9 +78,16 @@ func (l *sourceLimit) Accept() (net.Conn, error) {
 		if !full {
 			l.open[src]++
 		}
+		say := full && l.log != nil && time.Since(l.logged) >= time.Second
+		if say {
+			l.logged = time.Now()
+		}
 		l.mu.Unlock()
 		if full {
 			_ = c.Close()
+			if say {
+				l.log.Warn("connection refused: its source holds as many connections as one source may", "source", src, "max", l.max)
+			}
 			continue
 		}
 		return &countedConn{Conn: c, release: func() { l.release(src) }}, nil

@@ -26,7 +26,7 @@ func serveLimited(t *testing.T, l Limits) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := Listen("127.0.0.1:0", conf, l)
+	ln, err := Listen("127.0.0.1:0", conf, l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
