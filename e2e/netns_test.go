@@ -26,6 +26,9 @@ type Net struct {
 	// Timers is the meshd `timers` setting of the nodes started on this
 	// net: "fast" (the default here) or "lan" (the production default).
 	Timers string
+	// DefaultRaft leaves raft's timing at meshd's defaults (1 s heartbeat
+	// and election timeouts, 500 ms lease) instead of the suite's 300 ms.
+	DefaultRaft bool
 }
 
 // Host is one namespace on the test network.

@@ -55,8 +55,10 @@ advertise_addr: %s
 node_name: %s
 log_level: debug
 timers: %s
-raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}
 `, nd.Dir, nd.Socket, h.IP, h.IP, name, cmp.Or(n.Timers, "fast"))
+	if !n.DefaultRaft {
+		cfg += "raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}\n"
+	}
 	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
