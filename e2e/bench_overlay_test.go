@@ -79,6 +79,11 @@ func BenchmarkOverlayThroughput(b *testing.B) {
 		{"baseline", bl[1].host, baselineNet + ".3", []int{bl[1].cmd.Process.Pid, bl[2].cmd.Process.Pid}},
 		{"raw", w1.Host, w2.IP, nil},
 	}
+	for _, p := range paths[:2] { // idle, tunnels up
+		rss, anon := statusMB(b, p.pids[0], "VmRSS:"), statusMB(b, p.pids[0], "RssAnon:")
+		b.ReportMetric(rss, p.name+"-idle-rss-MB")
+		b.Logf("%s idle: RSS %.1f MB (anon %.1f)", p.name, rss, anon)
+	}
 	b.Logf("load before: %s", loadAvg())
 	mbps := map[string][]float64{}
 	rtt := map[string][]float64{}
