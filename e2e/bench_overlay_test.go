@@ -48,7 +48,7 @@ type overlayPath struct {
 // there.
 func BenchmarkOverlayThroughput(b *testing.B) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
-		b.Fatal("iperf3 not found: apt-get install iperf3")
+		b.Fatal("iperf3 not found: run scripts/install-deps.sh")
 	}
 	profDir := os.Getenv("MESHD_OVERLAY_PROFILE")
 	n := NewNet(b)
@@ -79,17 +79,19 @@ func BenchmarkOverlayThroughput(b *testing.B) {
 		{"baseline", bl[1].host, baselineNet + ".3", []int{bl[1].cmd.Process.Pid, bl[2].cmd.Process.Pid}},
 		{"raw", w1.Host, w2.IP, nil},
 	}
+	idle := ""
 	for _, p := range paths[:2] { // idle, tunnels up
 		rss, anon := statusMB(b, p.pids[0], "VmRSS:"), statusMB(b, p.pids[0], "RssAnon:")
 		b.ReportMetric(rss, p.name+"-idle-rss-MB")
-		b.Logf("%s idle: RSS %.1f MB (anon %.1f)", p.name, rss, anon)
+		idle += fmt.Sprintf("%s RSS %.1f MB (anon %.1f); ", p.name, rss, anon)
 	}
-	b.Logf("load before: %s", loadAvg())
+	b.Logf("idle: %sload %s", idle, loadAvg())
 	mbps := map[string][]float64{}
 	rtt := map[string][]float64{}
 	cpu := map[string][]float64{}
 	b.ResetTimer()
 	for i := range b.N {
+		line := fmt.Sprintf("round %d:", i+1)
 		for _, p := range paths {
 			r := measureRTT(b, p.client, p.dst)
 			before := cpuTicks(b, p.pids)
@@ -105,8 +107,9 @@ func BenchmarkOverlayThroughput(b *testing.B) {
 			}
 			mbps[p.name] = append(mbps[p.name], m)
 			rtt[p.name] = append(rtt[p.name], r)
-			b.Logf("round %d %-8s tcp %6.0f Mbit/s  rtt %.3f ms  overlay cpu (sender, receiver) %v  load %s", i+1, p.name, m, r, pct, loadAvg())
+			line += fmt.Sprintf(" %s %.0f Mbit/s %.3f ms cpu %v;", p.name, m, r, pct)
 		}
+		b.Logf("%s load %s", line, loadAvg())
 	}
 	b.StopTimer()
 	for _, p := range paths {
