@@ -129,13 +129,17 @@ func watchAllAlive(b *testing.B, nodes []*Node, d time.Duration) int {
 // pages), and the CPU each used over the same idleWindow, in % of one
 // core. Twice: with the e2e settings (timers fast, log_level debug) and
 // with the production defaults (timers lan, log_level info). The issue's
-// bounds for a worker are asserted: RSS <= 30 MB, CPU < 0.5%.
+// bounds for a worker are asserted with the production defaults: RSS <=
+// 30 MB, CPU < 0.5% (fast gossip timers alone cost more than that).
 // MESHD_IDLE_ENV="K=V ..." adds to every meshd's environment (for example
 // GODEBUG=gctrace=1, whose lines land in the node's log);
 // MESHD_IDLE_PROFILE=DIR writes each node's CPU and heap profile there
 // (they stop cleanly at the end).
 func BenchmarkIdleRSS(b *testing.B) {
-	for _, tc := range []struct{ timers, logLevel string }{{"fast", "debug"}, {"lan", "info"}} {
+	for _, tc := range []struct {
+		timers, logLevel string
+		bounds           bool
+	}{{"fast", "debug", false}, {"lan", "info", true}} {
 		b.Run("timers="+tc.timers, func(b *testing.B) {
 			n := NewNet(b)
 			n.Timers = tc.timers
@@ -184,6 +188,9 @@ func BenchmarkIdleRSS(b *testing.B) {
 				for _, nd := range nodes {
 					nd.Stop(b)
 				}
+			}
+			if !tc.bounds {
+				return
 			}
 			if rss[1] > 30 {
 				b.Errorf("worker idle RSS %.1f MB, over the 30 MB bound", rss[1])
