@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // TestUserspaceOverlay runs a lighthouse and two nodes in this process,
