@@ -38,6 +38,7 @@ var allowed = map[string][]string{
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
 	"e2e":                               {"agent/apitype", "codes"},
+	"bench/nebulabaseline":              {},
 }
 
 // forbiddenInMeshctl must never be linked into meshctl.

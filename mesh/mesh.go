@@ -12,11 +12,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula"
 	"github.com/slackhq/nebula/config"
 	"github.com/slackhq/nebula/overlay"
 	"github.com/slackhq/nebula/service"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // releaseTimeout bounds how long a kernel-mode Stop waits for the TUN

@@ -11,6 +11,7 @@ if [ "$(id -u)" = 0 ]; then
 	need=()
 	command -v ip >/dev/null || need+=(iproute2)
 	command -v ping >/dev/null || need+=(iputils-ping)
+	command -v iperf3 >/dev/null || need+=(iperf3) # BenchmarkOverlayThroughput (make bench)
 	if [ ${#need[@]} -gt 0 ]; then
 		echo "install-deps: apt-get install ${need[*]}"
 		apt-get -o DPkg::Lock::Timeout=300 update -qq

@@ -36,6 +36,7 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	tuneGC()
 	// Catch SIGHUP first: its default action would kill a meshd that is
 	// still starting when systemd (or an admin) asks for a reload.
 	hup := make(chan os.Signal, 1)
