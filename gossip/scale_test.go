@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +18,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	metrics "github.com/hashicorp/go-metrics/compat"
+	"github.com/hashicorp/memberlist"
 	"golang.org/x/sys/unix"
 
 	"github.com/meshd/meshd/loopbacktest"
@@ -57,6 +62,9 @@ const idleWindow = 5 * time.Second
 
 // simMembersEnv overrides BenchmarkGossipSim's cluster sizes.
 const simMembersEnv = "MESHD_GOSSIP_SIM_MEMBERS"
+
+// simGOGCEnv overrides the GOGC BenchmarkGossipSim runs with (simGC).
+const simGOGCEnv = "MESHD_GOSSIP_SIM_GOGC"
 
 // failBound is how long, with meshd's timers (fast or not), every one of n
 // members may take to see a member that stopped without leaving as failed:
@@ -140,7 +148,15 @@ func BenchmarkGossipSim(b *testing.B) {
 		b.Run(fmt.Sprintf("timers=%s/members=%d", run.timers, run.n), func(b *testing.B) {
 			var last simResult
 			for b.Loop() {
-				last = runSim(b, run.timers == "fast", run.n)
+				o := defaultSimOpts(run.timers == "fast", run.n)
+				if v := os.Getenv(simGOGCEnv); v != "" {
+					gc, err := strconv.Atoi(v)
+					if err != nil || gc < 1 {
+						b.Fatalf("%s=%q: want a GOGC percentage >= 1", simGOGCEnv, v)
+					}
+					o.gcPercent = gc
+				}
+				last = runSimOpts(b, o)
 				last.log(b)
 				last.check(b)
 			}
@@ -174,6 +190,10 @@ type simResult struct {
 	goroutinesPerMember       float64
 	idleCPUPerMember          float64 // fraction of a core, settled cluster
 	spurious                  int64   // failed events naming a member that was running
+	suspicions                int64   // suspect messages members accepted before the failure (a false suspicion counts once per member that heard it)
+	degradedProbes            int64   // probes memberlist ran degraded (its awareness of falling behind) before the failure
+	idlePacketsPerMember      float64 // UDP packets sent per member per second, settled cluster
+	gcPercent                 int     // GOGC the simulation ran with
 	loadBefore, loadAfter     string
 	probeInterval, gossipIntv time.Duration
 }
@@ -191,8 +211,10 @@ func (r simResult) log(tb testing.TB) {
 		r.joinAll.Round(time.Millisecond), r.joinMedian.Round(time.Millisecond), joinBound)
 	tb.Logf("  failure seen by %d/%d: all %v, median %v (bound %v)", r.failSeen, r.members,
 		r.failAll.Round(time.Millisecond), r.failMedian.Round(time.Millisecond), r.failBound)
-	tb.Logf("  per member: heap %.0f KiB, from the OS %.0f KiB, %.1f goroutines, idle CPU %.2f%% of a core; spurious failed events: %d",
-		r.heapPerMember/1024, r.sysPerMember/1024, r.goroutinesPerMember, 100*r.idleCPUPerMember, r.spurious)
+	tb.Logf("  per member: heap %.0f KiB, from the OS %.0f KiB, %.1f goroutines, idle CPU %.3f%% of a core (GOGC %d), %.1f UDP packets/s sent",
+		r.heapPerMember/1024, r.sysPerMember/1024, r.goroutinesPerMember, 100*r.idleCPUPerMember, r.gcPercent, r.idlePacketsPerMember)
+	tb.Logf("  before the failure: %d suspect messages accepted, %d degraded probes; spurious failed events: %d",
+		r.suspicions, r.degradedProbes, r.spurious)
 }
 
 func (r simResult) check(tb testing.TB) {
@@ -377,13 +399,78 @@ func probesRunning() bool {
 // (or suspect).
 func (s *sim) alive(i int) int { return s.members[i].serf.Memberlist().NumMembers() }
 
-// runSim starts n members, joins them into one cluster, then measures a
-// join and a failure as described at the top of this file.
+// simOpts shapes one simulation run.
+type simOpts struct {
+	fast bool
+	n    int
+	// seeds is how many members form the cluster first; every later
+	// member joins one of them at random, as meshd's workers join one of
+	// the control nodes they are given.
+	seeds int
+	// batch is how many members join at once; the next batch starts once
+	// every member sees every member so far alive.
+	batch int
+	// gcPercent is the GOGC the process runs with (0: leave it). See
+	// simGC.
+	gcPercent int
+}
+
+// defaultSimOpts: 3 seeds (meshd's usual control nodes); batches of 10
+// up to 100 members, then of 50 (n/20 batches rather than n/10: each
+// batch waits out its dissemination); GOGC as simGC says.
+func defaultSimOpts(fast bool, n int) simOpts {
+	o := simOpts{fast: fast, n: n, seeds: min(3, n), batch: 10, gcPercent: simGC(n)}
+	if n > 100 {
+		o.batch = 50
+	}
+	return o
+}
+
+// simGC is the GOGC the simulation of n members runs with. Every member
+// allocates per packet (memberlist's 64 KiB receive buffer, a fresh LZW
+// table per compressed packet), and one process pays for all n members'
+// garbage; at 250 members half the idle CPU profile was the collector.
+// Beyond 100 members the simulation collects 4x less often (GOGC 400,
+// with a soft memory limit, simMemLimit, so it cannot run away): a cost of
+// this one process, not of a member, so it is not charged to the members.
+// Each meshd process collects its own small heap.
+func simGC(n int) int {
+	if n > 100 {
+		return 400
+	}
+	return 0
+}
+
+// simMemLimit is the soft memory limit while GOGC is raised: half this
+// 24 GiB machine, which the other suites share.
+const simMemLimit = 12 << 30
+
+// runSim starts n members, forms one cluster, then measures a join and a
+// failure as described at the top of this file.
 func runSim(tb testing.TB, fast bool, n int) simResult {
 	tb.Helper()
+	return runSimOpts(tb, defaultSimOpts(fast, n))
+}
+
+func runSimOpts(tb testing.TB, o simOpts) simResult {
+	tb.Helper()
+	n := o.n
 	raiseFDLimit(tb, 4*n+256) // per member: udp, tcp listener, address lock file, a tcp stream
-	r := simResult{members: n, fast: fast, failBound: failBound(tb, fast, n), loadBefore: loadAvg()}
-	s := &sim{tb: tb, key: newKey(tb), fast: fast}
+	if o.gcPercent != 0 {
+		oldGC := debug.SetGCPercent(o.gcPercent)
+		oldLimit := debug.SetMemoryLimit(simMemLimit)
+		tb.Cleanup(func() {
+			debug.SetGCPercent(oldGC)
+			debug.SetMemoryLimit(oldLimit)
+		})
+	}
+	counters := installSimSink()
+	r := simResult{members: n, fast: o.fast, failBound: failBound(tb, o.fast, n), loadBefore: loadAvg(), gcPercent: o.gcPercent}
+	if r.gcPercent == 0 {
+		r.gcPercent = debug.SetGCPercent(-1)
+		debug.SetGCPercent(r.gcPercent)
+	}
+	s := &sim{tb: tb, key: newKey(tb), fast: o.fast}
 	tb.Cleanup(s.shutdown)
 
 	var m0, m1 runtime.MemStats
@@ -395,23 +482,22 @@ func runSim(tb testing.TB, fast bool, n int) simResult {
 	}
 	sc, _ := s.cfgs[0].serfConfig(nil, log.New(io.Discard, "", 0))
 	r.probeInterval, r.gossipIntv = sc.MemberlistConfig.ProbeInterval, sc.MemberlistConfig.GossipInterval
+	counters.reset()
 
-	// Formation, in batches of simBatch: each member of a batch joins a
-	// random member of the cluster formed so far (as meshd's workers join
-	// whichever control node they are given), then every member must see
-	// the cluster alive before the next batch. All at once is no test of
-	// meshd: it would make n members' join storm, which on n machines is
-	// spread over n CPUs, compete for this process's two.
+	// Formation: the seeds join the first, then batches of o.batch
+	// members each join a random seed; every member must see the cluster
+	// so far alive before the next batch. All at once is no test of
+	// meshd: n members' join storm, which n machines spread over n CPUs,
+	// would compete for this process's two.
 	t0 := time.Now()
-	for lo := 1; lo < n; lo += simBatch {
-		hi := min(lo+simBatch, n)
+	join := func(lo, hi int, peer func() int) {
 		var wg sync.WaitGroup
 		var joinErr atomic.Pointer[error]
 		for i := lo; i < hi; i++ {
-			peer := rand.IntN(lo)
+			p := peer()
 			wg.Go(func() {
-				if _, err := s.members[i].Join(tb.Context(), []string{s.addr(peer)}); err != nil {
-					err = fmt.Errorf("%s joins %s: %w", s.cfgs[i].Name, s.cfgs[peer].Name, err)
+				if _, err := s.members[i].Join(tb.Context(), []string{s.addr(p)}); err != nil {
+					err = fmt.Errorf("%s joins %s: %w", s.cfgs[i].Name, s.cfgs[p].Name, err)
 					joinErr.CompareAndSwap(nil, &err)
 				}
 			})
@@ -422,15 +508,11 @@ func runSim(tb testing.TB, fast bool, n int) simResult {
 		}
 		// A member that missed a join's broadcasts learns of it at its
 		// next push/pull, which memberlist spaces out as the cluster grows.
-		pushPull := pushPullScale(sc.MemberlistConfig.PushPullInterval, hi)
-		waitUntil(tb, time.Now().Add(time.Minute+2*pushPull), func() (bool, string) {
-			for i := range hi {
-				if a := s.alive(i); a != hi {
-					return false, fmt.Sprintf("after %d joins %s sees %d of %d alive", hi-1, s.cfgs[i].Name, a, hi)
-				}
-			}
-			return true, ""
-		})
+		s.waitAllSee(hi, time.Now().Add(time.Minute+2*pushPullScale(sc.MemberlistConfig.PushPullInterval, hi)))
+	}
+	join(1, o.seeds, func() int { return 0 })
+	for lo := o.seeds; lo < n; lo += o.batch {
+		join(lo, min(lo+o.batch, n), func() int { return rand.IntN(o.seeds) })
 	}
 	r.formation = time.Since(t0)
 
@@ -440,30 +522,42 @@ func runSim(tb testing.TB, fast bool, n int) simResult {
 	r.sysPerMember = float64(int64(m1.Sys)-int64(m0.Sys)) / float64(n)
 	r.goroutinesPerMember = float64(runtime.NumGoroutine()-g0) / float64(n)
 
-	// Let the formation's broadcasts drain (they are retransmitted a
-	// bounded number of times), so the join below is measured on a settled
-	// cluster rather than behind thousands of queued join messages.
-	waitUntil(tb, time.Now().Add(time.Minute+time.Duration(n)*100*time.Millisecond), func() (bool, string) {
+	// Let the formation's broadcasts drain (every member retransmits each
+	// join RetransmitMult * log10(n) times), so the join below is measured
+	// on a settled cluster rather than behind thousands of queued messages,
+	// and the idle cost is that of a settled cluster.
+	waitUntil(tb, time.Now().Add(2*time.Minute+time.Duration(n)*200*time.Millisecond), func() (bool, string) {
 		for i := range n {
 			if q := s.members[i].serf.Stats()["intent_queue"]; q != "0" {
 				return false, fmt.Sprintf("%s has %s join intents queued", s.cfgs[i].Name, q)
+			}
+			if q := memberlistQueued(tb, s.members[i]); q != 0 {
+				return false, fmt.Sprintf("%s has %d memberlist broadcasts queued", s.cfgs[i].Name, q)
 			}
 		}
 		return true, ""
 	})
 
-	// Idle cost: the process's CPU time over idleWindow, per member.
+	// Idle cost: the process's CPU time over the window, per member.
+	window := idleWindow
+	if n > 100 {
+		// push/pulls are minutes apart at this size: average over more.
+		window = 3 * idleWindow
+	}
 	var ru0, ru1 unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+	p0 := counters.udpSent.Load()
 	w0 := time.Now()
 	select {
-	case <-time.After(idleWindow):
+	case <-time.After(window):
 	case <-tb.Context().Done():
 		tb.Fatal("test ended")
 	}
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+	elapsed := time.Since(w0)
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	r.idleCPUPerMember = float64(cpu) / float64(time.Since(w0)) / float64(n)
+	r.idleCPUPerMember = float64(cpu) / float64(elapsed) / float64(n)
+	r.idlePacketsPerMember = float64(counters.udpSent.Load()-p0) / elapsed.Seconds() / float64(n)
 
 	everyone := func(except ...int) []int {
 		var out []int
@@ -487,6 +581,7 @@ func runSim(tb testing.TB, fast bool, n int) simResult {
 
 	// A failure: a member of the original cluster (not the seed) stops
 	// without leaving; everyone else, the newcomer included, must see it.
+	r.suspicions, r.degradedProbes = counters.suspect.Load(), counters.degradedProbe.Load()
 	victim := n - 1
 	s.stopped.Store(s.cfgs[victim].Name, true)
 	w = newWatch(EventFailed, s.cfgs[victim].Name, everyone(victim))
@@ -501,6 +596,91 @@ func runSim(tb testing.TB, fast bool, n int) simResult {
 	r.loadAfter = loadAvg()
 	return r
 }
+
+// waitAllSee waits until each of members 0..hi-1 sees hi members alive.
+// A member once seen converged is not polled again (a member later seen
+// failed shows up as a spurious failed event), so a poll costs little
+// once most have converged.
+func (s *sim) waitAllSee(hi int, deadline time.Time) {
+	s.tb.Helper()
+	next := 0
+	waitUntil(s.tb, deadline, func() (bool, string) {
+		for ; next < hi; next++ {
+			if a := s.alive(next); a != hi {
+				return false, fmt.Sprintf("after %d joins %s sees %d of %d alive", hi-1, s.cfgs[next].Name, a, hi)
+			}
+		}
+		return true, ""
+	})
+}
+
+// memberlistQueued is how many broadcasts g's memberlist still has queued
+// to gossip. memberlist exports no accessor; its queue is read through
+// reflection (memberlist v0.6.0's unexported field broadcasts), and the
+// test fails loudly if a memberlist upgrade renamed it.
+func memberlistQueued(tb testing.TB, g *Gossip) int {
+	f := reflect.ValueOf(g.serf.Memberlist()).Elem().FieldByName("broadcasts")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*memberlist.TransmitLimitedQueue]() {
+		tb.Fatal("memberlist.Memberlist has no field broadcasts *TransmitLimitedQueue any more: update memberlistQueued")
+	}
+	q := *(**memberlist.TransmitLimitedQueue)(unsafe.Pointer(f.UnsafeAddr()))
+	return q.NumQueued()
+}
+
+// simCounters are process-wide counts of what memberlist reports through
+// go-metrics, for every member in this process.
+type simCounters struct {
+	suspect, degradedProbe, udpSent atomic.Int64
+}
+
+func (c *simCounters) reset() {
+	c.suspect.Store(0)
+	c.degradedProbe.Store(0)
+	c.udpSent.Store(0)
+}
+
+var (
+	simSinkOnce sync.Once
+	simSinkC    simCounters
+)
+
+// installSimSink makes go-metrics' global sink (which memberlist reports
+// to) count into simSinkC, once per process. meshd installs no sink of its
+// own; without one go-metrics discards everything.
+func installSimSink() *simCounters {
+	simSinkOnce.Do(func() {
+		cfg := metrics.DefaultConfig("")
+		cfg.EnableHostname, cfg.EnableRuntimeMetrics, cfg.HostName = false, false, ""
+		if _, err := metrics.NewGlobal(cfg, simSink{&simSinkC}); err != nil {
+			panic(err)
+		}
+	})
+	return &simSinkC
+}
+
+// simSink is a go-metrics sink that counts memberlist's suspect
+// messages, degraded probes and UDP packets sent, and drops the rest.
+type simSink struct{ c *simCounters }
+
+func (k simSink) IncrCounterWithLabels(key []string, _ float32, _ []metrics.Label) {
+	if len(key) != 3 || key[0] != "memberlist" {
+		return
+	}
+	switch key[1] + "." + key[2] {
+	case "msg.suspect":
+		k.c.suspect.Add(1)
+	case "degraded.probe":
+		k.c.degradedProbe.Add(1)
+	case "udp.sent":
+		k.c.udpSent.Add(1)
+	}
+}
+func (k simSink) IncrCounter(key []string, v float32)                  { k.IncrCounterWithLabels(key, v, nil) }
+func (simSink) SetGauge([]string, float32)                             {}
+func (simSink) SetGaugeWithLabels([]string, float32, []metrics.Label)  {}
+func (simSink) EmitKey([]string, float32)                              {}
+func (simSink) AddSample([]string, float32)                            {}
+func (simSink) AddSampleWithLabels([]string, float32, []metrics.Label) {}
 
 // pushPullScale is memberlist's push/pull interval for n members
 // (memberlist's own pushPullScale, unexported): doubled for every doubling
