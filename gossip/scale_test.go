@@ -8,9 +8,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +64,11 @@ const idleWindow = 5 * time.Second
 
 // simMembersEnv overrides BenchmarkGossipSim's cluster sizes.
 const simMembersEnv = "MESHD_GOSSIP_SIM_MEMBERS"
+
+// simProfileEnv names a directory: the simulation writes there a CPU
+// profile of the formation (formation.cpu), one of the settled cluster
+// (idle.cpu) and a heap profile after formation (formed.heap).
+const simProfileEnv = "MESHD_GOSSIP_SIM_PROFILE"
 
 // simGOGCEnv overrides the GOGC BenchmarkGossipSim runs with (simGC).
 const simGOGCEnv = "MESHD_GOSSIP_SIM_GOGC"
@@ -484,12 +491,26 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	r.probeInterval, r.gossipIntv = sc.MemberlistConfig.ProbeInterval, sc.MemberlistConfig.GossipInterval
 	counters.reset()
 
-	// Formation: the seeds join the first, then batches of o.batch
-	// members each join a random seed; every member must see the cluster
-	// so far alive before the next batch. All at once is no test of
-	// meshd: n members' join storm, which n machines spread over n CPUs,
-	// would compete for this process's two.
+	// Formation: the seeds join the first, then batches of newcomers each
+	// join a random seed, as meshd's workers join one of the control nodes
+	// they are given. All at once is no test of meshd: n members' join
+	// storm, which n machines spread over n CPUs, would compete for this
+	// process's two. A batch at most doubles the cluster and is at most
+	// o.batch; the next starts once 99% of the cluster's view is complete
+	// (every member seeing every member so far alive) and the members'
+	// gossip queues hold on average less than one message (waitDrained).
+	// Without the second condition, at 400 members the batches' broadcasts
+	// (each join retransmitted 16 times by every member) piled up faster
+	// than this process could send them, probes timed out, suspicions
+	// cascaded (480,000 suspect messages) and the heap grew to the memory
+	// limit. The first is not 100%: gossip
+	// retransmits each join a bounded number of times (RetransmitMult *
+	// log10(n) per member), so in a cluster of 48 about one member in a
+	// batch misses one join, and learns of it only at its next push/pull, a
+	// minute later (observed: a batch of 24 took 68 s to converge fully).
+	// Formation ends when every member sees all n alive.
 	t0 := time.Now()
+	stopProfile := startProfile(tb, "formation.cpu")
 	join := func(lo, hi int, peer func() int) {
 		var wg sync.WaitGroup
 		var joinErr atomic.Pointer[error]
@@ -506,21 +527,32 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		if p := joinErr.Load(); p != nil {
 			tb.Fatal(*p)
 		}
-		// A member that missed a join's broadcasts learns of it at its
-		// next push/pull, which memberlist spaces out as the cluster grows.
-		s.waitAllSee(hi, time.Now().Add(time.Minute+2*pushPullScale(sc.MemberlistConfig.PushPullInterval, hi)))
 	}
+	pushPull := func(n int) time.Duration { return pushPullScale(sc.MemberlistConfig.PushPullInterval, n) }
 	join(1, o.seeds, func() int { return 0 })
-	for lo := o.seeds; lo < n; lo += o.batch {
-		join(lo, min(lo+o.batch, n), func() int { return rand.IntN(o.seeds) })
+	s.waitAllSee(o.seeds, time.Now().Add(time.Minute+2*pushPull(o.seeds)))
+	for lo := o.seeds; lo < n; {
+		hi := min(lo+min(o.batch, lo), n)
+		join(lo, hi, func() int { return rand.IntN(o.seeds) })
+		s.waitMostSee(hi, 0.99, time.Now().Add(time.Minute+2*pushPull(hi)))
+		s.waitDrained(hi, time.Now().Add(2*time.Minute+time.Duration(hi)*200*time.Millisecond))
+		progress(tb, "formed %d/%d after %v (suspicions %d, degraded probes %d)", hi, n,
+			time.Since(t0).Round(time.Millisecond), counters.suspect.Load(), counters.degradedProbe.Load())
+		lo = hi
 	}
+	// A member that missed a join's broadcasts learns of it at its next
+	// push/pull, which memberlist spaces out as the cluster grows.
+	s.waitAllSee(n, time.Now().Add(time.Minute+2*pushPull(n)))
 	r.formation = time.Since(t0)
+	stopProfile()
 
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	r.heapPerMember = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(n)
 	r.sysPerMember = float64(int64(m1.Sys)-int64(m0.Sys)) / float64(n)
 	r.goroutinesPerMember = float64(runtime.NumGoroutine()-g0) / float64(n)
+	writeHeapProfile(tb, "formed.heap")
+	progress(tb, "heap after GC %d MiB", m1.HeapAlloc>>20)
 
 	// Let the formation's broadcasts drain (every member retransmits each
 	// join RetransmitMult * log10(n) times), so the join below is measured
@@ -544,6 +576,8 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		// push/pulls are minutes apart at this size: average over more.
 		window = 3 * idleWindow
 	}
+	progress(tb, "settled after %v", time.Since(t0).Round(time.Millisecond))
+	stopProfile = startProfile(tb, "idle.cpu")
 	var ru0, ru1 unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru0)
 	p0 := counters.udpSent.Load()
@@ -558,6 +592,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
 	r.idleCPUPerMember = float64(cpu) / float64(elapsed) / float64(n)
 	r.idlePacketsPerMember = float64(counters.udpSent.Load()-p0) / elapsed.Seconds() / float64(n)
+	stopProfile()
 
 	everyone := func(except ...int) []int {
 		var out []int
@@ -597,6 +632,51 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	return r
 }
 
+// progress reports a step of a long run on stderr as it happens (the
+// testing package shows a benchmark's log only at its end), with -test.v.
+func progress(tb testing.TB, format string, args ...any) {
+	if testing.Verbose() {
+		fmt.Fprintf(os.Stderr, "%s %s: %s\n", time.Now().Format("15:04:05"), tb.Name(), fmt.Sprintf(format, args...))
+	}
+}
+
+// startProfile starts a CPU profile into $MESHD_GOSSIP_SIM_PROFILE/name,
+// if set; the returned function stops it.
+func startProfile(tb testing.TB, name string) func() {
+	dir := os.Getenv(simProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// writeHeapProfile writes a heap profile to $MESHD_GOSSIP_SIM_PROFILE/name,
+// if set.
+func writeHeapProfile(tb testing.TB, name string) {
+	dir := os.Getenv(simProfileEnv)
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // waitAllSee waits until each of members 0..hi-1 sees hi members alive.
 // A member once seen converged is not polled again (a member later seen
 // failed shows up as a spurious failed event), so a poll costs little
@@ -611,6 +691,35 @@ func (s *sim) waitAllSee(hi int, deadline time.Time) {
 			}
 		}
 		return true, ""
+	})
+}
+
+// waitMostSee waits until members 0..hi-1 together see at least frac of
+// the hi*hi (member, member alive) pairs.
+func (s *sim) waitMostSee(hi int, frac float64, deadline time.Time) {
+	s.tb.Helper()
+	want := int(math.Ceil(frac * float64(hi) * float64(hi)))
+	waitUntil(s.tb, deadline, func() (bool, string) {
+		sum := 0
+		for i := range hi {
+			sum += s.alive(i)
+		}
+		return sum >= want, fmt.Sprintf("%d members see %d of %d member pairs alive, want %d", hi, sum, hi*hi, want)
+	})
+}
+
+// waitDrained waits until members 0..hi-1 have fewer than hi broadcasts
+// queued in all (memberlist's and serf's join intents).
+func (s *sim) waitDrained(hi int, deadline time.Time) {
+	s.tb.Helper()
+	waitUntil(s.tb, deadline, func() (bool, string) {
+		sum := 0
+		for i := range hi {
+			sum += memberlistQueued(s.tb, s.members[i])
+			q, _ := strconv.Atoi(s.members[i].serf.Stats()["intent_queue"])
+			sum += q
+		}
+		return sum < hi, fmt.Sprintf("%d members have %d broadcasts queued, want < %d", hi, sum, hi)
 	})
 }
 
