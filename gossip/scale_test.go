@@ -70,6 +70,10 @@ const simMembersEnv = "MESHD_GOSSIP_SIM_MEMBERS"
 // (idle.cpu) and a heap profile after formation (formed.heap).
 const simProfileEnv = "MESHD_GOSSIP_SIM_PROFILE"
 
+// simDilateEnv runs BenchmarkGossipSim time-dilated: every timer times
+// this factor (dilate_test.go).
+const simDilateEnv = "MESHD_GOSSIP_SIM_DILATE"
+
 // simGOGCEnv overrides the GOGC BenchmarkGossipSim runs with (simGC).
 const simGOGCEnv = "MESHD_GOSSIP_SIM_GOGC"
 
@@ -93,7 +97,7 @@ const simGOGCEnv = "MESHD_GOSSIP_SIM_GOGC"
 //
 // Fast, 100 members: 400 ms + 800 ms + 12 * 50 ms = 1.8 s; fast, 1,000:
 // 2.4 s. LAN, 1,000: 2 s + 12 s + 16 * 200 ms = 17.2 s.
-func failBound(tb testing.TB, fast bool, n int) time.Duration {
+func failBound(tb testing.TB, fast bool, n, dilate int) time.Duration {
 	tb.Helper()
 	cfg := DefaultConfig()
 	cfg.Name, cfg.BindAddr, cfg.Keys, cfg.Fast = "bound", "127.0.0.1", [][]byte{make([]byte, 32)}, fast
@@ -101,6 +105,7 @@ func failBound(tb testing.TB, fast bool, n int) time.Duration {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	dilateSerf(sc, dilate)
 	ml := sc.MemberlistConfig
 	scale := max(1, math.Log10(float64(n)))
 	// The suspicion timeout starts at SuspicionMaxTimeoutMult times its
@@ -163,6 +168,13 @@ func BenchmarkGossipSim(b *testing.B) {
 					}
 					o.gcPercent = gc
 				}
+				if v := os.Getenv(simDilateEnv); v != "" {
+					k, err := strconv.Atoi(v)
+					if err != nil || k < 1 {
+						b.Fatalf("%s=%q: want a dilation factor >= 1", simDilateEnv, v)
+					}
+					o.dilate = k
+				}
 				last = runSimOpts(b, o)
 				last.log(b)
 				last.check(b)
@@ -178,6 +190,8 @@ func BenchmarkGossipSim(b *testing.B) {
 			b.ReportMetric(last.goroutinesPerMember, "goroutines/member")
 			b.ReportMetric(100*last.idleCPUPerMember, "idle-cpu-%/member")
 			b.ReportMetric(float64(last.spurious), "spurious-failed")
+			b.ReportMetric(float64(last.dilation), "dilation")
+			b.ReportMetric(float64(last.suspicions), "suspect-msgs")
 		})
 	}
 }
@@ -201,6 +215,7 @@ type simResult struct {
 	degradedProbes            int64   // probes memberlist ran degraded (its awareness of falling behind) before the failure
 	idlePacketsPerMember      float64 // UDP packets sent per member per second, settled cluster
 	gcPercent                 int     // GOGC the simulation ran with
+	dilation                  int     // every timer multiplied by this (1: real time); see dilate_test.go
 	loadBefore, loadAfter     string
 	probeInterval, gossipIntv time.Duration
 }
@@ -213,9 +228,15 @@ func (r simResult) log(tb testing.TB) {
 	}
 	tb.Logf("gossip simulation, %d members (timers %s: probe %v, gossip %v); load before %s, after %s",
 		r.members, timers, r.probeInterval, r.gossipIntv, r.loadBefore, r.loadAfter)
+	if k := time.Duration(r.dilation); k > 1 {
+		tb.Logf("  TIME DILATED x%d: every timer is %d times longer; the times below are wall-clock, /%d in brackets", r.dilation, r.dilation, r.dilation)
+		tb.Logf("  scaled: formation [%v], join all [%v] median [%v] (bound %v), failure all [%v] median [%v] (bound [%v])",
+			(r.formation / k).Round(time.Millisecond), (r.joinAll / k).Round(time.Millisecond), (r.joinMedian / k).Round(time.Millisecond), joinBound,
+			(r.failAll / k).Round(time.Millisecond), (r.failMedian / k).Round(time.Millisecond), (r.failBound / k).Round(time.Millisecond))
+	}
 	tb.Logf("  formation (first Join to all %d alive everywhere): %v", r.members, r.formation.Round(time.Millisecond))
 	tb.Logf("  join seen by %d/%d: all %v, median %v (bound %v)", r.joinSeen, r.members,
-		r.joinAll.Round(time.Millisecond), r.joinMedian.Round(time.Millisecond), joinBound)
+		r.joinAll.Round(time.Millisecond), r.joinMedian.Round(time.Millisecond), time.Duration(r.dilation)*joinBound)
 	tb.Logf("  failure seen by %d/%d: all %v, median %v (bound %v)", r.failSeen, r.members,
 		r.failAll.Round(time.Millisecond), r.failMedian.Round(time.Millisecond), r.failBound)
 	tb.Logf("  per member: heap %.0f KiB, from the OS %.0f KiB, %.1f goroutines, idle CPU %.3f%% of a core (GOGC %d), %.1f UDP packets/s sent",
@@ -226,8 +247,8 @@ func (r simResult) log(tb testing.TB) {
 
 func (r simResult) check(tb testing.TB) {
 	tb.Helper()
-	if r.joinSeen != r.members || r.joinAll > joinBound {
-		tb.Errorf("join reached %d/%d members, the last after %v; want all within %v", r.joinSeen, r.members, r.joinAll, joinBound)
+	if r.joinSeen != r.members || r.joinAll > time.Duration(r.dilation)*joinBound {
+		tb.Errorf("join reached %d/%d members, the last after %v; want all within %v (x%d dilation)", r.joinSeen, r.members, r.joinAll, time.Duration(r.dilation)*joinBound, r.dilation)
 	}
 	if r.failSeen != r.members || r.failAll > r.failBound {
 		tb.Errorf("failure reached %d/%d members, the last after %v; want all within %v", r.failSeen, r.members, r.failAll, r.failBound)
@@ -243,6 +264,7 @@ func (r simResult) check(tb testing.TB) {
 type sim struct {
 	tb      testing.TB
 	fast    bool
+	dilate  int
 	key     []byte
 	members []*Gossip
 	cfgs    []Config
@@ -333,7 +355,7 @@ func (s *sim) add() int {
 	cfg.Tags = simTags(i)
 	cfg.Fast = s.fast
 	cfg.Log = testLogger(s.tb, cfg.Name)
-	g, err := New(cfg)
+	g, err := newDilated(cfg, s.dilate)
 	if err != nil {
 		s.tb.Fatalf("New(%s): %v", cfg.Name, err)
 	}
@@ -420,6 +442,9 @@ type simOpts struct {
 	// gcPercent is the GOGC the process runs with (0: leave it). See
 	// simGC.
 	gcPercent int
+	// dilate multiplies every serf/memberlist timer (dilate_test.go); 1
+	// or 0 is real time.
+	dilate int
 }
 
 // defaultSimOpts: 3 seeds (meshd's usual control nodes); batches of 10
@@ -472,12 +497,13 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		})
 	}
 	counters := installSimSink()
-	r := simResult{members: n, fast: o.fast, failBound: failBound(tb, o.fast, n), loadBefore: loadAvg(), gcPercent: o.gcPercent}
+	r := simResult{members: n, fast: o.fast, failBound: failBound(tb, o.fast, n, o.dilate), loadBefore: loadAvg(), gcPercent: o.gcPercent, dilation: max(1, o.dilate)}
 	if r.gcPercent == 0 {
 		r.gcPercent = debug.SetGCPercent(-1)
 		debug.SetGCPercent(r.gcPercent)
 	}
-	s := &sim{tb: tb, key: newKey(tb), fast: o.fast}
+	s := &sim{tb: tb, key: newKey(tb), fast: o.fast, dilate: o.dilate}
+	k := time.Duration(r.dilation)
 	tb.Cleanup(s.shutdown)
 
 	var m0, m1 runtime.MemStats
@@ -488,6 +514,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		s.add()
 	}
 	sc, _ := s.cfgs[0].serfConfig(nil, log.New(io.Discard, "", 0))
+	dilateSerf(sc, o.dilate)
 	r.probeInterval, r.gossipIntv = sc.MemberlistConfig.ProbeInterval, sc.MemberlistConfig.GossipInterval
 	counters.reset()
 
@@ -530,19 +557,19 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	}
 	pushPull := func(n int) time.Duration { return pushPullScale(sc.MemberlistConfig.PushPullInterval, n) }
 	join(1, o.seeds, func() int { return 0 })
-	s.waitAllSee(o.seeds, time.Now().Add(time.Minute+2*pushPull(o.seeds)))
+	s.waitAllSee(o.seeds, time.Now().Add(k*time.Minute+2*pushPull(o.seeds)))
 	for lo := o.seeds; lo < n; {
 		hi := min(lo+min(o.batch, lo), n)
 		join(lo, hi, func() int { return rand.IntN(o.seeds) })
-		s.waitMostSee(hi, 0.99, time.Now().Add(time.Minute+2*pushPull(hi)))
-		s.waitDrained(hi, time.Now().Add(2*time.Minute+time.Duration(hi)*200*time.Millisecond))
+		s.waitMostSee(hi, 0.99, time.Now().Add(k*time.Minute+2*pushPull(hi)))
+		s.waitDrained(hi, time.Now().Add(k*(2*time.Minute+time.Duration(hi)*200*time.Millisecond)))
 		progress(tb, "formed %d/%d after %v (suspicions %d, degraded probes %d)", hi, n,
 			time.Since(t0).Round(time.Millisecond), counters.suspect.Load(), counters.degradedProbe.Load())
 		lo = hi
 	}
 	// A member that missed a join's broadcasts learns of it at its next
 	// push/pull, which memberlist spaces out as the cluster grows.
-	s.waitAllSee(n, time.Now().Add(time.Minute+2*pushPull(n)))
+	s.waitAllSee(n, time.Now().Add(k*time.Minute+2*pushPull(n)))
 	r.formation = time.Since(t0)
 	stopProfile()
 
@@ -558,7 +585,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	// join RetransmitMult * log10(n) times), so the join below is measured
 	// on a settled cluster rather than behind thousands of queued messages,
 	// and the idle cost is that of a settled cluster.
-	waitUntil(tb, time.Now().Add(2*time.Minute+time.Duration(n)*200*time.Millisecond), func() (bool, string) {
+	waitUntil(tb, time.Now().Add(k*(2*time.Minute+time.Duration(n)*200*time.Millisecond)), func() (bool, string) {
 		for i := range n {
 			if q := s.members[i].serf.Stats()["intent_queue"]; q != "0" {
 				return false, fmt.Sprintf("%s has %s join intents queued", s.cfgs[i].Name, q)
@@ -576,6 +603,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		// push/pulls are minutes apart at this size: average over more.
 		window = 3 * idleWindow
 	}
+	window *= k
 	progress(tb, "settled after %v", time.Since(t0).Round(time.Millisecond))
 	stopProfile = startProfile(tb, "idle.cpu")
 	var ru0, ru1 unix.Rusage
@@ -612,7 +640,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	if _, err := s.members[newcomer].Join(tb.Context(), []string{s.addr(rand.IntN(n))}); err != nil {
 		tb.Fatalf("newcomer joins: %v", err)
 	}
-	r.joinSeen, r.joinAll, r.joinMedian = w.wait(tb, t0, 4*joinBound)
+	r.joinSeen, r.joinAll, r.joinMedian = w.wait(tb, t0, 4*k*joinBound)
 
 	// A failure: a member of the original cluster (not the seed) stops
 	// without leaving; everyone else, the newcomer included, must see it.
@@ -625,7 +653,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 		tb.Fatal(err)
 	}
 	t0 = time.Now()
-	r.failSeen, r.failAll, r.failMedian = w.wait(tb, t0, 4*r.failBound+10*time.Second)
+	r.failSeen, r.failAll, r.failMedian = w.wait(tb, t0, 4*r.failBound+k*10*time.Second)
 	s.watch.Store(nil)
 	r.spurious = s.spurious.Load()
 	r.loadAfter = loadAvg()
