@@ -371,6 +371,7 @@ func TestJoinBurst50(t *testing.T) {
 				"CPU used during the burst: control nodes %.1f s, workers %.1f s (%.2f s each)\n"+
 				"where the joins spent their time:\n%s",
 				workers, s, cpuC, cpuW, cpuW/float64(workers), phaseReport(joins))
+			recordBurst(t, joins)
 			checkBurst(t, controls, joins)
 			rounds = append(rounds, s)
 			if s.total > bound {
