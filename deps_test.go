@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
-	"e2e":                               {"agent/apitype", "codes", "bench/benchrec"},
+	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
 }

@@ -186,7 +186,7 @@ func joinOnce(b *testing.B, n *Net, origin *Node, existing []*Node, name string)
 }
 
 // rssMB is the resident set of a running meshd.
-func rssMB(b *testing.B, nd *Node) float64 {
+func rssMB(b testing.TB, nd *Node) float64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", nd.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
