@@ -83,7 +83,8 @@ e2e:
 
 # The numbers (root). Every step appends what it measures to
 # build/bench/results.jsonl (MESHD_BENCH_OUT, see bench/benchrec); the
-# gossip simulation's b.ReportMetric figures are read from its output. Then
+# b.ReportMetric figures of a benchmark that records nothing (the gossip
+# simulation) are read from the `go test -bench` output. Then
 # bench/report prints the whole table and rewrites docs/performance.md
 # between its markers and docs/plots/*.png. The steps: the e2e benchmarks
 # (join, failure detection at 0/25/50/100 ms one-way delay, idle RSS,
@@ -95,16 +96,17 @@ e2e:
 # under the e2e lock: flock /tmp/meshd-e2e.lock make bench
 BENCH_DIR := $(BIN)/bench
 bench:
-	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/gossip.txt
+	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
-	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e || status=1; \
+	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e \
+		| tee $(BENCH_DIR)/e2e.txt || status=1; \
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip \
 		| tee $(BENCH_DIR)/gossip.txt || status=1; \
 	MESHD_BURST=1 $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
 	MESHD_SCALE=1 $(GO) test -tags e2e -count=1 -v -run '^TestFormation$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|scale_test\.go:[0-9]+:|^        ' || status=1; \
-	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/gossip.txt \
+	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
 

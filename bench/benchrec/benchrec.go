@@ -9,7 +9,7 @@
 //
 //	benchrec.Add(benchrec.Result{
 //		Name:   "BenchmarkOverlayThroughput", // benchmark or test, without "-2"
-//		Metric: "meshd-tcp",                  // what was measured
+//		Metric: "meshd",                      // what was measured
 //		Unit:   "Mbit/s",                     // ms, s, MB, KiB, %, Mbit/s, count
 //		Value:  351.2,                        // the figure the table shows
 //		Samples: []float64{...},              // optional: every observation, same unit

@@ -59,6 +59,10 @@ func run(in string, gotest []string, doc, plotDir string) error {
 		}
 		rs = got
 	}
+	recorded := map[string]bool{}
+	for _, r := range rs {
+		recorded[r.Name] = true
+	}
 	for _, f := range gotest {
 		got, err := readGoTest(f)
 		if errors.Is(err, os.ErrNotExist) {
@@ -67,7 +71,11 @@ func run(in string, gotest []string, doc, plotDir string) error {
 		if err != nil {
 			return err
 		}
-		rs = append(rs, got...)
+		for _, r := range got {
+			if !recorded[r.Name] { // a benchmark that records is read from its records only
+				rs = append(rs, r)
+			}
+		}
 	}
 	if len(rs) == 0 {
 		return fmt.Errorf("no results in %s %v: nothing to report", in, gotest)
@@ -112,8 +120,9 @@ func replaceGenerated(path, body string) error {
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
 
 // readGoTest takes every b.ReportMetric figure (not ns/op, B/op,
-// allocs/op) from `go test -bench` output. Metric units such as
-// "join-all-ms" give metric "join-all-ms", unit "ms".
+// allocs/op) from `go test -bench` output. A metric ending in a unit
+// loses it to the unit: "join-all-ms" is metric "join-all" in ms,
+// "meshd-Mbps" metric "meshd" in Mbit/s.
 func readGoTest(path string) ([]benchrec.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -147,21 +156,26 @@ func readGoTest(path string) ([]benchrec.Result, error) {
 			if err != nil || unit == "ns/op" || unit == "B/op" || unit == "allocs/op" {
 				continue
 			}
-			out = append(out, benchrec.Result{Name: segs[0], Metric: unit, Unit: unitOf(unit), Value: v,
+			metric, u := splitUnit(unit)
+			out = append(out, benchrec.Result{Name: segs[0], Metric: metric, Unit: u, Value: v,
 				Params: params, Time: st.ModTime()})
 		}
 	}
 	return out, sc.Err()
 }
 
-func unitOf(metric string) string {
-	for _, u := range []string{"ms", "s", "MB", "KiB", "Mbit/s"} {
-		if strings.HasSuffix(metric, "-"+u) || strings.Contains(metric, "-"+u+"/") {
-			return u
+// splitUnit splits a b.ReportMetric unit into metric and unit.
+func splitUnit(m string) (string, string) {
+	for _, u := range []struct{ suffix, unit string }{{"-Mbps", "Mbit/s"}, {"-ms", "ms"}, {"-s", "s"}, {"-MB", "MB"}, {"-KiB", "KiB"}} {
+		if base, ok := strings.CutSuffix(m, u.suffix); ok && base != "" {
+			return base, u.unit
 		}
 	}
-	if strings.Contains(metric, "%") {
-		return "%"
+	if strings.Contains(m, "KiB") {
+		return m, "KiB"
 	}
-	return "count"
+	if strings.Contains(m, "%") {
+		return m, "%"
+	}
+	return m, "count"
 }

@@ -195,7 +195,7 @@ func throughputPlot(s *results) (*plot.Plot, figure, error) {
 	var vals plotter.Values
 	var labels []string
 	missing := 0
-	for _, m := range []string{"meshd", "nebula", "raw"} {
+	for _, m := range []string{"meshd", "baseline", "raw"} {
 		r, ok := s.one("BenchmarkOverlayThroughput", m, nil)
 		if !ok {
 			vals = append(vals, 0)

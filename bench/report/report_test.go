@@ -30,7 +30,9 @@ func TestRun(t *testing.T) {
 		}
 	}
 	gotest := filepath.Join(dir, "gossip.txt")
-	if err := os.WriteFile(gotest, []byte("goos: linux\nBenchmarkGossipSim/timers=fast/members=100-2 \t 1\t 2051234 ns/op\t 156.0 join-all-ms\t 742.0 heap-KiB/member\nPASS\n"), 0o644); err != nil {
+	if err := os.WriteFile(gotest, []byte("goos: linux\nBenchmarkGossipSim/timers=fast/members=100-2 \t 1\t 2051234 ns/op\t 156.0 join-all-ms\t 742.0 heap-KiB/member\n"+
+		"BenchmarkOverlayThroughput-2 \t 3\t 1 ns/op\t 350.0 meshd-Mbps\t 0.50 meshd-rtt-ms\t 400.0 baseline-Mbps\t 0.50 baseline-rtt-ms\n"+
+		"BenchmarkFailureDetection/timers=fast/delay=25ms-2 \t 3\t 1 ns/op\t 9999 detect-ms\nPASS\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	doc := filepath.Join(dir, "perf.md")
@@ -50,12 +52,17 @@ func TestRun(t *testing.T) {
 		"| worker `meshctl join`, start to exit 0 | `BenchmarkJoin` | not measured in this run |",
 		"`BenchmarkGossipSim` (members=100, timers=fast) | **156 ms** | ≤ 5 s | met |",
 		"**742.0 KiB**",
+		"| overlay throughput, meshd / Nebula alone | `BenchmarkOverlayThroughput` | **0.88** (350.0 Mbit/s / 400.0 Mbit/s) | ≥ 1.0 | **missed** |",
+		"| overlay RTT, meshd / Nebula alone | `BenchmarkOverlayThroughput` | **1.00** (0.5 ms / 0.5 ms) | ≤ 1.1 | met |",
 		"](plots/formation.png)",
 		"| `TestFormation` |  | extra | **3** |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
 		}
+	}
+	if strings.Contains(page, "9999") || strings.Contains(page, "10.00 s") {
+		t.Error("a benchmark that records was also read from its go test output")
 	}
 	if strings.Contains(page, "stale") {
 		t.Error("the old generated part was kept")
