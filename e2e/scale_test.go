@@ -70,6 +70,7 @@ func TestFormation(t *testing.T) {
 }
 
 func formation(t *testing.T, size, batch int) {
+	neighbourRoom(t, size)
 	n := NewNet(t)
 	params := map[string]string{"batch": strconv.Itoa(batch)}
 	setupStart := time.Now()
@@ -391,6 +392,38 @@ func pingSample(t *testing.T, nodes []*Node, k int, seed int64) {
 	slices.Sort(ds)
 	t.Logf("%d pairs ping over the overlay (first echo within %s at most)", len(pairs), ds[len(ds)-1].Round(time.Millisecond))
 	Record(t, "ping-pairs", "count", float64(len(pairs)))
+}
+
+// neighbourRoom makes the kernel's ARP table big enough for hosts
+// namespaces on one bridge, each talking to every other, and puts the old
+// limits back when the test ends. The table is one for all network
+// namespaces (gc_thresh* live only in the initial namespace), and the
+// default hard limit, gc_thresh3 = 1024, is exceeded once about 33 hosts
+// all talk to each other (33 × 32 entries): the kernel logs "neighbour:
+// arp_cache: neighbor table overflow!", drops packets to peers it has no
+// entry for, and TCP dials between the hosts time out. Every test that
+// puts more than 32 hosts on a Net needs this (TestJoinBurst50 has 53).
+func neighbourRoom(t testing.TB, hosts int) {
+	t.Helper()
+	want := map[string]int{"gc_thresh2": hosts * hosts, "gc_thresh3": 2 * hosts * hosts}
+	for _, name := range []string{"gc_thresh3", "gc_thresh2"} { // the hard limit first; restored last
+		path := "/proc/sys/net/ipv4/neigh/default/" + name
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+		if err != nil {
+			t.Fatalf("%s: %q", path, raw)
+		}
+		if old >= want[name] {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(want[name])), 0o644); err != nil {
+			t.Fatalf("raise %s to %d for %d hosts: %v", path, want[name], hosts, err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(path, []byte(strconv.Itoa(old)), 0o644) })
+	}
 }
 
 func sum(xs []float64) float64 {
