@@ -118,14 +118,17 @@ func formation(t *testing.T, size, batch int) {
 		failed := joinAll(t, workers[lo:hi], tokens[lo:hi], joinTook[lo:hi])
 		t.Logf("n=%d: workers %d-%d joined in %s", size, lo+1, hi, time.Since(bStart).Round(time.Millisecond))
 		if len(failed) > 0 {
+			RecordWith(t, params, "joined", "count", float64(3+hi-len(failed)))
 			t.Fatalf("n=%d: %d of the batch of workers %d-%d failed to join:\n%s", size, len(failed), lo+1, hi, strings.Join(failed, "\n"))
 		}
 	}
 	lastJoin := time.Now()
+	RecordWith(t, params, "joined", "count", float64(size))
 
 	seen, rounds := sweep(t, all, lastJoin.Add(convergeBound), func(nd *Node) error {
 		return seesAllAlive(t.Context(), nd, size, apiNodes)
 	})
+	RecordWith(t, params, "seeing-all", "count", float64(len(seen)))
 	if len(seen) < len(all) {
 		reportStalled(t, all, seen, size)
 		t.Fatalf("n=%d: %d of %d nodes did not see all %d alive within %s of the last join (joins took %s)",

@@ -88,6 +88,7 @@ type row struct {
 	match        map[string]string
 	target       string
 	ok           func(v float64) bool
+	okN          bool // met when the value equals the parameter n
 	// ratio: value is metric over metric2 (both of name, same params).
 	metric2 string
 }
@@ -113,6 +114,8 @@ var rows = []row{
 	{what: "50 joins at once: joins failed", name: "TestJoinBurst50", metric: "failed", target: "0", ok: eq(0)},
 	{what: "50 joins at once: per join, median", name: "TestJoinBurst50", metric: "join"},
 	{what: "50 joins at once: per join, p90", name: "TestJoinBurst50", metric: "join-p90"},
+	{what: "formation: nodes joined (n when all joins succeeded)", name: "TestFormation", metric: "joined", target: "n", okN: true},
+	{what: "formation: nodes seeing all n alive within 60 s of the last join", name: "TestFormation", metric: "seeing-all", target: "n", okN: true},
 	{what: "formation: first join to all alive everywhere", name: "TestFormation", metric: "formation"},
 	{what: "formation: last join to all alive everywhere", name: "TestFormation", metric: "converge", target: "≤ 60 s", ok: le(60)},
 	{what: "formation: worker join in its batch, median", name: "TestFormation", metric: "worker-join"},
@@ -165,6 +168,12 @@ func renderTable(s *results) string {
 				fig = fmt.Sprintf("**%.2f** (%s / %s)", v, trimBold(format(r)), trimBold(format(den)))
 			}
 			verdict := ""
+			if rw.okN {
+				verdict = "met"
+				if v != num(r.Params["n"]) {
+					verdict = "**missed**"
+				}
+			}
 			if rw.ok != nil {
 				verdict = "met"
 				if !rw.ok(v) {
