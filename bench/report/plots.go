@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -128,7 +129,19 @@ func formationPlot(s *results) (*plot.Plot, figure, error) {
 		return nil, fig, err
 	}
 	p.Y.Min = 0
-	fig.caption = "`TestFormation`: the control nodes join one after the other, then the workers in concurrent batches of 10 (tokens minted beforehand); " +
+	var stalled, sizes []string
+	for _, r := range s.find("TestFormation", "joined", nil) {
+		n := num(r.Params["n"])
+		p.X.Max = max(p.X.Max, n)
+		if r.Value < n {
+			sizes = append(sizes, "n="+r.Params["n"])
+			stalled = append(stalled, fmt.Sprintf("n=%s (%s) did not form: %.0f of %s nodes joined", r.Params["n"], label(r, map[string]string{"n": "", "batch": ""}), r.Value, r.Params["n"]))
+		}
+	}
+	if len(sizes) > 0 {
+		p.Title.Text += " (did not form: " + strings.Join(sizes, ", ") + ")"
+	}
+	fig.caption = strings.Join(append(stalled, ""), ". ") + "`TestFormation`: the control nodes join one after the other, then the workers in concurrent batches of 10 (tokens minted beforehand); " +
 		"\"all alive everywhere\" is every node listing all N alive in `meshctl nodes` (polled on every node's local API, confirmed by `meshctl nodes -o json`)."
 	return p, fig, nil
 }
