@@ -151,7 +151,7 @@ func formation(t *testing.T, size, batch int) {
 	RecordWith(t, params, "converge", "s", formed.Sub(lastJoin).Seconds())
 	RecordWith(t, params, "worker-join", "ms", ms(rank(joinTook, 50)), msOf(joinTook)...)
 
-	pingSample(t, all, 20, int64(size))
+	pingSample(t, params, all, 20, int64(size))
 
 	// Memory and idle CPU, settled cluster.
 	var rss []float64
@@ -369,7 +369,7 @@ func latest(seen map[*Node]time.Time) time.Time {
 
 // pingSample pings over the overlay between k random ordered pairs of
 // nodes (every pair if there are fewer), each within 10 s.
-func pingSample(t *testing.T, nodes []*Node, k int, seed int64) {
+func pingSample(t *testing.T, params map[string]string, nodes []*Node, k int, seed int64) {
 	ips := overlayIPs(t, nodes[0])
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	type pair struct{ a, b *Node }
@@ -398,7 +398,7 @@ func pingSample(t *testing.T, nodes []*Node, k int, seed int64) {
 	}
 	slices.Sort(ds)
 	t.Logf("%d pairs ping over the overlay (first echo within %s at most)", len(pairs), ds[len(ds)-1].Round(time.Millisecond))
-	Record(t, "ping-pairs", "count", float64(len(pairs)))
+	RecordWith(t, params, "ping-pairs", "count", float64(len(pairs)))
 }
 
 // neighbourRoom makes the kernel's ARP table big enough for hosts
