@@ -111,13 +111,21 @@ func formationPlot(s *results) (*plot.Plot, figure, error) {
 		{"converge", "last join to all alive everywhere"},
 	}
 	var lines []any
-	for _, sr := range series {
-		var pts plotter.XYs
-		for _, r := range s.find("TestFormation", sr.metric, nil) {
-			pts = append(pts, plotter.XY{X: num(r.Params["n"]), Y: r.Value})
-		}
-		if len(pts) > 0 {
-			lines = append(lines, sr.name, pts)
+	for _, timers := range []string{"fast", "lan", ""} {
+		for _, sr := range series {
+			var pts plotter.XYs
+			for _, r := range s.find("TestFormation", sr.metric, nil) {
+				if r.Params["timers"] == timers {
+					pts = append(pts, plotter.XY{X: num(r.Params["n"]), Y: r.Value})
+				}
+			}
+			if len(pts) > 0 {
+				name := sr.name
+				if timers != "" {
+					name = timers + " timers: " + name
+				}
+				lines = append(lines, name, pts)
+			}
 		}
 	}
 	if len(lines) == 0 {
