@@ -146,6 +146,8 @@ func formationPlot(s *results) (*plot.Plot, figure, error) {
 			stalled = append(stalled, fmt.Sprintf("n=%s (%s) did not form: %.0f of %s nodes joined", r.Params["n"], label(r, map[string]string{"n": "", "batch": ""}), r.Value, r.Params["n"]))
 		}
 	}
+	p.X.Min, p.X.Max = 0, p.X.Max*1.05
+	p.Y.Max *= 1.05
 	if len(sizes) > 0 {
 		p.Title.Text += " (did not form: " + strings.Join(sizes, ", ") + ")"
 	}
