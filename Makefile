@@ -81,18 +81,35 @@ e2e:
 		| grep -E --line-buffered '^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:'; \
 		status=$$?; [ $$status = 0 ] || echo "e2e failed; full log in $(BIN)/e2e.log"; exit $$status
 
-# The numbers: join time, time until every node reaches a new one, failure
-# detection with and without 100 ms of netem delay, idle RSS and CPU, the
-# overlay against Nebula alone and raw veth (root; iperf3); then
-# the burst: 50 joins at once through 3 control nodes, three rounds, each
-# bound to 10 s (TestJoinBurst50, which prints the latency distribution);
-# the gossip simulation (100 fast-timer and 250 LAN-timer members in one
-# process, no root needed).
+# The numbers (root). Every step appends what it measures to
+# build/bench/results.jsonl (MESHD_BENCH_OUT, see bench/benchrec); the
+# b.ReportMetric figures of a benchmark that records nothing (the gossip
+# simulation) are read from the `go test -bench` output. Then
+# bench/report prints the whole table and rewrites docs/performance.md
+# between its markers and docs/plots/*.png. The steps: the e2e benchmarks
+# (join, failure detection at 0/25/50/100 ms one-way delay, idle RSS and
+# CPU, control plane, the overlay against Nebula alone and raw veth with
+# iperf3); the gossip simulation (no
+# root needed); TestJoinBurst50 (50 joins at once, three rounds, each bound
+# to 10 s); TestFormation (5, 25, 50 and 100 nodes, the last being issue
+# 10's 100-agent run). A step that fails or misses its target fails `make
+# bench`, but only after the report is written. On a shared machine, run it
+# under the e2e lock: flock /tmp/meshd-e2e.lock make bench
+BENCH_DIR := $(BIN)/bench
 bench:
-	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 30m ./e2e
-	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip
-	set -o pipefail; MESHD_BURST=1 $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
-		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])'
+	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt
+	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
+	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e \
+		| tee $(BENCH_DIR)/e2e.txt || status=1; \
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip \
+		| tee $(BENCH_DIR)/gossip.txt || status=1; \
+	MESHD_BURST=1 $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
+		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
+	MESHD_SCALE=1 $(GO) test -tags e2e -count=1 -v -run '^TestFormation$$' -timeout 40m ./e2e \
+		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|scale_test\.go:[0-9]+:|^        ' || status=1; \
+	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
+		-doc docs/performance.md -plots docs/plots || status=1; \
+	exit $$status
 
 clean:
 	rm -rf $(BIN) dist

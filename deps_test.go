@@ -37,7 +37,9 @@ var allowed = map[string][]string{
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
-	"e2e":                               {"agent/apitype", "codes"},
+	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "bench/benchrec"},
+	"bench/benchrec":                    {},
+	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},
 }
 

@@ -34,6 +34,7 @@ func BenchmarkControlJoin(b *testing.B) {
 		b.Logf("control join %d: %s (voters now %d)", i, took.Round(time.Millisecond), i+2)
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "join-ms")
+	Record(b, "join", "ms", ms(total/time.Duration(b.N)))
 }
 
 // BenchmarkAdmissionAfterLeaderLoss: from SIGKILL of the raft leader (not
@@ -74,6 +75,7 @@ func BenchmarkAdmissionAfterLeaderLoss(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "resume-ms")
+	Record(b, "resume", "ms", ms(total/time.Duration(b.N)))
 }
 
 func waitLeader(b *testing.B, nd *Node) string {
@@ -123,4 +125,6 @@ func BenchmarkAdmitLatency(b *testing.B) {
 	b.ReportMetric(l, "leader-ms")
 	b.ReportMetric(f, "follower-ms")
 	b.ReportMetric(f/l, "ratio")
+	Record(b, "admit-leader", "ms", l)
+	Record(b, "admit-follower", "ms", f)
 }

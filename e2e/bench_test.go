@@ -25,21 +25,25 @@ func BenchmarkJoin(b *testing.B) {
 	nodes := cluster(b, n, "w1", "w2")
 	allPairsPing(b, nodes, 10*time.Second)
 	var joinTotal, reachTotal time.Duration
+	var joins, reaches []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		w, joined, reached := joinOnce(b, n, nodes[0], nodes, fmt.Sprintf("j%d", i))
 		joinTotal += joined
 		reachTotal += reached
+		joins, reaches = append(joins, joined), append(reaches, reached)
 		nodes = append(nodes, w)
 		b.Logf("join %d: join %s, reached by all %d nodes in %s", i, joined.Round(time.Millisecond), len(nodes)-1, reached.Round(time.Millisecond))
 	}
 	b.ReportMetric(float64(joinTotal.Milliseconds())/float64(b.N), "join-ms")
 	b.ReportMetric(float64(reachTotal.Milliseconds())/float64(b.N), "reach-ms")
+	Record(b, "join", "ms", ms(joinTotal/time.Duration(b.N)), msOf(joins)...)
+	Record(b, "reach", "ms", ms(reachTotal/time.Duration(b.N)), msOf(reaches)...)
 }
 
 // BenchmarkFailureDetection: a killed worker seen as failed by every other
-// node (detect-ms), on a plain link and with 100 ms of one-way delay between
-// every two hosts (Net.Delay: this kernel has no netem, so a userspace
+// node (detect-ms), on a plain link and with 25, 50 and 100 ms of one-way
+// delay between every two hosts (Net.Delay: this kernel has no netem, so a userspace
 // forwarder in the hub delays every frame); before each kill the cluster is
 // watched for 3 s and any node seen as anything but alive counts as a false
 // positive.
@@ -47,7 +51,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 	for _, tc := range []struct {
 		timers string
 		delay  time.Duration
-	}{{"fast", 0}, {"fast", 100 * time.Millisecond}, {"lan", 0}} {
+	}{{"fast", 0}, {"fast", 25 * time.Millisecond}, {"fast", 50 * time.Millisecond}, {"fast", 100 * time.Millisecond}, {"lan", 0}} {
 		delay := tc.delay
 		b.Run(fmt.Sprintf("timers=%s/delay=%s", tc.timers, delay), func(b *testing.B) {
 			n := NewNet(b)
@@ -59,6 +63,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 			victim := nodes[len(nodes)-1]
 			others := nodes[:len(nodes)-1]
 			var detectTotal time.Duration
+			var detects []time.Duration
 			falsePositives := 0
 			b.ResetTimer()
 			for range b.N {
@@ -85,6 +90,7 @@ func BenchmarkFailureDetection(b *testing.B) {
 				}
 				wg.Wait()
 				detectTotal += time.Since(start)
+				detects = append(detects, time.Since(start))
 				if b.Failed() {
 					b.FailNow()
 				}
@@ -102,6 +108,8 @@ func BenchmarkFailureDetection(b *testing.B) {
 			}
 			b.ReportMetric(float64(detectTotal.Milliseconds())/float64(b.N), "detect-ms")
 			b.ReportMetric(float64(falsePositives), "false-positives")
+			Record(b, "detect", "ms", ms(detectTotal/time.Duration(b.N)), msOf(detects)...)
+			Record(b, "false-positives", "count", float64(falsePositives))
 		})
 	}
 }
@@ -184,6 +192,10 @@ func BenchmarkIdleRSS(b *testing.B) {
 			b.ReportMetric(anon[1], "worker-anon-MB")
 			b.ReportMetric(cpu[0], "origin-cpu%")
 			b.ReportMetric(cpu[1], "worker-cpu%")
+			Record(b, "rss-origin", "MB", rss[0])
+			Record(b, "rss-worker", "MB", rss[1])
+			Record(b, "cpu-origin", "%", cpu[0])
+			Record(b, "cpu-worker", "%", cpu[1])
 			if profDir != "" {
 				for _, nd := range nodes {
 					nd.Stop(b)
@@ -256,6 +268,12 @@ func joinOnce(b *testing.B, n *Net, origin *Node, existing []*Node, name string)
 		b.Fatal(err)
 	}
 	return w, joined, time.Since(reachStart)
+}
+
+// rssMB is the resident set of a running meshd.
+func rssMB(t testing.TB, nd *Node) float64 {
+	t.Helper()
+	return statusMB(t, nd.cmd.Process.Pid, "VmRSS:")
 }
 
 // statusMB is a field of /proc/PID/status in MB: VmRSS (resident),

@@ -402,6 +402,7 @@ func TestJoinBurst50(t *testing.T) {
 				workers, s, cpuC, cpuW, cpuW/float64(workers),
 				logCount(t, append(controls, ws...), "Handshake message received"),
 				logCount(t, append(controls, ws...), "overlay reloaded"), phaseReport(joins))
+			recordBurst(t, joins)
 			checkBurst(t, controls, joins)
 			rounds = append(rounds, s)
 			if s.total > bound {

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/bench/benchrec"
+)
+
+// TestRun: the generated part replaces what lay between the markers and
+// nothing else; present figures are shown with their verdict, absent ones
+// as not measured; the four plots are written; b.ReportMetric figures are
+// taken from `go test -bench` output.
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "r.jsonl")
+	now := time.Now()
+	for _, r := range []benchrec.Result{
+		{Name: "TestJoinBurst50", Metric: "total", Unit: "ms", Value: 12000, Params: map[string]string{"joins": "50", "run": "round1"}, Time: now},
+		{Name: "TestJoinBurst50", Metric: "join", Unit: "ms", Value: 900, Samples: []float64{500, 900, 1500}, Params: map[string]string{"joins": "50", "run": "round1"}, Time: now},
+		{Name: "BenchmarkFailureDetection", Metric: "detect", Unit: "ms", Value: 800, Samples: []float64{700, 900}, Params: map[string]string{"timers": "fast", "delay": "25ms"}, Time: now},
+		{Name: "TestFormation", Metric: "formation", Unit: "s", Value: 41, Params: map[string]string{"n": "100", "batch": "10"}, Time: now},
+		{Name: "TestFormation", Metric: "extra", Unit: "count", Value: 3, Time: now},
+	} {
+		if err := benchrec.AddTo(in, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotest := filepath.Join(dir, "gossip.txt")
+	if err := os.WriteFile(gotest, []byte("goos: linux\nBenchmarkGossipSim/timers=fast/members=100-2 \t 1\t 2051234 ns/op\t 156.0 join-all-ms\t 742.0 heap-KiB/member\n"+
+		"BenchmarkOverlayThroughput-2 \t 3\t 1 ns/op\t 350.0 meshd-Mbps\t 0.50 meshd-rtt-ms\t 400.0 baseline-Mbps\t 0.50 baseline-rtt-ms\n"+
+		"BenchmarkFailureDetection/timers=fast/delay=25ms-2 \t 3\t 1 ns/op\t 9999 detect-ms\nPASS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := filepath.Join(dir, "perf.md")
+	if err := os.WriteFile(doc, []byte("# top prose\n\n"+beginMarker+"\nstale\n"+endMarker+"\n\nbottom prose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plots := filepath.Join(dir, "plots")
+	if err := run(in, []string{gotest, filepath.Join(dir, "absent.txt")}, doc, plots); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(doc)
+	page := string(raw)
+	for _, want := range []string{
+		"# top prose\n\n" + beginMarker + "\n", endMarker + "\n\nbottom prose\n",
+		"| 50 joins at once: first start to last exit | `TestJoinBurst50` (joins=50, run=round1) | **12.00 s** | ≤ 10 s | **missed** |",
+		"`BenchmarkFailureDetection` (delay=25ms) | **800 ms** (700 ms–900 ms, 2 samples) | < 2 s | met |",
+		"| worker `meshctl join`, start to exit 0 | `BenchmarkJoin` | not measured in this run |",
+		"`BenchmarkGossipSim` (members=100, timers=fast) | **156 ms** | ≤ 5 s | met |",
+		"**742.0 KiB**",
+		"| overlay throughput, meshd / Nebula alone | `BenchmarkOverlayThroughput` | **0.88** (350.0 Mbit/s / 400.0 Mbit/s) | ≥ 1.0 | **missed** |",
+		"| overlay RTT, meshd / Nebula alone | `BenchmarkOverlayThroughput` | **1.00** (0.5 ms / 0.5 ms) | ≤ 1.1 | met |",
+		"](plots/formation.png)",
+		"| `TestFormation` |  | extra | **3** |",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q:\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, "9999") || strings.Contains(page, "10.00 s") {
+		t.Error("a benchmark that records was also read from its go test output")
+	}
+	if strings.Contains(page, "stale") {
+		t.Error("the old generated part was kept")
+	}
+	for _, f := range []string{"join-latency.png", "formation.png", "detection.png", "throughput.png"} {
+		if st, err := os.Stat(filepath.Join(plots, f)); err != nil || st.Size() < 1000 {
+			t.Errorf("plot %s: %v", f, err)
+		}
+	}
+}
+
+// TestNoMarkers: a page without the markers is refused, not overwritten.
+func TestNoMarkers(t *testing.T) {
+	doc := filepath.Join(t.TempDir(), "p.md")
+	if err := os.WriteFile(doc, []byte("prose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceGenerated(doc, "x"); err == nil {
+		t.Fatal("no error")
+	}
+	if raw, _ := os.ReadFile(doc); string(raw) != "prose\n" {
+		t.Fatalf("page changed: %q", raw)
+	}
+}

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/bench/benchrec"
+)
+
+// results is what one run recorded, with lookups by name and metric.
+type results struct {
+	all  []benchrec.Result
+	used map[string]bool // keys shown in the main table
+}
+
+func newResults(rs []benchrec.Result) *results {
+	return &results{all: rs, used: map[string]bool{}}
+}
+
+// find is every result of name and metric whose params include match,
+// ordered by their numeric parameters (n, delay, ...) then by label.
+func (s *results) find(name, metric string, match map[string]string) []benchrec.Result {
+	var out []benchrec.Result
+	for _, r := range s.all {
+		if r.Name != name || r.Metric != metric {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && r.Params[k] == v
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b benchrec.Result) int {
+		for _, k := range []string{"n", "joins", "members", "delay", "run"} {
+			if c := cmp.Compare(num(a.Params[k]), num(b.Params[k])); c != 0 {
+				return c
+			}
+		}
+		return cmp.Compare(label(a, nil), label(b, nil))
+	})
+	return out
+}
+
+// num reads "100", "25ms" or "round2" as a number for ordering.
+func num(v string) float64 {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.Seconds()
+	}
+	if f, err := strconv.ParseFloat(strings.TrimLeft(v, "abcdefghijklmnopqrstuvwxyz="), 64); err == nil {
+		return f
+	}
+	return 0
+}
+
+// one is the single result of name and metric matching, or false.
+func (s *results) one(name, metric string, match map[string]string) (benchrec.Result, bool) {
+	rs := s.find(name, metric, match)
+	if len(rs) == 0 {
+		return benchrec.Result{}, false
+	}
+	return rs[len(rs)-1], true
+}
+
+// label is a result's parameters other than those in skip, "k=v, ...".
+func label(r benchrec.Result, skip map[string]string) string {
+	var ps []string
+	for _, k := range slices.Sorted(maps.Keys(r.Params)) {
+		if _, s := skip[k]; !s {
+			ps = append(ps, k+"="+r.Params[k])
+		}
+	}
+	return strings.Join(ps, ", ")
+}
+
+// row is one line of the whole table: a figure of a benchmark and, where
+// the issue sets one, its target.
+type row struct {
+	what         string
+	name, metric string
+	match        map[string]string
+	target       string
+	ok           func(v float64) bool
+	okN          bool // met when the value equals the parameter n
+	// ratio: value is metric over metric2 (both of name, same params).
+	metric2 string
+}
+
+func lt(b float64) func(float64) bool { return func(v float64) bool { return v < b } }
+func le(b float64) func(float64) bool { return func(v float64) bool { return v <= b } }
+func ge(b float64) func(float64) bool { return func(v float64) bool { return v >= b } }
+func eq(b float64) func(float64) bool { return func(v float64) bool { return v == b } }
+
+var fast = map[string]string{"timers": "fast"}
+
+// rows is the whole table `make bench` prints, in the order of issue 10's
+// item 5: join, concurrent joins, formation and the 100-agent run, failure
+// detection, gossip simulation, overlay, RSS and CPU.
+var rows = []row{
+	{what: "worker `meshctl join`, start to exit 0", name: "BenchmarkJoin", metric: "join", target: "< 1 s", ok: lt(1000)},
+	{what: "join returned to every node pinging the new one", name: "BenchmarkJoin", metric: "reach", target: "< 1 s", ok: lt(1000)},
+	{what: "control node `meshctl join` (caught up, voter)", name: "BenchmarkControlJoin", metric: "join", target: "< 2 s", ok: lt(2000)},
+	{what: "admission resumes after SIGKILL of the raft leader", name: "BenchmarkAdmissionAfterLeaderLoss", metric: "resume", target: "< 2 s", ok: lt(2000)},
+	{what: "`meshctl admit` on the leader, median of 15", name: "BenchmarkAdmitLatency", metric: "admit-leader"},
+	{what: "`meshctl admit` on a follower, median of 15", name: "BenchmarkAdmitLatency", metric: "admit-follower"},
+	{what: "50 joins at once: first start to last exit", name: "TestJoinBurst50", metric: "total", target: "≤ 10 s", ok: le(10000)},
+	{what: "50 joins at once: joins failed", name: "TestJoinBurst50", metric: "failed", target: "0", ok: eq(0)},
+	{what: "50 joins at once: per join, median", name: "TestJoinBurst50", metric: "join"},
+	{what: "50 joins at once: per join, p90", name: "TestJoinBurst50", metric: "join-p90"},
+	{what: "formation: nodes joined (n when all joins succeeded)", name: "TestFormation", metric: "joined", target: "n", okN: true},
+	{what: "formation: nodes seeing all n alive within 60 s of the last join", name: "TestFormation", metric: "seeing-all", target: "n", okN: true},
+	{what: "formation: first join to all alive everywhere", name: "TestFormation", metric: "formation"},
+	{what: "formation: last join to all alive everywhere", name: "TestFormation", metric: "converge", target: "≤ 60 s", ok: le(60)},
+	{what: "formation: worker join in its batch, median", name: "TestFormation", metric: "worker-join"},
+	{what: "random pairs pinging over the overlay", name: "TestFormation", metric: "ping-pairs"},
+	{what: "killed worker seen failed by all others (fast timers)", name: "TestFormation", metric: "detect", match: fast, target: "< 2 s", ok: lt(2000)},
+	{what: "killed worker seen failed by all others, `timers: lan`", name: "TestFormation", metric: "detect", match: map[string]string{"timers": "lan"}},
+	{what: "RSS, all agents", name: "TestFormation", metric: "rss-total"},
+	{what: "RSS per agent, mean", name: "TestFormation", metric: "rss-agent"},
+	{what: "RSS per worker, mean", name: "TestFormation", metric: "rss-worker"},
+	{what: "idle CPU per agent, mean over 10 s", name: "TestFormation", metric: "idle-cpu-agent", target: "< 0.5%", ok: lt(0.5)},
+	{what: "idle CPU per worker, mean over 10 s", name: "TestFormation", metric: "idle-cpu-worker", target: "< 0.5%", ok: lt(0.5)},
+	{what: "killed worker seen failed by every node (fast timers)", name: "BenchmarkFailureDetection", metric: "detect", match: fast, target: "< 2 s", ok: lt(2000)},
+	{what: "live members reported not alive (fast timers)", name: "BenchmarkFailureDetection", metric: "false-positives", match: fast, target: "0", ok: eq(0)},
+	{what: "killed worker seen failed, `timers: lan` (default)", name: "BenchmarkFailureDetection", metric: "detect", match: map[string]string{"timers": "lan"}},
+	{what: "gossip sim: join seen by every member", name: "BenchmarkGossipSim", metric: "join-all", target: "≤ 5 s", ok: le(5000)},
+	{what: "gossip sim: failure seen by every member", name: "BenchmarkGossipSim", metric: "fail-all"},
+	{what: "gossip sim: bound from the timers", name: "BenchmarkGossipSim", metric: "fail-bound"},
+	{what: "gossip sim: live members reported failed", name: "BenchmarkGossipSim", metric: "spurious-failed", target: "0", ok: eq(0)},
+	{what: "gossip sim: heap per member", name: "BenchmarkGossipSim", metric: "heap-KiB/member"},
+	{what: "gossip sim: idle CPU per member", name: "BenchmarkGossipSim", metric: "idle-cpu-%/member"},
+	{what: "overlay TCP throughput, meshd", name: "BenchmarkOverlayThroughput", metric: "meshd"},
+	{what: "overlay TCP throughput, Nebula alone (baseline)", name: "BenchmarkOverlayThroughput", metric: "baseline"},
+	{what: "TCP throughput, raw veth", name: "BenchmarkOverlayThroughput", metric: "raw"},
+	{what: "overlay throughput, meshd / Nebula alone", name: "BenchmarkOverlayThroughput", metric: "meshd", metric2: "baseline", target: "≥ 1.0", ok: ge(1.0)},
+	{what: "overlay RTT, meshd / Nebula alone", name: "BenchmarkOverlayThroughput", metric: "meshd-rtt", metric2: "baseline-rtt", target: "≤ 1.1", ok: le(1.1)},
+	{what: "idle RSS, worker, overlay up, production timers", name: "BenchmarkIdleRSS", metric: "rss-worker", match: map[string]string{"timers": "lan"}, target: "≤ 30 MB", ok: le(30)},
+	{what: "idle RSS, origin, overlay up, production timers", name: "BenchmarkIdleRSS", metric: "rss-origin", match: map[string]string{"timers": "lan"}},
+	{what: "idle CPU, worker, production timers", name: "BenchmarkIdleRSS", metric: "cpu-worker", match: map[string]string{"timers": "lan"}, target: "< 0.5%", ok: lt(0.5)},
+	{what: "idle RSS / CPU, worker, e2e fast timers", name: "BenchmarkIdleRSS", metric: "rss-worker", match: map[string]string{"timers": "fast"}},
+}
+
+// renderTable is the whole table in markdown; a row with no result says
+// so.
+func renderTable(s *results) string {
+	var b strings.Builder
+	b.WriteString("| what | benchmark (parameters) | figure | target | |\n|---|---|---|---|---|\n")
+	for _, rw := range rows {
+		rs := s.find(rw.name, rw.metric, rw.match)
+		if len(rs) == 0 {
+			fmt.Fprintf(&b, "| %s | `%s` | not measured in this run | %s | |\n", rw.what, rw.name, rw.target)
+			continue
+		}
+		for _, r := range rs {
+			s.used[r.Key()] = true
+			fig, v := format(r), r.Value
+			if rw.metric2 != "" {
+				den, ok := s.one(rw.name, rw.metric2, r.Params)
+				if !ok || den.Value == 0 {
+					fmt.Fprintf(&b, "| %s | `%s` | not measured in this run | %s | |\n", rw.what, rw.name, rw.target)
+					continue
+				}
+				v = r.Value / den.Value
+				fig = fmt.Sprintf("**%.2f** (%s / %s)", v, trimBold(format(r)), trimBold(format(den)))
+			}
+			verdict := ""
+			if rw.okN {
+				verdict = "met"
+				if v != num(r.Params["n"]) {
+					verdict = "**missed**"
+				}
+			}
+			if rw.ok != nil {
+				verdict = "met"
+				if !rw.ok(v) {
+					verdict = "**missed**"
+				}
+			}
+			name := "`" + rw.name + "`"
+			if l := label(r, rw.match); l != "" {
+				name += " (" + l + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", rw.what, name, fig, rw.target, verdict)
+		}
+	}
+	return b.String()
+}
+
+func trimBold(s string) string {
+	s, _, _ = strings.Cut(s, " (")
+	return strings.ReplaceAll(s, "**", "")
+}
+
+// format is a figure in its unit, bold, with the spread of its samples.
+func format(r benchrec.Result) string {
+	out := "**" + value(r.Value, r.Unit) + "**"
+	if len(r.Samples) > 1 {
+		xs := slices.Sorted(slices.Values(r.Samples))
+		out += fmt.Sprintf(" (%s–%s, %d samples)", value(xs[0], r.Unit), value(xs[len(xs)-1], r.Unit), len(xs))
+	}
+	return out
+}
+
+func value(v float64, unit string) string {
+	switch unit {
+	case "ms":
+		if v >= 1000 {
+			return fmt.Sprintf("%.2f s", v/1000)
+		}
+		if v >= 10 {
+			return fmt.Sprintf("%.0f ms", v)
+		}
+		return fmt.Sprintf("%.1f ms", v)
+	case "s":
+		if v < 10 {
+			return fmt.Sprintf("%.2f s", v)
+		}
+		return fmt.Sprintf("%.1f s", v)
+	case "%":
+		return fmt.Sprintf("%.2f%%", v)
+	case "count":
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return fmt.Sprintf("%.1f %s", v, unit)
+	}
+}
+
+// renderRest lists every result the whole table did not show.
+func renderRest(s *results) string {
+	var b strings.Builder
+	for _, r := range s.all {
+		if s.used[r.Key()] {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("| benchmark | parameters | metric | figure | load |\n|---|---|---|---|---|\n")
+		}
+		load := "–"
+		if r.Load > 0 {
+			load = fmt.Sprintf("%.1f", r.Load)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Name, label(r, nil), r.Metric, format(r), load)
+	}
+	return b.String()
+}
+
+// renderPage is the generated part of docs/performance.md.
+func renderPage(s *results, table string, figs []figure, plotDir, doc string) string {
+	var b strings.Builder
+	var host *benchrec.Host
+	var first, last time.Time
+	var loads []float64
+	for _, r := range s.all {
+		if host == nil && r.Host != nil {
+			host = r.Host
+		}
+		if !r.Time.IsZero() && (first.IsZero() || r.Time.Before(first)) {
+			first = r.Time
+		}
+		if r.Time.After(last) {
+			last = r.Time
+		}
+		if r.Load > 0 {
+			loads = append(loads, r.Load)
+		}
+	}
+	if host == nil {
+		h := benchrec.ThisHost()
+		host = &h
+	}
+	b.WriteString("<!-- Generated by `make bench` (bench/report) from build/bench/results.jsonl: do not edit between the markers. -->\n\n")
+	fmt.Fprintf(&b, "## The latest `make bench` run\n\nRecorded %s to %s UTC on Linux %s, %d cores, %d GiB, %s",
+		first.UTC().Format("2006-01-02 15:04"), last.UTC().Format("15:04"), host.Kernel, host.CPUs, host.MemGiB, host.Go)
+	if len(loads) > 0 {
+		slices.Sort(loads)
+		fmt.Fprintf(&b, "; 1-minute load average when the figures were recorded %.1f–%.1f (median %.1f)",
+			loads[0], loads[len(loads)-1], loads[len(loads)/2])
+	}
+	b.WriteString(". A figure absent from the run says \"not measured in this run\"; ms figures with samples give the mean or median first, then the range.\n\n")
+	b.WriteString(table)
+	b.WriteString("\n")
+	for _, f := range figs {
+		fmt.Fprintf(&b, "![%s](%s)\n\n%s\n\n", f.title, relPath(doc, plotDir, f.file), f.caption)
+	}
+	if rest := renderRest(s); rest != "" {
+		b.WriteString("Every other figure recorded in this run:\n\n" + rest + "\n")
+	}
+	return b.String()
+}
