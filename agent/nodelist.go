@@ -33,7 +33,14 @@ type workerNodes struct {
 	list    []control.NodeRecord
 	have    bool // a list was fetched (now or before a restart)
 	fetched time.Time
+	tried   time.Time // the last attempt, which may have failed
 }
+
+// nodeListRetry spaces attempts after one that failed (or returned a list
+// without this node, as a lagging control node may): a joining worker
+// asks every 20 ms while it waits for its confirmation, and 50 of them at
+// once kept every control node busy forwarding read indexes.
+const nodeListRetry = 200 * time.Millisecond
 
 // nodeList is a worker's current list; ok is false before the first one.
 func (rt *runtime) nodeList() ([]control.NodeRecord, bool) {
@@ -73,7 +80,10 @@ func (rt *runtime) refreshNodeList(ctx context.Context, told bool) {
 		return
 	}
 	rt.nodes.mu.Lock()
-	due := told || time.Since(rt.nodes.fetched) >= time.Second
+	due := told || time.Since(rt.nodes.fetched) >= time.Second && time.Since(rt.nodes.tried) >= nodeListRetry
+	if due {
+		rt.nodes.tried = time.Now()
+	}
 	rt.nodes.mu.Unlock()
 	if !due {
 		return

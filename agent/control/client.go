@@ -32,6 +32,14 @@ type Client struct {
 	check atomic.Pointer[ServerCheck] // see CheckServers
 }
 
+// maxConnsPerPeer bounds the connections a node opens to one control
+// node; more concurrent calls wait for one to be free. Port 7300 closes a
+// source's 65th connection (DefaultLimits.ConnsPerSource): a follower
+// forwarding a 50-join burst's read indexes, writes and signing requests
+// to the leader opened one per concurrent call, reached it, and every
+// call past it failed with "connection reset by peer".
+const maxConnsPerPeer = 16
+
 // NewClient is a client presenting id's leaf that accepts only servers
 // with a control leaf of id's CA.
 func NewClient(id *pki.Identity) (*Client, error) {
@@ -51,7 +59,8 @@ func NewLiveClient(l *pki.LiveIdentity) (*Client, error) {
 	}
 	c := &Client{}
 	conf.VerifyConnection = c.verifyWith(conf.VerifyConnection)
-	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 4,
+	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf,
+		MaxConnsPerHost: maxConnsPerPeer, MaxIdleConnsPerHost: maxConnsPerPeer,
 		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}
 	return c, nil
 }
