@@ -195,30 +195,48 @@ func formation(t *testing.T, size, batch int) {
 	}
 	victim.Kill()
 	killed := time.Now()
-	seen, rounds = sweep(t, others, killed.Add(30*time.Second), func(nd *Node) error {
-		ns, err := apiNodes(t.Context(), nd)
-		if err != nil {
-			return err
-		}
-		for _, x := range ns {
-			if x.Name == victim.NodeName && x.Gossip == "failed" {
-				return nil
+	// Each node's own serf logs the failure with the time it saw it (one
+	// clock: all nodes run on this host); reading the logs costs the nodes
+	// nothing, where polling 99 local APIs under load took longer than
+	// what it measured.
+	failedAt := map[*Node]time.Time{}
+	Eventually(t, 30*time.Second, "every other node logs "+victim.NodeName+" failed", func() error {
+		for _, nd := range others {
+			if _, ok := failedAt[nd]; ok {
+				continue
+			}
+			if at, ok := loggedFailed(t, nd, victim.NodeName, killed); ok {
+				failedAt[nd] = at
 			}
 		}
-		return fmt.Errorf("does not see %s failed", victim.NodeName)
+		if len(failedAt) < len(others) {
+			return fmt.Errorf("%d of %d nodes logged it", len(failedAt), len(others))
+		}
+		return nil
 	})
-	if len(seen) < len(others) {
-		reportStalled(t, others, seen, size)
-		t.Fatalf("n=%d: %d of %d nodes did not see %s failed within 30 s", size, len(others)-len(seen), len(others), victim.NodeName)
+	// And what each shows: `meshctl nodes` (its own gossip view) on a sample.
+	for _, nd := range others[:min(len(others), 10)] {
+		Eventually(t, 10*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", func() error {
+			ns, err := apiNodes(t.Context(), nd)
+			if err != nil {
+				return err
+			}
+			for _, x := range ns {
+				if x.Name == victim.NodeName && x.Gossip == "failed" {
+					return nil
+				}
+			}
+			return fmt.Errorf("does not show %s failed", victim.NodeName)
+		})
 	}
 	var ds []time.Duration
-	for _, at := range seen {
+	for _, at := range failedAt {
 		ds = append(ds, at.Sub(killed))
 	}
 	slices.Sort(ds)
 	detect := ds[len(ds)-1]
-	t.Logf("n=%d: %s killed; seen failed by all %d others after %s (median %s; upper bounds: %d polling rounds)",
-		size, victim.NodeName, len(others), detect.Round(time.Millisecond), rank(ds, 50).Round(time.Millisecond), rounds)
+	t.Logf("n=%d: %s killed; seen failed by all %d others after %s (median %s; from each node's log of the event)",
+		size, victim.NodeName, len(others), detect.Round(time.Millisecond), rank(ds, 50).Round(time.Millisecond))
 	RecordWith(t, params, "detect", "ms", ms(detect), msOf(ds)...)
 	if detect >= detectBound && n.Timers == "fast" {
 		t.Errorf("n=%d: failure seen by all after %s, want under %s", size, detect.Round(time.Millisecond), detectBound)
@@ -401,6 +419,26 @@ func pingSample(t *testing.T, params map[string]string, nodes []*Node, k int, se
 	RecordWith(t, params, "ping-pairs", "count", float64(len(pairs)))
 }
 
+// loggedFailed is when nd's serf first logged member name failed after
+// since, read from its log (a live member may have been taken for failed
+// before, while the cluster formed).
+func loggedFailed(t *testing.T, nd *Node, name string, since time.Time) (time.Time, bool) {
+	raw, err := os.ReadFile(nd.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.Contains(line, `msg="EventMemberFailed: `+name+` `) || !strings.HasPrefix(line, "time=") {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if tt, err := time.Parse(time.RFC3339Nano, ts); err == nil && tt.After(since) {
+			return tt, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // neighbourRoom makes the kernel's ARP table big enough for hosts
 // namespaces on one bridge, each talking to every other, and puts the old
 // limits back when the test ends. The table is one for all network
@@ -410,11 +448,16 @@ func pingSample(t *testing.T, params map[string]string, nodes []*Node, k int, se
 // arp_cache: neighbor table overflow!", drops packets to peers it has no
 // entry for, and TCP dials between the hosts time out. Every test that
 // puts more than 32 hosts on a Net needs this (TestJoinBurst50 has 53).
+// It also raises netdev_max_backlog, the per-CPU queue every packet
+// between two namespaces passes through (1,000 by default; it dropped
+// about 4,000 packets in this session's first 100-node runs, counted in
+// /proc/net/softnet_stat): the hosts of a real cluster do not share it.
 func neighbourRoom(t testing.TB, hosts int) {
 	t.Helper()
-	want := map[string]int{"gc_thresh2": hosts * hosts, "gc_thresh3": 2 * hosts * hosts}
-	for _, name := range []string{"gc_thresh3", "gc_thresh2"} { // the hard limit first; restored last
-		path := "/proc/sys/net/ipv4/neigh/default/" + name
+	const neigh, backlog = "/proc/sys/net/ipv4/neigh/default/", "/proc/sys/net/core/netdev_max_backlog"
+	want := map[string]int{neigh + "gc_thresh2": hosts * hosts, neigh + "gc_thresh3": 2 * hosts * hosts, backlog: 100 * hosts}
+	for _, path := range []string{neigh + "gc_thresh3", neigh + "gc_thresh2", backlog} { // the hard limit first; restored last
+		name := path
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -145,6 +145,11 @@ func (c Config) serfConfig(eventCh chan<- serf.Event, logger *log.Logger) (*serf
 	ml.GossipVerifyIncoming = true
 	ml.GossipVerifyOutgoing = true
 	ml.DeadNodeReclaimTime = deadNodeReclaim
+	// No LZW: meshd's gossip messages fit a packet uncompressed, and
+	// memberlist allocates a fresh LZW table for every compressed send,
+	// about 80% of what an idle meshd allocated (docs/performance.md). A
+	// member still reads compressed messages from older members.
+	ml.EnableCompression = false
 	ml.LogOutput = nil // memberlist refuses both LogOutput and Logger
 	ml.Logger = logger
 	if c.Fast {
