@@ -53,7 +53,7 @@ type Config struct {
 	// members it knew without an explicit Join; "" keeps no snapshot.
 	SnapshotPath string
 	// Fast selects test timers: probe 200ms (timeout 100ms), suspicion
-	// multiplier 2, gossip 50ms, push/pull 5s, dead-name reclaim 100ms and a
+	// multiplier 2, gossip 100ms, push/pull 5s, dead-name reclaim 100ms and a
 	// 200ms leave propagation delay. Otherwise memberlist.DefaultLANConfig
 	// and serf's defaults apply.
 	Fast bool
@@ -156,7 +156,7 @@ func (c Config) serfConfig(eventCh chan<- serf.Event, logger *log.Logger) (*serf
 		ml.ProbeInterval = 200 * time.Millisecond
 		ml.ProbeTimeout = 100 * time.Millisecond
 		ml.SuspicionMult = 2
-		ml.GossipInterval = 50 * time.Millisecond
+		ml.GossipInterval = 100 * time.Millisecond
 		ml.PushPullInterval = 5 * time.Second
 		ml.DeadNodeReclaimTime = deadNodeReclaimFast
 	}

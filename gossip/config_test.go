@@ -127,13 +127,16 @@ func TestSerfConfig(t *testing.T) {
 			suspicion, retransmit                          int
 		}{lan.ProbeInterval, lan.ProbeTimeout, lan.GossipInterval, lan.PushPullInterval, 30 * time.Second, lan.SuspicionMult, lan.RetransmitMult}
 		if fast {
-			want.probe, want.probeTimeout, want.gossip, want.pushPull, want.reclaim = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond, 5*time.Second, 100*time.Millisecond
+			want.probe, want.probeTimeout, want.gossip, want.pushPull, want.reclaim = 200*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 5*time.Second, 100*time.Millisecond
 			want.suspicion = 2
 		}
 		if ml.ProbeInterval != want.probe || ml.ProbeTimeout != want.probeTimeout || ml.GossipInterval != want.gossip ||
 			ml.PushPullInterval != want.pushPull || ml.DeadNodeReclaimTime != want.reclaim ||
 			ml.SuspicionMult != want.suspicion || ml.RetransmitMult != want.retransmit {
 			t.Errorf("fast=%v: timers %+v, want %+v", fast, ml, want)
+		}
+		if ml.EnableCompression {
+			t.Errorf("fast=%v: memberlist compression on; meshd runs it off", fast)
 		}
 	}
 }

@@ -36,7 +36,7 @@
 //     Incoming and outgoing verification are always on.
 //   - The memberlist timers are DefaultLANConfig in production. Config.Fast
 //     selects test timers (probe 200ms/100ms, suspicion multiplier 2, gossip
-//     50ms, push/pull 5s) that detect a failure in about a second.
+//     100ms, push/pull 5s) that detect a failure in about a second.
 //     DefaultLocalConfig is never used: its retransmit multiplier of 2 lost
 //     broadcasts in small clusters.
 //   - A dead node's name can be reclaimed after DeadNodeReclaimTime (30s, or
