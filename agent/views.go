@@ -59,25 +59,7 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 		return rt.ctl.Nodes(ctx)
 	}
 	var rows []apitype.Node
-	if err := rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows); err != nil {
-		return nil, err
-	}
-	return withOwnGossip(rows, rt.gossipMembers()), nil
-}
-
-// withOwnGossip sets each row's gossip status to this node's own view
-// (members: status by name), "unknown" where this node's gossip has no
-// such member. Raft's records, which a worker fetches from a control
-// node, say who the nodes are; whether one is alive is what this node
-// sees, as on a control node.
-func withOwnGossip(rows []apitype.Node, members map[string]string) []apitype.Node {
-	for i := range rows {
-		rows[i].Gossip = "unknown"
-		if g, ok := members[rows[i].Name]; ok {
-			rows[i].Gossip = g
-		}
-	}
-	return rows
+	return rows, rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
 }
 
 // gossipMembers is each gossip member's status by node name.
