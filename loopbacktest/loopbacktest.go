@@ -20,6 +20,30 @@ import (
 // under the temp dir, released when the test ends.
 func TakeIP(tb testing.TB, net16 string) string {
 	tb.Helper()
+	ip, f := take(tb, net16)
+	tb.Cleanup(func() { _ = f.Close() })
+	return ip
+}
+
+// HoldIP is TakeIP for the rest of the process: for an address something
+// in the process keeps bound after its test ends (a userspace Nebula
+// instance cannot be stopped, so its UDP port stays bound until the
+// process exits, and a later test handed the same address could not bind
+// it).
+func HoldIP(tb testing.TB, net16 string) string {
+	tb.Helper()
+	ip, f := take(tb, net16)
+	// A flock belongs to the open file description: a duplicate
+	// descriptor, never closed, holds it after f is closed (or collected).
+	if _, err := unix.Dup(int(f.Fd())); err != nil {
+		tb.Fatal(err)
+	}
+	_ = f.Close()
+	return ip
+}
+
+func take(tb testing.TB, net16 string) (string, *os.File) {
+	tb.Helper()
 	dir := filepath.Join(os.TempDir(), "meshd-test-ips")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		tb.Fatal(err)
@@ -34,9 +58,8 @@ func TakeIP(tb testing.TB, net16 string) string {
 			_ = f.Close()
 			continue
 		}
-		tb.Cleanup(func() { _ = f.Close() })
-		return ip
+		return ip, f
 	}
 	tb.Fatalf("no free loopback address in %s.0.0/16", net16)
-	return ""
+	return "", nil
 }

@@ -2,8 +2,13 @@ package loopbacktest_test
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/meshd/meshd/loopbacktest"
 )
@@ -21,5 +26,21 @@ func TestTakeIP(t *testing.T) {
 			t.Fatalf("%s handed out twice while held", ip)
 		}
 		seen[ip] = true
+	}
+}
+
+// TestHoldIP: an address held for the process stays locked after its
+// test ended and after a garbage collection.
+func TestHoldIP(t *testing.T) {
+	var ip string
+	t.Run("hold", func(t *testing.T) { ip = loopbacktest.HoldIP(t, "127.79") })
+	runtime.GC()
+	f, err := os.Open(filepath.Join(os.TempDir(), "meshd-test-ips", ip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		t.Fatalf("%s was released when its test ended", ip)
 	}
 }

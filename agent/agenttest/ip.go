@@ -7,5 +7,8 @@ import (
 )
 
 // TakeIP reserves a loopback address in 127.77.0.0/16 for the rest of the
-// test (loopbacktest.TakeIP).
-func TakeIP(t testing.TB) string { return loopbacktest.TakeIP(t, "127.77") }
+// test process (loopbacktest.HoldIP): a node's userspace Nebula cannot be
+// stopped and keeps its UDP port on the address bound after the test
+// ends, so the address must not go to a later test (TestJoinFailures once
+// got "address already in use" that way).
+func TakeIP(t testing.TB) string { return loopbacktest.HoldIP(t, "127.77") }
