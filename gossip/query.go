@@ -45,33 +45,69 @@ func (g *Gossip) queryIn(q *serf.Query) {
 	}
 }
 
+// askRounds is how many times Ask sends its query within its timeout. A
+// serf query spreads like any broadcast: each member passes it to a few
+// random members a few times, and those may include failed or removed
+// members still in the gossip pool, so a live member can miss one query
+// (e2e.TestRemoveShowsConvergence saw a control node never get a
+// revocation query while two removed members and a cut one were in the
+// pool). Members that have not answered get the question again.
+const askRounds = 3
+
 // Ask asks every member (this node included) the query name with payload
 // and collects the answers by member name until timeout passes, ctx ends,
-// or done (if not nil) reports that the answers so far suffice. The
-// answers are what members sent; a member that did not answer is simply
-// absent.
+// or done (if not nil) reports that the answers so far suffice. The query
+// goes out again at each third of timeout while answers are missing (an
+// answer must not depend on being asked once). The answers are what
+// members sent, the last one per member; a member that did not answer is
+// simply absent.
 func (g *Gossip) Ask(ctx context.Context, name string, payload []byte, timeout time.Duration,
 	done func(answers map[string][]byte) bool) (map[string][]byte, error) {
 	if g.isClosed() {
 		return nil, fmt.Errorf("gossip query %s: %w", name, errShutdown)
 	}
-	resp, err := g.serf.Query(name, payload, &serf.QueryParam{Timeout: timeout})
-	if err != nil {
-		return nil, fmt.Errorf("gossip query %s: %w", name, err)
-	}
-	defer resp.Close()
+	deadline := time.Now().Add(timeout)
 	answers := map[string][]byte{}
+	for round := 1; round <= askRounds; round++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		resp, err := g.serf.Query(name, payload, &serf.QueryParam{Timeout: left})
+		if err != nil {
+			if round > 1 {
+				return answers, nil
+			}
+			return nil, fmt.Errorf("gossip query %s: %w", name, err)
+		}
+		end := time.NewTimer(left / time.Duration(askRounds-round+1))
+		finished := collect(ctx, resp, end.C, answers, done)
+		end.Stop()
+		resp.Close()
+		if finished || ctx.Err() != nil {
+			return answers, nil
+		}
+	}
+	return answers, nil
+}
+
+// collect adds resp's answers to answers until the round ends (false),
+// or ctx ends, resp closes or done is satisfied (true).
+func collect(ctx context.Context, resp *serf.QueryResponse, end <-chan time.Time, answers map[string][]byte,
+	done func(map[string][]byte) bool) bool {
 	for {
 		select {
 		case <-ctx.Done():
-			return answers, nil
+			return true
+		case <-end:
+			return false
 		case r, ok := <-resp.ResponseCh():
 			if !ok {
-				return answers, nil
+				return true
 			}
 			answers[r.From] = append([]byte(nil), r.Payload...)
 			if done != nil && done(answers) {
-				return answers, nil
+				return true
 			}
 		}
 	}

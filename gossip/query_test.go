@@ -68,3 +68,34 @@ func TestAsk(t *testing.T) {
 		t.Fatalf("cancelled Ask: %v, %v", got, err)
 	}
 }
+
+// TestAskAgain: a member that misses the first query (here: ignores it,
+// as one the broadcast never reached) answers when the query goes out
+// again within the timeout, and is among the answers.
+func TestAskAgain(t *testing.T) {
+	nodes, _ := cluster(t, newKey(t), "a", "b")
+	answerer(t, nodes[0], false)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		first := true
+		for q := range nodes[1].g.Queries() {
+			if first {
+				first = false
+				continue
+			}
+			_ = q.Respond([]byte("b:again"))
+		}
+	}()
+	t.Cleanup(func() { _ = nodes[1].g.Shutdown(); wg.Wait() })
+
+	got, err := nodes[0].g.Ask(t.Context(), "meshd-test", []byte("v9"), 3*time.Second,
+		func(a map[string][]byte) bool { return len(a) == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got["b"], []byte("b:again")) {
+		t.Fatalf("answers %q: b, which missed the first query, did not answer the second", got)
+	}
+}
