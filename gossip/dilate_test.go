@@ -1,7 +1,6 @@
 package gossip
 
 import (
-	"log/slog"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -40,45 +39,10 @@ func dilateSerf(sc *serf.Config, k int) {
 }
 
 // newDilated is New with every timer dilated by k (dilateSerf); k <= 1 is
-// New itself. It builds the Gossip exactly as New does: only the timers
-// differ.
+// New itself. Only the timers differ from New.
 func newDilated(cfg Config, k int) (*Gossip, error) {
 	if k <= 1 {
 		return New(cfg)
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("component", "gossip")
-	if err := probeBind(cfg.BindAddr, cfg.BindPort); err != nil {
-		return nil, err
-	}
-	g := &Gossip{
-		name:    cfg.Name,
-		log:     log,
-		sink:    newLogSink(log),
-		serfCh:  make(chan serf.Event, serfEventBuffer),
-		events:  newEventQueue(eventBuffer),
-		queries: make(chan Query, queryBuffer),
-		stop:    make(chan struct{}),
-	}
-	sc, err := cfg.serfConfig(g.serfCh, g.sink.logger())
-	if err != nil {
-		return nil, err
-	}
-	dilateSerf(sc, k)
-	g.ring = sc.MemberlistConfig.Keyring
-	g.wg.Go(g.pump)
-	s, err := serf.Create(sc)
-	if err != nil {
-		close(g.stop)
-		g.wg.Wait()
-		return nil, createError(cfg, err)
-	}
-	g.serf = s
-	return g, nil
+	return create(cfg, func(sc *serf.Config) { dilateSerf(sc, k) })
 }

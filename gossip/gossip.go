@@ -54,7 +54,11 @@ type Gossip struct {
 // created, 0600, if missing). Errors carry codes: see Validate; an address
 // not on this machine gives codes.AdvertiseAddr, a port in use
 // codes.ConfigInvalid, an unusable snapshot codes.StateDir.
-func New(cfg Config) (*Gossip, error) {
+func New(cfg Config) (*Gossip, error) { return create(cfg, nil) }
+
+// create is New; tune, if not nil, may change serf's configuration before
+// serf starts (the scale simulation dilates the timers with it).
+func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -85,6 +89,9 @@ func New(cfg Config) (*Gossip, error) {
 	sc, err := cfg.serfConfig(g.serfCh, g.sink.logger())
 	if err != nil {
 		return nil, err
+	}
+	if tune != nil {
+		tune(sc)
 	}
 	g.ring = sc.MemberlistConfig.Keyring
 	g.wg.Go(g.pump)
