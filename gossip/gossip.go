@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -68,11 +67,6 @@ func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 	}
 	log = log.With("component", "gossip")
 
-	// Fail on an unusable address before serf starts goroutines: serf.Create
-	// does not stop them when memberlist then fails to bind.
-	if err := probeBind(cfg.BindAddr, cfg.BindPort); err != nil {
-		return nil, err
-	}
 	if err := probeSnapshot(cfg.SnapshotPath); err != nil {
 		return nil, err
 	}
@@ -93,10 +87,19 @@ func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 	if tune != nil {
 		tune(sc)
 	}
+	// Bind before serf starts goroutines (serf.Create does not stop them
+	// when memberlist then fails), so an unusable address fails here with
+	// its code.
+	tr, err := listenTransport(cfg.BindAddr, cfg.BindPort, sc.MemberlistConfig.Logger)
+	if err != nil {
+		return nil, err
+	}
+	sc.MemberlistConfig.Transport = tr
 	g.ring = sc.MemberlistConfig.Keyring
 	g.wg.Go(g.pump)
 	s, err := serf.Create(sc)
 	if err != nil {
+		_ = tr.Shutdown()
 		close(g.stop)
 		g.wg.Wait()
 		return nil, createError(cfg, err)
@@ -241,24 +244,6 @@ func (g *Gossip) isClosed() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.closed
-}
-
-// probeBind checks that addr:port can be bound for tcp and udp, as
-// memberlist's transport will, and releases both at once.
-func probeBind(addr string, port int) error {
-	ip := net.IP(netip.MustParseAddr(addr).AsSlice()) // Validate parsed it
-	hp := net.JoinHostPort(addr, fmt.Sprint(port))
-	tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
-	if err != nil {
-		return bindError(hp, err)
-	}
-	_ = tl.Close()
-	ul, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip, Port: port})
-	if err != nil {
-		return bindError(hp, err)
-	}
-	_ = ul.Close()
-	return nil
 }
 
 // probeSnapshot opens (creating, 0600) the snapshot file the way serf will,

@@ -1,0 +1,209 @@
+package gossip
+
+import (
+	"bytes"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// newTestTransport binds a transport on a fresh loopback address at the
+// gossip port and shuts it down at the end of the test.
+func newTestTransport(t testing.TB) (*transport, string) {
+	t.Helper()
+	addr := takeIP(t)
+	tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown() })
+	return tr, net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+}
+
+func recvPacket(t testing.TB, tr *transport) *memberlist.Packet {
+	t.Helper()
+	select {
+	case p := <-tr.PacketCh():
+		return p
+	case <-time.After(5 * time.Second):
+		t.Fatal("no packet within 5 s")
+		return nil
+	}
+}
+
+// TestTransportPackets: every packet arrives whole, from the sender's
+// address, in a buffer of its own: a later, shorter packet (read into the
+// same receive buffer) leaves an earlier one's bytes as they were.
+func TestTransportPackets(t *testing.T) {
+	a, aAddr := newTestTransport(t)
+	b, bAddr := newTestTransport(t)
+
+	first := bytes.Repeat([]byte{'a'}, 1200)
+	second := []byte("bb")
+	for _, m := range [][]byte{first, second} {
+		if _, err := a.WriteToAddress(m, memberlist.Address{Addr: bAddr, Name: "b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1, p2 := recvPacket(t, b), recvPacket(t, b)
+	if !bytes.Equal(p1.Buf, first) {
+		t.Errorf("first packet: %d bytes %q..., want 1200 bytes of 'a' (a later packet overwrote it?)", len(p1.Buf), p1.Buf[:min(8, len(p1.Buf))])
+	}
+	if !bytes.Equal(p2.Buf, second) {
+		t.Errorf("second packet %q, want %q", p2.Buf, second)
+	}
+	if cap(p1.Buf) > 2*len(first) {
+		t.Errorf("first packet's buffer has capacity %d for %d bytes: want a copy of its own length", cap(p1.Buf), len(first))
+	}
+	if p1.From.String() != aAddr {
+		t.Errorf("from %s, want %s", p1.From, aAddr)
+	}
+	if p1.Timestamp.IsZero() {
+		t.Error("no receive timestamp")
+	}
+	// WriteTo, by host name rather than address, reaches it too.
+	host := "localhost:" + strconv.Itoa(DefaultPort)
+	if _, err := b.WriteTo([]byte("x"), host); err != nil {
+		t.Fatalf("WriteTo(%s): %v", host, err)
+	}
+}
+
+// TestTransportStreams: a dialled connection arrives on the other's
+// stream channel and carries bytes both ways.
+func TestTransportStreams(t *testing.T) {
+	a, _ := newTestTransport(t)
+	b, bAddr := newTestTransport(t)
+	c, err := a.DialAddressTimeout(memberlist.Address{Addr: bAddr}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var s net.Conn
+	select {
+	case s = <-b.StreamCh():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no stream within 5 s")
+	}
+	defer s.Close()
+	if _, err := c.Write([]byte("push")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(s, got); err != nil || string(got) != "push" {
+		t.Fatalf("read %q, %v; want push", got, err)
+	}
+}
+
+// TestTransportAdvertise: the advertise address is taken as given
+// (IPv4 in its 4-byte form), the bound port fills in a zero one, and a
+// non-address is refused.
+func TestTransportAdvertise(t *testing.T) {
+	tr, _ := newTestTransport(t)
+	ip, port, err := tr.FinalAdvertiseAddr("192.0.2.7", 0)
+	if err != nil || !ip.Equal(net.ParseIP("192.0.2.7")) || len(ip) != net.IPv4len || port != DefaultPort {
+		t.Errorf("FinalAdvertiseAddr(192.0.2.7, 0) = %v (%d bytes), %d, %v; want 192.0.2.7 (4 bytes), %d", ip, len(ip), port, err, DefaultPort)
+	}
+	if _, _, err := tr.FinalAdvertiseAddr("", 7946); err == nil {
+		t.Error("FinalAdvertiseAddr(\"\") accepted; want an error")
+	}
+}
+
+// TestTransportShutdown: Shutdown returns while a received packet waits
+// for a reader that never comes, frees the port, and may be called twice.
+func TestTransportShutdown(t *testing.T) {
+	a, _ := newTestTransport(t)
+	addr := takeIP(t)
+	b, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bAddr := net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+	if _, err := a.WriteTo([]byte("unread"), bAddr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = b.Shutdown()
+		_ = b.Shutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still blocked after 5 s")
+	}
+	again, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatalf("port not freed by Shutdown: %v", err)
+	}
+	_ = again.Shutdown()
+}
+
+// TestTransportBindInUse: a port already bound is refused with
+// ConfigInvalid, and the half that did bind is released.
+func TestTransportBindInUse(t *testing.T) {
+	addr := takeIP(t)
+	u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(addr), Port: DefaultPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	if codes.Of(err) != codes.ConfigInvalid {
+		t.Fatalf("bind with the UDP port taken: %v (code %s), want %s", err, codes.Of(err), codes.ConfigInvalid)
+	}
+	_ = u.Close()
+	tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatalf("TCP half not released after the refused bind: %v", err)
+	}
+	_ = tr.Shutdown()
+}
+
+// BenchmarkTransportReceive: bytes allocated per received 1,200-byte
+// packet, this transport against memberlist.NetTransport (which
+// allocates 64 KiB per packet). Run with -benchmem.
+func BenchmarkTransportReceive(b *testing.B) {
+	msg := bytes.Repeat([]byte{'p'}, 1200)
+	for _, kind := range []string{"meshd", "memberlist"} {
+		b.Run(kind, func(b *testing.B) {
+			addr := takeIP(b)
+			var ch <-chan *memberlist.Packet
+			switch kind {
+			case "meshd":
+				tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Shutdown()
+				ch = tr.PacketCh()
+			default:
+				tr, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{addr}, BindPort: DefaultPort, Logger: log.New(io.Discard, "", 0)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer tr.Shutdown()
+				ch = tr.PacketCh()
+			}
+			to := &net.UDPAddr{IP: net.ParseIP(addr), Port: DefaultPort}
+			c, err := net.DialUDP("udp", nil, to)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				<-ch
+			}
+		})
+	}
+}
