@@ -83,3 +83,5 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gvisor.dev/gvisor v0.0.0-20240423190808-9d7a357edefe // indirect
 )
+
+replace github.com/google/gopacket => ./third_party/gopacket

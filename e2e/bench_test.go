@@ -142,7 +142,9 @@ func watchAllAlive(b *testing.B, nodes []*Node, d time.Duration) int {
 // MESHD_IDLE_ENV="K=V ..." adds to every meshd's environment (for example
 // GODEBUG=gctrace=1, whose lines land in the node's log);
 // MESHD_IDLE_PROFILE=DIR writes each node's CPU and heap profile there
-// (they stop cleanly at the end).
+// (they stop cleanly at the end); MESHD_IDLE_SMAPS=DIR writes the origin's
+// and the worker's /proc/PID/smaps there, to see which mappings hold the
+// resident pages.
 func BenchmarkIdleRSS(b *testing.B) {
 	for _, tc := range []struct {
 		timers, logLevel string
@@ -186,6 +188,17 @@ func BenchmarkIdleRSS(b *testing.B) {
 				}
 				b.Logf("round %d: origin RSS %.1f MB (anon %.1f), CPU %.2f%%; worker RSS %.1f MB (anon %.1f), CPU %.2f%%; load %s",
 					i+1, rss[0], anon[0], cpu[0], rss[1], anon[1], cpu[1], loadAvg())
+			}
+			if dir := os.Getenv("MESHD_IDLE_SMAPS"); dir != "" {
+				for j, name := range []string{"origin", "worker"} {
+					raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pids[j]))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(dir, tc.timers+"-"+name+".smaps"), raw, 0o600); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			b.ReportMetric(rss[0], "origin-rss-MB")
 			b.ReportMetric(rss[1], "worker-rss-MB")
