@@ -7,16 +7,17 @@ import (
 
 // defaultGCPercent is meshd's GOGC unless the environment sets one.
 //
-// An idle worker's live heap is about 2 MB, but Go's heap goal also counts
-// the scanned globals (about 5 MB, most of them gopacket's lookup tables,
-// which Nebula links), so at GOGC 100 the heap grows to about 9 MB between
-// collections, and the gossip layer's garbage (a 64 KiB buffer per received
-// UDP packet, an LZW table per compressed send) keeps it there. At 50 the
-// goal is about 5.5 MB: idle RSS drops by about 5 MB for one more
-// collection every few seconds, each a few milliseconds of CPU. Nebula's
-// data path allocates almost nothing, so the overlay's throughput does not
-// see it (docs/performance.md, BenchmarkIdleRSS and
-// BenchmarkOverlayThroughput).
+// Go's heap goal is the live heap plus GOGC% of the live heap and the
+// scanned roots (globals, stacks). When meshd linked gopacket's lookup
+// tables (5 MB of scanned globals, third_party/gopacket says why they are
+// gone) and memberlist's transport left 64 KiB of garbage per received
+// packet (gossip/transport.go), GOGC 50 cut an idle worker's RSS by about
+// 5 MB. With both gone the two settings differ by well under a megabyte
+// (idle worker 22.6-23.1 MB at 50, 22.4-23.6 MB at 100;
+// docs/performance.md); 50 is kept, since an idle node now collects
+// rarely and each collection costs a few milliseconds.
+// Nebula's data path allocates almost nothing, so the overlay's throughput
+// does not see it (BenchmarkOverlayThroughput).
 const defaultGCPercent = 50
 
 // tuneGC applies defaultGCPercent when GOGC is unset or empty; an
