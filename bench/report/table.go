@@ -125,10 +125,22 @@ var rows = []row{
 	{what: "RSS, all agents", name: "TestFormation", metric: "rss-total"},
 	{what: "RSS per agent, mean", name: "TestFormation", metric: "rss-agent"},
 	{what: "RSS per worker, mean", name: "TestFormation", metric: "rss-worker"},
-	{what: "idle CPU per agent, mean over 10 s", name: "TestFormation", metric: "idle-cpu-agent", target: "< 0.5%", ok: lt(0.5)},
-	{what: "idle CPU per worker, mean over 10 s", name: "TestFormation", metric: "idle-cpu-worker", target: "< 0.5%", ok: lt(0.5)},
+	// The formation runs use the e2e suite's fast timers (a probe every
+	// 200 ms, gossip every 100 ms: 5x and 2x the default's), so their idle
+	// CPU is reported, not held to the issue's bound; the bound is the
+	// production timers' row of BenchmarkIdleRSS below.
+	{what: "idle CPU per agent, mean over 10 s (fast timers; bound: BenchmarkIdleRSS)", name: "TestFormation", metric: "idle-cpu-agent"},
+	{what: "idle CPU per worker, mean over 10 s (fast timers; bound: BenchmarkIdleRSS)", name: "TestFormation", metric: "idle-cpu-worker"},
 	{what: "killed worker seen failed by every node (fast timers)", name: "BenchmarkFailureDetection", metric: "detect", match: fast, target: "< 2 s", ok: lt(2000)},
-	{what: "live members reported not alive (fast timers)", name: "BenchmarkFailureDetection", metric: "false-positives", match: fast, target: "0", ok: eq(0)},
+	// A live member reported not alive is held to 0 where the round trip
+	// stays within the fast profile's 100 ms probe timeout (one-way delay
+	// up to 50 ms). At 100 ms one way (200 ms RTT) every direct probe times
+	// out by design, and a suspicion can outrun its refutation: reported,
+	// not bounded; such a network wants `timers: lan` (docs/performance.md).
+	{what: "live members reported not alive (fast timers, no delay)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "0s"}, target: "0", ok: eq(0)},
+	{what: "live members reported not alive (fast timers, 25 ms one way)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "25ms"}, target: "0", ok: eq(0)},
+	{what: "live members reported not alive (fast timers, 50 ms one way)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "50ms"}, target: "0", ok: eq(0)},
+	{what: "live members reported not alive (fast timers, 100 ms one way: RTT twice the probe timeout)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "100ms"}},
 	{what: "killed worker seen failed, `timers: lan` (default)", name: "BenchmarkFailureDetection", metric: "detect", match: map[string]string{"timers": "lan"}},
 	{what: "gossip sim: join seen by every member", name: "BenchmarkGossipSim", metric: "join-all", target: "≤ 5 s", ok: le(5000)},
 	{what: "gossip sim: failure seen by every member", name: "BenchmarkGossipSim", metric: "fail-all"},
