@@ -130,7 +130,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	facts := &nodeFacts{
 		NodeID: nodeID, Name: name, Role: pki.RoleControl, CAHolder: true,
 		ClusterID: clusterID, ClusterName: cluster, Overlay: ip, Underlay: underlay,
-		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now,
+		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now, MachineID: a.machineIDToRecord(),
 	}
 	origin := state.Node{
 		ID: nodeID, Name: name, Role: pki.RoleControl, State: state.NodeActive,

@@ -77,7 +77,7 @@ type Warning struct {
 
 // Status is GET /v0/status.
 type Status struct {
-	State     string `json:"state"` // "starting", "unjoined", "running"
+	State     string `json:"state"` // "starting", "unjoined", "running", "refused"
 	Version   string `json:"version"`
 	Cluster   string `json:"cluster,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -98,6 +98,9 @@ type Status struct {
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
 	Warnings       []Warning `json:"warnings,omitempty"`
+	// Error is why the node in the state dir does not run (state
+	// "refused": a cloned state dir, codes.ClonedIdentity).
+	Error *Error `json:"error,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.
