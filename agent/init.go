@@ -19,8 +19,9 @@ import (
 // Init creates a cluster with this node as its origin: both CAs (whose keys
 // never leave this machine), the gossip key, this node's control identity,
 // and raft bootstrapped with this node as the single voter. Everything is
-// built in memory first; node.json, written last, commits it.
-func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string) (*apitype.InitResponse, error) {
+// built in memory first; node.json, written last, commits it. The audit
+// actor is the local API caller in ctx (operatorOn).
+func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.InitResponse, error) {
 	done, err := a.beginOp()
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 		return nil, codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("this node is %s", existing))
 	}
 
-	plan, err := a.planInit(req.Cluster, name, underlay, actor)
+	plan, err := a.planInit(req.Cluster, name, underlay, operatorOn(ctx, name))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	facts := &nodeFacts{
 		NodeID: nodeID, Name: name, Role: pki.RoleControl, CAHolder: true,
 		ClusterID: clusterID, ClusterName: cluster, Overlay: ip, Underlay: underlay,
-		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now,
+		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now, MachineID: a.machineIDToRecord(),
 	}
 	origin := state.Node{
 		ID: nodeID, Name: name, Role: pki.RoleControl, State: state.NodeActive,

@@ -134,7 +134,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
 		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
-		GossipKeys: resp.GossipKeys, Joined: a.d.Now(),
+		GossipKeys: resp.GossipKeys, Joined: a.d.Now(), MachineID: a.machineIDToRecord(),
 	}
 	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
 		return nil, err

@@ -48,7 +48,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 			return fmt.Errorf("leave raft: %w", err)
 		}
 	}
-	if err := rt.recordLeft(ctx); err != nil {
+	if err := rt.recordLeft(ctx, operatorOn(ctx, rt.facts.Name)); err != nil {
 		return err
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -66,12 +66,13 @@ func (a *Agent) Leave(ctx context.Context) error {
 }
 
 // recordLeft sets this node's record to left: through raft on a control
-// node, through a control node's internal API on a worker.
-func (rt *runtime) recordLeft(ctx context.Context) error {
+// node, through a control node's internal API on a worker. actor is the
+// operator who asked; the control node records it only as this node's.
+func (rt *runtime) recordLeft(ctx context.Context, actor string) error {
 	if rt.ctl != nil {
-		return rt.ctl.RecordLeft(ctx)
+		return rt.ctl.RecordLeft(ctx, actor)
 	}
-	return rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.NodeRef{NodeID: rt.facts.NodeID}, nil)
+	return rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.LeftRequest{NodeID: rt.facts.NodeID, Actor: actor}, nil)
 }
 
 // Remove takes a dead or unwanted node out of the cluster from a control

@@ -34,6 +34,7 @@ const (
 	CertRefused      Code = "X400114CRTRFS"
 	NotMember        Code = "X403115NOTMBR"
 	ForwardRefused   Code = "X403116FWDREF"
+	ClonedIdentity   Code = "X409117CLONED"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -104,6 +105,7 @@ var table = map[Code]Info{
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
 	SignRefused:      {403, "the CA holder refused to sign: raft records no admission that matches the request (node, state, name, role, overlay IP or public key)", "join again with a fresh token (`meshctl admit NAME`); if it keeps happening, compare `meshctl nodes` on the control nodes and check their meshd versions"},
 	NotMember:        {403, "the caller's certificate is not the current certificate of an active member", "check the node with `meshctl nodes` on a control node; a removed or left node must join again with a new token (`meshctl admit NAME`, then `meshctl join`)"},
+	ClonedIdentity:   {409, "this node's state dir was made on another machine (/etc/machine-id differs from the one recorded at init or join, or cannot be read): a cloned machine; gossip and the overlay were not started", "do not run the copy as that node: join it as a new one (`meshctl admit NEWNAME` on a control node, then `meshctl join --force TOKEN` here); the original keeps its identity (if the original is gone, `meshctl remove NAME` first)"},
 	ForwardRefused:   {403, "the leader refused a write a control node forwarded: that node may not send this command", "run the command on the node it concerns, or on the CA holder for certificate renewals; see docs/security.md"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
@@ -149,6 +151,7 @@ var table = map[Code]Info{
 	EventKeysRotated:      {100, "a step of a gossip key rotation was recorded", "none needed"},
 	EventTLSRenewed:       {100, "a node's TLS leaf was renewed", "none needed"},
 	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
+	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -164,4 +167,5 @@ const (
 	EventKeysRotated      Code = "X100609GSPROT"
 	EventTLSRenewed       Code = "X100610TLSRNW"
 	EventRevocationAcks   Code = "X100611RVKACK"
+	EventTokensPruned     Code = "X100612TKPRUN"
 )

@@ -26,6 +26,9 @@ const (
 	// PathKeysRotate is POST /v0/keys/rotate: replace the cluster's gossip
 	// key (control node).
 	PathKeysRotate = "/v0/keys/rotate"
+	// PathAudit is GET /v0/audit[?since=DURATION]: the audit trail
+	// (control node), oldest first.
+	PathAudit = "/v0/audit"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -74,7 +77,7 @@ type Warning struct {
 
 // Status is GET /v0/status.
 type Status struct {
-	State     string `json:"state"` // "starting", "unjoined", "running"
+	State     string `json:"state"` // "starting", "unjoined", "running", "refused"
 	Version   string `json:"version"`
 	Cluster   string `json:"cluster,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -95,6 +98,9 @@ type Status struct {
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
 	Warnings       []Warning `json:"warnings,omitempty"`
+	// Error is why the node in the state dir does not run (state
+	// "refused": a cloned state dir, codes.ClonedIdentity).
+	Error *Error `json:"error,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.
@@ -193,6 +199,19 @@ const (
 	TokenExpired = "expired"
 	TokenRevoked = "revoked"
 )
+
+// AuditEvent is one row of GET /v0/audit: who did what, and when.
+type AuditEvent struct {
+	At    time.Time  `json:"at"`
+	Code  codes.Code `json:"code"`
+	Event string     `json:"event"` // a short name of Code: init, admit, join, confirm, leave, remove, ...
+	// Actor is who did it: "uid=U@NODE" (an operator on NODE's local
+	// socket), "node:NODE" (NODE by itself), either followed by
+	// " via NODE2" when a control node relayed it.
+	Actor   string `json:"actor"`
+	Subject string `json:"subject,omitempty"` // the node, token name or key step it concerns
+	Detail  string `json:"detail,omitempty"`
+}
 
 // KeyRotation answers POST /v0/keys/rotate.
 type KeyRotation struct {

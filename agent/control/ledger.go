@@ -57,7 +57,7 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.cfg.NodeID}); err != nil {
+	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
 		return netip.Prefix{}, err
 	}
 	if err := l.p.SyncRead(ctx); err != nil {
@@ -101,7 +101,7 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 	if err := l.p.Write(ctx, &state.RecordCerts{NodeID: nodeID,
 		TLSCert: tlsCert, TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaCert: nebulaCert, NebulaFingerprint: nebFP, NebulaExpires: nebExp,
-		At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+		At: l.p.now(), Actor: l.p.self()}); err != nil {
 		return err
 	}
 	l.p.hooks.Poke() // the new node's record feeds this node's overlay at once
@@ -113,7 +113,7 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 // node's FSM has applied it, so a retry through this node sees the token
 // unused; that wait failing does not undo the write, so it is not an error.
 func (l *Ledger) AbortAdmission(ctx context.Context, nodeID string) error {
-	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.self()}); err != nil {
 		return err
 	}
 	if err := l.p.SyncRead(ctx); err != nil {

@@ -75,9 +75,10 @@ func (p *Plane) LeaveVoterCheck() error {
 	return nil
 }
 
-// RecordLeft sets this node's own record to left through raft.
-func (p *Plane) RecordLeft(ctx context.Context) error {
-	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.cfg.NodeID})
+// RecordLeft sets this node's own record to left through raft; actor is
+// the operator who asked (an Actor's text).
+func (p *Plane) RecordLeft(ctx context.Context, actor string) error {
+	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor})
 }
 
 // LeaveRaft hands leadership off if this node leads, then has the leader
@@ -104,8 +105,14 @@ func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Calle
 	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(req.NodeID) })
 }
 
-// handleLeft records the calling member as left.
+// handleLeft records the calling member as left, with the operator it
+// names on itself as the actor, relayed by this node (relayedActor).
 func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
+	var req LeftRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
 	// A node on record as left is no member, so the raft port would refuse
 	// a voter recorded left and cost the cluster its quorum: a control node
 	// leaves raft first (`meshctl leave` does), then records itself left.
@@ -113,7 +120,7 @@ func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("%s is still in raft; it leaves raft before it records itself left", c.Name)))
 		return
 	}
-	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: c.NodeID}); err != nil {
+	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.relayedActor(c, req.Actor)}); err != nil {
 		writeError(w, err)
 		return
 	}

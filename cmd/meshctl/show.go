@@ -75,6 +75,12 @@ func (a *app) statusCommand() *cobra.Command {
 			case "starting":
 				a.out.Printf("meshd %s is starting\n", s.Version)
 				return nil
+			case "refused":
+				a.out.Printf("meshd %s refuses to run node %s (%s) of cluster %s\n", s.Version, s.Node, s.NodeID, s.Cluster)
+				if e := s.Error; e != nil {
+					a.out.Printf("%s %s\n%s\nremedy: %s\n", e.ErrCode, e.Cause, e.Detail, e.Remedy)
+				}
+				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			p := printer{tw}
