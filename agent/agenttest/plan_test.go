@@ -197,4 +197,7 @@ func TestJoinPlanInProcess(t *testing.T) {
 			t.Errorf("expiry check %q does not say the seed's clock agrees", c.Detail)
 		}
 	})
+
+	// No plan, check or refused join logged the token or its secret.
+	checkNoSecrets(t, []string{tok}, origin, w1)
 }
