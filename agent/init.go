@@ -37,10 +37,12 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	if err := enroll.ValidName(name); err != nil {
 		return nil, fmt.Errorf("node name (from --name, node_name or the hostname): %w", err)
 	}
-	underlay, err := mesh.ChooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	// The pin, or the default route's interface address (mesh.ChooseUnderlay).
+	chosen, err := mesh.ChooseUnderlay(a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), nil)
 	if err != nil {
 		return nil, err
 	}
+	underlay := chosen.Addr
 	existing, err := loadNodeFacts(a.cfg.StateDir)
 	if err != nil && !req.Force {
 		return nil, err
@@ -72,7 +74,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	return &apitype.InitResponse{
 		ClusterID: plan.facts.ClusterID, Cluster: req.Cluster, Node: name,
 		CAFingerprint: plan.ca.Fingerprint().String(),
-		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(),
+		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(), UnderlayWhy: chosen.Why,
 	}, nil
 }
 

@@ -21,6 +21,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathInit, a.write(a.handleInit))
 	mux.HandleFunc("POST "+apitype.PathAdmit, a.write(a.handleAdmit))
 	mux.HandleFunc("POST "+apitype.PathJoin, a.write(a.handleJoin))
+	mux.HandleFunc("POST "+apitype.PathJoinPlan, a.write(a.handlePlan)) // plan.go
 	mux.HandleFunc("POST "+apitype.PathReload, a.write(a.handleReload))
 	mux.HandleFunc("POST "+apitype.PathLeave, a.write(a.handleLeave))
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))

@@ -207,7 +207,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
+	es := enroll.NewServer(a.cfg.enrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed

@@ -44,7 +44,13 @@ type Node struct {
 // NewNode adds a host to n and writes a meshd config for it; Start runs it.
 func (n *Net) NewNode(name string) *Node {
 	n.t.Helper()
-	h := n.AddHost(name)
+	return n.NewNodeOn(n.AddHost(name), name)
+}
+
+// NewNodeOn writes a meshd config for a node named name on host h (from
+// AddHostWith); Start runs it.
+func (n *Net) NewNodeOn(h *Host, name string) *Node {
+	n.t.Helper()
 	dir, err := os.MkdirTemp("", "mshe")
 	if err != nil {
 		n.t.Fatal(err)

@@ -231,21 +231,25 @@ type RevokeResponse struct {
 
 // InitRequest is POST /v0/init.
 type InitRequest struct {
-	Cluster       string `json:"cluster"`
-	Name          string `json:"name,omitempty"` // this node's name; default: hostname
-	AdvertiseAddr string `json:"advertise_addr,omitempty"`
-	Force         bool   `json:"force,omitempty"`
+	Cluster        string `json:"cluster"`
+	Name           string `json:"name,omitempty"` // this node's name; default: hostname
+	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
+	AdvertiseIface string `json:"advertise_iface,omitempty"`
+	Force          bool   `json:"force,omitempty"`
 }
 
 // InitResponse answers POST /v0/init.
 type InitResponse struct {
-	ClusterID     string    `json:"cluster_id"`
-	Cluster       string    `json:"cluster"`
-	Node          string    `json:"node"`
-	CAFingerprint string    `json:"ca_fingerprint"`
-	OverlayIP     string    `json:"overlay_ip"`
-	Underlay      string    `json:"underlay_addr"`
-	Warnings      []Warning `json:"warnings,omitempty"`
+	ClusterID     string `json:"cluster_id"`
+	Cluster       string `json:"cluster"`
+	Node          string `json:"node"`
+	CAFingerprint string `json:"ca_fingerprint"`
+	OverlayIP     string `json:"overlay_ip"`
+	Underlay      string `json:"underlay_addr"`
+	// UnderlayWhy says how the underlay address was chosen (the pin, the
+	// default route, or the fallback and its reason).
+	UnderlayWhy string    `json:"underlay_why,omitempty"`
+	Warnings    []Warning `json:"warnings,omitempty"`
 }
 
 // AdmitRequest is POST /v0/admit.
@@ -268,9 +272,10 @@ type AdmitResponse struct {
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.
 type JoinRequest struct {
-	Token         string `json:"token"`
-	AdvertiseAddr string `json:"advertise_addr,omitempty"`
-	Force         bool   `json:"force,omitempty"`
+	Token          string `json:"token"`
+	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
+	AdvertiseIface string `json:"advertise_iface,omitempty"`
+	Force          bool   `json:"force,omitempty"`
 }
 
 // JoinLine is one line of the streamed POST /v0/join response: a step, and

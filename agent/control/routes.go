@@ -72,11 +72,13 @@ func Routes() []Route {
 }
 
 // Handler serves port 7300: the enroll API (public: a joiner has no
-// certificate yet; the token is its credential) and every route of the
-// internal API behind the guard.
+// certificate yet; the token is its credential: enroll, check, time) and
+// every route of the internal API behind the guard.
 func (p *Plane) Handler(enrollAPI http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+enroll.Path, enrollAPI)
+	mux.Handle("POST "+enroll.CheckPath, enrollAPI)
+	mux.Handle("GET "+enroll.TimePath, enrollAPI)
 	for _, rt := range routes {
 		mux.HandleFunc(rt.Method+" "+rt.Path, p.guard(rt))
 	}

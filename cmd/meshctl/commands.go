@@ -101,6 +101,9 @@ func (a *app) initCommand() *cobra.Command {
 			a.warn(resp.Warnings)
 			a.out.Printf("cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
 			a.out.Printf("node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
+			if resp.UnderlayWhy != "" {
+				a.out.Printf("underlay chosen: %s\n", resp.UnderlayWhy)
+			}
 			a.out.Printf("cluster CA sha256: %s\n", resp.CAFingerprint)
 			a.out.Println("next: meshctl admit NAME   (on this node) to let another machine join")
 			return nil
@@ -108,7 +111,8 @@ func (a *app) initCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "cluster name (required)")
 	cmd.Flags().StringVar(&req.Name, "name", "", "this node's name (default: the hostname)")
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the address of the default route's interface)")
+	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "discard an existing cluster on this node and create a new one")
 	a.addOutput(cmd)
 	return cmd
