@@ -57,7 +57,7 @@ func (a *app) joinCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from `PATH` (- for standard input) instead of the command line, where ps shows it")
 	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
-	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity; a member leaves its cluster first, as `meshctl leave` does")
 	return cmd
 }
 
