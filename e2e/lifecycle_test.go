@@ -193,15 +193,20 @@ func TestLifecycleFailedJoin(t *testing.T) {
 	}
 }
 
-// TestLifecycleQuorum: with one of three voters down, a voter's leave and
-// a live voter's removal are refused with QuorumLoss naming the voter
-// that is down; removing the dead voter is allowed. Then join --force on
-// a running voter leaves raft first: the configuration keeps no dead
-// voter.
+// TestLifecycleQuorum: join --force on the CA holder is refused with its
+// token unused. With one of three voters down, a voter's leave and a live
+// voter's removal are refused with QuorumLoss naming the voter that is
+// down; removing the dead voter is allowed. Then join --force on a
+// running voter leaves raft first: the configuration keeps no dead voter.
 func TestLifecycleQuorum(t *testing.T) {
 	n := NewNet(t)
 	nodes := controlCluster(t, n)
 	origin, c2, c3 := nodes[0], nodes[1], nodes[2]
+	// The CA holder's join --force is refused before its token is spent.
+	failsWith(t, origin, codes.CAHolderStays, "join", "--force", origin.Admit(t, "x9"))
+	if s := tokenState(t, origin, "x9"); s != "unused" {
+		t.Fatalf("the refused join --force left its token %s", s)
+	}
 	c3.Kill()
 	for _, try := range []struct {
 		nd   *Node
