@@ -95,13 +95,13 @@ func failJoinRule(p *Plane, _ Caller, cmd state.Command) error {
 }
 
 // FailStaleJoins runs on the raft leader (elsewhere it does nothing): every
-// node still joining JoinBound after its admission is recorded failed,
-// with its cause. The time is the leader's and travels in the command.
-func (p *Plane) FailStaleJoins(ctx context.Context) int {
+// node still joining bound after its admission (by now, the leader's
+// clock) is recorded failed, with its cause. The time travels in the
+// command.
+func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Duration) int {
 	if !p.raft.IsLeader() {
 		return 0
 	}
-	now, bound := p.now(), p.cfg.joinBound()
 	failed := 0
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeJoining || now.Sub(n.Created) < bound {
@@ -147,10 +147,11 @@ func joinFailCause(n state.Node, voter bool, bound time.Duration) string {
 }
 
 // watchJoins runs the leader's sweep of stale joins until stop, at a
-// quarter of the bound, so a join fails at most 1.25 bounds after its
-// admission.
-func (p *Plane) watchJoins(stop <-chan struct{}) {
-	t := time.NewTicker(p.cfg.joinBound() / 4)
+// quarter of bound, so a join fails at most 1.25 bounds after its
+// admission. It takes bound and the clock once, from New: nothing it
+// reads is changed after.
+func (p *Plane) watchJoins(stop <-chan struct{}, bound time.Duration, now func() time.Time) {
+	t := time.NewTicker(bound / 4)
 	defer t.Stop()
 	for {
 		select {
@@ -158,8 +159,8 @@ func (p *Plane) watchJoins(stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.joinBound()/4)
-		p.FailStaleJoins(ctx)
+		ctx, cancel := context.WithTimeout(context.Background(), bound/4)
+		p.FailStaleJoins(ctx, now(), bound)
 		cancel()
 	}
 }

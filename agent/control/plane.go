@@ -147,9 +147,10 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 		defer p.watch.Done()
 		p.watchNodes(p.stop)
 	}()
+	bound, now := cfg.joinBound(), d.Now
 	go func() {
 		defer p.watch.Done()
-		p.watchJoins(p.stop)
+		p.watchJoins(p.stop, bound, now)
 	}()
 	return p
 }
