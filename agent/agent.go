@@ -64,6 +64,8 @@ type Agent struct {
 	// refusedFacts its node.json (phaseRefused only).
 	refused      error
 	refusedFacts *nodeFacts
+
+	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
 }
 
 // New validates cfg and returns an agent that has not started anything.
@@ -83,7 +85,11 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 	if d.Notify == nil {
 		d.Notify = func(string) {}
 	}
-	return &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}, nil
+	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
+	if cfg.OverlayMode == OverlayUserspace {
+		a.parked = &parkedMesh{}
+	}
+	return a, nil
 }
 
 // Run serves until ctx is cancelled. The local socket opens first so that

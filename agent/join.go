@@ -69,6 +69,13 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		step("generated TLS and Nebula keys on this machine")
 	}
 
+	// A member joining again (--force) leaves its cluster first, cleanly.
+	if existing != nil {
+		if err := a.departForRejoin(ctx, step); err != nil {
+			return nil, err
+		}
+	}
+
 	// 5-8. pinned TLS to a seed, the clocks compared before the secret
 	// goes out, enroll, receive certificates and facts.
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
@@ -103,6 +110,9 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	if err := rt.confirmJoin(cctx, step); err != nil {
 		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
+	}
+	if err := rt.confirmJoined(cctx, step); err != nil {
+		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
 	a.log.Info("joined cluster", "cluster", resp.ClusterName, "node", resp.Name, "node_id", resp.NodeID,
 		"role", resp.Role, "overlay_ip", resp.OverlayIP)

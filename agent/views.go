@@ -59,11 +59,16 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt.ctl != nil {
-		return rt.ctl.Nodes(ctx)
-	}
 	var rows []apitype.Node
-	return rows, rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
+	if rt.ctl != nil {
+		rows, err = rt.ctl.Nodes(ctx)
+	} else {
+		err = rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
+	}
+	for i := range rows {
+		rows[i].Self = rows[i].ID == rt.facts.NodeID
+	}
+	return rows, err
 }
 
 // gossipMembers is each gossip member's status by node name.

@@ -163,6 +163,8 @@ var table = map[Code]Info{
 	EventTLSRenewed:       {100, "a node's TLS leaf was renewed", "none needed"},
 	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
+	EventCertsRecorded:    {100, "a joining node's certificates were recorded; it is active once it confirms its join", "none needed"},
+	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -179,4 +181,6 @@ const (
 	EventTLSRenewed       Code = "X100610TLSRNW"
 	EventRevocationAcks   Code = "X100611RVKACK"
 	EventTokensPruned     Code = "X100612TKPRUN"
+	EventCertsRecorded    Code = "X100620CRTREC"
+	EventJoinFailed       Code = "X100621JNFAIL"
 )

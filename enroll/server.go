@@ -200,7 +200,10 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
-	nodeID := s.nodeID()
+	nodeID, err := s.admissionID(ctx, rec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("look up a former node named %s: %w", rec.Name, err)
+	}
 	overlayIP, err := s.ledger.Admit(ctx, Admission{
 		Token: hash, NodeID: nodeID, Name: rec.Name, Role: rec.Role,
 		Underlay: req.Underlay, SourceAddr: source.String(),

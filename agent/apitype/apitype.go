@@ -155,6 +155,13 @@ type Node struct {
 	// Revocation is, for a removed node, whether every live member
 	// confirmed it blocks the node: "acknowledged" or "pending: a, b".
 	Revocation string `json:"revocation,omitempty"`
+	// Cause is, for a failed node, why its join failed.
+	Cause string `json:"cause,omitempty"`
+	// Self marks the node that answered (the one meshctl asked).
+	Self bool `json:"self,omitempty"`
+	// LastSeen is, for a node not alive in gossip, when the answering
+	// control node saw it fail or leave; zero when it never saw that.
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // RemoveRequest is POST /v0/nodes/{name}/remove's optional body.
@@ -268,6 +275,10 @@ type AdmitResponse struct {
 	Role    string    `json:"role"`
 	Expires time.Time `json:"expires"`
 	Command string    `json:"command"`
+	// Reuses says, when the name belonged to a node that left, was
+	// removed or failed, that the join reuses its record (node id and
+	// overlay IP); empty otherwise.
+	Reuses string `json:"reuses,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.

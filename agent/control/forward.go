@@ -34,6 +34,8 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.AbortAdmission]():       anyControl,
 	reflect.TypeFor[state.SetGossipKeys]():        anyControl,
 	reflect.TypeFor[state.RecordRevocationAcks](): anyControl,
+	reflect.TypeFor[state.ConfirmJoin]():          confirmRule,
+	reflect.TypeFor[state.FailJoin]():             failJoinRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -67,7 +67,8 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 }
 
 // LeaveVoterCheck refuses to let this node leave when it is the last raft
-// voter (codes.QuorumLoss).
+// voter (codes.QuorumLoss); the leader checks the rest (quorumAfterRemoving)
+// when this node asks it to drop it from raft.
 func (p *Plane) LeaveVoterCheck() error {
 	if p.raft.IsVoter(p.cfg.NodeID) && p.raft.Voters() <= 1 {
 		return codes.Wrap(codes.QuorumLoss, errors.New("this is the last raft voter"))
@@ -84,6 +85,12 @@ func (p *Plane) RecordLeft(ctx context.Context, actor string) error {
 // LeaveRaft hands leadership off if this node leads, then has the leader
 // drop this node from raft membership.
 func (p *Plane) LeaveRaft(ctx context.Context) error {
+	if p.raft.IsLeader() {
+		// Refuse before handing leadership off for nothing.
+		if err := p.quorumAfterRemoving(ctx, p.cfg.NodeID); err != nil {
+			return err
+		}
+	}
 	if err := p.raft.HandOff(); err != nil {
 		p.log.Warn("leadership transfer before leaving failed", "err", err)
 	}
@@ -92,17 +99,22 @@ func (p *Plane) LeaveRaft(ctx context.Context) error {
 
 // removeFromRaft has the leader drop id from raft membership.
 func (p *Plane) removeFromRaft(ctx context.Context, id string) error {
-	return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(id) })
+	return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(ctx, id) })
 }
 
-func (p *Plane) raftRemove(id string) error {
+// raftRemove drops id from raft on the leader, unless that would leave
+// fewer reachable voters than a majority (codes.QuorumLoss).
+func (p *Plane) raftRemove(ctx context.Context, id string) error {
+	if err := p.quorumAfterRemoving(ctx, id); err != nil {
+		return err
+	}
 	return p.raft.RemoveServer(id, 10*time.Second)
 }
 
 // handleRaftRemove is the leader's side of removeFromRaft.
 func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Caller) {
 	var req NodeRef
-	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(req.NodeID) })
+	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(r.Context(), req.NodeID) })
 }
 
 // handleLeft records the calling member as left, with the operator it

@@ -138,11 +138,18 @@ func (a *app) admitCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return a.printJSON(map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
-					"role": resp.Role, "expires": resp.Expires, "command": resp.Command})
+				out := map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
+					"role": resp.Role, "expires": resp.Expires, "command": resp.Command}
+				if resp.Reuses != "" {
+					out["reuses"] = resp.Reuses
+				}
+				return a.printJSON(out)
 			}
 			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 				resp.Expires.Local().Format(time.RFC3339), resp.ID)
+			if resp.Reuses != "" {
+				a.out.Println(resp.Reuses)
+			}
 			a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
 			a.out.Println(resp.Token)
 			return nil
