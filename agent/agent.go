@@ -29,6 +29,10 @@ type Deps struct {
 	// (flag overrides applied) for Reload; nil refuses a reload.
 	LevelVar   *slog.LevelVar
 	ReadConfig func() (FileConfig, error)
+	// MachineIDPath is the machine-id file the clone check reads; empty
+	// means DefaultMachineIDPath. Only tests set it (cmd/meshd never does;
+	// the e2e suite bind-mounts another /etc/machine-id instead).
+	MachineIDPath string
 }
 
 // phase is what the local API reports as status.state.
@@ -38,6 +42,10 @@ const (
 	phaseStarting phase = "starting"
 	phaseUnjoined phase = "unjoined"
 	phaseRunning  phase = "running"
+	// phaseRefused: the state dir holds a member that this machine must
+	// not run (a clone: codes.ClonedIdentity); the socket serves status
+	// and a `join --force` that replaces the identity, nothing else.
+	phaseRefused phase = "refused"
 )
 
 // Agent is the meshd daemon.
@@ -52,6 +60,12 @@ type Agent struct {
 	mu    sync.Mutex
 	phase phase
 	rt    *runtime // nil until this node is a running member
+	// refused is why the member in the state dir did not start, and
+	// refusedFacts its node.json (phaseRefused only).
+	refused      error
+	refusedFacts *nodeFacts
+
+	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
 }
 
 // New validates cfg and returns an agent that has not started anything.
@@ -71,7 +85,11 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 	if d.Notify == nil {
 		d.Notify = func(string) {}
 	}
-	return &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}, nil
+	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
+	if cfg.OverlayMode == OverlayUserspace {
+		a.parked = &parkedMesh{}
+	}
+	return a, nil
 }
 
 // Run serves until ctx is cancelled. The local socket opens first so that
@@ -147,6 +165,19 @@ func (a *Agent) start(ctx context.Context) error {
 		a.setPhase(phaseUnjoined, nil)
 		return nil
 	}
+	if err := checkMachine(a.cfg.StateDir, facts, a.machineIDPath(), a.log); err != nil {
+		if codes.Of(err) != codes.ClonedIdentity {
+			return err
+		}
+		// Not an exit: the socket stays, so `meshctl status` says why and
+		// `meshctl join --force` can give this machine its own identity.
+		a.log.Error("refusing to run this node: its state dir was made on another machine; gossip and the overlay are not started",
+			"code", codes.ClonedIdentity, "node", facts.Name, "err", err)
+		a.mu.Lock()
+		a.phase, a.rt, a.refused, a.refusedFacts = phaseRefused, nil, err, facts
+		a.mu.Unlock()
+		return nil
+	}
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", facts, err)
@@ -158,7 +189,7 @@ func (a *Agent) start(ctx context.Context) error {
 func (a *Agent) setPhase(p phase, rt *runtime) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.phase, a.rt = p, rt
+	a.phase, a.rt, a.refused, a.refusedFacts = p, rt, nil, nil
 }
 
 func (a *Agent) currentPhase() phase {
@@ -174,6 +205,8 @@ func (a *Agent) running() (*runtime, error) {
 	switch {
 	case a.phase == phaseStarting:
 		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	case a.phase == phaseRefused:
+		return nil, a.refused
 	case a.rt == nil:
 		return nil, codes.Wrap(codes.NotInCluster, nil)
 	}

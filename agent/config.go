@@ -9,29 +9,34 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
 )
 
 // FileConfig is /etc/meshd/meshd.yaml. Unknown keys are refused with the
 // field named; Validate runs before anything starts or is written.
 type FileConfig struct {
-	StateDir      string     `yaml:"state_dir"`
-	Socket        string     `yaml:"socket"`
-	SocketGroup   string     `yaml:"socket_group"`
-	BindAddr      string     `yaml:"bind_addr"`      // listeners bind here; default all addresses
-	AdvertiseAddr string     `yaml:"advertise_addr"` // underlay IP; default chosen from the interfaces
-	NodeName      string     `yaml:"node_name"`      // name used by init; default the hostname
-	OverlayCIDR   string     `yaml:"overlay_cidr"`   // used by init
-	LogLevel      string     `yaml:"log_level"`      // debug, info, warn, error
-	LogFormat     string     `yaml:"log_format"`     // text or json
-	Ports         Ports      `yaml:"ports"`
-	Raft          RaftTiming `yaml:"raft"`
+	StateDir      string `yaml:"state_dir"`
+	Socket        string `yaml:"socket"`
+	SocketGroup   string `yaml:"socket_group"`
+	BindAddr      string `yaml:"bind_addr"`      // listeners bind here; default all addresses
+	AdvertiseAddr string `yaml:"advertise_addr"` // underlay IP; default: the route's source address (mesh.ChooseUnderlay)
+	// AdvertiseIface pins the underlay to this interface's address; with
+	// advertise_addr too, that address must be on this interface.
+	AdvertiseIface string     `yaml:"advertise_iface"`
+	NodeName       string     `yaml:"node_name"`    // name used by init; default the hostname
+	OverlayCIDR    string     `yaml:"overlay_cidr"` // used by init
+	LogLevel       string     `yaml:"log_level"`    // debug, info, warn, error
+	LogFormat      string     `yaml:"log_format"`   // text or json
+	Ports          Ports      `yaml:"ports"`
+	Raft           RaftTiming `yaml:"raft"`
 
 	OverlayMode OverlayMode `yaml:"overlay_mode"` // kernel (a TUN device) or userspace (no privileges)
 	TunDevice   string      `yaml:"tun_device"`   // kernel TUN device name
@@ -61,6 +66,12 @@ type FileConfig struct {
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
 	// loopback host:port (opt-in; off by default).
 	MetricsAddr string `yaml:"metrics_addr"`
+	// MaxClockSkew is how far two clocks may differ at a join: a joiner
+	// whose clock differs from the seed's by more is refused with
+	// ClockSkew before it sends the token's secret, and a control node
+	// refuses an enroll request whose claimed time is further off. Past
+	// 30 s the join goes on with a warning. 5s-1h, default 5m.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -124,6 +135,7 @@ func DefaultFileConfig() FileConfig {
 		TLSLifetime:          30 * 24 * time.Hour,
 		RevocationAckTimeout: control.DefaultRevocationAckTimeout,
 		TokenRetention:       control.DefaultTokenRetention,
+		MaxClockSkew:         enroll.DefaultMaxSkew,
 	}
 }
 
@@ -192,6 +204,9 @@ func (c FileConfig) Validate() error {
 			return bad("advertise_addr", c.AdvertiseAddr, errors.New("must be an IP address"))
 		}
 	}
+	if c.AdvertiseIface != "" && (len(c.AdvertiseIface) > 15 || strings.ContainsAny(c.AdvertiseIface, "/ \t\n")) {
+		return bad("advertise_iface", c.AdvertiseIface, errors.New("must be an interface name (1-15 characters, no '/' or space)"))
+	}
 	p, err := netip.ParsePrefix(c.OverlayCIDR)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
 		return bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
@@ -253,6 +268,9 @@ func (c FileConfig) Validate() error {
 	}
 	if c.TokenRetention < time.Minute || c.TokenRetention > 365*24*time.Hour {
 		return bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))
+	}
+	if c.MaxClockSkew < 5*time.Second || c.MaxClockSkew > time.Hour {
+		return bad("max_clock_skew", c.MaxClockSkew.String(), errors.New("must be between 5s and 1h"))
 	}
 	if c.Raft.PromoteTimeout < time.Second || c.Raft.PromoteTimeout > 10*time.Minute {
 		return bad("raft.promote_timeout", c.Raft.PromoteTimeout.String(), errors.New("must be between 1s and 10m"))

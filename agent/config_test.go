@@ -50,6 +50,8 @@ func TestValidate(t *testing.T) {
 		{"ok/overlay-mtu-576-routines-64", withCfg(func(c *FileConfig) { c.OverlayMTU, c.OverlayRoutines = 576, 64 }), nil},
 		{"ok/overlay-mtu-9001-routines-2", withCfg(func(c *FileConfig) { c.OverlayMTU, c.OverlayRoutines = 9001, 2 }), nil},
 		{"ok/token-retention-a-year", withCfg(func(c *FileConfig) { c.TokenRetention = 365 * 24 * time.Hour }), nil},
+		{"ok/max-clock-skew-5s", withCfg(func(c *FileConfig) { c.MaxClockSkew = 5 * time.Second }), nil},
+		{"ok/max-clock-skew-1h", withCfg(func(c *FileConfig) { c.MaxClockSkew = time.Hour }), nil},
 
 		{"fail/empty-state-dir", withCfg(func(c *FileConfig) { c.StateDir = "" }), []string{"state_dir"}},
 		{"fail/relative-state-dir", withCfg(func(c *FileConfig) { c.StateDir = "var/lib/meshd" }), []string{"state_dir"}},
@@ -91,6 +93,9 @@ func TestValidate(t *testing.T) {
 		{"fail/overlay-routines-0", withCfg(func(c *FileConfig) { c.OverlayRoutines = 0 }), []string{"overlay_routines"}},
 		{"fail/overlay-routines-65", withCfg(func(c *FileConfig) { c.OverlayRoutines = 65 }), []string{"overlay_routines"}},
 		{"fail/tun-device-too-long", withCfg(func(c *FileConfig) { c.TunDevice = "meshd-overlay-dev0" }), []string{"tun_device"}},
+		{"fail/max-clock-skew-zero", withCfg(func(c *FileConfig) { c.MaxClockSkew = 0 }), []string{"max_clock_skew"}},
+		{"fail/max-clock-skew-under-5s", withCfg(func(c *FileConfig) { c.MaxClockSkew = 4 * time.Second }), []string{"max_clock_skew"}},
+		{"fail/max-clock-skew-over-1h", withCfg(func(c *FileConfig) { c.MaxClockSkew = time.Hour + time.Second }), []string{"max_clock_skew"}},
 		{"fail/token-retention-zero", withCfg(func(c *FileConfig) { c.TokenRetention = 0 }), []string{"token_retention"}},
 		{"fail/token-retention-under-a-minute", withCfg(func(c *FileConfig) { c.TokenRetention = time.Minute - time.Second }), []string{"token_retention"}},
 		{"fail/token-retention-over-a-year", withCfg(func(c *FileConfig) { c.TokenRetention = 365*24*time.Hour + time.Second }), []string{"token_retention"}},

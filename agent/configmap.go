@@ -9,6 +9,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
@@ -64,7 +65,16 @@ func (c FileConfig) raftTiming() raftnode.Timing {
 func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
 	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
 		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention, TLSLifetime: c.TLSLifetime,
-		RevocationAckTimeout: c.RevocationAckTimeout}
+		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.joinBound()}
+}
+
+// enrollConfig is the enroll server's config: the clock-skew bound a
+// joiner's claimed time is judged by (the joiner's own bound is the same
+// key, see enrollDeps); the throttle at its defaults.
+func (c FileConfig) enrollConfig() enroll.ServerConfig {
+	e := enroll.DefaultServerConfig()
+	e.MaxSkew = c.MaxClockSkew
+	return e
 }
 
 // portLimits are port 7300's limits: the defaults, with room to answer a

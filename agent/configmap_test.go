@@ -33,6 +33,7 @@ func TestConfigMapping(t *testing.T) {
 		LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	test.NebulaCertLifetime = time.Hour
 	test.OverlayMTU, test.OverlayRoutines = 1420, 2
+	test.MaxClockSkew = 90 * time.Second
 
 	got := map[string]any{}
 	for name, c := range map[string]struct {
@@ -46,6 +47,7 @@ func TestConfigMapping(t *testing.T) {
 			"raft":    c.cfg.raftTiming(),
 			"control": c.cfg.controlConfig(c.facts),
 			"port":    c.cfg.portLimits(),
+			"enroll":  c.cfg.enrollConfig(),
 		}
 	}
 	b, err := json.MarshalIndent(got, "", "  ")

@@ -19,8 +19,9 @@ import (
 // Init creates a cluster with this node as its origin: both CAs (whose keys
 // never leave this machine), the gossip key, this node's control identity,
 // and raft bootstrapped with this node as the single voter. Everything is
-// built in memory first; node.json, written last, commits it.
-func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string) (*apitype.InitResponse, error) {
+// built in memory first; node.json, written last, commits it. The audit
+// actor is the local API caller in ctx (operatorOn).
+func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.InitResponse, error) {
 	done, err := a.beginOp()
 	if err != nil {
 		return nil, err
@@ -36,10 +37,12 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 	if err := enroll.ValidName(name); err != nil {
 		return nil, fmt.Errorf("node name (from --name, node_name or the hostname): %w", err)
 	}
-	underlay, err := mesh.ChooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	// The pin, or the default route's interface address (mesh.ChooseUnderlay).
+	chosen, err := mesh.ChooseUnderlay(a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), nil)
 	if err != nil {
 		return nil, err
 	}
+	underlay := chosen.Addr
 	existing, err := loadNodeFacts(a.cfg.StateDir)
 	if err != nil && !req.Force {
 		return nil, err
@@ -48,7 +51,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 		return nil, codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("this node is %s", existing))
 	}
 
-	plan, err := a.planInit(req.Cluster, name, underlay, actor)
+	plan, err := a.planInit(req.Cluster, name, underlay, operatorOn(ctx, name))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +74,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest, actor string)
 	return &apitype.InitResponse{
 		ClusterID: plan.facts.ClusterID, Cluster: req.Cluster, Node: name,
 		CAFingerprint: plan.ca.Fingerprint().String(),
-		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(),
+		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(), UnderlayWhy: chosen.Why,
 	}, nil
 }
 
@@ -129,7 +132,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	facts := &nodeFacts{
 		NodeID: nodeID, Name: name, Role: pki.RoleControl, CAHolder: true,
 		ClusterID: clusterID, ClusterName: cluster, Overlay: ip, Underlay: underlay,
-		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now,
+		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now, MachineID: a.machineIDToRecord(),
 	}
 	origin := state.Node{
 		ID: nodeID, Name: name, Role: pki.RoleControl, State: state.NodeActive,

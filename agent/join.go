@@ -3,14 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
-	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -35,7 +33,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 	now := a.d.Now()
-	if err := tok.CheckExpiry(now); err != nil {
+	if err := a.checkTokenExpiry(ctx, tok, now); err != nil {
 		return nil, err
 	}
 	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
@@ -50,12 +48,13 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
 
-	// 3. the underlay address.
-	underlay, err := mesh.ChooseUnderlay(firstNonEmpty(req.AdvertiseAddr, a.cfg.AdvertiseAddr))
+	// 3. the underlay address (joinclock.go).
+	u, err := a.joinUnderlay(ctx, a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
 	if err != nil {
 		return nil, err
 	}
-	step("underlay address %s", underlay)
+	underlay := u.Addr
+	step("underlay address %s: %s", underlay, u.Why)
 
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
@@ -70,27 +69,25 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		step("generated TLS and Nebula keys on this machine")
 	}
 
-	// 5-8. pinned TLS to a seed, enroll, receive certificates and facts.
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	if mesh.IsLocal(underlay) {
-		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
+	// A member joining again (--force) leaves its cluster first, cleanly.
+	if existing != nil {
+		if err := a.departForRejoin(ctx, step); err != nil {
+			return nil, err
+		}
 	}
+
+	// 5-8. pinned TLS to a seed, the clocks compared before the secret
+	// goes out, enroll, receive certificates and facts.
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
 		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
-		Version: a.d.Version, Clock: now, Ports: a.ports(),
-	}, enroll.ClientDeps{
-		Log: a.log, Now: a.d.Now, Dial: dialer.DialContext,
-		Step: func(msg string) { step("%s", msg) },
-	})
+		Version: a.d.Version, Clock: a.d.Now(), Ports: a.ports(),
+	}, a.enrollDeps(underlay, func(msg string) { step("%s", msg) }, func(w apitype.Warning) { emit(apitype.JoinLine{Warning: &w}) }))
 	if err != nil {
 		if !outcomeUnknown(err) {
 			a.settlePending() // an answer: nothing recorded for these keys
 		}
 		return nil, err
-	}
-	if skew := resp.ServerTime.Sub(a.d.Now()); skew > time.Minute || skew < -time.Minute {
-		emit(apitype.JoinLine{Warning: &apitype.Warning{Code: codes.ClockSkew, Detail: fmt.Sprintf("clock differs from the cluster's by %s", skew.Round(time.Second))}})
 	}
 
 	// 9. persist atomically, node.json last; start what this role runs.
@@ -114,6 +111,9 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if err := rt.confirmJoin(cctx, step); err != nil {
 		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
 	}
+	if err := rt.confirmJoined(cctx, step); err != nil {
+		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
+	}
 	a.log.Info("joined cluster", "cluster", resp.ClusterName, "node", resp.Name, "node_id", resp.NodeID,
 		"role", resp.Role, "overlay_ip", resp.OverlayIP)
 	return &apitype.JoinResult{Cluster: resp.ClusterName, ClusterID: resp.ClusterID, Node: resp.Name,
@@ -134,7 +134,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
 		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
-		GossipKeys: resp.GossipKeys, Joined: a.d.Now(),
+		GossipKeys: resp.GossipKeys, Joined: a.d.Now(), MachineID: a.machineIDToRecord(),
 	}
 	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package agent
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
@@ -15,9 +17,11 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("GET "+apitype.PathStatus, a.handleStatus)
 	mux.HandleFunc("GET "+apitype.PathNodes, a.handleNodes)
 	mux.HandleFunc("GET "+apitype.PathTokens, a.handleTokens)
+	mux.HandleFunc("GET "+apitype.PathAudit, a.handleAudit)
 	mux.HandleFunc("POST "+apitype.PathInit, a.write(a.handleInit))
 	mux.HandleFunc("POST "+apitype.PathAdmit, a.write(a.handleAdmit))
 	mux.HandleFunc("POST "+apitype.PathJoin, a.write(a.handleJoin))
+	mux.HandleFunc("POST "+apitype.PathJoinPlan, a.write(a.handlePlan)) // plan.go
 	mux.HandleFunc("POST "+apitype.PathReload, a.write(a.handleReload))
 	mux.HandleFunc("POST "+apitype.PathLeave, a.write(a.handleLeave))
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
@@ -72,13 +76,38 @@ func (a *Agent) handleTokens(w http.ResponseWriter, r *http.Request) {
 	apitype.WriteJSON(w, http.StatusOK, toks)
 }
 
+// handleAudit answers the audit trail of a control node; ?since=DURATION
+// keeps the events of the last DURATION.
+func (a *Agent) handleAudit(w http.ResponseWriter, r *http.Request) {
+	var since time.Duration
+	if v := r.URL.Query().Get("since"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			apitype.WriteError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("since %q: want a positive duration such as 90m or 24h", v)))
+			return
+		}
+		since = d
+	}
+	ctl, err := a.controlPlane()
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	events, err := ctl.Audit(r.Context(), since)
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, events)
+}
+
 func (a *Agent) handleInit(w http.ResponseWriter, r *http.Request) {
 	var req apitype.InitRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
 		apitype.WriteError(w, err)
 		return
 	}
-	resp, err := a.Init(r.Context(), req, actorFrom(r.Context()).String())
+	resp, err := a.Init(r.Context(), req)
 	if err != nil {
 		a.log.Warn("init failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)
@@ -93,7 +122,7 @@ func (a *Agent) handleAdmit(w http.ResponseWriter, r *http.Request) {
 		apitype.WriteError(w, err)
 		return
 	}
-	resp, err := a.Admit(r.Context(), req, actorFrom(r.Context()).String())
+	resp, err := a.Admit(r.Context(), req, a.operator(r.Context()))
 	if err != nil {
 		a.log.Warn("admit failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)
@@ -145,7 +174,7 @@ func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
 		apitype.WriteError(w, err)
 		return
 	}
-	resp, err := a.Remove(r.Context(), r.PathValue("name"), actorFrom(r.Context()).String(), req.Wait)
+	resp, err := a.Remove(r.Context(), r.PathValue("name"), a.operator(r.Context()), req.Wait)
 	if err != nil {
 		a.log.Warn("remove failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)
@@ -155,7 +184,7 @@ func (a *Agent) handleRemove(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleRotateKeys(w http.ResponseWriter, r *http.Request) {
-	resp, err := a.RotateKeys(r.Context(), actorFrom(r.Context()).String())
+	resp, err := a.RotateKeys(r.Context(), a.operator(r.Context()))
 	if err != nil {
 		a.log.Warn("gossip key rotation failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)
@@ -165,7 +194,7 @@ func (a *Agent) handleRotateKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleRevokeToken(w http.ResponseWriter, r *http.Request) {
-	resp, err := a.RevokeToken(r.Context(), r.PathValue("id"), actorFrom(r.Context()).String())
+	resp, err := a.RevokeToken(r.Context(), r.PathValue("id"), a.operator(r.Context()))
 	if err != nil {
 		a.log.Warn("token revocation failed", "code", codes.OrInternal(err), "err", err)
 		apitype.WriteError(w, err)

@@ -37,6 +37,10 @@ type nodeFacts struct {
 	RaftPeers   []enroll.RaftPeer   `json:"raft_peers,omitempty"`
 	GossipKeys  [][]byte            `json:"gossip_keys"`
 	Joined      time.Time           `json:"joined"`
+	// MachineID is the hash of the /etc/machine-id of the machine that
+	// ran init or join (machineIDHash), never the id itself; "" when it had
+	// none, or in a state dir from before meshd recorded it.
+	MachineID string `json:"machine_id_sha256,omitempty"`
 }
 
 func (f nodeFacts) String() string {

@@ -27,8 +27,20 @@ func (rt *runtime) meshConfig() mesh.Config {
 }
 
 // startMesh starts Nebula with the config the node knows at start.
+// In userspace mode it takes over the overlay an earlier runtime of this
+// process parked (see parkedMesh).
 func (rt *runtime) startMesh() error {
 	c := rt.meshConfig()
+	if rt.parked != nil {
+		m, err := rt.parked.take(c)
+		if err != nil {
+			return err
+		}
+		if m != nil {
+			rt.mesh, rt.meshApplied = m, c
+			return nil
+		}
+	}
 	m, err := mesh.Start(c, rt.log)
 	if err != nil {
 		return fmt.Errorf("start overlay: %w", err)

@@ -67,6 +67,7 @@ type runtime struct {
 	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
 
 	stateDir string
+	parked   *parkedMesh // userspace mode: where stop parks the overlay it cannot stop
 }
 
 // startRuntime starts a member node's components from its state dir. If
@@ -84,7 +85,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	}
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1),
-		stateDir: a.cfg.StateDir}
+		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
 		if err != nil {
 			rt.stop()
@@ -190,6 +191,7 @@ func (rt *runtime) controlHooks() control.Hooks {
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.gossipMembers,
+		LastSeen:      rt.gossip.LastSeen,
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
 		KeyReports:    rt.keyReports,
 		AskMembers:    rt.gossip.Ask,
@@ -207,7 +209,7 @@ func (a *Agent) startControl(rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	es := enroll.NewServer(enroll.DefaultServerConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
+	es := enroll.NewServer(a.cfg.enrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
@@ -246,7 +248,9 @@ func (rt *runtime) stop() {
 			rt.log.Warn("gossip shutdown", "err", err)
 		}
 	}
-	if rt.mesh != nil {
+	if rt.mesh != nil && rt.parked != nil {
+		rt.parked.park(rt.mesh, rt.applied(), rt.log)
+	} else if rt.mesh != nil {
 		rt.mesh.Stop()
 	}
 }

@@ -14,9 +14,13 @@ import (
 
 func (a *Agent) status() apitype.Status {
 	a.mu.Lock()
-	ph, rt := a.phase, a.rt
+	ph, rt, refused, rf := a.phase, a.rt, a.refused, a.refusedFacts
 	a.mu.Unlock()
 	s := apitype.Status{State: string(ph), Version: a.d.Version}
+	if refused != nil && rf != nil {
+		s.Cluster, s.ClusterID, s.Node, s.NodeID, s.Role = rf.ClusterName, rf.ClusterID, rf.Name, rf.NodeID, string(rf.Role)
+		s.Error = apitype.NewError(codes.OrInternal(refused), refused)
+	}
 	if rt == nil {
 		return s
 	}
@@ -55,11 +59,16 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt.ctl != nil {
-		return rt.ctl.Nodes(ctx)
-	}
 	var rows []apitype.Node
-	return rows, rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
+	if rt.ctl != nil {
+		rows, err = rt.ctl.Nodes(ctx)
+	} else {
+		err = rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
+	}
+	for i := range rows {
+		rows[i].Self = rows[i].ID == rt.facts.NodeID
+	}
+	return rows, err
 }
 
 // gossipMembers is each gossip member's status by node name.

@@ -13,9 +13,15 @@ const (
 	TokenUnknown    Code = "X401006TKNUNK"
 	TokenNameDiffer Code = "X403007TKNNAM"
 	TokenBadTTL     Code = "X400008TKNTTL"
-	ClockSkew       Code = "X200009CLKSKW"
-	TokenThrottled  Code = "X429010TKNTHR"
-	TokenRevoked    Code = "X401011TKNRVK"
+	// ClockSkewWarning: the clocks differ by more than 30 s but less
+	// than the bound (max_clock_skew); the join goes on.
+	ClockSkewWarning Code = "X200009CLKSKW"
+	TokenThrottled   Code = "X429010TKNTHR"
+	TokenRevoked     Code = "X401011TKNRVK"
+	// ClockSkew: the clocks differ by more than max_clock_skew; the join
+	// is refused before the token's secret is sent (joiner) or before the
+	// ledger is read (seed).
+	ClockSkew Code = "X412012CLKOFF"
 
 	// Trust and enrollment.
 	CAMismatch       Code = "X495101CAPINF"
@@ -34,6 +40,7 @@ const (
 	CertRefused      Code = "X400114CRTRFS"
 	NotMember        Code = "X403115NOTMBR"
 	ForwardRefused   Code = "X403116FWDREF"
+	ClonedIdentity   Code = "X409117CLONED"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -53,6 +60,7 @@ const (
 	PermissionDenied  Code = "X403304PRMDNY"
 	UnknownCode       Code = "X404305UNKCOD"
 	Busy              Code = "X409306BUSYOP"
+	PortInUse         Code = "X409307PRTUSE"
 
 	// Files and config.
 	KeyPermissions Code = "X400401KEYPRM"
@@ -70,6 +78,7 @@ const (
 	GossipMemberIgnored Code = "X200505GSPIGN"
 	KeyRotationStalled  Code = "X504506KEYSTL"
 	RevocationPending   Code = "X200507RVKPND"
+	TunUnavailable      Code = "X503508TUNDEV"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -77,17 +86,18 @@ const (
 
 // table is the one literal list of codes; docs/errors.md is checked against it.
 var table = map[Code]Info{
-	TokenCorrupt:    {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
-	TokenVersion:    {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
-	TokenExpired:    {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
-	TokenConsumed:   {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
-	TokenWrongAddr:  {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
-	TokenUnknown:    {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
-	TokenNameDiffer: {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
-	TokenBadTTL:     {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
-	ClockSkew:       {200, "this machine's clock differs from the cluster's by more than a minute", "synchronise the clock (NTP); token expiry and certificates depend on it"},
-	TokenThrottled:  {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
-	TokenRevoked:    {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
+	TokenCorrupt:     {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
+	TokenVersion:     {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
+	TokenExpired:     {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
+	TokenConsumed:    {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
+	TokenWrongAddr:   {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
+	TokenUnknown:     {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
+	TokenNameDiffer:  {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
+	TokenBadTTL:      {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
+	ClockSkewWarning: {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+	ClockSkew:        {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
+	TokenThrottled:   {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
+	TokenRevoked:     {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
@@ -104,6 +114,7 @@ var table = map[Code]Info{
 	JoinUnconfirmed:  {504, "the join was recorded but could not be confirmed in time", "check `meshctl status` on this node and `meshctl nodes` on a control node"},
 	SignRefused:      {403, "the CA holder refused to sign: raft records no admission that matches the request (node, state, name, role, overlay IP or public key)", "join again with a fresh token (`meshctl admit NAME`); if it keeps happening, compare `meshctl nodes` on the control nodes and check their meshd versions"},
 	NotMember:        {403, "the caller's certificate is not the current certificate of an active member", "check the node with `meshctl nodes` on a control node; a removed or left node must join again with a new token (`meshctl admit NAME`, then `meshctl join`)"},
+	ClonedIdentity:   {409, "this node's state dir was made on another machine (/etc/machine-id differs from the one recorded at init or join, or cannot be read): a cloned machine; gossip and the overlay were not started", "do not run the copy as that node: join it as a new one (`meshctl admit NEWNAME` on a control node, then `meshctl join --force TOKEN` here); the original keeps its identity (if the original is gone, `meshctl remove NAME` first)"},
 	ForwardRefused:   {403, "the leader refused a write a control node forwarded: that node may not send this command", "run the command on the node it concerns, or on the CA holder for certificate renewals; see docs/security.md"},
 
 	AlreadyInitialised: {409, "this node is already part of a cluster", "use the existing cluster, or pass --force to discard it and create a new one"},
@@ -122,6 +133,7 @@ var table = map[Code]Info{
 	PermissionDenied:  {403, "this user may not do this: only root and members of the meshd group may connect to meshd or change it", "run as root (sudo), or add the user to the meshd group (`usermod -aG meshd USER`) and log in again so the new group takes effect"},
 	UnknownCode:       {404, "no such code", "list the codes in docs/errors.md"},
 	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
+	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},
 	ConfigInvalid:  {400, "the configuration file is invalid", "fix the field named in the message; meshd did not start and changed nothing"},
@@ -135,6 +147,7 @@ var table = map[Code]Info{
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
 	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
+	TunUnavailable:      {503, "the overlay's TUN device cannot be created (kernel mode)", "load the tun module (`modprobe tun`), run meshd with CAP_NET_ADMIN and /dev/net/tun (the packaged unit does), or set overlay_mode: userspace"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 
@@ -149,6 +162,9 @@ var table = map[Code]Info{
 	EventKeysRotated:      {100, "a step of a gossip key rotation was recorded", "none needed"},
 	EventTLSRenewed:       {100, "a node's TLS leaf was renewed", "none needed"},
 	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
+	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
+	EventCertsRecorded:    {100, "a joining node's certificates were recorded; it is active once it confirms its join", "none needed"},
+	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
 }
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
@@ -164,4 +180,7 @@ const (
 	EventKeysRotated      Code = "X100609GSPROT"
 	EventTLSRenewed       Code = "X100610TLSRNW"
 	EventRevocationAcks   Code = "X100611RVKACK"
+	EventTokensPruned     Code = "X100612TKPRUN"
+	EventCertsRecorded    Code = "X100620CRTREC"
+	EventJoinFailed       Code = "X100621JNFAIL"
 )

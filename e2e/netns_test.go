@@ -59,11 +59,22 @@ func NewNet(t testing.TB) *Net {
 // AddHost creates a namespace with address 10.99.<subnet>.<i> on eth0.
 func (n *Net) AddHost(name string) *Host {
 	n.t.Helper()
+	return n.AddHostWith(name, nil)
+}
+
+// AddHostWith is AddHost that runs prepare in the new namespace before
+// eth0 is moved in (so that interfaces prepare adds come first, with lower
+// indexes).
+func (n *Net) AddHostWith(name string, prepare func(h *Host)) *Host {
+	n.t.Helper()
 	i := len(n.hosts) + 1
 	h := &Host{Net: n, Name: fmt.Sprintf("%s-%s", n.prefix, name), Link: fmt.Sprintf("%sv%d", n.prefix, i),
 		IP: fmt.Sprintf("10.%d.0.%d", n.subnet, i)}
 	run(n.t, "ip", "netns", "add", h.Name)
 	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", h.Name).Run() })
+	if prepare != nil {
+		prepare(h)
+	}
 	run(n.t, "ip", "link", "add", h.Link, "type", "veth", "peer", "name", "eth0", "netns", h.Name)
 	run(n.t, "ip", "link", "set", h.Link, "netns", n.hub)
 	if n.delay == nil {

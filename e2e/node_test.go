@@ -32,15 +32,25 @@ type Node struct {
 	LogPath  string
 	// Env is added to meshd's environment at Start (for example
 	// MESHD_CPUPROFILE=FILE, which a benchmark reads after Stop).
-	Env    []string
-	cmd    *exec.Cmd
-	exited chan error
+	Env []string
+	// MachineID, if set, is a file bind-mounted over /etc/machine-id in
+	// a mount namespace of meshd's own (unshare -m): another machine, as
+	// far as meshd can tell.
+	MachineID string
+	cmd       *exec.Cmd
+	exited    chan error
 }
 
 // NewNode adds a host to n and writes a meshd config for it; Start runs it.
 func (n *Net) NewNode(name string) *Node {
 	n.t.Helper()
-	h := n.AddHost(name)
+	return n.NewNodeOn(n.AddHost(name), name)
+}
+
+// NewNodeOn writes a meshd config for a node named name on host h (from
+// AddHostWith); Start runs it.
+func (n *Net) NewNodeOn(h *Host, name string) *Node {
+	n.t.Helper()
 	dir, err := os.MkdirTemp("", "mshe")
 	if err != nil {
 		n.t.Fatal(err)
@@ -80,6 +90,14 @@ func (nd *Node) Start(t testing.TB) {
 		t.Fatal(err)
 	}
 	nd.cmd = exec.Command("ip", "netns", "exec", nd.Name, filepath.Join(binDir, "meshd"), "--config", nd.Config)
+	if nd.MachineID != "" {
+		// unshare execs sh, sh execs ip, ip execs meshd: one pid, so
+		// Stop and Kill signal meshd itself. Mounts made in the new
+		// namespace stay private to it.
+		nd.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+			`mount --bind "$0" /etc/machine-id && exec ip netns exec "$1" "$2" --config "$3"`,
+			nd.MachineID, nd.Name, filepath.Join(binDir, "meshd"), nd.Config)
+	}
 	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 	if len(nd.Env) > 0 {
 		nd.cmd.Env = append(os.Environ(), nd.Env...)

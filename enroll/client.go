@@ -1,16 +1,12 @@
 package enroll
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,10 +19,6 @@ import (
 
 // maxResponseBody bounds an enroll response body.
 const maxResponseBody = 1 << 20
-
-// maxClockSkew is how far the server's clock may differ from ours before
-// the joiner is warned with codes.ClockSkew.
-const maxClockSkew = time.Minute
 
 // DefaultHandshakeTimeout bounds the TLS handshake with one seed.
 const DefaultHandshakeTimeout = 5 * time.Second
@@ -43,6 +35,13 @@ type ClientDeps struct {
 	// Step, if set, is told each step as it happens, e.g.
 	// "connecting to seed 127.0.0.2:7300".
 	Step func(msg string)
+	// Warn, if set, is told each warning (codes.ClockSkewWarning); unset,
+	// warnings go to Step.
+	Warn func(code codes.Code, detail string)
+	// MaxSkew is how far the seed's clock may differ from this one before
+	// the enrollment is refused with codes.ClockSkew, before the secret is
+	// sent. Zero means DefaultMaxSkew.
+	MaxSkew time.Duration
 	// HandshakeTimeout bounds the TLS handshake with each seed: a seed
 	// that accepts the connection but does not complete the handshake in
 	// time is skipped like one that cannot be reached. Zero means
@@ -57,6 +56,10 @@ type ClientDeps struct {
 // TLS handshake succeeds only when pki.VerifyPinned accepts the seed's
 // chain against tok.CA; a verification failure ends the enrollment at once
 // with its code, before anything is sent and without trying another seed.
+// Over the verified connection the seed's time is asked first: a clock
+// more than d.MaxSkew off ends the enrollment with codes.ClockSkew, both
+// clocks shown, before the secret is sent (more than WarnSkew is a
+// codes.ClockSkewWarning to d.Warn).
 //
 // When no seed answers, the error is codes.SeedsUnreachable. If the
 // request went to no seed it wraps ErrNothingSent; if it went to a seed
@@ -119,7 +122,6 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 		if err := c.check(resp, csr.PublicKey); err != nil {
 			return nil, err
 		}
-		c.warnSkew(resp.ServerTime)
 		return resp, nil
 	}
 	return nil, noAnswer(len(tok.Seeds), failures, sentTo, nil)
@@ -172,11 +174,17 @@ type client struct {
 	now       func() time.Time
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	step      func(string)
+	warn      func(codes.Code, string)
 	handshake time.Duration
+	maxSkew   time.Duration
 }
 
 func newClient(tok Token, d ClientDeps) *client {
-	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, handshake: d.HandshakeTimeout}
+	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, warn: d.Warn,
+		handshake: d.HandshakeTimeout, maxSkew: d.MaxSkew}
+	if c.maxSkew <= 0 {
+		c.maxSkew = DefaultMaxSkew
+	}
 	if c.handshake <= 0 {
 		c.handshake = DefaultHandshakeTimeout
 	}
@@ -193,6 +201,12 @@ func newClient(tok Token, d ClientDeps) *client {
 	if c.step == nil {
 		c.step = func(string) {}
 	}
+	if c.warn == nil {
+		step := c.step
+		c.warn = func(code codes.Code, detail string) {
+			step(fmt.Sprintf("warning %s: %s; %s", code, detail, code.Remedy()))
+		}
+	}
 	return c
 }
 
@@ -200,85 +214,27 @@ func newClient(tok Token, d ClientDeps) *client {
 // drops packets costs before the next seed is tried.
 func seedDialer() *net.Dialer { return &net.Dialer{Timeout: 5 * time.Second} }
 
-// try enrolls through one seed: connect, verify, then POST body over the
-// verified connection.
+// try enrolls through one seed: connect, verify, compare clocks, then
+// POST body over the verified connection.
 func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, error) {
-	c.step("connecting to seed " + seed)
-	raw, err := c.dial(ctx, "tcp", seed)
+	s, err := c.open(ctx, seed)
 	if err != nil {
-		return nil, &seedError{err: err}
+		return nil, err
 	}
-	var (
-		leaf      *x509.Certificate // the seed's leaf, as VerifyPinned accepted it
-		verifyErr error
-	)
-	cfg := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		InsecureSkipVerify: true, // replaced by VerifyConnection: pinned CA and control role
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			rawCerts := make([][]byte, len(cs.PeerCertificates))
-			for i, pc := range cs.PeerCertificates {
-				rawCerts[i] = pc.Raw
-			}
-			leaf, verifyErr = pki.VerifyPinned(rawCerts, c.tok.CA, c.now())
-			return verifyErr
-		},
+	defer s.close()
+	// The seed's time, before the secret goes out: a clock too far off
+	// costs the joiner nothing, and the token stays unused.
+	if err := c.judgeClock(ctx, s); err != nil {
+		return nil, err
 	}
-	if host, _, err := net.SplitHostPort(seed); err == nil && net.ParseIP(host) == nil {
-		cfg.ServerName = host
-	}
-	conn := tls.Client(raw, cfg)
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = raw.SetDeadline(dl)
-	}
-	hctx, cancel := context.WithTimeout(ctx, c.handshake)
-	defer cancel()
-	if err := conn.HandshakeContext(hctx); err != nil {
-		if verifyErr != nil {
-			// Fail closed: never retried elsewhere, nothing was sent.
-			return nil, fmt.Errorf("seed %s: %w", seed, verifyErr)
-		}
-		if ctx.Err() == nil && hctx.Err() != nil {
-			// A connection failure, like a refused connection: the seed
-			// said nothing, so nothing was verified or refused.
-			return nil, &seedError{err: fmt.Errorf("TLS handshake: no answer within %s", c.handshake)}
-		}
-		return nil, &seedError{err: fmt.Errorf("TLS handshake: %w", err)}
-	}
-	role := "?"
-	if r, err := pki.RoleOf(leaf); err == nil {
-		role = string(r)
-	}
-	c.step(fmt.Sprintf("seed verified: CA sha256 matches token, role %s", role))
-
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+seed+Path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("enroll request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Close = true
 	// From here on the request may have reached the seed, even when
 	// writing it fails part way.
-	if err := hreq.Write(conn); err != nil {
-		return nil, &seedError{err: fmt.Errorf("send enroll request: %w", err), sent: true}
-	}
-	hresp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
+	status, data, err := s.roundTrip(ctx, http.MethodPost, Path, body, false)
 	if err != nil {
-		return nil, &seedError{err: fmt.Errorf("read enroll response: %w", err), sent: true}
+		return nil, err
 	}
-	defer hresp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBody+1))
-	if err != nil {
-		return nil, &seedError{err: fmt.Errorf("read enroll response: %w", err), sent: true}
-	}
-	if len(data) > maxResponseBody {
-		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: enroll response larger than %d bytes", seed, maxResponseBody))
-	}
-	if hresp.StatusCode != http.StatusOK {
-		return nil, errorFromBody(seed, hresp.StatusCode, data)
+	if status != http.StatusOK {
+		return nil, errorFromBody(seed, status, data)
 	}
 	var resp Response
 	if err := json.Unmarshal(data, &resp); err != nil {
@@ -342,19 +298,4 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	}
 	c.step(fmt.Sprintf("admitted as %s (%s), node id %s, overlay IP %s", resp.Name, resp.Role, resp.NodeID, resp.OverlayIP))
 	return nil
-}
-
-// warnSkew warns when the server's clock differs from ours by more than a
-// minute: token expiry and certificate validity depend on it.
-func (c *client) warnSkew(serverTime time.Time) {
-	if serverTime.IsZero() {
-		return
-	}
-	skew := absDuration(serverTime.Sub(c.now()))
-	if skew <= maxClockSkew {
-		return
-	}
-	c.log.Warn("clock skew", "code", codes.ClockSkew, "skew", skew.Round(time.Second))
-	c.step(fmt.Sprintf("warning %s: this clock differs from the cluster's by %s; %s",
-		codes.ClockSkew, skew.Round(time.Second), codes.ClockSkew.Remedy()))
 }

@@ -405,21 +405,6 @@ func TestClientChecksResponse(t *testing.T) {
 	}
 }
 
-func TestClientWarnsClockSkew(t *testing.T) {
-	c := newCluster(t)
-	c.deps.Now = func() time.Time { return pkitest.Now.Add(5 * time.Minute) }
-	seed := c.seed(t)
-	req, _ := c.request(t, "w1")
-	var st steps
-	var logs bytes.Buffer
-	if _, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs)); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(st.String(), string(codes.ClockSkew)) || !strings.Contains(logs.String(), string(codes.ClockSkew)) {
-		t.Errorf("no %s warning; steps:\n%s\nlog:\n%s", codes.ClockSkew, &st, &logs)
-	}
-}
-
 func TestClientContextCancelled(t *testing.T) {
 	c := newCluster(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -482,9 +467,24 @@ type capture struct {
 	mu          sync.Mutex
 	reqs        []enroll.Request
 	serverNames []string
+	paths       []string // every path asked, in order
+}
+
+// asked is every path asked so far, in order.
+func (c *capture) asked() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.paths)
 }
 
 func (c *capture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	c.paths = append(c.paths, r.URL.Path)
+	c.mu.Unlock()
+	if r.Method == http.MethodGet { // the seed's time: no request body
+		c.h.ServeHTTP(w, r)
+		return
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -727,37 +727,72 @@ func TestClientErrorAnswers(t *testing.T) {
 	}
 }
 
-// TestClientClockSkew pins the client's skew bound: more than a minute
-// either way is warned about, up to a minute is not.
+// TestClientClockSkew pins the joiner's skew bounds: the seed's time is
+// asked over the pinned session before the request; past the bound (5
+// minutes by default) the enrollment fails with codes.ClockSkew showing
+// both clocks, and the request carrying the secret is never sent; past
+// 30 s it goes on with codes.ClockSkewWarning.
 func TestClientClockSkew(t *testing.T) {
 	tests := []struct {
-		name   string
-		server time.Duration // the server's clock minus the joiner's
-		warn   bool
+		name    string
+		server  time.Duration // the server's clock minus the joiner's
+		maxSkew time.Duration // ClientDeps.MaxSkew; zero: the default
+		warn    bool
+		want    codes.Code
 	}{
 		{name: "ok/equal"},
-		{name: "ok/ahead-one-minute", server: time.Minute},
-		{name: "ok/behind-one-minute", server: -time.Minute},
-		{name: "warn/ahead", server: time.Minute + time.Second, warn: true},
-		{name: "warn/behind", server: -time.Minute - time.Second, warn: true},
-		{name: "warn/far-behind", server: -3 * time.Minute, warn: true},
+		{name: "ok/ahead-30s", server: 30 * time.Second},
+		{name: "ok/behind-30s", server: -30 * time.Second},
+		{name: "warn/ahead", server: 31 * time.Second, warn: true},
+		{name: "warn/behind", server: -31 * time.Second, warn: true},
+		{name: "warn/ahead-at-bound", server: 5 * time.Minute, warn: true},
+		{name: "warn/behind-at-bound", server: -5 * time.Minute, warn: true},
+		{name: "fail/ahead", server: 5*time.Minute + time.Second, want: codes.ClockSkew},
+		{name: "fail/behind", server: -5*time.Minute - time.Second, want: codes.ClockSkew},
+		{name: "fail/custom-bound", server: 11 * time.Second, maxSkew: 10 * time.Second, want: codes.ClockSkew},
+		{name: "ok/custom-bound", server: 10 * time.Second, maxSkew: 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newCluster(t)
-			c.deps.Now = func() time.Time { return pkitest.Now.Add(tt.server) }
-			seed := c.seed(t)
+			cap := &capture{h: c.server()}
+			seed := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)), cap)
 			req, _ := c.request(t, "w1")
 			var st steps
 			var logs bytes.Buffer
-			if _, err := enroll.Enroll(t.Context(), c.token(seed), req, clientDeps(&st, &logs)); err != nil {
-				t.Fatal(err)
+			deps := clientDeps(&st, &logs)
+			deps.MaxSkew = tt.maxSkew
+			// The seed's clock moves: the joiner's stays where the test
+			// certificates are valid.
+			c.deps.Now = func() time.Time { return pkitest.Now.Add(tt.server) }
+			cap.h = c.server()
+			var warned []codes.Code
+			deps.Warn = func(code codes.Code, detail string) { warned = append(warned, code) }
+			_, err := enroll.Enroll(t.Context(), c.token(seed), req, deps)
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("Enroll = %v (code %q), want %q", err, got, tt.want)
 			}
-			warnedStep := strings.Contains(st.String(), string(codes.ClockSkew))
-			warnedLog := strings.Contains(logs.String(), string(codes.ClockSkew))
-			if warnedStep != tt.warn || warnedLog != tt.warn {
-				t.Errorf("skew %s: warned in steps %v, in log %v; want %v\nsteps:\n%s\nlog:\n%s",
-					tt.server, warnedStep, warnedLog, tt.warn, &st, &logs)
+			reqs, _ := cap.seen()
+			paths := cap.asked()
+			if tt.want != "" {
+				if len(reqs) != 0 || slices.Contains(paths, enroll.Path) || len(c.ledger.Calls()) != 0 {
+					t.Fatalf("refused for skew, yet the request went out: paths %v, ledger calls %v", paths, c.ledger.Calls())
+				}
+				for _, both := range []string{pkitest.Now.Format(time.RFC3339), pkitest.Now.Add(tt.server).Format(time.RFC3339)} {
+					if !strings.Contains(err.Error(), both) {
+						t.Errorf("error %q does not show clock %s", err, both)
+					}
+				}
+				return
+			}
+			if got := slices.Contains(warned, codes.ClockSkewWarning); got != tt.warn {
+				t.Errorf("skew %s: warned %v (%v), want %v\nsteps:\n%s", tt.server, got, warned, tt.warn, &st)
+			}
+			if got := strings.Contains(logs.String(), string(codes.ClockSkewWarning)); got != tt.warn {
+				t.Errorf("skew %s: logged a warning %v, want %v\nlog:\n%s", tt.server, got, tt.warn, &logs)
+			}
+			if len(paths) < 2 || paths[0] != enroll.TimePath || paths[1] != enroll.Path {
+				t.Errorf("paths asked %v, want the time first, then the enrollment", paths)
 			}
 		})
 	}

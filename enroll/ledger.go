@@ -121,7 +121,8 @@ type RaftPeer struct {
 type Ledger interface {
 	// Token returns the record for h; ok is false if there is none.
 	Token(ctx context.Context, h TokenHash) (rec TokenRecord, ok bool, err error)
-	// NameTaken reports whether a node other than a removed one has name.
+	// NameTaken reports whether a node that is not a former one (left,
+	// removed, failed) has name.
 	NameTaken(ctx context.Context, name string) (bool, error)
 	// Admit applies the admission as ONE raft entry (consume the token,
 	// record the node as joining with its keys, allocate the overlay IP the

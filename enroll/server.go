@@ -26,8 +26,10 @@ const abortTimeout = 10 * time.Second
 
 // ServerConfig configures the enroll server.
 type ServerConfig struct {
-	// MaxSkew is how far a joiner's clock may differ from this node's
-	// before the admission is logged with codes.ClockSkew.
+	// MaxSkew is how far the clock a joiner claims may differ from this
+	// node's before its request is refused with codes.ClockSkew (past
+	// WarnSkew it is logged with codes.ClockSkewWarning). Zero disables
+	// the check.
 	MaxSkew time.Duration
 
 	// The failed-token throttle: a source (an IPv4 address or an IPv6
@@ -40,10 +42,11 @@ type ServerConfig struct {
 	MaxSources int
 }
 
-// DefaultServerConfig returns the defaults: MaxSkew one minute; 10 failed
-// token attempts per source per minute; 4096 sources tracked.
+// DefaultServerConfig returns the defaults: MaxSkew DefaultMaxSkew (5
+// minutes); 10 failed token attempts per source per minute; 4096 sources
+// tracked.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{MaxSkew: time.Minute, FailLimit: DefaultFailLimit, FailWindow: DefaultFailWindow, MaxSources: DefaultMaxSources}
+	return ServerConfig{MaxSkew: DefaultMaxSkew, FailLimit: DefaultFailLimit, FailWindow: DefaultFailWindow, MaxSources: DefaultMaxSources}
 }
 
 // Validate checks the config.
@@ -166,59 +169,18 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
 	}
-	if err := ValidName(req.Name); err != nil {
+	rec, err := s.admissible(ctx, claim{Secret: req.Secret, Name: req.Name, Clock: req.Clock, Expires: req.Expires}, source)
+	if err != nil && rec.Consumed() {
+		// The join that used the token may have been this one, its answer
+		// lost: resume it.
+		if resp, rerr := s.resume(ctx, req, rec); resp != nil || rerr != nil {
+			return resp, rerr
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
-	// Everything that needs no ledger comes first: on a follower, looking
-	// up a token this node does not hold costs a round trip to the leader.
-	if req.Secret.IsZero() {
-		return nil, codes.Wrap(codes.TokenUnknown, errors.New("the request carries no token secret"))
-	}
-	if !req.Expires.IsZero() && !s.now().Before(req.Expires) {
-		return nil, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", req.Name, req.Expires.UTC().Format(time.RFC3339)))
-	}
 	hash := req.Secret.Hash()
-	rec, ok, err := s.ledger.Token(ctx, hash)
-	if err != nil {
-		return nil, fmt.Errorf("look up token: %w", err)
-	}
-	if !ok {
-		return nil, codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(hash)))
-	}
-	if rec.Consumed() {
-		if resp, err := s.resume(ctx, req, rec); resp != nil || err != nil {
-			return resp, err
-		}
-		return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
-	}
-	if rec.Revoked() {
-		return nil, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
-	}
-	now := s.now()
-	if !now.Before(rec.Expires) {
-		return nil, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
-	}
-	if rec.Addr != "" && !sameAddr(rec.Addr, source) {
-		return nil, codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("token for %s is bound to %s, request came from %s", rec.Name, rec.Addr, source))
-	}
-	if req.Name != rec.Name {
-		return nil, codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("token admits %s, request names %s", rec.Name, req.Name))
-	}
-	taken, err := s.ledger.NameTaken(ctx, req.Name)
-	if err != nil {
-		return nil, fmt.Errorf("check name %s: %w", req.Name, err)
-	}
-	if taken {
-		// A concurrent join with this very token may have taken the name
-		// between the two reads: say so rather than blame the name.
-		if again, ok, err := s.ledger.Token(ctx, hash); err == nil && ok && again.Consumed() {
-			return nil, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", again.Name, again.ConsumedAt.UTC().Format(time.RFC3339)))
-		}
-		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("a node named %s already exists", req.Name))
-	}
-	if s.cfg.MaxSkew > 0 && !req.Clock.IsZero() && absDuration(req.Clock.Sub(now)) > s.cfg.MaxSkew {
-		s.log.Warn("joiner clock skew", "code", codes.ClockSkew, "name", req.Name, "skew", req.Clock.Sub(now).Round(time.Second))
-	}
 
 	if req.Underlay != "" {
 		if _, err := netip.ParseAddr(req.Underlay); err != nil {
@@ -238,7 +200,10 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
-	nodeID := s.nodeID()
+	nodeID, err := s.admissionID(ctx, rec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("look up a former node named %s: %w", rec.Name, err)
+	}
 	overlayIP, err := s.ledger.Admit(ctx, Admission{
 		Token: hash, NodeID: nodeID, Name: rec.Name, Role: rec.Role,
 		Underlay: req.Underlay, SourceAddr: source.String(),
@@ -274,6 +239,121 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 		RaftPeers:    facts.RaftPeers,
 		ServerTime:   s.now(),
 	}, nil
+}
+
+// claim is what a joiner claims in an enroll or check request.
+type claim struct {
+	Secret  Secret
+	Name    string
+	Clock   time.Time
+	Expires time.Time
+}
+
+// admissible runs every check a join must pass before anything is
+// written, in a fixed order: first those that need no ledger (name, a
+// secret present, the expiry the joiner read from its token, the clock it
+// claims), then token known, unused, not revoked, unexpired, source
+// address, name equal to the token's, name free. It returns the token's
+// record, and with codes.TokenConsumed the used token's record (Enroll
+// then tries to resume the join that used it).
+func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (TokenRecord, error) {
+	if err := ValidName(c.Name); err != nil {
+		return TokenRecord{}, err
+	}
+	// Everything that needs no ledger comes first: on a follower, looking
+	// up a token this node does not hold costs a round trip to the leader.
+	if c.Secret.IsZero() {
+		return TokenRecord{}, codes.Wrap(codes.TokenUnknown, errors.New("the request carries no token secret"))
+	}
+	now := s.now()
+	if !c.Expires.IsZero() && !now.Before(c.Expires) {
+		return TokenRecord{}, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", c.Name, c.Expires.UTC().Format(time.RFC3339)))
+	}
+	if err := s.judgeClock(c, now); err != nil {
+		return TokenRecord{}, err
+	}
+	hash := c.Secret.Hash()
+	rec, ok, err := s.ledger.Token(ctx, hash)
+	if err != nil {
+		return TokenRecord{}, fmt.Errorf("look up token: %w", err)
+	}
+	if !ok {
+		return TokenRecord{}, codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(hash)))
+	}
+	if rec.Consumed() {
+		return rec, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
+	}
+	if rec.Revoked() {
+		return TokenRecord{}, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
+	}
+	now = s.now()
+	if !now.Before(rec.Expires) {
+		return TokenRecord{}, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
+	}
+	if rec.Addr != "" && !sameAddr(rec.Addr, source) {
+		return TokenRecord{}, codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("token for %s is bound to %s, request came from %s", rec.Name, rec.Addr, source))
+	}
+	if c.Name != rec.Name {
+		return TokenRecord{}, codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("token admits %s, request names %s", rec.Name, c.Name))
+	}
+	taken, err := s.ledger.NameTaken(ctx, c.Name)
+	if err != nil {
+		return TokenRecord{}, fmt.Errorf("check name %s: %w", c.Name, err)
+	}
+	if taken {
+		// A concurrent join with this very token may have taken the name
+		// between the two reads: say so rather than blame the name.
+		if again, ok, err := s.ledger.Token(ctx, hash); err == nil && ok && again.Consumed() {
+			return TokenRecord{}, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", again.Name, again.ConsumedAt.UTC().Format(time.RFC3339)))
+		}
+		return TokenRecord{}, codes.Wrap(codes.NameTaken, fmt.Errorf("a node named %s already exists", c.Name))
+	}
+	return rec, nil
+}
+
+// judgeClock refuses, with codes.ClockSkew, a claim whose clock differs
+// from this node's by more than MaxSkew (zero disables the check), and
+// logs codes.ClockSkewWarning past WarnSkew. A claim without a clock is
+// not judged: every meshd joiner sends one, and its own check ran first.
+func (s *Server) judgeClock(c claim, now time.Time) error {
+	if s.cfg.MaxSkew <= 0 || c.Clock.IsZero() {
+		return nil
+	}
+	sk := Skew{Peer: "joiner " + c.Name, Local: now, Remote: c.Clock}
+	warn, err := sk.Judge(s.cfg.MaxSkew)
+	if err != nil {
+		s.log.Warn("joiner clock skew: refused", "code", codes.ClockSkew, "name", c.Name, "skew", sk.Offset().Round(time.Second))
+		return codes.Wrap(codes.ClockSkew, fmt.Errorf("the joiner's clock reads %s, this seed's reads %s: %s apart, more than the %s allowed (max_clock_skew)",
+			c.Clock.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), absDuration(sk.Offset()).Round(time.Second), s.cfg.MaxSkew))
+	}
+	if warn {
+		s.log.Warn("joiner clock skew", "code", codes.ClockSkewWarning, "name", c.Name, "skew", sk.Offset().Round(time.Second))
+	}
+	return nil
+}
+
+// Check answers whether the token whose secret req carries would admit
+// req.Name from source now, by the same checks as Enroll and the same
+// throttle. It consumes and records nothing.
+func (s *Server) Check(ctx context.Context, req CheckRequest, source netip.Addr) (*CheckResponse, error) {
+	source = source.Unmap()
+	if err := s.throttled(source); err != nil {
+		return nil, err
+	}
+	resp, err := s.check(ctx, req, source)
+	s.count(source, err)
+	return resp, err
+}
+
+func (s *Server) check(ctx context.Context, req CheckRequest, source netip.Addr) (*CheckResponse, error) {
+	if req.Protocol != ProtocolVersion {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
+	}
+	rec, err := s.admissible(ctx, claim{Secret: req.Secret, Name: req.Name, Clock: req.Clock, Expires: req.Expires}, source)
+	if err != nil {
+		return nil, err
+	}
+	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now()}, nil
 }
 
 // certify has the signer certify the joining node req names, then records
@@ -315,18 +395,29 @@ func (s *Server) abort(ctx context.Context, req SignRequest, cause error) error 
 	return cause
 }
 
-// ServeHTTP serves the enroll endpoint: POST Path with a JSON Request of
-// at most 64 KiB. Success is 200 with a JSON Response; a failure is an
-// ErrorBody with its code's status. Errors without a code are answered as
-// codes.Internal, without detail, and logged.
+// ServeHTTP serves the enroll endpoints: POST Path with a JSON Request of
+// at most 64 KiB, POST CheckPath with a CheckRequest, GET TimePath.
+// Success is 200 with a JSON Response (CheckResponse, TimeResponse); a
+// failure is an ErrorBody with its code's status. Errors without a code are
+// answered as codes.Internal, without detail, and logged.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Path {
+	method := http.MethodPost
+	if r.URL.Path == TimePath {
+		method = http.MethodGet
+	}
+	if r.URL.Path != Path && r.URL.Path != CheckPath && r.URL.Path != TimePath {
 		s.writeError(w, http.StatusNotFound, codes.Wrap(codes.EnrollRejected, fmt.Errorf("no endpoint %s", r.URL.Path)))
 		return
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.writeError(w, http.StatusMethodNotAllowed, codes.Wrap(codes.EnrollRejected, fmt.Errorf("method %s, want POST", r.Method)))
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		s.writeError(w, http.StatusMethodNotAllowed, codes.Wrap(codes.EnrollRejected, fmt.Errorf("method %s, want %s", r.Method, method)))
+		return
+	}
+	if r.URL.Path == TimePath {
+		// The clock is no secret, and a joiner needs it before it sends
+		// one: neither throttled nor logged.
+		_ = writeJSON(w, TimeResponse{ServerTime: s.now()})
 		return
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -341,42 +432,59 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, codes.TokenThrottled.Status(), err)
 		return
 	}
-	req, err := decodeRequest(http.MaxBytesReader(w, r.Body, maxRequestBody))
-	var resp *Response
-	if err == nil {
-		resp, err = s.enroll(r.Context(), req, source)
+	body := http.MaxBytesReader(w, r.Body, maxRequestBody)
+	var (
+		name string
+		resp any
+	)
+	if r.URL.Path == CheckPath {
+		var req CheckRequest
+		if err = decodeJSON(body, &req); err == nil {
+			name = req.Name
+			resp, err = s.check(r.Context(), req, source)
+		}
+	} else {
+		var req Request
+		if err = decodeJSON(body, &req); err == nil {
+			name = req.Name
+			resp, err = s.enroll(r.Context(), req, source)
+		}
 	}
 	if err != nil {
 		s.count(source, err)
-		s.fail(w, req.Name, err) // req is zero if it did not decode
+		s.fail(w, name, err) // name is empty if the request did not decode
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if err := json.NewEncoder(w).Encode(resp); err != nil {
-		s.log.Warn("write enroll response", "name", resp.Name, "err", err)
+	if err := writeJSON(w, resp); err != nil {
+		s.log.Warn("write enroll response", "name", name, "path", r.URL.Path, "err", err)
 	}
 }
 
-// decodeRequest reads one JSON Request; anything malformed is
+// writeJSON answers 200 with v.
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads one JSON document into v; anything malformed is
 // codes.EnrollRejected. The error never quotes the body.
-func decodeRequest(r io.Reader) (Request, error) {
-	var req Request
+func decodeJSON(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return Request{}, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request larger than %d bytes", tooBig.Limit))
+			return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request larger than %d bytes", tooBig.Limit))
 		}
 		if errors.Is(err, errBadSecret) {
-			return Request{}, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request: %w", errBadSecret))
+			return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request: %w", errBadSecret))
 		}
-		return Request{}, codes.Wrap(codes.EnrollRejected, errors.New("enroll request is not valid JSON"))
+		return codes.Wrap(codes.EnrollRejected, errors.New("enroll request is not valid JSON"))
 	}
 	if dec.More() {
-		return Request{}, codes.Wrap(codes.EnrollRejected, errors.New("enroll request has trailing data"))
+		return codes.Wrap(codes.EnrollRejected, errors.New("enroll request has trailing data"))
 	}
-	return req, nil
+	return nil
 }
 
 // fail logs err and answers it with its code's status.

@@ -689,25 +689,29 @@ func logRecords(t *testing.T, b []byte) []map[string]any {
 	return recs
 }
 
-// TestEnrollClockSkewWarning: the server logs codes.ClockSkew when the
-// joiner's clock is more than MaxSkew off either way, never for a joiner
-// that sent no clock, and never under a zero (disabled) MaxSkew.
-func TestEnrollClockSkewWarning(t *testing.T) {
+// TestEnrollClockSkew: the server refuses, with codes.ClockSkew and
+// before it asks the ledger, a request whose claimed clock is more than
+// MaxSkew off either way (default 5 minutes); past 30 s it admits and logs
+// codes.ClockSkewWarning. A request without a clock is not judged, and a
+// zero MaxSkew disables the check.
+func TestEnrollClockSkew(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     enroll.ServerConfig
 		joiner  time.Duration // the joiner's clock minus the server's
 		noClock bool
 		warn    bool
+		want    codes.Code
 	}{
 		{name: "ok/equal", cfg: enroll.DefaultServerConfig()},
-		{name: "ok/ahead-at-bound", cfg: enroll.DefaultServerConfig(), joiner: time.Minute},
-		{name: "ok/behind-at-bound", cfg: enroll.DefaultServerConfig(), joiner: -time.Minute},
-		{name: "warn/ahead", cfg: enroll.DefaultServerConfig(), joiner: time.Minute + time.Second, warn: true},
-		{name: "warn/behind", cfg: enroll.DefaultServerConfig(), joiner: -time.Minute - time.Second, warn: true},
+		{name: "ok/ahead-30s", cfg: enroll.DefaultServerConfig(), joiner: 30 * time.Second},
+		{name: "warn/ahead", cfg: enroll.DefaultServerConfig(), joiner: 31 * time.Second, warn: true},
+		{name: "warn/behind-at-bound", cfg: enroll.DefaultServerConfig(), joiner: -5 * time.Minute, warn: true},
+		{name: "fail/ahead", cfg: enroll.DefaultServerConfig(), joiner: 5*time.Minute + time.Second, want: codes.ClockSkew},
+		{name: "fail/behind", cfg: enroll.DefaultServerConfig(), joiner: -5*time.Minute - time.Second, want: codes.ClockSkew},
 		{name: "ok/no-clock", cfg: enroll.DefaultServerConfig(), noClock: true},
-		{name: "ok/zero-max-skew-disables", cfg: enroll.ServerConfig{}, joiner: time.Second},
-		{name: "warn/custom-bound", cfg: enroll.ServerConfig{MaxSkew: time.Second}, joiner: -2 * time.Second, warn: true},
+		{name: "ok/zero-max-skew-disables", cfg: enroll.ServerConfig{}, joiner: time.Hour},
+		{name: "fail/custom-bound", cfg: enroll.ServerConfig{MaxSkew: time.Second}, joiner: -2 * time.Second, want: codes.ClockSkew},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -719,12 +723,22 @@ func TestEnrollClockSkewWarning(t *testing.T) {
 			if tt.noClock {
 				req.Clock = time.Time{}
 			}
-			if _, err := enroll.NewServer(tt.cfg, c.ledger, c.signer, c.deps).Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1")); err != nil {
-				t.Fatal(err)
+			_, err := enroll.NewServer(tt.cfg, c.ledger, c.signer, c.deps).Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1"))
+			if got := codes.Of(err); got != tt.want {
+				t.Fatalf("Enroll = %v (code %q), want %q", err, got, tt.want)
+			}
+			if tt.want != "" {
+				if calls := c.ledger.Calls(); len(calls) != 0 {
+					t.Errorf("refused for skew after asking the ledger: %v", calls)
+				}
+				if !strings.Contains(err.Error(), req.Clock.UTC().Format(time.RFC3339)) || !strings.Contains(err.Error(), pkitest.Now.UTC().Format(time.RFC3339)) {
+					t.Errorf("error %q does not show both clocks", err)
+				}
+				return
 			}
 			warned := false
 			for _, r := range logRecords(t, logs.Bytes()) {
-				if r["code"] == string(codes.ClockSkew) {
+				if r["code"] == string(codes.ClockSkewWarning) {
 					warned = true
 					if r["level"] != "WARN" || r["name"] != "w1" {
 						t.Errorf("skew record %v, want a WARN naming w1", r)

@@ -10,8 +10,40 @@ import (
 // ProtocolVersion is the enroll protocol version a Request carries.
 const ProtocolVersion = 1
 
-// Path is the enroll endpoint on a control node's TLS port.
-const Path = "/v1/enroll"
+// The enroll endpoints on a control node's TLS port (public: a joiner has
+// no certificate yet).
+const (
+	// Path admits a joiner (POST Request → Response).
+	Path = "/v1/enroll"
+	// TimePath answers the seed's clock (GET → TimeResponse). A joiner asks
+	// it over the verified session before it sends the token's secret.
+	TimePath = "/v1/enroll/time"
+	// CheckPath answers whether a token would be admitted now (POST
+	// CheckRequest → CheckResponse): `meshctl join --plan`. It consumes
+	// and records nothing, answers only a caller that holds the token's
+	// secret, and counts failures against the same throttle as Path.
+	CheckPath = "/v1/enroll/check"
+)
+
+// CheckRequest asks whether the token whose secret it carries would admit
+// Name now. It is Request without the keys: nothing is signed or recorded.
+type CheckRequest struct {
+	Protocol int       `json:"protocol"`
+	Secret   Secret    `json:"secret"`
+	Name     string    `json:"name"`
+	Clock    time.Time `json:"clock"`
+	Expires  time.Time `json:"expires,omitzero"`
+}
+
+// CheckResponse says that a join with the token would pass the ledger's
+// checks now: the token is known, unused, not revoked, unexpired, bound to
+// no other address, and its name is free.
+type CheckResponse struct {
+	Name       string    `json:"name"`
+	Role       pki.Role  `json:"role"`
+	Expires    time.Time `json:"expires"` // the ledger's expiry
+	ServerTime time.Time `json:"server_time"`
+}
 
 // Request is what a joiner sends after it has verified the server. Only
 // public keys travel; the private keys stay on the joiner.

@@ -35,6 +35,7 @@ type Gossip struct {
 	events  *eventQueue
 	ring    *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
 	queries chan Query          // see Queries (query.go)
+	seen    lastSeen            // when failed or left members were last seen
 
 	stop chan struct{} // closed by Shutdown; the pump drains and exits
 	wg   sync.WaitGroup
@@ -209,6 +210,7 @@ func (g *Gossip) forward(e serf.Event) {
 		g.log.Debug("ignoring serf event", "event", e.String())
 		return
 	}
+	g.seen.note(ev)
 	g.events.push(ev)
 }
 

@@ -1,16 +1,17 @@
 // Package mesh embeds Nebula (github.com/slackhq/nebula v1.10.3) in meshd:
 // the overlay config rendered from a typed struct, start, reload with
 // read-back verification, the certificate blocklist, and tunnel state; and
-// the choice of this node's underlay address (underlay.go, DESIGN §2's
-// "NIC selection").
+// the choice of this node's underlay address through netlink (underlay.go,
+// DESIGN §2's "NIC selection", §10's route to the first seed) and the
+// preflight check that a TUN device can be created (tuncheck.go).
 // Production runs one instance per process, on a kernel TUN device; tests
 // run several userspace (gvisor) instances in one process.
 //
 // # Import rule
 //
 // mesh imports the standard library, Nebula and its dependencies (logrus,
-// gvisor, yaml.v3), pki and codes. Nothing in meshd below agent imports
-// it. The root deps_test.go enforces this.
+// gvisor, yaml.v3, vishvananda/netlink, x/sys/unix), pki and codes.
+// Nothing in meshd below agent imports it. The root deps_test.go enforces this.
 //
 // # Lifecycle
 //

@@ -106,6 +106,8 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		{method: "GET", path: "/v1/self/nebula-cert", allow: members},
 		{method: "GET", path: "/v1/self/tls-cert", allow: members},
 		{method: "POST", path: "/v1/self/left", allow: members, harmfulBody: struct{}{}, changesCaller: true},
+		// An active member's confirmation is a no-op; anyone else's is refused.
+		{method: "POST", path: "/v1/self/confirm", allow: members, harmfulBody: struct{}{}},
 		{method: "GET", path: "/v1/raft/index", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/stats", allow: controlOnly},
 		{method: "POST", path: "/v1/raft/apply", allow: controlOnly,

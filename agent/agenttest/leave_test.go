@@ -14,7 +14,7 @@ import (
 )
 
 // TestLeaveAndRemove: a worker leaves (recorded left, state wiped, meshd
-// unjoined); a control node removes another worker (recorded removed, its
+// unjoined) and joins again at once under its old id and overlay IP; a control node removes another worker (recorded removed, its
 // certificates revoked and blocked by every node's overlay, a worker's
 // included) and a control node (out of raft); the CA holder can neither
 // leave nor be removed.
@@ -53,6 +53,23 @@ func TestLeaveAndRemove(t *testing.T) {
 	}
 	if s := state("w1"); s != "left" {
 		t.Fatalf("origin lists w1 as %q", s)
+	}
+	// Issue 11: its name is free at once, and it joins again from the same
+	// meshd (its userspace overlay, which Nebula cannot stop in-process,
+	// was parked and is taken over), keeping its node id and overlay IP.
+	var before apitype.Node
+	for _, r := range origin.Nodes(t) {
+		if r.Name == "w1" {
+			before = r
+		}
+	}
+	if _, err := w1.Join(t, origin.Admit(t, apitype.AdmitRequest{Name: "w1"})); err != nil {
+		t.Fatalf("w1 joins again after leaving, without a restart: %v", err)
+	}
+	for _, r := range origin.Nodes(t) {
+		if r.Name == "w1" && (r.State != "active" || r.ID != before.ID || r.OverlayIP != before.OverlayIP) {
+			t.Fatalf("w1 after rejoin: %+v, want active with id %s and overlay %s", r, before.ID, before.OverlayIP)
+		}
 	}
 
 	// w2 is removed from c2 (a follower): revoked everywhere.

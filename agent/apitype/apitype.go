@@ -26,6 +26,9 @@ const (
 	// PathKeysRotate is POST /v0/keys/rotate: replace the cluster's gossip
 	// key (control node).
 	PathKeysRotate = "/v0/keys/rotate"
+	// PathAudit is GET /v0/audit[?since=DURATION]: the audit trail
+	// (control node), oldest first.
+	PathAudit = "/v0/audit"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -74,7 +77,7 @@ type Warning struct {
 
 // Status is GET /v0/status.
 type Status struct {
-	State     string `json:"state"` // "starting", "unjoined", "running"
+	State     string `json:"state"` // "starting", "unjoined", "running", "refused"
 	Version   string `json:"version"`
 	Cluster   string `json:"cluster,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -95,6 +98,9 @@ type Status struct {
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
 	Warnings       []Warning `json:"warnings,omitempty"`
+	// Error is why the node in the state dir does not run (state
+	// "refused": a cloned state dir, codes.ClonedIdentity).
+	Error *Error `json:"error,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.
@@ -149,6 +155,13 @@ type Node struct {
 	// Revocation is, for a removed node, whether every live member
 	// confirmed it blocks the node: "acknowledged" or "pending: a, b".
 	Revocation string `json:"revocation,omitempty"`
+	// Cause is, for a failed node, why its join failed.
+	Cause string `json:"cause,omitempty"`
+	// Self marks the node that answered (the one meshctl asked).
+	Self bool `json:"self,omitempty"`
+	// LastSeen is, for a node not alive in gossip, when the answering
+	// control node saw it fail or leave; zero when it never saw that.
+	LastSeen time.Time `json:"last_seen,omitzero"`
 }
 
 // RemoveRequest is POST /v0/nodes/{name}/remove's optional body.
@@ -194,6 +207,19 @@ const (
 	TokenRevoked = "revoked"
 )
 
+// AuditEvent is one row of GET /v0/audit: who did what, and when.
+type AuditEvent struct {
+	At    time.Time  `json:"at"`
+	Code  codes.Code `json:"code"`
+	Event string     `json:"event"` // a short name of Code: init, admit, join, confirm, leave, remove, ...
+	// Actor is who did it: "uid=U@NODE" (an operator on NODE's local
+	// socket), "node:NODE" (NODE by itself), either followed by
+	// " via NODE2" when a control node relayed it.
+	Actor   string `json:"actor"`
+	Subject string `json:"subject,omitempty"` // the node, token name or key step it concerns
+	Detail  string `json:"detail,omitempty"`
+}
+
 // KeyRotation answers POST /v0/keys/rotate.
 type KeyRotation struct {
 	Keys       int           `json:"keys"`        // keys installed cluster-wide afterwards (1)
@@ -212,21 +238,25 @@ type RevokeResponse struct {
 
 // InitRequest is POST /v0/init.
 type InitRequest struct {
-	Cluster       string `json:"cluster"`
-	Name          string `json:"name,omitempty"` // this node's name; default: hostname
-	AdvertiseAddr string `json:"advertise_addr,omitempty"`
-	Force         bool   `json:"force,omitempty"`
+	Cluster        string `json:"cluster"`
+	Name           string `json:"name,omitempty"` // this node's name; default: hostname
+	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
+	AdvertiseIface string `json:"advertise_iface,omitempty"`
+	Force          bool   `json:"force,omitempty"`
 }
 
 // InitResponse answers POST /v0/init.
 type InitResponse struct {
-	ClusterID     string    `json:"cluster_id"`
-	Cluster       string    `json:"cluster"`
-	Node          string    `json:"node"`
-	CAFingerprint string    `json:"ca_fingerprint"`
-	OverlayIP     string    `json:"overlay_ip"`
-	Underlay      string    `json:"underlay_addr"`
-	Warnings      []Warning `json:"warnings,omitempty"`
+	ClusterID     string `json:"cluster_id"`
+	Cluster       string `json:"cluster"`
+	Node          string `json:"node"`
+	CAFingerprint string `json:"ca_fingerprint"`
+	OverlayIP     string `json:"overlay_ip"`
+	Underlay      string `json:"underlay_addr"`
+	// UnderlayWhy says how the underlay address was chosen (the pin, the
+	// default route, or the fallback and its reason).
+	UnderlayWhy string    `json:"underlay_why,omitempty"`
+	Warnings    []Warning `json:"warnings,omitempty"`
 }
 
 // AdmitRequest is POST /v0/admit.
@@ -245,13 +275,18 @@ type AdmitResponse struct {
 	Role    string    `json:"role"`
 	Expires time.Time `json:"expires"`
 	Command string    `json:"command"`
+	// Reuses says, when the name belonged to a node that left, was
+	// removed or failed, that the join reuses its record (node id and
+	// overlay IP); empty otherwise.
+	Reuses string `json:"reuses,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.
 type JoinRequest struct {
-	Token         string `json:"token"`
-	AdvertiseAddr string `json:"advertise_addr,omitempty"`
-	Force         bool   `json:"force,omitempty"`
+	Token          string `json:"token"`
+	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
+	AdvertiseIface string `json:"advertise_iface,omitempty"`
+	Force          bool   `json:"force,omitempty"`
 }
 
 // JoinLine is one line of the streamed POST /v0/join response: a step, and

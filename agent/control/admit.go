@@ -47,8 +47,13 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		}
 		req.Addr = ip.Unmap().String()
 	}
-	if _, taken := p.raft.FSM().NodeByName(req.Name); taken {
-		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists", req.Name))
+	if n, taken := p.raft.FSM().NodeByName(req.Name); taken {
+		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists (%s)", req.Name, n.State))
+	}
+	reuses := ""
+	if n, ok := p.raft.FSM().FormerNode(req.Name); ok {
+		reuses = fmt.Sprintf("%s is a former node (%s); its join reuses the record: node id %s and overlay IP %s are kept, "+
+			"with new keys (every earlier certificate of it is revoked)", n.Name, n.State, n.ID, n.OverlayIP)
 	}
 	cluster, ok := p.raft.FSM().Cluster()
 	if !ok {
@@ -80,7 +85,7 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "actor", actor)
 	return &apitype.AdmitResponse{
 		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
-		Expires: rec.Expires, Command: "meshctl join " + text,
+		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses,
 	}, nil
 }
 

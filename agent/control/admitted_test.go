@@ -190,12 +190,12 @@ func TestAdmitControlThroughFollower(t *testing.T) {
 	}
 	n, _ := origin.p.Raft().FSM().Node(id)
 	parsed, _ := pki.ParseCertPEM(leaf)
-	if n.State != state.NodeActive || n.TLSFingerprint != pki.FingerprintOf(parsed).String() || !bytes.Equal(n.NebulaCert, neb) {
+	if n.State != state.NodeJoining || n.TLSFingerprint != pki.FingerprintOf(parsed).String() || !bytes.Equal(n.NebulaCert, neb) {
 		t.Fatalf("after RecordCerts: %s, TLS %s", n.State, n.TLSFingerprint)
 	}
 	// Certified: nothing more is signed for it.
 	if _, err := s.SignNebula(ctx, req); codes.Of(err) != codes.SignRefused {
-		t.Fatalf("sign again for an active node: %v, want %s", err, codes.SignRefused)
+		t.Fatalf("sign again for a certified node: %v, want %s", err, codes.SignRefused)
 	}
 	if err := l.RecordCerts(ctx, id, leaf, neb); err == nil {
 		t.Fatal("certificates recorded twice")
@@ -243,8 +243,8 @@ func TestEnrollCAHolderDownAborts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the same token with the CA holder back: %v", err)
 	}
-	if n, _ := f.Node("id-w1"); n.State != state.NodeActive || resp.OverlayIP != ip {
-		t.Fatalf("w1 is %s at %v, want active at %v", n.State, resp.OverlayIP, ip)
+	if n, _ := f.Node("id-w1"); n.State != state.NodeJoining || n.TLSFingerprint == "" || resp.OverlayIP != ip {
+		t.Fatalf("w1 is %s at %v, want joining (certified, until it confirms) at %v", n.State, resp.OverlayIP, ip)
 	}
 }
 
@@ -306,7 +306,8 @@ func TestConcurrentAdmissions(t *testing.T) {
 			t.Errorf("%s and %s both got %v", j.name, other, ips[i])
 		}
 		seen[ips[i]] = j.name
-		if n, _ := origin.p.Raft().FSM().Node("id-" + j.name); n.State != state.NodeActive || netip.PrefixFrom(n.OverlayIP, ips[i].Bits()) != ips[i] {
+		if n, _ := origin.p.Raft().FSM().Node("id-" + j.name); n.State != state.NodeJoining || n.TLSFingerprint == "" ||
+			netip.PrefixFrom(n.OverlayIP, ips[i].Bits()) != ips[i] {
 			t.Errorf("%s recorded %s at %v, answered %v", j.name, n.State, n.OverlayIP, ips[i])
 		}
 	}

@@ -6,7 +6,9 @@
 // forwarded one hop to it, the read index, the promotion of joining control
 // nodes, the enroll ledger and the signers (the CA itself on the CA holder,
 // a forwarder to it elsewhere), token minting, revocation and pruning,
-// removal, and the internal API's server side. routes.go is the one table
+// removal, the audit trail's reads and actors (audit.go, actor.go: who an
+// event names, and why no caller can choose it), and the internal API's
+// server side. routes.go is the one table
 // of the internal API's doors: every path, the roles allowed through it
 // and its handler, all behind one guard.
 //

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -35,6 +34,8 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.AbortAdmission]():       anyControl,
 	reflect.TypeFor[state.SetGossipKeys]():        anyControl,
 	reflect.TypeFor[state.RecordRevocationAcks](): anyControl,
+	reflect.TypeFor[state.ConfirmJoin]():          confirmRule,
+	reflect.TypeFor[state.FailJoin]():             failJoinRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 
@@ -71,30 +72,15 @@ func caHolderOnly(p *Plane, c Caller, _ state.Command) error {
 	return nil
 }
 
-// operatorRE is the form of a local operator (agent's socket actor) a
-// forwarder may name next to itself.
-var operatorRE = regexp.MustCompile(`^local:uid=[0-9]{1,10},pid=[0-9]{1,10}$`)
-
-// forwardedActor is the audit actor the leader records for a write caller
-// forwarded: "node:<caller id>", followed by " local:uid=U,pid=P" when the
-// forwarder says an operator started it on its local socket. Any other
-// operator text is dropped.
-func forwardedActor(c Caller, operator string) string {
-	a := "node:" + c.NodeID
-	if operatorRE.MatchString(operator) {
-		a += " " + operator
-	}
-	return a
-}
-
-// operatorOf is the local operator that started cmd on this node, if its
-// Actor names one; the leader records it next to this node.
-func operatorOf(cmd state.Command) string {
+// actorOf is the actor cmd carries (its Actor field), which a follower
+// claims when it forwards cmd; the leader judges the claim
+// (forwardedActor).
+func actorOf(cmd state.Command) string {
 	v := reflect.Indirect(reflect.ValueOf(cmd))
 	if v.Kind() != reflect.Struct {
 		return ""
 	}
-	if f := v.FieldByName("Actor"); f.Kind() == reflect.String && operatorRE.MatchString(f.String()) {
+	if f := v.FieldByName("Actor"); f.Kind() == reflect.String {
 		return f.String()
 	}
 	return ""
@@ -102,8 +88,9 @@ func operatorOf(cmd state.Command) string {
 
 // authorizeForward decodes the command inside t, checks caller may
 // forward it, and returns it re-tracked under the same request id with
-// its Actor set to actor. Refusals are codes.ForwardRefused.
-func (p *Plane) authorizeForward(c Caller, t state.Tracked, actor string) (state.Tracked, error) {
+// its Actor set to what the leader makes of the caller's claim
+// (forwardedActor). Refusals are codes.ForwardRefused.
+func (p *Plane) authorizeForward(c Caller, t state.Tracked, claim string) (state.Tracked, error) {
 	cmd, err := state.Decode(t.Inner)
 	if err != nil {
 		return state.Tracked{}, codes.Wrap(codes.BadRequest, fmt.Errorf("forwarded command: %w", err))
@@ -114,6 +101,13 @@ func (p *Plane) authorizeForward(c Caller, t state.Tracked, actor string) (state
 	}
 	if err := rule(p, c, cmd); err != nil {
 		return state.Tracked{}, codes.Wrap(codes.ForwardRefused, err)
+	}
+	actor, accepted := p.forwardedActor(c, cmd, claim)
+	if !accepted {
+		// Not refused: the write itself is allowed to c, and node:c is
+		// true. The claim is not logged: it is the caller's text.
+		p.log.Warn("a forwarded write claimed an actor the leader does not accept; recording the forwarding node",
+			"caller", c.Name, "recorded", actor)
 	}
 	v := reflect.New(reflect.TypeOf(cmd)).Elem()
 	v.Set(reflect.ValueOf(cmd))

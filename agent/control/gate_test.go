@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -264,20 +265,28 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 		}
 	}
 
-	// The body names another actor; the leader records the caller, and the
-	// local operator it names; any other operator text is dropped.
-	for i, tc := range []struct{ operator, want string }{
-		{"local:uid=0,pid=42", "node:id-c2 local:uid=0,pid=42"},
-		{"node:id-origin", "node:id-c2"},
+	// The leader judges the actor the forwarder claims against the
+	// forwarder's TLS identity (c2); the Actor inside the forwarded body
+	// (here the origin's operator) is never read.
+	for i, tc := range []struct{ claim, want string }{
+		{"uid=1000@c2", "uid=1000@c2"},
+		{"node:c2", "node:c2"},
+		{"", "node:c2"},
+		{"uid=0@origin", "node:c2"},       // another node's operator
+		{"uid=0@c3", "node:c2"},           // another node's operator
+		{"node:origin", "node:c2"},        // another node
+		{"uid=0@w1 via c2", "node:c2"},    // a relay, but a mint is not relayed
+		{"local:uid=0,pid=42", "node:c2"}, // the old form is no actor
+		{"uid=0@c2\nnode:c3", "node:c2"},
 	} {
 		rec := enroll.TokenRecord{Hash: enroll.TokenHash{byte(i + 1)}, Name: "w" + string(rune('a'+i)), Role: pki.RoleWorker,
 			Created: now, Expires: now.Add(10 * time.Minute), MintedBy: origin.nodeID}
-		if err := forward("req-mint-"+tc.operator, state.MintToken{Record: rec, Actor: "node:id-origin"}, tc.operator); err != nil {
+		if err := forward(fmt.Sprintf("req-mint-%d", i), state.MintToken{Record: rec, Actor: "uid=0@origin"}, tc.claim); err != nil {
 			t.Fatalf("forward a mint: %v", err)
 		}
 		a := fsm.Audit()
 		if last := a[len(a)-1]; last.Code != codes.EventTokenMinted || last.Actor != tc.want {
-			t.Errorf("operator %q: audit %s by %q, want by %q", tc.operator, last.Code, last.Actor, tc.want)
+			t.Errorf("claim %q: audit %s by %q, want by %q", tc.claim, last.Code, last.Actor, tc.want)
 		}
 	}
 
@@ -285,11 +294,18 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 	// another node and a node's own leave pass.
 	c.worker(t, origin, "w1")
 	c.worker(t, origin, "w2")
-	if err := forward("req-left-w2", state.SetNodeState{NodeID: "id-w2", State: state.NodeLeft, At: now}, ""); err != nil {
+	if err := forward("req-left-w2", state.SetNodeState{NodeID: "id-w2", State: state.NodeLeft, At: now}, "uid=0@w2 via c2"); err != nil {
 		t.Fatalf("relay a worker's leave: %v", err)
 	}
-	if err := forward("req-remove-w1", state.SetNodeState{NodeID: "id-w1", State: state.NodeRemoved, At: now}, ""); err != nil {
+	// A relay may name the worker whose leave it is, and only that one.
+	if a := fsm.Audit(); a[len(a)-1].Code != codes.EventNodeLeft || a[len(a)-1].Actor != "uid=0@w2 via c2" {
+		t.Errorf("relayed leave of w2 recorded as %+v, want by uid=0@w2 via c2", a[len(a)-1])
+	}
+	if err := forward("req-remove-w1", state.SetNodeState{NodeID: "id-w1", State: state.NodeRemoved, At: now}, "uid=0@w1 via c2"); err != nil {
 		t.Fatalf("forward a removal: %v", err)
+	}
+	if a := fsm.Audit(); a[len(a)-1].Code != codes.EventNodeRemoved || a[len(a)-1].Actor != "node:c2" {
+		t.Errorf("a removal claiming the removed worker's operator recorded as %+v, want by node:c2", a[len(a)-1])
 	}
 	if err := c3.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)

@@ -101,12 +101,13 @@ type member struct {
 
 // testCluster is a CA and the control nodes it admitted.
 type testCluster struct {
-	ca      *pki.CA
-	cluster state.Cluster
-	members []*member
-	nextIP  byte
-	promote time.Duration // every member's PromoteTimeout
-	keyStep time.Duration // every member's KeyStepTimeout (0: the default)
+	ca        *pki.CA
+	cluster   state.Cluster
+	members   []*member
+	nextIP    byte
+	promote   time.Duration // every member's PromoteTimeout
+	keyStep   time.Duration // every member's KeyStepTimeout (0: the default)
+	joinBound time.Duration // every member's JoinBound (0: the default)
 }
 
 // freePort reserves a loopback port number (closed again; the caller
@@ -187,7 +188,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	h := &hooks{}
 	logs := &logRecorder{}
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
-		KeyStepTimeout: c.keyStep},
+		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {
@@ -219,7 +220,8 @@ func newCluster(t *testing.T) (*testCluster, *member) {
 
 // clusterOpts vary newCluster.
 type clusterOpts struct {
-	promote time.Duration // PromoteTimeout of every member; 3 s if zero
+	promote   time.Duration // PromoteTimeout of every member; 3 s if zero
+	joinBound time.Duration // JoinBound of every member; the default if zero
 	// origin, if set, edits the origin's node record before it is
 	// bootstrapped (c's CA exists by then).
 	origin func(c *testCluster, n *state.Node)
@@ -227,7 +229,7 @@ type clusterOpts struct {
 
 func newClusterWith(t *testing.T, o clusterOpts) (*testCluster, *member) {
 	t.Helper()
-	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: cmp.Or(o.promote, 3*time.Second)}
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: cmp.Or(o.promote, 3*time.Second), joinBound: o.joinBound}
 	return c, c.bootstrap(t, o.origin)
 }
 
@@ -269,8 +271,37 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 
 // admitLeaf is admit that, when id is not nil (an identity for keys),
 // puts the leaf the CA holder signed at admission into id, so that id is
-// the member raft records.
+// the member raft records. The join is then confirmed on the leader
+// (ConfirmJoin), so the node is active, as a node is once `meshctl join`
+// returns.
 func (c *testCluster) admitLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
+	id *pki.Identity) string {
+	t.Helper()
+	nodeID := c.enrollLeaf(t, via, name, role, keys, ports, id)
+	c.confirm(t, nodeID)
+	return nodeID
+}
+
+// confirm writes ConfirmJoin for nodeID on the leader.
+func (c *testCluster) confirm(t *testing.T, nodeID string) {
+	t.Helper()
+	for _, m := range c.members {
+		if m.p.Raft().IsLeader() {
+			if err := m.p.Write(within(t, 5*time.Second), &state.ConfirmJoin{NodeID: nodeID, At: time.Now(), Actor: "test"}); err != nil {
+				t.Fatalf("confirm %s: %v", nodeID, err)
+			}
+			if err := m.p.SyncRead(within(t, 5*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatal("no leader to confirm a join on")
+}
+
+// enrollLeaf is admitLeaf without the confirmation: the node stays
+// joining with its certificates recorded.
+func (c *testCluster) enrollLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
 	id *pki.Identity) string {
 	t.Helper()
 	ctx := within(t, 10*time.Second)
@@ -341,7 +372,7 @@ func (c *testCluster) joinControl(t *testing.T, via *member, name string) *membe
 	cp, _ := strconv.Atoi(cport)
 	rp, _ := strconv.Atoi(rport)
 	id := *m.id
-	c.admitLeaf(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242}, &id)
+	nodeID := c.enrollLeaf(t, via, name, pki.RoleControl, m.keys, enroll.Ports{Control: cp, Raft: rp, Gossip: 7946, Nebula: 4242}, &id)
 	if err := m.live.Swap(&id); err != nil {
 		t.Fatalf("%s adopts its admitted leaf: %v", name, err)
 	}
@@ -349,6 +380,11 @@ func (c *testCluster) joinControl(t *testing.T, via *member, name string) *membe
 	if err := m.p.JoinRaft(within(t, 15*time.Second), []string{via.addr}, func(string, ...any) {}); err != nil {
 		t.Fatalf("%s joins raft: %v", name, err)
 	}
+	// As the joiner does: confirm through a control node's internal API.
+	if err := m.p.client.ConfirmJoin(within(t, 10*time.Second), []string{via.addr}, nodeID); err != nil {
+		t.Fatalf("%s confirms its join: %v", name, err)
+	}
+	waitState(t, m, nodeID, state.NodeActive)
 	return m
 }
 

@@ -192,16 +192,16 @@ func (p *Plane) strictRead(ctx context.Context) error {
 	return nil
 }
 
-// handleGossipKeys gives an active member the cluster's gossip keyring. A
-// caller without an active record (removed, left, unknown) is refused:
-// fail closed.
+// handleGossipKeys gives an active (or joining, certified) member the
+// cluster's gossip keyring. A caller without such a record (removed, left,
+// failed, unknown) is refused: fail closed.
 func (p *Plane) handleGossipKeys(w http.ResponseWriter, r *http.Request, c Caller) {
 	if err := p.strictRead(r.Context()); err != nil {
 		writeError(w, err)
 		return
 	}
 	n, ok := p.raft.FSM().Node(c.NodeID)
-	if !ok || n.State != state.NodeActive || n.Name != c.Name {
+	if !ok || (n.State != state.NodeActive && n.State != state.NodeJoining) || n.Name != c.Name {
 		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active node %s", c.NodeID)))
 		return
 	}

@@ -36,6 +36,18 @@ func (l *Ledger) NameTaken(ctx context.Context, name string) (bool, error) {
 	return ok, nil
 }
 
+// FormerNodeID is the id of the former node (left, removed, failed) named
+// name, after a read index: its admission reuses that record.
+func (l *Ledger) FormerNodeID(ctx context.Context, name string) (string, bool, error) {
+	if err := l.p.SyncRead(ctx); err != nil {
+		return "", false, err
+	}
+	n, ok := l.p.raft.FSM().FormerNode(name)
+	return n.ID, ok, nil
+}
+
+var _ enroll.Former = (*Ledger)(nil)
+
 // Admit applies ONE raft entry: consume the token, record the node as
 // joining with its public keys, allocate the overlay IP the FSM picks. The
 // FSM re-checks everything (compare-and-set). The IP is read back from
@@ -57,7 +69,7 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.cfg.NodeID}); err != nil {
+	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
 		return netip.Prefix{}, err
 	}
 	if err := l.p.SyncRead(ctx); err != nil {
@@ -74,7 +86,8 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 // RecordCerts parses both certificates, checks that they certify what
 // raft records for the joining node (TLS: its recorded key, id and name;
 // Nebula: its recorded key, name and overlay IP), and writes RecordCerts,
-// whose compare-and-set moves the node from joining to active.
+// a compare-and-set on a joining node without certificates; the node
+// stays joining until the joiner confirms (ConfirmJoin).
 func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebulaCert []byte) error {
 	if err := l.p.SyncRead(ctx); err != nil {
 		return err
@@ -101,7 +114,7 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 	if err := l.p.Write(ctx, &state.RecordCerts{NodeID: nodeID,
 		TLSCert: tlsCert, TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaCert: nebulaCert, NebulaFingerprint: nebFP, NebulaExpires: nebExp,
-		At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+		At: l.p.now(), Actor: l.p.self(), Joining: true}); err != nil {
 		return err
 	}
 	l.p.hooks.Poke() // the new node's record feeds this node's overlay at once
@@ -113,7 +126,7 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 // node's FSM has applied it, so a retry through this node sees the token
 // unused; that wait failing does not undo the write, so it is not an error.
 func (l *Ledger) AbortAdmission(ctx context.Context, nodeID string) error {
-	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.cfg.NodeID}); err != nil {
+	if err := l.p.Write(ctx, &state.AbortAdmission{NodeID: nodeID, At: l.p.now(), Actor: l.p.self()}); err != nil {
 		return err
 	}
 	if err := l.p.SyncRead(ctx); err != nil {
@@ -168,7 +181,7 @@ func (l *Ledger) Admitted(ctx context.Context, nodeID string) (enroll.Admitted, 
 		return enroll.Admitted{}, false, nil
 	}
 	joining := n.State == state.NodeJoining && len(n.TLSCert) == 0 && len(n.NebulaCert) == 0
-	if !joining && (n.State == state.NodeRemoved || len(n.TLSCert) == 0) {
+	if !joining && (n.State.Former() || len(n.TLSCert) == 0) {
 		return enroll.Admitted{}, false, nil
 	}
 	return enroll.Admitted{NodeID: n.ID, Name: n.Name, Role: n.Role, Joining: joining, TLSPublicKey: n.TLSPublicKey,

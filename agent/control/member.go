@@ -12,7 +12,9 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// A member is a node whose raft record is active and whose TLS leaf, as
+// A member is a node whose raft record is active (joining, with its
+// certificates recorded, passes too, but only the routes its join needs
+// serve it: servedToJoining) and whose TLS leaf, as
 // presented at the handshake, is one raft issued to it: the one the record
 // lists (TLSFingerprint, or PrevTLSFingerprint while a renewal is adopted),
 // or an earlier one it retired (a renewal certifies the same key, so only
@@ -39,7 +41,7 @@ func judgeLeaf(fsm *state.FSM, leaf *x509.Certificate) (state.Node, error) {
 	if !ok {
 		return state.Node{}, codes.Wrap(codes.NotMember, fmt.Errorf("node %s: %w", id, errNoRecord))
 	}
-	if n.State != state.NodeActive {
+	if n.State != state.NodeActive && n.State != state.NodeJoining {
 		return state.Node{}, codes.Wrap(codes.NotMember, fmt.Errorf("node %s (%s) is %s", n.Name, id, n.State))
 	}
 	fp := pki.FingerprintOf(leaf).String()
@@ -75,7 +77,10 @@ func (p *Plane) member(ctx context.Context, leaf *x509.Certificate, rt Route, fo
 		}
 	}
 	n, err := judgeLeaf(fsm, leaf)
-	if err != nil && mayLag(fsm, leaf, err) {
+	// A joining record on a route only members serve may be this node
+	// lagging the confirmation: one read index, as for a refusal.
+	lagJoin := err == nil && n.State == state.NodeJoining && !servedToJoining(rt)
+	if (err != nil && mayLag(fsm, leaf, err)) || lagJoin {
 		if serr := p.SyncRead(ctx); serr != nil {
 			return Caller{}, serr
 		}
@@ -83,6 +88,9 @@ func (p *Plane) member(ctx context.Context, leaf *x509.Certificate, rt Route, fo
 	}
 	if err != nil {
 		return Caller{}, err
+	}
+	if n.State == state.NodeJoining && !servedToJoining(rt) {
+		return Caller{}, codes.Wrap(codes.NotMember, fmt.Errorf("node %s is joining; it is a member once its join is confirmed", n.Name))
 	}
 	if !slices.Contains(rt.Roles, n.Role) {
 		return Caller{}, codes.Wrap(codes.PeerRoleDenied, fmt.Errorf("node %s has role %s; this route needs %v", n.Name, n.Role, rt.Roles))
@@ -101,7 +109,19 @@ func mayLag(fsm *state.FSM, leaf *x509.Certificate, err error) bool {
 		return true
 	}
 	n, ok := fsm.Node(pki.NodeIDOf(leaf))
-	return ok && n.State != state.NodeRemoved && n.State != state.NodeLeft
+	return ok && !n.State.Former()
+}
+
+// servedToJoining: the routes a node whose certificates are recorded but
+// whose join is not yet confirmed may call, the ones its join needs: the
+// node list, revocations and gossip keys (its overlay and gossip), the
+// raft join and read index (a control node), its confirmation, and leave.
+func servedToJoining(rt Route) bool {
+	switch rt.Path {
+	case PathNodes, PathRevocations, PathGossipKeys, PathRaftJoin, PathRaftStats, PathIndex, PathConfirm, PathLeft:
+		return true
+	}
+	return false
 }
 
 // servedWhileJoining: the one route a control node answers before its

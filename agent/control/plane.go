@@ -40,6 +40,9 @@ type Config struct {
 	// KeyStepTimeout bounds each step of a gossip key rotation; zero means
 	// DefaultKeyStepTimeout.
 	KeyStepTimeout time.Duration
+	// JoinBound is how long a node may stay joining before the leader
+	// records its join failed; zero means DefaultJoinBound.
+	JoinBound time.Duration
 }
 
 // Hooks are what the control plane tells the rest of the node; each may
@@ -53,6 +56,8 @@ type Hooks struct {
 	ForceLeave func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
+	// LastSeen is when a gossip member that is not alive was last seen.
+	LastSeen func(name string) (time.Time, bool)
 	// NotifyKeys tells every member that the gossip keyring changed.
 	NotifyKeys func() error
 	// KeyReports is every gossip member's report of its keyring.
@@ -81,12 +86,12 @@ type Plane struct {
 	now    func() time.Time
 	hooks  Hooks
 	conns  *connSet      // port 7300's open connections
-	stop   chan struct{} // closed by Close: ends watchNodes
+	stop   chan struct{} // closed by Close: ends watchNodes and watchJoins
 	closed sync.Once
 	wg     sync.WaitGroup // goroutines the plane started (force-leave)
 
 	rotating sync.Mutex     // one gossip key rotation at a time on this node
-	watch    sync.WaitGroup // watchNodes
+	watch    sync.WaitGroup // watchNodes, watchJoins
 }
 
 // New is the control plane over an open raft node. ca is the CA on the CA
@@ -115,6 +120,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	if h.Gossip == nil {
 		h.Gossip = func() map[string]string { return nil }
 	}
+	if h.LastSeen == nil {
+		h.LastSeen = func(string) (time.Time, bool) { return time.Time{}, false }
+	}
 	if h.NotifyKeys == nil {
 		h.NotifyKeys = func() error { return nil }
 	}
@@ -134,10 +142,15 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	// From here the raft port admits only members (connections accepted
 	// since raft opened are judged now too).
 	raft.SetPeerCheck(p.raftPeer)
-	p.watch.Add(1)
+	p.watch.Add(2)
 	go func() {
 		defer p.watch.Done()
 		p.watchNodes(p.stop)
+	}()
+	bound, now := cfg.joinBound(), d.Now
+	go func() {
+		defer p.watch.Done()
+		p.watchJoins(p.stop, bound, now)
 	}()
 	return p
 }

@@ -232,8 +232,12 @@ func TestLeave(t *testing.T) {
 	if err := c2.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.p.RecordLeft(ctx); err != nil {
+	if err := c2.p.RecordLeft(ctx, "uid=0@c2"); err != nil {
 		t.Fatal(err)
+	}
+	// Forwarded to the leader, which records c2's operator.
+	if a := origin.p.Raft().FSM().Audit(); a[len(a)-1].Code != codes.EventNodeLeft || a[len(a)-1].Actor != "uid=0@c2" {
+		t.Fatalf("c2's leave audited as %+v, want by uid=0@c2", a[len(a)-1])
 	}
 	// A follower has no leadership to hand off: nothing to warn about.
 	if w := c2.logs.warnings(); len(w) != 0 {

@@ -80,15 +80,17 @@ func (p *Plane) handleRaftJoin(w http.ResponseWriter, r *http.Request, c Caller)
 	apitype.WriteJSON(w, http.StatusOK, res)
 }
 
-// promoteRecorded promotes id if raft records it as an active control
-// node with raft and control addresses.
+// promoteRecorded promotes id if raft records it as a control node with
+// raft and control addresses, joining with its certificates recorded (a
+// join confirms only after the promotion) or active.
 func (p *Plane) promoteRecorded(ctx context.Context, id string) (RaftJoinResult, error) {
 	if err := p.SyncRead(ctx); err != nil {
 		return RaftJoinResult{}, err
 	}
 	n, ok := p.raft.FSM().Node(id)
-	if !ok || n.Role != pki.RoleControl || n.State != state.NodeActive || n.RaftAddr == "" || n.EnrollAddr == "" {
-		return RaftJoinResult{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active control node %s on record", id))
+	certified := n.State == state.NodeActive || (n.State == state.NodeJoining && n.TLSFingerprint != "")
+	if !ok || n.Role != pki.RoleControl || !certified || n.RaftAddr == "" || n.EnrollAddr == "" {
+		return RaftJoinResult{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no certified control node %s on record", id))
 	}
 	res, err := p.promote(ctx, n)
 	if err != nil {

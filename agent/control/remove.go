@@ -67,7 +67,8 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 }
 
 // LeaveVoterCheck refuses to let this node leave when it is the last raft
-// voter (codes.QuorumLoss).
+// voter (codes.QuorumLoss); the leader checks the rest (quorumAfterRemoving)
+// when this node asks it to drop it from raft.
 func (p *Plane) LeaveVoterCheck() error {
 	if p.raft.IsVoter(p.cfg.NodeID) && p.raft.Voters() <= 1 {
 		return codes.Wrap(codes.QuorumLoss, errors.New("this is the last raft voter"))
@@ -75,14 +76,21 @@ func (p *Plane) LeaveVoterCheck() error {
 	return nil
 }
 
-// RecordLeft sets this node's own record to left through raft.
-func (p *Plane) RecordLeft(ctx context.Context) error {
-	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.cfg.NodeID})
+// RecordLeft sets this node's own record to left through raft; actor is
+// the operator who asked (an Actor's text).
+func (p *Plane) RecordLeft(ctx context.Context, actor string) error {
+	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor})
 }
 
 // LeaveRaft hands leadership off if this node leads, then has the leader
 // drop this node from raft membership.
 func (p *Plane) LeaveRaft(ctx context.Context) error {
+	if p.raft.IsLeader() {
+		// Refuse before handing leadership off for nothing.
+		if err := p.quorumAfterRemoving(ctx, p.cfg.NodeID); err != nil {
+			return err
+		}
+	}
 	if err := p.raft.HandOff(); err != nil {
 		p.log.Warn("leadership transfer before leaving failed", "err", err)
 	}
@@ -91,21 +99,32 @@ func (p *Plane) LeaveRaft(ctx context.Context) error {
 
 // removeFromRaft has the leader drop id from raft membership.
 func (p *Plane) removeFromRaft(ctx context.Context, id string) error {
-	return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(id) })
+	return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(ctx, id) })
 }
 
-func (p *Plane) raftRemove(id string) error {
+// raftRemove drops id from raft on the leader, unless that would leave
+// fewer reachable voters than a majority (codes.QuorumLoss).
+func (p *Plane) raftRemove(ctx context.Context, id string) error {
+	if err := p.quorumAfterRemoving(ctx, id); err != nil {
+		return err
+	}
 	return p.raft.RemoveServer(id, 10*time.Second)
 }
 
 // handleRaftRemove is the leader's side of removeFromRaft.
 func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Caller) {
 	var req NodeRef
-	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(req.NodeID) })
+	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(r.Context(), req.NodeID) })
 }
 
-// handleLeft records the calling member as left.
+// handleLeft records the calling member as left, with the operator it
+// names on itself as the actor, relayed by this node (relayedActor).
 func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
+	var req LeftRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
 	// A node on record as left is no member, so the raft port would refuse
 	// a voter recorded left and cost the cluster its quorum: a control node
 	// leaves raft first (`meshctl leave` does), then records itself left.
@@ -113,7 +132,7 @@ func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("%s is still in raft; it leaves raft before it records itself left", c.Name)))
 		return
 	}
-	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: c.NodeID}); err != nil {
+	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.relayedActor(c, req.Actor)}); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -57,7 +57,7 @@ func (p *Plane) renewNebula(ctx context.Context, n state.Node, bits int, now tim
 		return err
 	}
 	if err := p.Write(ctx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
-		Issued: now, Expires: expires, At: now, Actor: p.cfg.NodeID}); err != nil {
+		Issued: now, Expires: expires, At: now, Actor: p.self()}); err != nil {
 		return err
 	}
 	p.log.Info("Nebula certificate renewed", "code", codes.EventCertRenewed, "node", n.Name, "expires", expires)

@@ -89,7 +89,7 @@ func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error
 		return err
 	}
 	if err := p.Write(ctx, &state.RenewTLS{NodeID: n.ID, Cert: certPEM, PublicKey: pub,
-		Fingerprint: pki.FingerprintOf(leaf).String(), Expires: leaf.NotAfter, At: now, Actor: p.cfg.NodeID}); err != nil {
+		Fingerprint: pki.FingerprintOf(leaf).String(), Expires: leaf.NotAfter, At: now, Actor: p.self()}); err != nil {
 		return err
 	}
 	p.log.Info("TLS leaf renewed", "code", codes.EventTLSRenewed, "node", n.Name, "expires", leaf.NotAfter)

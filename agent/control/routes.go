@@ -19,6 +19,7 @@ const (
 	PathNebulaCert  = "/v1/self/nebula-cert"
 	PathTLSCert     = "/v1/self/tls-cert"
 	PathLeft        = "/v1/self/left"
+	PathConfirm     = "/v1/self/confirm"
 	PathApply       = "/v1/raft/apply"
 	PathIndex       = "/v1/raft/index"
 	PathRaftJoin    = "/v1/raft/join"
@@ -51,6 +52,7 @@ var routes = []Route{
 	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},
 	{"GET", PathTLSCert, anyMember, "the caller's current (renewed) TLS leaf", (*Plane).handleTLSCert},
 	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
+	{"POST", PathConfirm, anyMember, "record the joining caller active: its join is confirmed", (*Plane).handleConfirm},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},
 	{"GET", PathIndex, controlOnly, "the leader's FSM index, for a follower's read index", (*Plane).handleIndex},
 	{"POST", PathRaftJoin, controlOnly, "a new control node asks to become a voter", (*Plane).handleRaftJoin},
@@ -72,11 +74,13 @@ func Routes() []Route {
 }
 
 // Handler serves port 7300: the enroll API (public: a joiner has no
-// certificate yet; the token is its credential) and every route of the
-// internal API behind the guard.
+// certificate yet; the token is its credential: enroll, check, time) and
+// every route of the internal API behind the guard.
 func (p *Plane) Handler(enrollAPI http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+enroll.Path, enrollAPI)
+	mux.Handle("POST "+enroll.CheckPath, enrollAPI)
+	mux.Handle("GET "+enroll.TimePath, enrollAPI)
 	for _, rt := range routes {
 		mux.HandleFunc(rt.Method+" "+rt.Path, p.guard(rt))
 	}
@@ -95,8 +99,9 @@ type Caller struct {
 // guard lets a request through to rt's handler only if its TLS peer
 // presented a leaf of this cluster (verified at the handshake) whose role
 // is one of rt.Roles (else codes.PeerRoleDenied), and is a member: its
-// node's raft record is active and lists this leaf (else
-// codes.NotMember; see member).
+// node's raft record is active (or joining, for the routes a join needs:
+// servedToJoining) and lists this leaf (else codes.NotMember; see
+// member).
 func (p *Plane) guard(rt Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, err := callerOf(r, rt.Roles)

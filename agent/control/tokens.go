@@ -137,7 +137,7 @@ func (p *Plane) PruneTokens(ctx context.Context) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	err := p.Write(ctx, &state.PruneTokens{Before: before, At: now, Actor: p.cfg.NodeID})
+	err := p.Write(ctx, &state.PruneTokens{Before: before, At: now, Actor: p.self()})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			p.log.Warn("pruning token records failed", "code", codes.OrInternal(err), "err", err)

@@ -92,7 +92,7 @@ func TestRevokeTokenThroughFollower(t *testing.T) {
 	tok, id := revokeMint(t, origin, "w1")
 	_, otherID := revokeMint(t, origin, "w2")
 
-	resp, err := c2.p.RevokeToken(within(t, 10*time.Second), id, "local:uid=0,pid=7")
+	resp, err := c2.p.RevokeToken(within(t, 10*time.Second), id, "uid=7@c2")
 	if err != nil {
 		t.Fatalf("revoke through the follower: %v", err)
 	}
@@ -101,8 +101,8 @@ func TestRevokeTokenThroughFollower(t *testing.T) {
 		t.Fatalf("answer %+v", resp)
 	}
 	rec, ok := origin.p.Raft().FSM().Token(tok.Secret.Hash())
-	// The leader records the forwarding node and the operator it names.
-	if !ok || !rec.Revoked() || rec.RevokedBy != "node:id-c2 local:uid=0,pid=7" || !rec.RevokedAt.Equal(resp.Token.RevokedAt) {
+	// The leader records the operator the forwarding node names on itself.
+	if !ok || !rec.Revoked() || rec.RevokedBy != "uid=7@c2" || !rec.RevokedAt.Equal(resp.Token.RevokedAt) {
 		t.Fatalf("the leader's record %+v", rec)
 	}
 	for _, m := range []*member{origin, c2} {

@@ -32,6 +32,11 @@ func (p *Plane) nodeRows() []apitype.Node {
 		if g, ok := gossip[n.Name]; ok {
 			row.Gossip = g
 		}
+		if row.Gossip != "alive" {
+			if at, ok := p.hooks.LastSeen(n.Name); ok {
+				row.LastSeen = at
+			}
+		}
 		out = append(out, row)
 	}
 	return out
@@ -46,7 +51,7 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	row := apitype.Node{
 		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
 		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
-		CertExpires: n.TLSExpires, Version: n.Version,
+		CertExpires: n.TLSExpires, Version: n.Version, Cause: n.Cause,
 	}
 	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
 		row.CertExpires = n.NebulaExpires
@@ -83,7 +88,7 @@ func (p *Plane) Revocations() Revocations {
 		l.Fingerprints = append(l.Fingerprints, r.Fingerprint)
 	}
 	for _, n := range p.raft.FSM().Nodes() {
-		if n.State == state.NodeRemoved || n.State == state.NodeLeft {
+		if n.State.Former() {
 			l.Gone = append(l.Gone, n.ID)
 		}
 	}
@@ -107,7 +112,7 @@ func (p *Plane) handleNebulaCert(w http.ResponseWriter, r *http.Request, c Calle
 		return
 	}
 	n, ok := p.raft.FSM().Node(c.NodeID)
-	if !ok || n.State == state.NodeRemoved {
+	if !ok || n.State.Former() {
 		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no active node %s", c.NodeID)))
 		return
 	}

@@ -15,10 +15,20 @@ import (
 // ApplyRequest is a write a follower forwards to the leader.
 type ApplyRequest struct {
 	Tracked state.Tracked `json:"tracked"`
-	// Operator is the local operator who started the write on the
-	// forwarding node ("local:uid=U,pid=P"), if one did; the leader
-	// records it next to the forwarding node as the audit actor.
+	// Operator is the audit actor the forwarding node claims (an Actor's
+	// text: "uid=U@NODE", "node:NODE", "... via NODE"): the leader
+	// records it only if it names the forwarding node's own operator or
+	// the forwarding node, or a worker whose leave it relays
+	// (forwardedActor); otherwise it records the forwarding node.
 	Operator string `json:"operator,omitempty"`
+}
+
+// LeftRequest is a member's POST /v1/self/left: Actor is who on the
+// member asked (an Actor's text); the control node records it only if
+// it names the caller (relayedActor).
+type LeftRequest struct {
+	NodeID string `json:"node_id"`
+	Actor  string `json:"actor,omitempty"`
 }
 
 // IndexResponse is the leader's FSM index, for a follower's read index.

@@ -34,7 +34,7 @@ func (p *Plane) Write(ctx context.Context, cmd state.Command) error {
 	backoff := 20 * time.Millisecond
 	var lastErr error
 	for {
-		err := p.onLeader(ctx, PathApply, ApplyRequest{Tracked: tracked, Operator: operatorOf(cmd)}, nil,
+		err := p.onLeader(ctx, PathApply, ApplyRequest{Tracked: tracked, Operator: actorOf(cmd)}, nil,
 			func() error { return p.raft.Apply(ctx, tracked) })
 		if !retryable(err) {
 			return err
@@ -154,7 +154,7 @@ func (p *Plane) FreshRead(ctx context.Context) error {
 func (p *Plane) handleApply(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req ApplyRequest
 	p.leaderOnly(w, r, &req, func() error {
-		t, err := p.authorizeForward(c, req.Tracked, forwardedActor(c, req.Operator))
+		t, err := p.authorizeForward(c, req.Tracked, req.Operator)
 		if err != nil {
 			p.log.Warn("refused a forwarded write", "code", codes.OrInternal(err), "caller", c.NodeID, "err", err)
 			return err

@@ -158,6 +158,17 @@ func (c *Client) Tokens(ctx context.Context) ([]apitype.Token, error) {
 	return t, c.getJSON(ctx, apitype.PathTokens, &t)
 }
 
+// Audit returns GET /v0/audit: the events of the last since (all of the
+// ring when since is zero), oldest first.
+func (c *Client) Audit(ctx context.Context, since time.Duration) ([]apitype.AuditEvent, error) {
+	path := apitype.PathAudit
+	if since > 0 {
+		path += "?" + url.Values{"since": {since.String()}}.Encode()
+	}
+	var e []apitype.AuditEvent
+	return e, c.getJSON(ctx, path, &e)
+}
+
 // Init creates a cluster on this node.
 func (c *Client) Init(ctx context.Context, req apitype.InitRequest) (*apitype.InitResponse, error) {
 	var r apitype.InitResponse

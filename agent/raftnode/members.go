@@ -80,6 +80,19 @@ func (n *Node) Voters() int {
 	return voters
 }
 
+// VoterIDs lists the node ids of the configuration's voters.
+func (n *Node) VoterIDs() []string {
+	var out []string
+	if f := n.r.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				out = append(out, string(s.ID))
+			}
+		}
+	}
+	return out
+}
+
 func (n *Node) suffrage(id raft.ServerID) (raft.ServerSuffrage, bool) {
 	f := n.r.GetConfiguration()
 	if f.Error() != nil {

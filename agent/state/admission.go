@@ -18,8 +18,10 @@ import (
 // whose signing failed.
 
 // RecordCerts records the certificates the CA holder signed for a joining
-// node and moves it to active: a compare-and-set that only a joining node
-// with no certificates passes. The writer has parsed both certificates
+// node: a compare-and-set that only a joining node with no certificates
+// passes. With Joining set (every writer since issue 11) the node stays
+// joining until ConfirmJoin; an entry without it (written before) makes
+// the node active, as it did then, so old logs replay to the same state. The writer has parsed both certificates
 // and checked that they certify the node's recorded keys; the fingerprints
 // and expiry are what it read from them.
 type RecordCerts struct {
@@ -32,11 +34,14 @@ type RecordCerts struct {
 	NebulaExpires     time.Time `json:"nebula_expires"`
 	At                time.Time `json:"at"`
 	Actor             string    `json:"actor,omitempty"`
+	Joining           bool      `json:"joining,omitempty"`
 }
 
-// AbortAdmission undoes the Admit of a node that is still joining: its
-// record is deleted, its overlay IP freed and the token it consumed made
-// unused again. Any other node is refused.
+// AbortAdmission undoes the Admit of a node that is still joining and
+// has no certificates recorded: its record is deleted and its overlay IP
+// freed (a reused record goes back to its former state instead, keeping
+// its IP), and the token it consumed is unused again. Any other node is
+// refused.
 type AbortAdmission struct {
 	NodeID string    `json:"node_id"`
 	At     time.Time `json:"at"`
@@ -121,9 +126,13 @@ func (s *Snapshot) recordCerts(c RecordCerts) error {
 	n.TLSCert, n.TLSFingerprint, n.TLSExpires = bytes.Clone(c.TLSCert), c.TLSFingerprint, c.TLSExpires
 	n.NebulaCert, n.NebulaFingerprint, n.NebulaExpires = bytes.Clone(c.NebulaCert), c.NebulaFingerprint, c.NebulaExpires
 	n.NebulaIssued = c.At
-	n.State, n.Updated = NodeActive, c.At
+	n.Updated = c.At
+	event := codes.EventCertsRecorded
+	if !c.Joining {
+		n.State, n.Prior, event = NodeActive, "", codes.EventNodeActive
+	}
 	s.Nodes[n.ID] = n
-	s.audit(AuditEvent{Code: codes.EventNodeActive, At: c.At, Actor: c.Actor, Subject: n.Name,
+	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name,
 		Detail: fmt.Sprintf("node %s certified: TLS %s, Nebula %s", n.ID, c.TLSFingerprint, c.NebulaFingerprint)})
 	return nil
 }
@@ -136,16 +145,30 @@ func (s *Snapshot) abortAdmission(c AbortAdmission) error {
 	if n.State != NodeJoining {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("abort admission: node %s is %s, not joining", n.Name, n.State))
 	}
+	if n.TLSFingerprint != "" || n.NebulaFingerprint != "" {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("abort admission: node %s has certificates recorded", n.Name))
+	}
 	for h, rec := range s.Tokens {
-		if rec.ConsumedBy == n.ID {
+		// A record that names its token frees that one only (a reused
+		// record's id consumed earlier tokens too); older ones free every
+		// token the id consumed.
+		if rec.ConsumedBy == n.ID && (n.Token == enroll.TokenHash{} || n.Token == h) {
 			rec.ConsumedAt, rec.ConsumedBy = time.Time{}, ""
 			s.Tokens[h] = rec
 		}
 	}
-	if s.IPAM[n.OverlayIP] == n.ID {
-		delete(s.IPAM, n.OverlayIP)
+	if n.Prior != "" {
+		// A reused record: back to the former node it was, without keys
+		// (the certificates it held were revoked when it was reused).
+		n.State, n.Prior, n.Token, n.Updated = n.Prior, "", enroll.TokenHash{}, c.At
+		n.TLSPublicKey, n.NebulaPublicKey = nil, nil
+		s.Nodes[n.ID] = n
+	} else {
+		if s.IPAM[n.OverlayIP] == n.ID {
+			delete(s.IPAM, n.OverlayIP)
+		}
+		delete(s.Nodes, n.ID)
 	}
-	delete(s.Nodes, n.ID)
 	s.audit(AuditEvent{Code: codes.EventAdmissionAborted, At: c.At, Actor: c.Actor, Subject: n.Name,
 		Detail: fmt.Sprintf("node %s at %s undone; its token is unused again", n.ID, n.OverlayIP)})
 	return nil

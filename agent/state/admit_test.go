@@ -81,12 +81,13 @@ func TestAdmit(t *testing.T) {
 			edit: func(a *Admit) { a.Node.Role = pki.RoleControl }, want: codes.BadRole},
 		{name: "fail/wrong-addr", cmd: admitCmd(4, "n-w2", "w2", pki.RoleWorker, "10.42.0.2"), want: codes.TokenWrongAddr},
 		{name: "fail/name-taken", cmd: admitCmd(3, "n-x", "ctl-0", pki.RoleWorker, "10.42.0.2"), want: codes.NameTaken},
-		{name: "fail/name-taken-by-left-node", cmd: admitCmd(3, "n-x", "ctl-0", pki.RoleWorker, "10.42.0.2"),
+		// Issue 11: a node that left holds its name no more.
+		{name: "ok/name-freed-by-left-node", cmd: admitCmd(3, "n-x", "ctl-0", pki.RoleWorker, "10.42.0.2"),
 			fsm: func(t *testing.T) *FSM {
 				f := admitFixture(t)
 				mustApply(t, f, SetNodeState{NodeID: originID, State: NodeLeft, At: t0})
 				return f
-			}, want: codes.NameTaken},
+			}},
 		{name: "fail/ip-taken", cmd: admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.9"), ipTaken: true},
 		{name: "fail/ip-taken-by-origin", cmd: admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.1"), ipTaken: true},
 		{name: "fail/ip-of-removed-node", cmd: admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.5"), ipTaken: true},

@@ -106,7 +106,10 @@ func (s *Snapshot) admit(c Admit) error {
 	if a.NodeID == "" || (n.ID != "" && n.ID != a.NodeID) {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %q does not match admission %q", n.ID, a.NodeID))
 	}
-	if _, dup := s.Nodes[a.NodeID]; dup {
+	// The id of a former node of the admitted name is its record, reused.
+	prior, dup := s.Nodes[a.NodeID]
+	reusing := dup && prior.State.Former() && prior.Name == a.Name
+	if dup && !reusing {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %s already recorded", a.NodeID))
 	}
 
@@ -142,9 +145,16 @@ func (s *Snapshot) admit(c Admit) error {
 			return err
 		}
 	}
-	ip, err := s.admitIP(rec.Name, a, n, v1)
-	if err != nil {
-		return err
+	if reusing && (v1 || (a.OverlayIP.IsValid() && a.OverlayIP.Addr().Unmap() != prior.OverlayIP) ||
+		(n.OverlayIP.IsValid() && n.OverlayIP.Unmap() != prior.OverlayIP)) {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: a reused record keeps its overlay IP %v", rec.Name, prior.OverlayIP))
+	}
+	ip := prior.OverlayIP
+	if !reusing {
+		var err error
+		if ip, err = s.admitIP(rec.Name, a, n, v1); err != nil {
+			return err
+		}
 	}
 
 	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, rec.Name, rec.Role, ip
@@ -162,13 +172,21 @@ func (s *Snapshot) admit(c Admit) error {
 		n.Version = a.Version
 	}
 	n.Created, n.Updated = a.At, a.At
+	if !v1 {
+		n.Token = a.Token
+	}
 	rec.ConsumedAt, rec.ConsumedBy = a.At, n.ID
+	detail := ""
+	if reusing {
+		n = s.reuse(prior, n, a.At)
+		detail = fmt.Sprintf(" (the record of the %s node reused; its certificates revoked)", prior.State)
+	}
 
 	s.Tokens[a.Token] = rec
 	s.Nodes[n.ID] = n
 	s.IPAM[ip] = n.ID
 	s.audit(AuditEvent{Code: codes.EventNodeAdmitted, At: a.At, Actor: c.Actor, Subject: n.Name,
-		Detail: fmt.Sprintf("node %s, role %s, overlay %s, underlay %s", n.ID, n.Role, ip, n.Underlay)})
+		Detail: fmt.Sprintf("node %s, role %s, overlay %s, underlay %s%s", n.ID, n.Role, ip, n.Underlay, detail)})
 	return nil
 }
 
@@ -189,19 +207,20 @@ func (s *Snapshot) setNodeState(c SetNodeState) error {
 		// joining is only ever a node's first state, set by Admit.
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: cannot move to state %q", n.Name, c.State))
 	}
-	if n.State == NodeRemoved && c.State != NodeRemoved {
-		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s was removed; it cannot become %s", n.Name, c.State))
+	if (n.State == NodeRemoved || n.State == NodeFailed) && c.State != NodeRemoved {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; it cannot become %s", n.Name, n.State, c.State))
+	}
+	if c.State == NodeActive && n.State == NodeJoining {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is joining; only its confirmed join (ConfirmJoin) makes it active", n.Name))
 	}
 	if c.State == NodeRemoved && s.Cluster != nil && s.Cluster.CAHolder == n.ID {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("node %s holds the CA", n.Name))
 	}
 
 	if c.State == NodeRemoved && n.State != NodeRemoved {
-		for _, fp := range everyFingerprint(n) {
-			s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: c.At})
-		}
+		s.revoke(n, c.At)
 	}
-	n.State, n.Updated = c.State, c.At
+	n.State, n.Updated, n.Prior = c.State, c.At, ""
 	s.Nodes[n.ID] = n
 	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: fmt.Sprintf("node %s", n.ID)})
 	return nil
@@ -220,10 +239,11 @@ func everyFingerprint(n Node) []string {
 	return out
 }
 
-// nodeByName finds the node holding name, ignoring removed nodes.
+// nodeByName finds the node holding name, ignoring former nodes (left,
+// removed, failed): they hold no name.
 func (s *Snapshot) nodeByName(name string) (Node, bool) {
 	for _, n := range s.Nodes {
-		if n.Name == name && n.State != NodeRemoved {
+		if n.Name == name && !n.State.Former() {
 			return n, true
 		}
 	}

@@ -28,12 +28,14 @@ const (
 	typeAbortAdmission       cmdType = 11
 	typeSetGossipKeys        cmdType = 12
 	typeRecordRevocationAcks cmdType = 13
+	typeConfirmJoin          cmdType = 14
+	typeFailJoin             cmdType = 15
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
-// RenewTLS, RecordRevocationAcks and Tracked.
+// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -58,7 +60,10 @@ type MintToken struct {
 // Admit is the admission compare-and-set, ONE raft entry: it consumes the
 // token, records the node as joining with its public keys and allocates
 // its overlay IP (the lowest free one unless the admission names one), or
-// fails with nothing changed. RecordCerts then makes the node active.
+// fails with nothing changed. The record of a former node (left, removed,
+// failed) whose id the admission names is reused: same id and overlay IP,
+// its old certificates revoked. RecordCerts then records the
+// certificates, ConfirmJoin makes the node active.
 type Admit struct {
 	Admission enroll.Admission `json:"admission"`
 	Node      Node             `json:"node"`
@@ -131,6 +136,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RenewTLS](b[1:])
 	case typeRecordRevocationAcks:
 		c, err = decodeAs[RecordRevocationAcks](b[1:])
+	case typeConfirmJoin:
+		c, err = decodeAs[ConfirmJoin](b[1:])
+	case typeFailJoin:
+		c, err = decodeAs[FailJoin](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -87,7 +87,7 @@ func changesNodes(c Command) bool {
 		c = inner
 	}
 	switch c.(type) {
-	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission:
+	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin:
 		return true
 	}
 	return false
@@ -124,6 +124,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.renewTLS(c)
 	case RecordRevocationAcks:
 		err = s.recordRevocationAcks(c)
+	case ConfirmJoin:
+		err = s.confirmJoin(c)
+	case FailJoin:
+		err = s.failJoin(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}
@@ -206,11 +210,21 @@ func (f *FSM) Node(id string) (Node, bool) {
 	return n.clone(), ok
 }
 
-// NodeByName returns the node that holds name; removed nodes are ignored.
+// NodeByName returns the node that holds name; former nodes (left,
+// removed, failed) hold none and are ignored.
 func (f *FSM) NodeByName(name string) (Node, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.s.nodeByName(name)
+	return n.clone(), ok
+}
+
+// FormerNode returns the record of a former node (left, removed or
+// failed) named name, which the next admission of that name reuses.
+func (f *FSM) FormerNode(name string) (Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.s.formerByName(name)
 	return n.clone(), ok
 }
 

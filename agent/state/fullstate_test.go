@@ -108,7 +108,29 @@ func fullHistory(t testing.TB) []fullStep {
 		// holder is never removed.
 		{cmd: SetNodeState{NodeID: "n-w6", State: NodeRemoved, At: t0.Add(6 * time.Minute), Actor: "node:n-origin"}},
 		{cmd: SetNodeState{NodeID: originID, State: NodeRemoved, At: t0.Add(6 * time.Minute)}, want: codes.CAHolderStays},
+		// Issue 11: joining until confirmed; a join that never confirms
+		// fails with its cause; a former node's record reused.
+		{cmd: MintToken{Record: tokenRecord(11, "w11", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(11, "n-w11", "w11", pki.RoleWorker)},
+		{cmd: ConfirmJoin{NodeID: "n-w11", At: t0.Add(2 * time.Minute)}, want: codes.BadRequest},
+		{cmd: joiningCertsCmd("n-w11")},
+		{cmd: ConfirmJoin{NodeID: "n-w11", At: t0.Add(3 * time.Minute), Actor: "node:n-w11"}},
+		{cmd: MintToken{Record: tokenRecord(12, "w12", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(12, "n-w12", "w12", pki.RoleWorker)},
+		{cmd: joiningCertsCmd("n-w12")},
+		{cmd: FailJoin{NodeID: "n-w12", Cause: "the joiner did not confirm", At: t0.Add(4 * time.Minute), Actor: "node:n-origin"}},
+		{cmd: ConfirmJoin{NodeID: "n-w12", At: t0.Add(4 * time.Minute)}, want: codes.JoinUnconfirmed},
+		{cmd: MintToken{Record: tokenRecord(13, "w6", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(13, "n-w6", "w6", pki.RoleWorker)},
 	}
+}
+
+// joiningCertsCmd is certsCmd as written since issue 11: the node stays
+// joining.
+func joiningCertsCmd(id string) RecordCerts {
+	c := certsCmd(id)
+	c.Joining = true
+	return c
 }
 
 // renewTLSCmd renews id's TLS leaf with one identified by fp.

@@ -80,10 +80,16 @@ func (s *Snapshot) pruneTokens(c PruneTokens) error {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("prune tokens: cut-off %s is not before %s",
 			c.Before.UTC().Format(time.RFC3339), c.At.UTC().Format(time.RFC3339)))
 	}
+	var pruned int
 	for h, r := range s.Tokens {
 		if Prunable(r, c.Before) {
 			delete(s.Tokens, h)
+			pruned++
 		}
+	}
+	if pruned > 0 {
+		s.audit(AuditEvent{Code: codes.EventTokensPruned, At: c.At, Actor: c.Actor,
+			Detail: fmt.Sprintf("%d token records that ended before %s", pruned, c.Before.UTC().Format(time.RFC3339))})
 	}
 	return nil
 }

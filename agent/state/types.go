@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -35,19 +36,29 @@ type NodeState string
 
 // The node states.
 const (
-	NodeJoining NodeState = "joining"
+	NodeJoining NodeState = "joining" // admitted; active once the joiner confirms (ConfirmJoin)
 	NodeActive  NodeState = "active"
 	NodeLeft    NodeState = "left"
 	NodeRemoved NodeState = "removed"
+	// NodeFailed is a join that did not confirm within the bound: its
+	// certificates are revoked and its token stays consumed.
+	NodeFailed NodeState = "failed"
 )
 
-// Valid reports whether s is one of the four node states.
+// Valid reports whether s is one of the five node states.
 func (s NodeState) Valid() bool {
 	switch s {
-	case NodeJoining, NodeActive, NodeLeft, NodeRemoved:
+	case NodeJoining, NodeActive, NodeLeft, NodeRemoved, NodeFailed:
 		return true
 	}
 	return false
+}
+
+// Former reports whether a node in state s is gone: left, removed or
+// failed. A former node holds no name: the next admission of its name
+// reuses its record (node id and overlay IP).
+func (s NodeState) Former() bool {
+	return s == NodeLeft || s == NodeRemoved || s == NodeFailed
 }
 
 // Node is the cluster's record of one machine.
@@ -79,7 +90,17 @@ type Node struct {
 	PrevTLSFingerprint string `json:"prev_tls_fingerprint,omitempty"`
 	// Retired lists every earlier TLS and Nebula fingerprint the node
 	// held; all are revoked with it on removal.
-	Retired []string  `json:"retired,omitempty"`
+	Retired []string `json:"retired,omitempty"`
+	// Cause says why a failed join failed.
+	Cause string `json:"cause,omitempty"`
+	// Token is the token whose admission made this record joining: an
+	// AbortAdmission frees exactly that one. Zero in records admitted
+	// before the field existed.
+	Token enroll.TokenHash `json:"token,omitzero"`
+	// Prior is the state a reused record was in before the admission that
+	// reused it (left, removed or failed); an abort puts it back. Empty
+	// for a record admitted fresh.
+	Prior   NodeState `json:"prior,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }

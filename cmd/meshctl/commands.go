@@ -34,7 +34,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
-		a.removeCommand(), a.keysCommand(), a.genDocsCommand())
+		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.genDocsCommand())
 	return root
 }
 
@@ -101,6 +101,9 @@ func (a *app) initCommand() *cobra.Command {
 			a.warn(resp.Warnings)
 			a.out.Printf("cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
 			a.out.Printf("node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
+			if resp.UnderlayWhy != "" {
+				a.out.Printf("underlay chosen: %s\n", resp.UnderlayWhy)
+			}
 			a.out.Printf("cluster CA sha256: %s\n", resp.CAFingerprint)
 			a.out.Println("next: meshctl admit NAME   (on this node) to let another machine join")
 			return nil
@@ -108,7 +111,8 @@ func (a *app) initCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "cluster name (required)")
 	cmd.Flags().StringVar(&req.Name, "name", "", "this node's name (default: the hostname)")
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the address of the default route's interface)")
+	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "discard an existing cluster on this node and create a new one")
 	a.addOutput(cmd)
 	return cmd
@@ -134,11 +138,18 @@ func (a *app) admitCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return a.printJSON(map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
-					"role": resp.Role, "expires": resp.Expires, "command": resp.Command})
+				out := map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
+					"role": resp.Role, "expires": resp.Expires, "command": resp.Command}
+				if resp.Reuses != "" {
+					out["reuses"] = resp.Reuses
+				}
+				return a.printJSON(out)
 			}
 			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 				resp.Expires.Local().Format(time.RFC3339), resp.ID)
+			if resp.Reuses != "" {
+				a.out.Println(resp.Reuses)
+			}
 			a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
 			a.out.Println(resp.Token)
 			return nil

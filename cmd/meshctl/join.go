@@ -19,6 +19,7 @@ func (a *app) joinCommand() *cobra.Command {
 	var (
 		req       apitype.JoinRequest
 		tokenFile string
+		plan      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "join (TOKEN | --token-file PATH)",
@@ -28,8 +29,15 @@ func (a *app) joinCommand() *cobra.Command {
 			"Prefer --token-file: a TOKEN argument is visible to every user of this machine in ps and /proc for " +
 			"as long as the join runs, and stays in the shell's history. --token-file PATH reads the token from a " +
 			"file (keep it mode 0600; meshctl warns when it is readable by group or others), --token-file - from " +
-			"standard input. Surrounding whitespace is ignored. meshctl never prints the token.",
-		Example: "  meshctl join --token-file /root/w1.token\n" +
+			"standard input. Surrounding whitespace is ignored. meshctl never prints the token.\n\n" +
+			"--plan runs every check a join makes before it spends the token, prints each with ok or its code, " +
+			"and exits 0 only if a real join would pass them all: the token (format, version, expiry), this " +
+			"machine's identity, the underlay address and why it was chosen, the ports, the TUN device, the state " +
+			"dir, each seed (reachable, pinned to the token's CA), the clock against a seed, and whether the token " +
+			"is still unused and the name free (asked of a seed, which consumes and records nothing). " +
+			"Nothing is written and the token can still be used.",
+		Example: "  meshctl join --plan --token-file /root/w1.token   # every preflight check; the token stays unused\n" +
+			"  meshctl join --token-file /root/w1.token\n" +
 			"  meshctl join --token-file - < /root/w1.token\n" +
 			"  ssh root@origin meshctl admit w1 | tail -n 1 | meshctl join --token-file -",
 		Args:              args(cobra.MaximumNArgs(1)),
@@ -40,6 +48,12 @@ func (a *app) joinCommand() *cobra.Command {
 				return err
 			}
 			req.Token = tok
+			if plan {
+				return a.runPlan(cmd, req)
+			}
+			if a.output != "table" && a.output != "" {
+				return usageError{fmt.Errorf("-o/--output applies to join --plan only")}
+			}
 			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
 				if l.Warning != nil {
 					a.errOut.Printf("warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
@@ -56,8 +70,11 @@ func (a *app) joinCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from `PATH` (- for standard input) instead of the command line, where ps shows it")
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: chosen from the interfaces)")
-	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the source address of the route to the token's first seed)")
+	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
+	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity; a member leaves its cluster first, as `meshctl leave` does")
+	cmd.Flags().BoolVar(&plan, "plan", false, "run every preflight check and exit 0 only if a join would pass them; nothing is written, the token stays unused")
+	a.addOutput(cmd)
 	return cmd
 }
 

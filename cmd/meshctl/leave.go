@@ -11,9 +11,13 @@ func (a *app) leaveCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "leave",
 		Short: "Take this node out of its cluster and wipe its state",
-		Long: "leave takes this node out of its cluster for good: its record is set to left, it leaves gossip " +
-			"(the others withdraw it from their overlay), a control node leaves raft (refused for the last voter " +
-			"and for the CA holder), then meshd wipes its state and runs unjoined.",
+		Long: "leave takes this node out of its cluster for good. A control node first leaves raft: refused for the CA " +
+			"holder, and with QuorumLoss (naming the voters that are down) when the voters the leader still reaches " +
+			"afterwards would be fewer than a majority. Then its record is set to left, it leaves gossip (the others " +
+			"withdraw it from their overlay), and meshd wipes its state and runs unjoined, ready for `meshctl join`.\n\n" +
+			"Leaving frees the node's name: `meshctl admit NAME` works again at once, and the join with that token " +
+			"reuses the left node's record, so the node keeps its node id and overlay IP (with new keys; its old " +
+			"certificates are revoked). No `meshctl remove` is needed, and no restart of meshd.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.client().Leave(cmd.Context()); err != nil {

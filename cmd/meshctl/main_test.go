@@ -77,6 +77,7 @@ type fakeMeshd struct {
 	tokens func(w http.ResponseWriter, r *http.Request)
 	admit  func(w http.ResponseWriter, r *http.Request)
 	join   func(w http.ResponseWriter, r *http.Request)
+	plan   func(w http.ResponseWriter, r *http.Request)
 }
 
 func (f *fakeMeshd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +97,8 @@ func (f *fakeMeshd) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h = f.admit
 	case r.Method == http.MethodPost && r.URL.Path == apitype.PathJoin:
 		h = f.join
+	case r.Method == http.MethodPost && r.URL.Path == apitype.PathJoinPlan:
+		h = f.plan
 	}
 	if h == nil {
 		http.NotFound(w, r)

@@ -34,15 +34,32 @@ func (a *app) nodesCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			p := printer{tw}
 			p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
+			now, self := time.Now(), false
 			for _, n := range nodes {
-				st := n.State
+				self = self || n.Self
+				name, st, g := n.Name, n.State, n.Gossip
+				if n.Self {
+					name += " *"
+				}
 				if n.Revocation != "" {
 					st += " (revocation " + n.Revocation + ")"
 				}
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Role, st, n.Gossip,
+				if n.Cause != "" {
+					st += " (" + n.Cause + ")"
+				}
+				if !n.LastSeen.IsZero() {
+					g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
+				}
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, n.Role, st, g,
 					n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if self {
+				a.out.Println("* this node")
+			}
+			return nil
 		},
 	}
 	a.addOutput(cmd)
@@ -74,6 +91,12 @@ func (a *app) statusCommand() *cobra.Command {
 				return nil
 			case "starting":
 				a.out.Printf("meshd %s is starting\n", s.Version)
+				return nil
+			case "refused":
+				a.out.Printf("meshd %s refuses to run node %s (%s) of cluster %s\n", s.Version, s.Node, s.NodeID, s.Cluster)
+				if e := s.Error; e != nil {
+					a.out.Printf("%s %s\n%s\nremedy: %s\n", e.ErrCode, e.Cause, e.Detail, e.Remedy)
+				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)

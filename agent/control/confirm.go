@@ -1,0 +1,166 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// A joining node becomes active when it confirms its join (POST
+// /v1/self/confirm, after DESIGN §6 step 10 passed on the joiner); one
+// that has not within Config.JoinBound of its admission is failed by the
+// raft leader's sweep.
+
+// DefaultJoinBound is how long a node may stay joining before the leader
+// records its join failed: twice the joiner's own confirmation timeout
+// (agent's joinConfirmTimeout, 30 s), so that a join the joiner still
+// counts as in progress is never failed under it.
+const DefaultJoinBound = 60 * time.Second
+
+func (c Config) joinBound() time.Duration {
+	if c.JoinBound <= 0 {
+		return DefaultJoinBound
+	}
+	return c.JoinBound
+}
+
+// ConfirmJoin is a joiner's side: once its join is confirmed (a control
+// node promoted to voter, gossip alive, a lighthouse reached) it asks a
+// control node in seeds to record it active.
+func (c *Client) ConfirmJoin(ctx context.Context, seeds []string, nodeID string) error {
+	return c.PostSeeds(ctx, seeds, PathConfirm, NodeRef{NodeID: nodeID}, nil)
+}
+
+// handleConfirm records the calling joining node active.
+func (p *Plane) handleConfirm(w http.ResponseWriter, r *http.Request, c Caller) {
+	if err := p.SyncRead(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := p.confirmable(c.NodeID); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := p.Write(r.Context(), &state.ConfirmJoin{NodeID: c.NodeID, At: p.now(), Actor: "node:" + c.NodeID}); err != nil {
+		writeError(w, err)
+		return
+	}
+	p.hooks.Poke()
+	// Workers learn the new active record from their node list: have
+	// them fetch it (and the revocation list) now, not at their next tick.
+	if err := p.hooks.NotifyRevoked(); err != nil {
+		p.log.Debug("could not tell the workers about the confirmed join; they see it on their next tick", "err", err)
+	}
+	p.log.Info("join confirmed", "code", codes.EventNodeActive, "node", c.Name, "node_id", c.NodeID)
+	apitype.WriteJSON(w, http.StatusOK, Empty{})
+}
+
+// confirmable checks, on this node's view, what the FSM cannot: a control
+// node is confirmed only once raft's configuration lists it as a voter.
+// The FSM's compare-and-set decides the rest (joining, certificates
+// recorded, not failed).
+func (p *Plane) confirmable(id string) error {
+	n, ok := p.raft.FSM().Node(id)
+	if !ok {
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %s", id))
+	}
+	if n.State == state.NodeJoining && n.Role == pki.RoleControl && !p.raft.IsVoter(id) {
+		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("control node %s is not a raft voter yet", n.Name))
+	}
+	return nil
+}
+
+// confirmRule: a forwarded ConfirmJoin passes the leader's own check.
+func confirmRule(p *Plane, _ Caller, cmd state.Command) error {
+	return p.confirmable(cmd.(state.ConfirmJoin).NodeID)
+}
+
+// failJoinRule: a forwarded FailJoin (a sweep whose leader lost
+// leadership as it wrote) must name a node joining for longer than the
+// bound by this leader's clock.
+func failJoinRule(p *Plane, _ Caller, cmd state.Command) error {
+	f := cmd.(state.FailJoin)
+	n, ok := p.raft.FSM().Node(f.NodeID)
+	if !ok || n.State != state.NodeJoining || p.now().Sub(n.Created) < p.cfg.joinBound() {
+		return fmt.Errorf("node %s is not a join past its bound", f.NodeID)
+	}
+	return nil
+}
+
+// FailStaleJoins runs on the raft leader (elsewhere it does nothing): every
+// node still joining bound after its admission (by now, the leader's
+// clock) is recorded failed, with its cause. The time travels in the
+// command.
+func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Duration) int {
+	if !p.raft.IsLeader() {
+		return 0
+	}
+	failed := 0
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.State != state.NodeJoining || now.Sub(n.Created) < bound {
+			continue
+		}
+		cause := joinFailCause(n, p.raft.IsVoter(n.ID), bound)
+		if err := p.Write(ctx, &state.FailJoin{NodeID: n.ID, Cause: cause, At: now, Actor: "node:" + p.cfg.NodeID}); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				p.log.Warn("could not record a failed join", "code", codes.OrInternal(err), "node", n.Name, "err", err)
+			}
+			continue
+		}
+		failed++
+		p.log.Warn("join failed: not confirmed in time; the node's certificates are revoked", "code", codes.EventJoinFailed,
+			"node", n.Name, "node_id", n.ID, "cause", cause)
+		if n.Role == pki.RoleControl && p.raft.IsMember(n.ID) {
+			// A control node that got into raft but never confirmed is no
+			// member: take it out again, as an unpromoted one is.
+			if err := p.raftRemove(ctx, n.ID); err != nil {
+				p.log.Warn("could not remove the failed joiner from raft", "node", n.Name, "err", err)
+			}
+		}
+	}
+	if failed > 0 {
+		p.hooks.Poke()
+		if err := p.hooks.NotifyRevoked(); err != nil {
+			p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
+		}
+	}
+	return failed
+}
+
+// joinFailCause says which step of the join did not happen.
+func joinFailCause(n state.Node, voter bool, bound time.Duration) string {
+	switch {
+	case n.TLSFingerprint == "":
+		return fmt.Sprintf("no certificates were recorded within %s of the admission (signing failed and was not undone)", bound)
+	case n.Role == pki.RoleControl && !voter:
+		return fmt.Sprintf("not promoted to raft voter within %s of the admission", bound)
+	default:
+		return fmt.Sprintf("the joiner did not confirm its join (gossip, overlay) within %s of the admission", bound)
+	}
+}
+
+// watchJoins runs the leader's sweep of stale joins until stop, at a
+// quarter of bound, so a join fails at most 1.25 bounds after its
+// admission. It takes bound and the clock once, from New: nothing it
+// reads is changed after.
+func (p *Plane) watchJoins(stop <-chan struct{}, bound time.Duration, now func() time.Time) {
+	t := time.NewTicker(bound / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), bound/4)
+		p.FailStaleJoins(ctx, now(), bound)
+		cancel()
+	}
+}

@@ -1,0 +1,122 @@
+package control
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// TestGateJoiningNode: a worker whose certificates are recorded but whose
+// join is not confirmed passes the gate on exactly the routes its join
+// needs (servedToJoining) and gets NotMember on every other; confirming
+// through POST /v1/self/confirm makes it active.
+func TestGateJoiningNode(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	nodeID := c.enrollLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	waitState(t, origin, nodeID, state.NodeJoining)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	// This test's own list of the routes a join needs.
+	joinNeeds := map[string]bool{PathNodes: true, PathRevocations: true, PathGossipKeys: true, PathRaftJoin: true,
+		PathRaftStats: true, PathIndex: true, PathConfirm: true, PathLeft: true}
+	for _, rt := range Routes() {
+		if !containsRole(rt.Roles, pki.RoleWorker) || rt.Path == PathConfirm || rt.Path == PathLeft {
+			continue // the two writes are called below / would end the join
+		}
+		var in any
+		if rt.Method == http.MethodPost {
+			in = map[string]any{}
+		}
+		err := cl.Call(within(t, 5*time.Second), origin.addr, rt.Path, false, in, nil)
+		if joinNeeds[rt.Path] != servedToJoining(rt) {
+			t.Errorf("%s %s: servedToJoining %t, this test expects %t", rt.Method, rt.Path, servedToJoining(rt), joinNeeds[rt.Path])
+		}
+		if joinNeeds[rt.Path] && codes.Of(err) == codes.NotMember {
+			t.Errorf("joining w1 refused on %s %s, which a join needs: %v", rt.Method, rt.Path, err)
+		}
+		if !joinNeeds[rt.Path] && codes.Of(err) != codes.NotMember {
+			t.Errorf("joining w1 on %s %s: %v, want %s", rt.Method, rt.Path, err, codes.NotMember)
+		}
+	}
+	if err := cl.ConfirmJoin(within(t, 5*time.Second), []string{origin.addr}, nodeID); err != nil {
+		t.Fatalf("confirm: %v", err)
+	}
+	waitState(t, origin, nodeID, state.NodeActive)
+	if err := cl.Call(within(t, 5*time.Second), origin.addr, PathNebulaCert, false, nil, nil); err != nil {
+		t.Fatalf("active w1 on %s: %v", PathNebulaCert, err)
+	}
+}
+
+// TestConfirmControlNeedsVoter: a control node's join is confirmed only
+// once raft lists it as a voter; before, the confirmation is refused with
+// JoinUnconfirmed and the node stays joining.
+func TestConfirmControlNeedsVoter(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "c9", pki.RoleControl)
+	nodeID := c.enrollLeaf(t, origin, "c9", pki.RoleControl, keys, enroll.Ports{Control: 1, Raft: 1, Gossip: 1, Nebula: 1}, id)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	err = cl.ConfirmJoin(within(t, 5*time.Second), []string{origin.addr}, nodeID)
+	if codes.Of(err) != codes.JoinUnconfirmed {
+		t.Fatalf("confirm of a control node that is no voter: %v, want %s", err, codes.JoinUnconfirmed)
+	}
+	if n, _ := origin.p.Raft().FSM().Node(nodeID); n.State != state.NodeJoining {
+		t.Fatalf("c9 is %s, want joining", n.State)
+	}
+}
+
+// TestFailStaleJoins: the leader records a join that has not confirmed
+// within JoinBound failed, with its cause, and revokes its certificates;
+// its token stays used; a confirmed node is left alone. The failed node
+// is refused everywhere (NotMember), like a removed one.
+func TestFailStaleJoins(t *testing.T) {
+	c, origin := newClusterWith(t, clusterOpts{joinBound: 400 * time.Millisecond})
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	nodeID := c.enrollLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	w2 := c.admit(t, origin, "w2", pki.RoleWorker, nil, enroll.Ports{})
+	waitState(t, origin, nodeID, state.NodeFailed)
+	n, _ := origin.p.Raft().FSM().Node(nodeID)
+	if n.Cause == "" {
+		t.Fatal("failed without a cause")
+	}
+	revoked := 0
+	for _, r := range origin.p.Raft().FSM().Revocations() {
+		if r.NodeID == nodeID {
+			revoked++
+		}
+	}
+	if revoked != 2 {
+		t.Fatalf("%d revocations of the failed node, want its TLS and Nebula certificates", revoked)
+	}
+	for _, tk := range origin.p.Raft().FSM().Tokens() {
+		if tk.Name == "w1" && !tk.Consumed() {
+			t.Fatal("the failed join's token is unused again")
+		}
+	}
+	if n, _ := origin.p.Raft().FSM().Node(w2); n.State != state.NodeActive {
+		t.Fatalf("confirmed w2 is %s", n.State)
+	}
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	if err := cl.Call(within(t, 5*time.Second), origin.addr, PathNodes, false, nil, nil); codes.Of(err) != codes.NotMember {
+		t.Fatalf("failed w1 on %s: %v, want %s", PathNodes, err, codes.NotMember)
+	}
+	if err := cl.ConfirmJoin(within(t, 5*time.Second), []string{origin.addr}, nodeID); codes.Of(err) != codes.NotMember {
+		t.Fatalf("failed w1 confirms: %v, want %s", err, codes.NotMember)
+	}
+}

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/mesh"
+)
+
+// What a join and its plan share: the joiner's side of the enroll client
+// (the clock bound, where warnings go), the underlay choice, and the token
+// expiry check that tells a wrong clock from an expired token.
+
+// enrollDeps are the enroll client's collaborators for a join from
+// underlay: the dialer binds it when it is this machine's, the clock bound
+// is max_clock_skew, and warnings reach the operator as warning lines.
+func (a *Agent) enrollDeps(underlay netip.Addr, step func(string), warn func(apitype.Warning)) enroll.ClientDeps {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if underlay.IsValid() && mesh.IsLocal(underlay) {
+		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
+	}
+	d := enroll.ClientDeps{Log: a.log, Now: a.d.Now, Dial: dialer.DialContext, Step: step, MaxSkew: a.cfg.MaxClockSkew}
+	if warn != nil {
+		d.Warn = func(c codes.Code, detail string) { warn(apitype.Warning{Code: c, Detail: detail}) }
+	}
+	return d
+}
+
+// underlayPin is the request's pin, or the config's when the request pins
+// nothing.
+func (a *Agent) underlayPin(addr, iface string) mesh.Pin {
+	if p := (mesh.Pin{Addr: addr, Iface: iface}); !p.IsZero() {
+		return p
+	}
+	return mesh.Pin{Addr: a.cfg.AdvertiseAddr, Iface: a.cfg.AdvertiseIface}
+}
+
+// joinUnderlay chooses the address a join with tok advertises
+// (mesh.ChooseUnderlay): the pin, or the source address of the route to
+// the token's first seed that has one.
+func (a *Agent) joinUnderlay(ctx context.Context, pin mesh.Pin, tok enroll.Token) (mesh.Underlay, error) {
+	return mesh.ChooseUnderlay(pin, seedAddrs(ctx, tok.Seeds))
+}
+
+// seedAddrs are the IPv4 or IPv6 addresses of seeds ("host:port"), in
+// order; a host name is resolved (its first address), and one that does not
+// resolve is left out.
+func seedAddrs(ctx context.Context, seeds []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range seeds {
+		host, _, err := net.SplitHostPort(s)
+		if err != nil {
+			continue
+		}
+		if ip, err := netip.ParseAddr(host); err == nil {
+			out = append(out, ip.Unmap())
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ips, err := net.DefaultResolver.LookupNetIP(rctx, "ip", host)
+		cancel()
+		if err == nil && len(ips) > 0 {
+			out = append(out, ips[0].Unmap())
+		}
+	}
+	return out
+}
+
+// checkTokenExpiry is step 1's expiry check. When the token has expired
+// by this machine's clock, it asks the seeds their time (pinned, nothing
+// secret sent) to say which is at fault: by a seed's clock the token is
+// still valid (codes.ClockSkew: fix this clock), or the seed agrees
+// (codes.TokenExpired: mint a new token), or no seed answered (expired,
+// with this clock named as the one thing not compared).
+func (a *Agent) checkTokenExpiry(ctx context.Context, tok enroll.Token, now time.Time) error {
+	expired := tok.CheckExpiry(now)
+	if expired == nil {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, r := range enroll.ProbeSeeds(pctx, tok, a.enrollDeps(netip.Addr{}, nil, nil)) {
+		if r.Err != nil || !r.HasClock {
+			continue
+		}
+		if r.Skew.Remote.Before(tok.Expires) {
+			return codes.Wrap(codes.ClockSkew, fmt.Errorf("the token has expired by this machine's clock, but not by %s's: "+
+				"it expires at %s; %s. Fix this machine's clock, then join again: the token was not used",
+				r.Seed, tok.Expires.UTC().Format(time.RFC3339), r.Skew))
+		}
+		return codes.Wrap(codes.TokenExpired, fmt.Errorf("%w; seed %s's clock agrees (it reads %s): the token is at fault, not this clock",
+			expired, r.Seed, r.Skew.Remote.UTC().Format(time.RFC3339)))
+	}
+	return codes.Wrap(codes.TokenExpired, fmt.Errorf("%w; this machine's clock reads %s and no seed answered to compare it with: "+
+		"if this clock is right, the token is at fault", expired, now.UTC().Format(time.RFC3339)))
+}

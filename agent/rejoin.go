@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+)
+
+// departTimeout bounds the question whether a node that joins again with
+// --force is still a member of its cluster.
+const departTimeout = 5 * time.Second
+
+// departForRejoin is join --force on a node that runs as a member: it
+// leaves its cluster first, as `meshctl leave` does (a voter leaves raft
+// cleanly, so no dead voter stays in the configuration), or refuses with
+// the reason (the CA holder; a leave that would cost raft its quorum;
+// a control node that cannot tell whether it is still a member). A node
+// its cluster no longer counts as a member (removed, failed) has nothing
+// to leave. A worker that cannot reach its cluster goes on (it holds no
+// vote); this meshd then joins, and its old record stays as it was.
+func (a *Agent) departForRejoin(ctx context.Context, step func(string, ...any)) error {
+	rt, err := a.running()
+	if err != nil {
+		return nil // no runtime: nothing runs that could be left
+	}
+	actx, cancel := context.WithTimeout(ctx, departTimeout)
+	var rows []apitype.Node
+	err = rt.client.AskSeeds(actx, rt.seeds(), control.PathNodes, &rows)
+	cancel()
+	switch {
+	case codes.Of(err) == codes.NotMember:
+		step("--force: %s is no member of cluster %s any more; nothing to leave", rt.facts.Name, rt.facts.ClusterName)
+		return nil
+	case err != nil && rt.ctl == nil:
+		step("--force: cluster %s could not be asked whether %s is a member (%v); its record stays as it is", rt.facts.ClusterName, rt.facts.Name, err)
+		return nil
+	case err != nil:
+		return codes.Wrap(codes.OrInternal(err), fmt.Errorf("join --force: control node %s cannot tell whether it is still in cluster %s, so it cannot leave raft cleanly: %w "+
+			"(if that cluster is gone for good, stop meshd, remove its state dir and join again)", rt.facts.Name, rt.facts.ClusterName, err))
+	}
+	if err := a.depart(ctx, rt); err != nil {
+		return fmt.Errorf("join --force: %s must leave cluster %s first and cannot: %w", rt.facts.Name, rt.facts.ClusterName, err)
+	}
+	// As `meshctl leave`: stop and wipe, so that nothing of the old
+	// membership answers (a control node is one of the token's seeds).
+	a.stopRuntime()
+	a.setPhase(phaseUnjoined, nil)
+	if err := wipeState(a.cfg.StateDir); err != nil {
+		return err
+	}
+	step("--force: %s left cluster %s (raft, record, gossip) before joining again", rt.facts.Name, rt.facts.ClusterName)
+	return nil
+}
+
+// confirmJoined tells the cluster that this node's join is confirmed
+// (DESIGN §6 step 10 passed): its record goes from joining to active.
+func (rt *runtime) confirmJoined(ctx context.Context, step func(string, ...any)) error {
+	if err := rt.client.ConfirmJoin(ctx, rt.seeds(), rt.facts.NodeID); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("no control node recorded the confirmation in time: %w", err)
+		}
+		return err
+	}
+	if rt.ctl != nil {
+		// A control node answers from its own FSM (seeds of the tokens it
+		// mints, its node list): return once that has the confirmation.
+		if err := rt.ctl.SyncRead(ctx); err != nil {
+			return fmt.Errorf("confirmed, but this node's raft has not applied it yet: %w", err)
+		}
+	}
+	step("confirmed: the cluster records %s active", rt.facts.Name)
+	return nil
+}
+
+// joinBoundFast is how long a node may stay joining under `timers: fast`
+// (tests) before the leader records its join failed. The default,
+// control.DefaultJoinBound, is twice joinConfirmTimeout; a test of a join
+// that never confirms should not wait a minute for it.
+const joinBoundFast = 20 * time.Second
+
+// joinBound is the control plane's JoinBound for this config.
+func (c FileConfig) joinBound() time.Duration {
+	if c.Timers == TimersFast {
+		return joinBoundFast
+	}
+	return control.DefaultJoinBound
+}
