@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -139,16 +138,7 @@ func (a *Agent) handleJoin(w http.ResponseWriter, r *http.Request) {
 		apitype.WriteError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	flusher, _ := w.(http.Flusher)
-	emit := func(l apitype.JoinLine) {
-		_ = enc.Encode(l)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	emit := apitype.StreamLines[apitype.JoinLine](w)
 	res, err := a.Join(r.Context(), req, emit)
 	if err != nil {
 		c := codes.OrInternal(err)

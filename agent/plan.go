@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -238,16 +237,7 @@ func (a *Agent) handlePlan(w http.ResponseWriter, r *http.Request) {
 		apitype.WriteError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	flusher, _ := w.(http.Flusher)
-	send := func(l apitype.PlanLine) {
-		_ = enc.Encode(l)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
+	send := apitype.StreamLines[apitype.PlanLine](w)
 	res, err := a.Plan(r.Context(), req, func(c apitype.PlanCheck) { send(apitype.PlanLine{Check: &c}) })
 	if err != nil {
 		c := codes.OrInternal(err)

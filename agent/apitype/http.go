@@ -32,3 +32,19 @@ func DecodeBody(r *http.Request, v any) error {
 	}
 	return nil
 }
+
+// StreamLines starts an answer of JSON lines (a join's steps, a plan's
+// checks) and returns the function that sends one line, flushed at once so
+// the caller sees it as it happens.
+func StreamLines[L any](w http.ResponseWriter) func(L) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	return func(l L) {
+		_ = enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package localclient
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -228,29 +227,21 @@ func (c *Client) Join(ctx context.Context, req apitype.JoinRequest, step func(ap
 		return nil, err
 	}
 	defer resp.Body.Close()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			// A line cut short means meshd stopped mid-join: the outcome is unknown.
-			if errors.Is(err, io.EOF) && len(line) == 0 {
-				return nil, apitype.NewError(codes.JoinUnconfirmed, errors.New("join stream ended without a result"))
-			}
-			return nil, apitype.NewError(codes.JoinUnconfirmed, fmt.Errorf("join stream broke: %v", err))
-		}
-		var l apitype.JoinLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, apitype.NewError(codes.Internal, fmt.Errorf("bad join stream line: %v", err))
-		}
+	// A stream cut short means meshd stopped mid-join: the outcome is unknown.
+	var res *apitype.JoinResult
+	err = readLines(resp.Body, "join", codes.JoinUnconfirmed, func(l apitype.JoinLine) (bool, error) {
 		switch {
 		case l.Error != nil:
-			return nil, l.Error
+			return true, l.Error
 		case l.Result != nil:
-			return l.Result, nil
+			res = l.Result
+			return true, nil
 		case step != nil:
 			step(l)
 		}
-	}
+		return false, nil
+	})
+	return res, err
 }
 
 // WaitReady polls Status until meshd answers with a state other than

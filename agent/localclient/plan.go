@@ -1,12 +1,7 @@
 package localclient
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -24,26 +19,18 @@ func (c *Client) Plan(ctx context.Context, req apitype.JoinRequest, check func(a
 		return nil, err
 	}
 	defer resp.Body.Close()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(line) == 0 {
-				return nil, apitype.NewError(codes.Internal, errors.New("plan stream ended without a result"))
-			}
-			return nil, apitype.NewError(codes.Internal, fmt.Errorf("plan stream broke: %v", err))
-		}
-		var l apitype.PlanLine
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, apitype.NewError(codes.Internal, fmt.Errorf("bad plan stream line: %v", err))
-		}
+	var res *apitype.PlanResult
+	err = readLines(resp.Body, "plan", codes.Internal, func(l apitype.PlanLine) (bool, error) {
 		switch {
 		case l.Error != nil:
-			return nil, l.Error
+			return true, l.Error
 		case l.Result != nil:
-			return l.Result, nil
+			res = l.Result
+			return true, nil
 		case l.Check != nil && check != nil:
 			check(*l.Check)
 		}
-	}
+		return false, nil
+	})
+	return res, err
 }
