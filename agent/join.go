@@ -71,7 +71,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 	// A member joining again (--force) leaves its cluster first, cleanly.
 	if existing != nil {
-		if err := a.departForRejoin(ctx, step); err != nil {
+		if err := a.departForRejoin(ctx, tok, underlay, step); err != nil {
 			return nil, err
 		}
 	}

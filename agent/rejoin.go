@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 )
 
 // departTimeout bounds the question whether a node that joins again with
@@ -23,10 +25,18 @@ const departTimeout = 5 * time.Second
 // its cluster no longer counts as a member (removed, failed) has nothing
 // to leave. A worker that cannot reach its cluster goes on (it holds no
 // vote); this meshd then joins, and its old record stays as it was.
-func (a *Agent) departForRejoin(ctx context.Context, step func(string, ...any)) error {
+//
+// Leaving cannot be undone, so it comes only after the new token's seeds
+// have been checked the way the join will check them (verifySeeds): a
+// token for a cluster this machine cannot reach or verify costs it
+// nothing, neither its membership nor the token.
+func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
 	rt, err := a.running()
 	if err != nil {
 		return nil // no runtime: nothing runs that could be left
+	}
+	if err := a.verifySeeds(ctx, tok, underlay, step); err != nil {
+		return err
 	}
 	actx, cancel := context.WithTimeout(ctx, departTimeout)
 	var rows []apitype.Node
@@ -89,4 +99,27 @@ func (c FileConfig) joinBound() time.Duration {
 		return joinBoundFast
 	}
 	return control.DefaultJoinBound
+}
+
+// verifySeeds connects to the token's seeds in order until one is
+// reachable, verified against the CA the token pins, and within the clock
+// bound (enroll.ProbeSeeds: nothing secret is sent). None: the first
+// seed's error, with its code, and this node stays where it is.
+func (a *Agent) verifySeeds(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
+	pctx, cancel := context.WithTimeout(ctx, departTimeout)
+	defer cancel()
+	var first error
+	for _, r := range enroll.ProbeSeeds(pctx, tok, a.enrollDeps(underlay, nil, nil)) {
+		if r.Err == nil {
+			step("--force: seed %s verified against the token's CA before leaving", r.Seed)
+			return nil
+		}
+		if first == nil {
+			first = r.Err
+		}
+	}
+	if first == nil {
+		first = codes.Wrap(codes.SeedsUnreachable, errors.New("the token names no seed"))
+	}
+	return fmt.Errorf("join --force: no seed of the token could be verified, so this node stays in its cluster and the token stays unused: %w", first)
 }
