@@ -98,6 +98,16 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 // is not a departure: cancelling ctx stops everything and leaves the cluster
 // as it was.
 func (a *Agent) Run(ctx context.Context) error {
+	// The state dir's lock comes before the socket: a second meshd on the
+	// same state dir must not replace the first one's socket either.
+	if err := ensureStateDir(a.cfg.StateDir); err != nil {
+		return err
+	}
+	lock, err := lockStateDir(a.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	ln, err := listenSocket(a.cfg.Socket, a.cfg.SocketGroup, a.log)
 	if err != nil {
 		return err

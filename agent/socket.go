@@ -34,8 +34,9 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 			return nil, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("socket path %s exists and is not a socket", path))
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			pid := socketPeerPID(c)
 			_ = c.Close()
-			return nil, codes.Wrap(codes.Busy, fmt.Errorf("another meshd answers on %s", path))
+			return nil, codes.Wrap(codes.AlreadyRunning, fmt.Errorf("meshd pid %d answers on the socket %s", pid, path))
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, codes.Wrap(codes.StateDir, err)

@@ -61,6 +61,9 @@ const (
 	UnknownCode       Code = "X404305UNKCOD"
 	Busy              Code = "X409306BUSYOP"
 	PortInUse         Code = "X409307PRTUSE"
+	// AlreadyRunning: another meshd holds this state dir or answers on
+	// this socket; the message names its PID.
+	AlreadyRunning Code = "X409308ALRRUN"
 
 	// Files and config.
 	KeyPermissions Code = "X400401KEYPRM"
@@ -133,6 +136,7 @@ var table = map[Code]Info{
 	PermissionDenied:  {403, "this user may not do this: only root and members of the meshd group may connect to meshd or change it", "run as root (sudo), or add the user to the meshd group (`usermod -aG meshd USER`) and log in again so the new group takes effect"},
 	UnknownCode:       {404, "no such code", "list the codes in docs/errors.md"},
 	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
+	AlreadyRunning:    {409, "another meshd is already running on this state dir or socket (the message names its PID)", "use the running meshd (`meshctl status`), or stop it first (`systemctl stop meshd`, or kill the PID named); two meshd must not share a state dir or a socket"},
 	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},
