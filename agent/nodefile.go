@@ -67,12 +67,14 @@ func loadNodeFacts(stateDir string) (*nodeFacts, error) {
 		return nil, err
 	}
 	var f nodeFacts
+	path := filepath.Join(stateDir, nodeFile)
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: %w", nodeFile, err))
+		return nil, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %w", path, err))
 	}
 	if f.Version != nodeFactsVersion {
-		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: unknown version %d", nodeFile, f.Version))
+		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: unknown version %d", path, f.Version))
 	}
+
 	return &f, nil
 }
 
@@ -86,6 +88,16 @@ func saveNodeFacts(stateDir string, f *nodeFacts) error {
 		return codes.Wrap(codes.StateDir, err)
 	}
 	return nil
+}
+
+// corrupt gives a state file that failed to load codes.StateCorrupt, unless
+// the failure already has a code (KeyPermissions: the file is fine, its
+// mode is not).
+func corrupt(err error) error {
+	if err == nil || codes.Of(err) != "" {
+		return err
+	}
+	return codes.Wrap(codes.StateCorrupt, err)
 }
 
 // checkPrivate refuses a secret-bearing file that group or others can read.

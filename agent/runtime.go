@@ -77,7 +77,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	dir := a.cfg.StateDir
 	id, err := pki.LoadIdentity(filepath.Join(dir, identityDir))
 	if err != nil {
-		return nil, fmt.Errorf("load identity: %w", err)
+		return nil, corrupt(err)
 	}
 	live, err := pki.NewLiveIdentity(id)
 	if err != nil {
@@ -160,7 +160,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 	if rt.facts.CAHolder {
 		if ca, err = pki.LoadCA(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
 			_ = stream.Close()
-			return fmt.Errorf("load CA: %w", err)
+			return corrupt(fmt.Errorf("%s: %w", filepath.Join(a.cfg.StateDir, caDir), err))
 		}
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,

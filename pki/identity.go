@@ -1,14 +1,18 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/slackhq/nebula/cert"
 )
 
 // Layout of an identity directory.
@@ -19,16 +23,73 @@ const (
 )
 
 var identityFiles = []struct {
-	path string
-	key  bool
-	get  func(*Identity) *[]byte
+	path  string
+	key   bool
+	get   func(*Identity) *[]byte
+	check func([]byte) error // parses the file alone, so a corrupt one is named
 }{
-	{filepath.Join(tlsDir, "node.key"), true, func(id *Identity) *[]byte { return &id.Key }},
-	{filepath.Join(nebulaDir, "host.key"), true, func(id *Identity) *[]byte { return &id.NebulaKey }},
-	{filepath.Join(tlsDir, "ca.crt"), false, func(id *Identity) *[]byte { return &id.CACert }},
-	{filepath.Join(tlsDir, "node.crt"), false, func(id *Identity) *[]byte { return &id.Cert }},
-	{filepath.Join(nebulaDir, "ca.crt"), false, func(id *Identity) *[]byte { return &id.NebulaCACert }},
-	{filepath.Join(nebulaDir, "host.crt"), false, func(id *Identity) *[]byte { return &id.NebulaCert }},
+	{filepath.Join(tlsDir, "node.key"), true, func(id *Identity) *[]byte { return &id.Key }, checkECKeyPEM},
+	{filepath.Join(nebulaDir, "host.key"), true, func(id *Identity) *[]byte { return &id.NebulaKey }, checkNebulaKeyPEM},
+	{filepath.Join(tlsDir, "ca.crt"), false, func(id *Identity) *[]byte { return &id.CACert }, checkCertsPEM},
+	{filepath.Join(tlsDir, "node.crt"), false, func(id *Identity) *[]byte { return &id.Cert }, checkCertsPEM},
+	{filepath.Join(nebulaDir, "ca.crt"), false, func(id *Identity) *[]byte { return &id.NebulaCACert }, checkNebulaCertsPEM},
+	{filepath.Join(nebulaDir, "host.crt"), false, func(id *Identity) *[]byte { return &id.NebulaCert }, checkNebulaCertsPEM},
+}
+
+func checkECKeyPEM(b []byte) error {
+	_, err := parseECKeyPEM(b)
+	return err
+}
+
+// checkCertsPEM: every block is a certificate that parses, and nothing
+// but whitespace is left over (a truncated file leaves a partial block).
+func checkCertsPEM(b []byte) error {
+	n := 0
+	for {
+		blk, rest := pem.Decode(b)
+		if blk == nil {
+			break
+		}
+		if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+			return fmt.Errorf("certificate %d: %w", n+1, err)
+		}
+		n++
+		b = rest
+	}
+	if n == 0 {
+		return errors.New("no PEM CERTIFICATE block")
+	}
+	if len(bytes.TrimSpace(b)) != 0 {
+		return fmt.Errorf("trailing data after certificate %d that is not PEM", n)
+	}
+	return nil
+}
+
+func checkNebulaCertsPEM(b []byte) error {
+	n := 0
+	for len(bytes.TrimSpace(b)) != 0 {
+		_, rest, err := cert.UnmarshalCertificateFromPEM(b)
+		if err != nil {
+			return fmt.Errorf("Nebula certificate %d: %w", n+1, err)
+		}
+		n++
+		b = rest
+	}
+	if n == 0 {
+		return errors.New("no Nebula certificate")
+	}
+	return nil
+}
+
+func checkNebulaKeyPEM(b []byte) error {
+	_, rest, _, err := cert.UnmarshalPrivateKeyFromPEM(b)
+	if err != nil {
+		return errors.New("malformed Nebula private key") // never the key's bytes
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return errors.New("trailing data after the Nebula private key")
+	}
+	return nil
 }
 
 // Identity is a node's local identity: its TLS leaf and key with the
@@ -98,6 +159,9 @@ func LoadIdentity(dir string) (*Identity, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("load identity: %w", err)
+		}
+		if err := f.check(data); err != nil {
+			return nil, fmt.Errorf("load identity: %s: %w", p, err)
 		}
 		*f.get(id) = data
 	}

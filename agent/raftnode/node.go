@@ -7,11 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -65,9 +68,10 @@ func Open(o Options) (_ *Node, err error) {
 	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(o.Dir, "raft.db")})
+	dbPath := filepath.Join(o.Dir, "raft.db")
+	store, openIndex, err := openStore(dbPath)
 	if err != nil {
-		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("open raft store: %w", err))
+		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStore(o.Dir, 2, o.LogOutput)
 	if err != nil {
@@ -78,11 +82,6 @@ func Open(o Options) (_ *Node, err error) {
 	if err != nil {
 		_ = store.Close()
 		return nil, err
-	}
-	openIndex, err := lastCommandIndex(store)
-	if err != nil {
-		_ = store.Close()
-		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("read raft log: %w", err))
 	}
 	if o.Stream == nil {
 		_ = store.Close()
@@ -106,9 +105,71 @@ func Open(o Options) (_ *Node, err error) {
 	if err != nil {
 		_ = trans.Close() // closes the stream layer too
 		_ = store.Close()
+		if strings.Contains(err.Error(), "snapshot") {
+			// raft tried every snapshot and none restored (each was
+			// checked against its CRC and size).
+			return nil, codes.Wrap(codes.StateCorrupt, fmt.Errorf("raft snapshots in %s: %w",
+				filepath.Join(o.Dir, "snapshots"), err))
+		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream}, nil
+}
+
+// openStore opens raft.db and reads every log entry in it once, so that a
+// truncated or garbled file is refused here, with codes.StateCorrupt naming
+// it, and not found by raft later. bbolt panics on a page it cannot make
+// sense of (and faults on one past the end of a short file): both are
+// turned into that error. A corrupt log is never rebuilt, not even a
+// follower's: its stable store holds the term and the vote, and a voter
+// that forgets its vote can vote twice in one term.
+func openStore(path string) (store *raftboltdb.BoltStore, openIndex uint64, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			// The half-open store is not closed: its state is unknown, and
+			// meshd exits on this error.
+			store, openIndex = nil, 0
+			err = codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %v", path, p))
+		}
+	}()
+	store, err = raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: 5 * time.Second}})
+	if err != nil {
+		return nil, 0, codes.Wrap(codes.StateCorrupt, fmt.Errorf("open raft store %s: %w", path, err))
+	}
+	if err := checkLog(store); err != nil {
+		_ = store.Close()
+		return nil, 0, codes.Wrap(codes.StateCorrupt, fmt.Errorf("read raft log %s: %w", path, err))
+	}
+	if _, err := store.GetUint64([]byte("CurrentTerm")); err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		_ = store.Close()
+		return nil, 0, codes.Wrap(codes.StateCorrupt, fmt.Errorf("read raft term %s: %w", path, err))
+	}
+	openIndex, err = lastCommandIndex(store)
+	if err != nil {
+		_ = store.Close()
+		return nil, 0, codes.Wrap(codes.StateCorrupt, fmt.Errorf("read raft log %s: %w", path, err))
+	}
+	return store, openIndex, nil
+}
+
+// checkLog decodes every entry between the log's first and last index.
+func checkLog(store raft.LogStore) error {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
+	}
+	for i := first; i <= last && i > 0; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return fmt.Errorf("entry %d of %d..%d: %w", i, first, last, err)
+		}
+	}
+	return nil
 }
 
 // lastCommandIndex finds the last command entry in the log (configuration
