@@ -159,10 +159,10 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 // its first entry committed, then node.json last.
 func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*runtime, error) {
 	if err := p.ca.Save(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
-		return nil, codes.Wrap(codes.StateDir, err)
+		return nil, stateWriteErr(err)
 	}
 	if err := p.id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
-		return nil, codes.Wrap(codes.StateDir, err)
+		return nil, stateWriteErr(err)
 	}
 	rt, err := a.startRuntime(ctx, p.facts, p.boot)
 	if err != nil {

@@ -129,7 +129,7 @@ func (a *Agent) ports() enroll.Ports {
 	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
-func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (*runtime, error) {
+func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *runtime, err error) {
 	facts := &nodeFacts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
@@ -146,8 +146,16 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	if err := wipeState(a.cfg.StateDir); err != nil {
 		return nil, err
 	}
+	// A failure from here on (a full disk, a failed fsync or rename) takes
+	// back what was written: the state dir is left as an unjoined node's,
+	// with the pending keys, so that the same join resumes.
+	defer func() {
+		if err != nil {
+			_ = wipeState(a.cfg.StateDir)
+		}
+	}()
 	if err := id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
-		return nil, codes.Wrap(codes.StateDir, err)
+		return nil, stateWriteErr(err)
 	}
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -85,9 +86,19 @@ func saveNodeFacts(stateDir string, f *nodeFacts) error {
 		return err
 	}
 	if err := pki.WriteFileAtomic(filepath.Join(stateDir, nodeFile), b, 0o600); err != nil {
-		return codes.Wrap(codes.StateDir, err)
+		return stateWriteErr(err)
 	}
 	return nil
+}
+
+// stateWriteErr gives a failed write to the state dir its code: DiskFull
+// when the filesystem has no room (the error names the path), StateDir
+// otherwise.
+func stateWriteErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return codes.Wrap(codes.DiskFull, err)
+	}
+	return codes.Wrap(codes.StateDir, err)
 }
 
 // corrupt gives a state file that failed to load codes.StateCorrupt, unless

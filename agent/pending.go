@@ -48,7 +48,7 @@ func (a *Agent) pendingKeys(tok enroll.Token) (*pki.Keys, bool, error) {
 		return nil, false, err
 	}
 	if err := pki.WriteFileAtomic(path, b, 0o600); err != nil {
-		return nil, false, codes.Wrap(codes.StateDir, err)
+		return nil, false, stateWriteErr(err)
 	}
 	return keys, false, nil
 }

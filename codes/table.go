@@ -73,6 +73,9 @@ const (
 	// StateCorrupt: a file of the state dir does not parse; the message
 	// names it. meshd refuses to start and changes nothing.
 	StateCorrupt Code = "X500405CORRPT"
+	// DiskFull: a write to the state dir found no space (ENOSPC, EDQUOT);
+	// the message names the path.
+	DiskFull Code = "X507406DSKFUL"
 
 	// Gossip and overlay.
 	GossipKey      Code = "X401501GSPKEY"
@@ -146,6 +149,7 @@ var table = map[Code]Info{
 	ConfigInvalid:  {400, "the configuration file is invalid", "fix the field named in the message; meshd did not start and changed nothing"},
 	StateDir:       {500, "the state directory could not be read or written", "check the path, its permissions (0700) and the free disk space"},
 	StateCorrupt:   {500, "a file in the state directory is truncated or corrupt (the message names it); meshd did not start and changed nothing", "restore the named file from a backup and start meshd again. Never delete ca/ (the cluster's CA keys, on the CA holder only). If there is no backup and this is not the CA holder: run `meshctl remove NAME` on a control node, move this state dir aside, start meshd and join again with a fresh token"},
+	DiskFull:       {507, "the filesystem holding the path named in the message is full (or a quota is reached); what was being written was not kept", "free space there (`df -h PATH` shows it) and run the same command again"},
 	RestartNeeded:  {200, "the configuration change takes effect only after a restart", "restart meshd (`systemctl restart meshd`)"},
 
 	GossipKey:           {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
