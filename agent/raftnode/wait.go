@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -83,6 +85,8 @@ func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 			return codes.Wrap(codes.NoLeader, err)
+		case diskFull(err):
+			return codes.Wrap(codes.DiskFull, err)
 		default:
 			return codes.Wrap(codes.RaftApply, err)
 		}
@@ -100,4 +104,14 @@ func (n *Node) VerifyLeader() error {
 		return codes.Wrap(codes.NoLeader, err)
 	}
 	return nil
+}
+
+// diskFull: raft formats the log store's error into its own with %q, so
+// ENOSPC or EDQUOT are left only as text (the text names raft.db).
+func diskFull(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
 }
