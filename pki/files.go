@@ -45,17 +45,24 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := syncFile(f); err != nil {
 		return fmt.Errorf("write %s: sync: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: close: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := renameFile(tmp, path); err != nil {
 		return fmt.Errorf("write %s: rename: %w", path, err)
 	}
 	return syncDir(dir)
 }
+
+// syncFile and renameFile are WriteFileAtomic's fsync and rename; tests of
+// this package replace them to make either fail.
+var (
+	syncFile   = (*os.File).Sync
+	renameFile = os.Rename
+)
 
 // syncDir makes a rename or removal in dir durable.
 func syncDir(dir string) error {
