@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
@@ -38,6 +39,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
 		tok.Expires.Sub(now).Round(time.Second))
+	crash.At(crash.JoinAfterToken)
 
 	// 2. refuse to overwrite an identity without --force.
 	existing, err := loadNodeFacts(a.cfg.StateDir)
@@ -47,6 +49,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if existing != nil && !req.Force {
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
+	crash.At(crash.JoinAfterIdentityCheck)
 
 	// 3. the underlay address (joinclock.go).
 	u, err := a.joinUnderlay(ctx, a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
@@ -55,6 +58,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	underlay := u.Addr
 	step("underlay address %s: %s", underlay, u.Why)
+	crash.At(crash.JoinAfterUnderlay)
 
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
@@ -68,6 +72,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	} else {
 		step("generated TLS and Nebula keys on this machine")
 	}
+	crash.At(crash.JoinAfterKeys)
 
 	// A member joining again (--force) leaves its cluster first, cleanly.
 	if existing != nil {
@@ -89,6 +94,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		}
 		return nil, err
 	}
+	crash.At(crash.JoinAfterEnroll)
 
 	// 9. persist atomically, node.json last; start what this role runs.
 	rt, err := a.commitJoin(ctx, keys, resp, underlay.String())
@@ -97,6 +103,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
+	crash.At(crash.JoinAfterStart)
 
 	// 10. confirm, not merely configure: a control node is caught up in
 	// raft and promoted, every node is alive in gossip and has reached a
@@ -107,10 +114,12 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		if err := rt.ctl.JoinRaft(cctx, rt.facts.Seeds, step); err != nil {
 			return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
 		}
+		crash.At(crash.JoinAfterRaftJoin)
 	}
 	if err := rt.confirmJoin(cctx, step); err != nil {
 		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
 	}
+	crash.At(crash.JoinAfterConfirm)
 	if err := rt.confirmJoined(cctx, step); err != nil {
 		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
@@ -149,6 +158,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	if err := id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
+	crash.At(crash.JoinAfterIdentitySaved)
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return nil, err
@@ -157,6 +167,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		rt.stop()
 		return nil, err
 	}
+	crash.At(crash.JoinAfterNodeFile)
 	a.settlePending() // the keys live in the identity now
 	return rt, nil
 }
