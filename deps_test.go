@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
-	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "bench/benchrec"},
+	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},
