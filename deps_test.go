@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -20,24 +21,25 @@ var updateDeps = flag.Bool("update", false, "rewrite cmd/*/deps.txt")
 // new package has to take its place in the graph on purpose.
 var allowed = map[string][]string{
 	"codes":                             {},
+	"crash":                             {},
 	"pki":                               {"codes"},
 	"pki/pkitest":                       {"pki", "codes"},
-	"enroll":                            {"pki", "codes"},
+	"enroll":                            {"pki", "codes", "crash"},
 	"gossip":                            {"codes"},
 	"mesh":                              {"pki", "codes"},
 	"agent/state":                       {"enroll", "pki", "codes"},
 	"agent/apitype":                     {"codes"},
 	"agent/localclient":                 {"agent/apitype", "codes"},
 	"agent/raftnode":                    {"agent/state", "codes"},
-	"agent/control":                     {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "pki", "codes"},
+	"agent/control":                     {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "pki", "codes", "crash"},
 	"agent/desired":                     {"mesh", "gossip", "pki"},
-	"agent":                             {"agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes"},
+	"agent":                             {"agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes", "crash"},
 	"agent/agenttest":                   {"loopbacktest", "agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
 	"cmd/meshd":                         {"agent", "codes"},
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
-	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "bench/benchrec"},
+	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},
@@ -148,6 +150,31 @@ func TestDepsGolden(t *testing.T) {
 		got, err := os.ReadFile(path)
 		if err != nil || string(got) != want {
 			t.Errorf("%s is out of date; run go test -run TestDepsGolden . -update and review the change", path)
+		}
+	}
+}
+
+// TestReleaseHasNoCrashPoints builds meshd as `make build` does (no build
+// tags) and fails if the crash points of the fault tests (package crash,
+// tag crashpoints) are in it: the environment variable that arms them must
+// not even be named in the shipped binary.
+func TestReleaseHasNoCrashPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds meshd")
+	}
+	bin := filepath.Join(t.TempDir(), "meshd")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./cmd/meshd")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"MESHD_CRASH_AT", "crash point "} {
+		if bytes.Contains(b, []byte(s)) {
+			t.Errorf("the release meshd contains %q: a crash point is compiled in", s)
 		}
 	}
 }

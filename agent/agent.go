@@ -66,6 +66,10 @@ type Agent struct {
 	refusedFacts *nodeFacts
 
 	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
+
+	// finishing serialises step 10 of a join (finishJoin): the join
+	// itself, the same join run again, and a restart that resumes it.
+	finishing sync.Mutex
 }
 
 // New validates cfg and returns an agent that has not started anything.
@@ -193,6 +197,9 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("start %s: %w", facts, err)
 	}
 	a.setPhase(phaseRunning, rt)
+	if _, ok := a.unconfirmedJoin(); ok {
+		go a.resumeJoin(ctx, rt)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
@@ -38,6 +39,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
 		tok.Expires.Sub(now).Round(time.Second))
+	crash.At(crash.JoinAfterToken)
 
 	// 2. refuse to overwrite an identity without --force.
 	existing, err := loadNodeFacts(a.cfg.StateDir)
@@ -45,8 +47,20 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 	if existing != nil && !req.Force {
+		// The same join, interrupted after node.json was written and
+		// before the cluster recorded it active: finish it.
+		if token, ok := a.unconfirmedJoin(); ok && token == tok.Secret.Hash().String() {
+			if rt, err := a.running(); err == nil {
+				step("this join was interrupted before it was confirmed; %s runs, finishing its confirmation", existing)
+				if err := a.finishJoin(ctx, rt, step); err != nil {
+					return nil, err
+				}
+				return joinResult(rt.facts), nil
+			}
+		}
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
+	crash.At(crash.JoinAfterIdentityCheck)
 
 	// 3. the underlay address (joinclock.go).
 	u, err := a.joinUnderlay(ctx, a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
@@ -55,6 +69,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	underlay := u.Addr
 	step("underlay address %s: %s", underlay, u.Why)
+	crash.At(crash.JoinAfterUnderlay)
 
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
@@ -68,6 +83,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	} else {
 		step("generated TLS and Nebula keys on this machine")
 	}
+	crash.At(crash.JoinAfterKeys)
 
 	// A member joining again (--force) leaves its cluster first, cleanly.
 	if existing != nil {
@@ -89,6 +105,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		}
 		return nil, err
 	}
+	crash.At(crash.JoinAfterEnroll)
 
 	// 9. persist atomically, node.json last; start what this role runs.
 	rt, err := a.commitJoin(ctx, keys, resp, underlay.String())
@@ -97,27 +114,66 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
+	crash.At(crash.JoinAfterStart)
 
-	// 10. confirm, not merely configure: a control node is caught up in
-	// raft and promoted, every node is alive in gossip and has reached a
-	// lighthouse over the overlay.
+	// 10. confirm, not merely configure (finishJoin).
+	if err := a.finishJoin(ctx, rt, step); err != nil {
+		return nil, err
+	}
+	return joinResult(rt.facts), nil
+}
+
+func joinResult(f *nodeFacts) *apitype.JoinResult {
+	return &apitype.JoinResult{Cluster: f.ClusterName, ClusterID: f.ClusterID, Node: f.Name,
+		NodeID: f.NodeID, Role: string(f.Role), OverlayIP: f.Overlay.Addr().String()}
+}
+
+// finishJoin is step 10 of a join: a control node is caught up in raft
+// and promoted, every node is alive in gossip and has reached a
+// lighthouse over the overlay, and then the cluster records it active.
+// Only then are the pending keys settled: until that moment a crash
+// leaves node.json next to pending-join.json, and the restarted meshd
+// (resumeJoin) or the same `meshctl join` run again finishes the
+// confirmation instead of running a member the cluster fails after
+// JoinBound. Each part is idempotent (a voter is not added again; a
+// second ConfirmJoin is a no-op), so a resumed finish may repeat one.
+func (a *Agent) finishJoin(ctx context.Context, rt *runtime, step func(string, ...any)) error {
+	a.finishing.Lock()
+	defer a.finishing.Unlock()
+	if _, ok := a.unconfirmedJoin(); !ok {
+		step("confirmed: the cluster records %s active", rt.facts.Name)
+		return nil // finished meanwhile
+	}
 	cctx, cancel := context.WithTimeout(ctx, joinConfirmTimeout)
 	defer cancel()
-	if rt.ctl != nil {
+	if rt.ctl != nil && !rt.ctl.Raft().IsVoter(rt.facts.NodeID) {
 		if err := rt.ctl.JoinRaft(cctx, rt.facts.Seeds, step); err != nil {
-			return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
+			return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
 		}
+		crash.At(crash.JoinAfterRaftJoin)
 	}
 	if err := rt.confirmJoin(cctx, step); err != nil {
-		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
+		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
 	}
+	crash.At(crash.JoinAfterConfirm)
 	if err := rt.confirmJoined(cctx, step); err != nil {
-		return nil, codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
+		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
-	a.log.Info("joined cluster", "cluster", resp.ClusterName, "node", resp.Name, "node_id", resp.NodeID,
-		"role", resp.Role, "overlay_ip", resp.OverlayIP)
-	return &apitype.JoinResult{Cluster: resp.ClusterName, ClusterID: resp.ClusterID, Node: resp.Name,
-		NodeID: resp.NodeID, Role: string(resp.Role), OverlayIP: resp.OverlayIP.Addr().String()}, nil
+	a.settlePending() // confirmed: the keys live in the identity
+	a.log.Info("joined cluster", "cluster", rt.facts.ClusterName, "node", rt.facts.Name, "node_id", rt.facts.NodeID,
+		"role", rt.facts.Role, "overlay_ip", rt.facts.Overlay)
+	return nil
+}
+
+// resumeJoin finishes, on a restart, the join a crash interrupted after
+// node.json was written (finishJoin); its outcome is logged.
+func (a *Agent) resumeJoin(ctx context.Context, rt *runtime) {
+	a.log.Warn("the join that made this node was interrupted before the cluster recorded it active; finishing it", "node", rt.facts.Name)
+	err := a.finishJoin(ctx, rt, func(format string, args ...any) { a.log.Info("resumed join: " + fmt.Sprintf(format, args...)) })
+	if err != nil {
+		a.log.Error("the interrupted join could not be finished: run `meshctl join` with its token again, or admit the node again and join --force",
+			"code", codes.OrInternal(err), "err", err)
+	}
 }
 
 // joinConfirmTimeout bounds step 10 of a join.
@@ -157,6 +213,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	if err := id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
 		return nil, stateWriteErr(err)
 	}
+	crash.At(crash.JoinAfterIdentitySaved)
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return nil, err
@@ -165,6 +222,6 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		rt.stop()
 		return nil, err
 	}
-	a.settlePending() // the keys live in the identity now
-	return rt, nil
+	crash.At(crash.JoinAfterNodeFile)
+	return rt, nil // the pending keys are settled once the join is confirmed (finishJoin)
 }

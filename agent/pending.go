@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -51,6 +52,26 @@ func (a *Agent) pendingKeys(tok enroll.Token) (*pki.Keys, bool, error) {
 		return nil, false, stateWriteErr(err)
 	}
 	return keys, false, nil
+}
+
+// unconfirmedJoin reports whether the join that made this node's identity
+// has not been confirmed yet: its pending keys are still saved and are the
+// identity's own (a crash between node.json and step 10's end). token is
+// the hash of the token that join used.
+func (a *Agent) unconfirmedJoin() (token string, ok bool) {
+	raw, err := pki.ReadKeyFile(filepath.Join(a.cfg.StateDir, pendingFile))
+	if err != nil {
+		return "", false
+	}
+	var p pendingJoin
+	if json.Unmarshal(raw, &p) != nil || len(p.Keys.TLSKeyPEM) == 0 {
+		return "", false
+	}
+	id, err := pki.LoadIdentity(filepath.Join(a.cfg.StateDir, identityDir))
+	if err != nil || !bytes.Equal(id.Key, p.Keys.TLSKeyPEM) {
+		return "", false
+	}
+	return p.Token, true
 }
 
 // settlePending removes the saved keys once the join's outcome is known: it

@@ -37,8 +37,11 @@ type Node struct {
 	// a mount namespace of meshd's own (unshare -m): another machine, as
 	// far as meshd can tell.
 	MachineID string
-	cmd       *exec.Cmd
-	exited    chan error
+	// Bin, if set, is the meshd binary Start runs instead of the release
+	// build (the crash-point build of crash_test.go).
+	Bin    string
+	cmd    *exec.Cmd
+	exited chan error
 }
 
 // NewNode adds a host to n and writes a meshd config for it; Start runs it.
@@ -89,14 +92,15 @@ func (nd *Node) Start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd.cmd = exec.Command("ip", "netns", "exec", nd.Name, filepath.Join(binDir, "meshd"), "--config", nd.Config)
+	meshd := cmp.Or(nd.Bin, filepath.Join(binDir, "meshd"))
+	nd.cmd = exec.Command("ip", "netns", "exec", nd.Name, meshd, "--config", nd.Config)
 	if nd.MachineID != "" {
 		// unshare execs sh, sh execs ip, ip execs meshd: one pid, so
 		// Stop and Kill signal meshd itself. Mounts made in the new
 		// namespace stay private to it.
 		nd.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
 			`mount --bind "$0" /etc/machine-id && exec ip netns exec "$1" "$2" --config "$3"`,
-			nd.MachineID, nd.Name, filepath.Join(binDir, "meshd"), nd.Config)
+			nd.MachineID, nd.Name, meshd, nd.Config)
 	}
 	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 	if len(nd.Env) > 0 {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -180,6 +181,7 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if err != nil {
 		return nil, err
 	}
+	crash.At(crash.EnrollAfterLookup)
 	hash := req.Secret.Hash()
 
 	if req.Underlay != "" {
@@ -213,6 +215,7 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if err != nil {
 		return nil, fmt.Errorf("admit %s: %w", rec.Name, err)
 	}
+	crash.At(crash.EnrollAfterAdmit)
 	tlsCert, nebulaCert, err := s.certify(ctx, SignRequest{NodeID: nodeID, Name: rec.Name, Role: rec.Role,
 		OverlayIP: overlayIP, CSR: req.CSR})
 	if err != nil {
@@ -373,9 +376,11 @@ func (s *Server) certify(ctx context.Context, req SignRequest) (tlsCert, nebulaC
 	if err != nil {
 		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err))
 	}
+	crash.At(crash.EnrollAfterSign)
 	if err := s.ledger.RecordCerts(ctx, req.NodeID, tlsCert, nebulaCert); err != nil {
 		return nil, nil, s.abort(ctx, req, fmt.Errorf("record certificates of %s: %w", req.Name, err))
 	}
+	crash.At(crash.EnrollAfterRecord)
 	return tlsCert, nebulaCert, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
 	"github.com/meshd/meshd/enroll"
 )
 
@@ -107,6 +108,7 @@ func (p *Plane) signFor(ctx context.Context, caller, what string, req enroll.Sig
 	if what == PathSignNebula {
 		sign = p.signAdmittedNebula
 	}
+	crash.At(crash.SignerBeforeSign)
 	cert, err := sign(ctx, req)
 	if err != nil {
 		if codes.Of(err) == codes.SignRefused {
@@ -114,6 +116,7 @@ func (p *Plane) signFor(ctx context.Context, caller, what string, req enroll.Sig
 		}
 		return nil, err
 	}
+	crash.At(crash.SignerAfterSign)
 	p.log.Info("signed for an admission", "caller", caller, "node_id", req.NodeID, "path", what)
 	return cert, nil
 }
