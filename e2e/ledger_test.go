@@ -590,3 +590,114 @@ func uniqueNamesAndIPs(t testing.TB, nd *Node) {
 		by[tk.ConsumedBy] = tk.ID
 	}
 }
+
+// split partitions the network in two: every host of a reaches no host of
+// b and the other way round (an unreachable route per address in each
+// namespace; the bridge stays up, so each side still talks within itself).
+// It returns the heal.
+func split(t testing.TB, a, b []*Node) (heal func()) {
+	t.Helper()
+	var undo [][]string
+	for _, pair := range [][2][]*Node{{a, b}, {b, a}} {
+		for _, from := range pair[0] {
+			for _, to := range pair[1] {
+				from.Net.in(from.Name, "ip", "route", "add", "unreachable", to.IP+"/32")
+				undo = append(undo, []string{from.Name, to.IP})
+			}
+		}
+	}
+	return func() {
+		for _, u := range undo {
+			a[0].Net.in(u[0], "ip", "route", "del", "unreachable", u[1]+"/32")
+		}
+	}
+}
+
+// TestPartitionLedgerSplit: five control nodes split 2 | 3, each side with
+// a worker. On the minority side (two control nodes that still see each
+// other, and a joiner) admissions and revocations are refused with
+// NoLeader and a join with a token minted before the split is refused
+// (NoLeader or CAHolderDown: the CA holder is on the other side) with its
+// token unused; the majority admits and joins meanwhile. Healed, the
+// minority's joiner joins with the same token; names, IPs and consumers
+// are unique and the history is linearizable.
+func TestPartitionLedgerSplit(t *testing.T) {
+	n := NewNet(t)
+	controls := controlCluster(t, n)
+	origin := controls[0]
+	for _, name := range []string{"c4", "c5"} {
+		c := n.NewNode(name)
+		c.Start(t)
+		c.MustCtl(t, "join", origin.Admit(t, name, "--role", "control"))
+		controls = append(controls, c)
+	}
+	Eventually(t, 20*time.Second, "five voters", func() error {
+		for _, c := range controls {
+			if r := listedRaft(t, origin, c.NodeName); r != "voter" && r != "leader" {
+				return fmt.Errorf("%s is raft %q", c.NodeName, r)
+			}
+		}
+		return nil
+	})
+	mw, nw := n.NewNode("mw"), n.NewNode("nw")
+	mw.Start(t)
+	nw.Start(t)
+
+	h := newHistory()
+	pre, preTok := h.admit(t, 0, controls[1], "nw")
+	if !pre.ok() {
+		t.Fatalf("admit nw: %s", pre.Code)
+	}
+	majority, minority := append(slices.Clone(controls[:3]), mw), []*Node{controls[3], controls[4], nw}
+	heal := split(t, majority, minority)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if out, _ := h.admit(t, 1, controls[3], "m1"); out.Code != codes.NoLeader {
+			t.Errorf("admit on the minority: %q, want %s", out.Code, codes.NoLeader)
+		}
+		if out := h.do(t, 1, controls[4], ledgerOp{Kind: "revoke", ID: pre.ID}, ""); out.Code != codes.NoLeader {
+			t.Errorf("revoke on the minority: %q, want %s", out.Code, codes.NoLeader)
+		}
+	})
+	wg.Go(func() {
+		j := h.do(t, 2, nw, ledgerOp{Kind: "join", Name: "nw", ID: pre.ID}, preTok)
+		if j.Code != codes.NoLeader && j.Code != codes.CAHolderDown {
+			t.Errorf("join on the minority: %q, want %s or %s", j.Code, codes.NoLeader, codes.CAHolderDown)
+		}
+	})
+	wg.Go(func() {
+		out, tok := h.admitUntil(t, 3, controls[2], "mw", 3)
+		if !out.ok() {
+			t.Errorf("admit on the majority: %s", out.Code)
+			return
+		}
+		if j := h.joinUntil(t, 3, mw, out.ID, tok, 3); !j.ok() {
+			t.Errorf("join on the majority: %s", j.Code)
+		}
+	})
+	wg.Wait()
+	h.do(t, 0, origin, ledgerOp{Kind: "list"}, "")
+	if s := tokenState(t, origin, "nw"); s != apitype.TokenUnused {
+		t.Errorf("the minority's refused join left its token %s", s)
+	}
+	heal()
+	if j := h.joinUntil(t, 2, nw, pre.ID, preTok, 5); !j.ok() {
+		t.Errorf("join nw after healing: %s", j.Code)
+	}
+	for _, c := range controls {
+		Eventually(t, 15*time.Second, c.NodeName+" lists mw and nw active", func() error {
+			for _, name := range []string{"mw", "nw"} {
+				if r, ok := nodeRow(t, c, name); !ok || r.State != "active" {
+					return fmt.Errorf("%s is %q", name, r.State)
+				}
+			}
+			return nil
+		})
+		h.do(t, 0, c, ledgerOp{Kind: "list"}, "")
+		uniqueNamesAndIPs(t, c)
+	}
+	if t.Failed() {
+		return
+	}
+	h.check(t)
+}
