@@ -82,8 +82,16 @@ func (a *Agent) settlePending() {
 }
 
 // outcomeUnknown: no seed answered (the request may have reached one that
-// then died) or the caller went away mid-call.
+// then died), the caller went away mid-call, or the answer does not say
+// that nothing was recorded for these keys: a seed without a raft leader
+// or not yet caught up could not read the record to resume it, and a used
+// token may have been used by this very join, admitted through a control
+// node that died before answering. The keys are kept for the same token
+// only (pendingKeys), so keeping them costs nothing.
 func outcomeUnknown(err error) bool {
-	c := codes.Of(err)
-	return c == "" || c == codes.SeedsUnreachable
+	switch codes.Of(err) {
+	case "", codes.SeedsUnreachable, codes.NoLeader, codes.NotInCluster, codes.TokenConsumed:
+		return true
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,65 +71,11 @@ func TestCrashAtEveryJoinStep(t *testing.T) {
 	var joiners []*Node
 
 	run := func(t *testing.T, i int, point string, onServer bool) {
-		name := fmt.Sprintf("j%d", i)
-		j := n.NewNode(name)
-		j.Bin = bin
-		victim := j
+		var server *Node
 		if onServer {
-			victim = origin
-			origin.Stop(t)
+			server = origin
 		}
-		victim.Env = []string{"MESHD_CRASH_AT=" + point}
-		if onServer {
-			origin.Start(t)
-			waitHasLeader(t, origin)
-		}
-		j.Start(t)
-		joiners = append(joiners, j)
-		var extra []string
-		if point == "join/after-raft-join" {
-			extra = []string{"--role", "control"}
-		}
-		tok := origin.Admit(t, name, extra...)
-
-		out, errs, code := j.Ctl(t.Context(), "join", tok)
-		if code == 0 {
-			t.Fatalf("join completed though %s was armed at %s\n%s", victim.NodeName, point, out)
-		}
-		victim.waitExit(t, 10*time.Second)
-		if b, _ := os.ReadFile(victim.LogPath); !strings.Contains(string(b), "crash point "+point) {
-			t.Fatalf("%s died, but not at its crash point %s:\n%s", victim.NodeName, point, errs)
-		}
-		victim.Env = nil
-		victim.Start(t)
-		if onServer {
-			waitHasLeader(t, origin)
-		}
-
-		out, errs, code = j.Ctl(t.Context(), "join", tok)
-		switch {
-		case code == 0:
-			t.Logf("%s: the same join run again completed", point)
-		case code == 1 && strings.HasPrefix(errs, string(codes.AlreadyJoined)+": "):
-			t.Logf("%s: the restarted node was already the member the first run made: %s", point, firstLine(errs))
-		default:
-			t.Fatalf("%s: the same join run again: exit %d, want 0 or AlreadyJoined\n%s%s", point, code, out, errs)
-		}
-		Eventually(t, 30*time.Second, name+" an active running member", func() error {
-			st, err := statusOf(j)
-			if err != nil {
-				return err
-			}
-			if st.State != "running" {
-				return fmt.Errorf("%s is %s", name, st.State)
-			}
-			r, ok := nodeRowErr(origin, name)
-			if !ok || r.State != "active" || r.ID != st.NodeID {
-				return fmt.Errorf("%s runs as %s; raft records %+v", name, st.NodeID, r)
-			}
-			return nil
-		})
-		checkJoinInvariants(t, origin, joiners)
+		crashJoin(t, n, bin, origin, server, point, fmt.Sprintf("j%d", i), true, &joiners)
 	}
 	// The server's points first: the control node the joiner of
 	// join/after-raft-join adds is a seed too, and could serve a later
@@ -144,6 +91,125 @@ func TestCrashAtEveryJoinStep(t *testing.T) {
 	for i, p := range points {
 		onServer := !strings.HasPrefix(p, "join/")
 		t.Run(strings.ReplaceAll(p, "/", "-"), func(t *testing.T) { run(t, i, p, onServer) })
+	}
+}
+
+// crashJoin arms server (or, when nil, a new joiner called name) at point,
+// runs a join of name admitted on admitter, waits for the armed meshd to
+// die there, starts it again unarmed and runs the same join again, which
+// must complete or answer AlreadyJoined; then name must be an active,
+// running member and checkJoinInvariants must hold (joiners lists every
+// other running node but admitter; name is added). mustFail: the first
+// join cannot have completed (no other seed could take over).
+func crashJoin(t *testing.T, n *Net, bin string, admitter, server *Node, point, name string, mustFail bool, joiners *[]*Node) {
+	t.Helper()
+	j := n.NewNode(name)
+	j.Bin = bin
+	victim := j
+	if server != nil {
+		victim = server
+		server.Stop(t)
+	}
+	victim.Env = []string{"MESHD_CRASH_AT=" + point}
+	if server != nil {
+		server.Start(t)
+		waitHasLeader(t, server)
+	}
+	j.Start(t)
+	*joiners = append(*joiners, j)
+	var extra []string
+	if point == "join/after-raft-join" {
+		extra = []string{"--role", "control"}
+	}
+	tok := admitter.Admit(t, name, extra...)
+
+	out, errs, code := j.Ctl(t.Context(), "join", tok)
+	if code == 0 && mustFail {
+		t.Fatalf("join completed though %s was armed at %s\n%s", victim.NodeName, point, out)
+	}
+	victim.waitExit(t, 10*time.Second)
+	if b, _ := os.ReadFile(victim.LogPath); !strings.Contains(string(b), "crash point "+point) {
+		t.Fatalf("%s died, but not at its crash point %s:\n%s", victim.NodeName, point, errs)
+	}
+	t.Logf("%s: %s killed; the join said: exit %d %s", point, victim.NodeName, code, firstLine(errs))
+	victim.Env = nil
+	victim.Start(t)
+	if server != nil {
+		waitHasLeader(t, server)
+	}
+
+	// NoLeader says "wait for an election": what an operator does, the
+	// test does (the restarted node may have been the leader).
+	Eventually(t, 20*time.Second, "the same join answered without NoLeader", func() error {
+		out, errs, code = j.Ctl(t.Context(), "join", tok)
+		if code == 1 && strings.HasPrefix(errs, string(codes.NoLeader)+": ") {
+			return errors.New(firstLine(errs))
+		}
+		return nil
+	})
+	switch {
+	case code == 0:
+		t.Logf("%s: the same join run again completed", point)
+	case code == 1 && strings.HasPrefix(errs, string(codes.AlreadyJoined)+": "):
+		t.Logf("%s: the restarted node was already the member the first run made: %s", point, firstLine(errs))
+	default:
+		t.Fatalf("%s: the same join run again: exit %d, want 0 or AlreadyJoined\n%s%s", point, code, out, errs)
+	}
+	Eventually(t, 30*time.Second, name+" an active running member", func() error {
+		st, err := statusOf(j)
+		if err != nil {
+			return err
+		}
+		if st.State != "running" {
+			return fmt.Errorf("%s is %s", name, st.State)
+		}
+		r, ok := nodeRowErr(admitter, name)
+		if !ok || r.State != "active" || r.ID != st.NodeID {
+			return fmt.Errorf("%s runs as %s; raft records %+v", name, st.NodeID, r)
+		}
+		return nil
+	})
+	checkJoinInvariants(t, admitter, *joiners)
+}
+
+// TestCrashOnServingControlNodes: the server's crash points with three
+// control nodes, where the node that serves the enroll call is a follower
+// (c2, the token's first seed: seeds are in name order) and the CA holder
+// (origin) signs for it over the internal API. The enroll points kill the
+// serving follower: the joiner moves on to the next seed, which resumes
+// or refuses, and the same join run again completes. The signer points
+// kill the CA holder in the middle of a follower's signing request.
+func TestCrashOnServingControlNodes(t *testing.T) {
+	bin, err := crashBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NewNet(t)
+	origin := n.NewNode("origin")
+	origin.Bin = bin
+	origin.Start(t)
+	origin.MustCtl(t, "init", "--cluster", "e2e")
+	nodes := []*Node{origin}
+	ctl := map[string]*Node{"origin": origin}
+	for _, name := range []string{"c2", "c3"} {
+		c := n.NewNode(name)
+		c.Bin = bin
+		c.Start(t)
+		c.MustCtl(t, "join", origin.Admit(t, name, "--role", "control"))
+		nodes = append(nodes, c)
+		ctl[name] = c
+	}
+	for i, p := range crash.Points {
+		if strings.HasPrefix(p, "join/") {
+			continue
+		}
+		server, admitter := ctl["c2"], ctl["c3"]
+		if strings.HasPrefix(p, "signer/") {
+			server, admitter = origin, ctl["c2"]
+		}
+		t.Run(strings.ReplaceAll(p, "/", "-"), func(t *testing.T) {
+			crashJoin(t, n, bin, admitter, server, p, fmt.Sprintf("w%d", i), false, &nodes)
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/meshd/meshd/pki"
@@ -46,24 +47,38 @@ type Resumer interface {
 
 // resume answers a repeated enrollment of the node rec admitted. It returns
 // nil, nil when the request is not that node's (the caller then says the
-// token was consumed), and an error only when finishing a joining
-// admission failed.
+// token was consumed), and an error when the admission could not be looked
+// up (no leader for the read index: the joiner keeps its keys and runs the
+// same join again) or finishing a joining admission failed.
 func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) (*Response, error) {
 	r, ok := s.ledger.(Resumer)
 	if !ok || rec.ConsumedBy == "" || !s.now().Before(rec.Expires) {
+		s.log.Debug("no resume: no resumer, no consumer or token expired", "name", rec.Name, "consumed_by", rec.ConsumedBy)
 		return nil, nil
 	}
 	a, found, err := r.Admitted(ctx, rec.ConsumedBy)
-	if err != nil || !found || a.Name != req.Name || a.Name != rec.Name || !bytes.Equal(a.NebulaPub, req.NebulaPublic) {
+	if err != nil {
+		// Not "token used": the record could not be read (no leader
+		// for the read index, as when the control node that admitted
+		// this very join has just died). Say so, so the joiner keeps its
+		// keys and the same join run again resumes.
+		return nil, fmt.Errorf("look up the admission of token for %s: %w", rec.Name, err)
+	}
+	if !found || a.Name != req.Name || a.Name != rec.Name || !bytes.Equal(a.NebulaPub, req.NebulaPublic) {
+		s.log.Debug("no resume: the token's node is not this request's", "name", rec.Name, "node_id", rec.ConsumedBy, "found", found)
 		return nil, nil
 	}
 	recorded, err := recordedKey(a)
-	if err != nil || sameKeyProven(req.CSR, recorded) != nil {
+	if err == nil {
+		err = sameKeyProven(req.CSR, recorded)
+	}
+	if err != nil {
+		s.log.Debug("no resume: the request does not prove the recorded key", "name", rec.Name, "node_id", rec.ConsumedBy, "err", err)
 		return nil, nil
 	}
 	facts, err := s.ledger.JoinFacts(ctx, a.Role)
 	if err != nil {
-		return nil, nil
+		return nil, fmt.Errorf("join facts: %w", err)
 	}
 	if a.Joining {
 		s.log.Info("enrollment resumed: finishing an admission recorded without certificates", "name", a.Name, "node_id", a.NodeID)

@@ -81,8 +81,10 @@ func TestEnrollResume(t *testing.T) {
 		}, want: codes.TokenConsumed},
 		{name: "fail/lookup-error", edit: func(_ *testing.T, _ *cluster, l *resumingLedger, a *enroll.Admitted, _ *enroll.Request, _ *pki.Keys) {
 			rec := *a
-			l.admitted = func(string) (enroll.Admitted, bool, error) { return rec, true, errors.New("raft: not leader") }
-		}, want: codes.TokenConsumed},
+			l.admitted = func(string) (enroll.Admitted, bool, error) {
+				return rec, true, codes.Wrap(codes.NoLeader, errors.New("raft: not leader"))
+			}
+		}, want: codes.NoLeader}, // not TokenConsumed: the joiner keeps its keys and resumes later
 		{name: "fail/request-names-another-node", edit: func(_ *testing.T, _ *cluster, _ *resumingLedger, _ *enroll.Admitted, req *enroll.Request, _ *pki.Keys) {
 			req.Name = "w2"
 		}, want: codes.TokenConsumed},
@@ -123,7 +125,7 @@ func TestEnrollResume(t *testing.T) {
 			c.ledger.joinFacts = func(pki.Role) (enroll.JoinFacts, error) {
 				return enroll.JoinFacts{}, codes.Wrap(codes.NoLeader, errors.New("no leader"))
 			}
-		}, want: codes.TokenConsumed},
+		}, want: codes.NoLeader}, // the facts could not be read: the joiner keeps its keys and runs the join again
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -190,6 +190,20 @@ func TestJoinFailures(t *testing.T) {
 			if !sameNodes(nodesBefore, origin.Nodes(t)) {
 				t.Error("the cluster's node list changed")
 			}
+			if tc.want == codes.TokenConsumed {
+				// A used token may have been used by this very join
+				// through a control node that died before answering: the
+				// joiner keeps the keys it made for this token (0600), so
+				// the same join run again can resume, and changes nothing
+				// else. Another token replaces them.
+				pending := filepath.Join(joiner.Dir, "pending-join.json")
+				if fi, err := os.Stat(pending); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Fatalf("pending keys after %s: %v %v", tc.want, fi, err)
+				}
+				if err := os.Remove(pending); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if joiner.DirDigest(t) != dirBefore {
 				t.Error("the joiner's state dir changed")
 			}
