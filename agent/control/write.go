@@ -62,25 +62,63 @@ func (p *Plane) onLeader(ctx context.Context, path string, in, out any, local fu
 	if p.raft.IsLeader() {
 		return local()
 	}
-	addr, err := p.leaderAddr()
+	id, addr, err := p.leaderAddr()
 	if err != nil {
 		return err
 	}
-	return p.client.Call(ctx, addr, path, true, in, out)
+	return p.callLeader(ctx, id, addr, path, in, out)
 }
 
-// leaderAddr is the control (internal API) address of the current raft
-// leader, from the leader's node record.
-func (p *Plane) leaderAddr() (string, error) {
-	id := p.raft.LeaderID()
+// leaderPoll is how often a call to the leader checks that this node still
+// knows the same leader.
+const leaderPoll = 50 * time.Millisecond
+
+// callLeader sends in to path on the leader id at addr, and gives up
+// (ErrUnreachable, so the caller retries against whoever leads next) as
+// soon as this node knows another leader or none: a leader cut off by a
+// partition would otherwise hold the call until the caller's deadline,
+// though the majority elected another within a second. Found by
+// e2e.TestPartitionLedgerSplit, where an admission through the majority
+// waited out its 10 s on the deposed leader and failed NoLeader. A write
+// retried this way carries the same request id, so it applies at most
+// once.
+func (p *Plane) callLeader(ctx context.Context, id, addr, path string, in, out any) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		t := time.NewTicker(leaderPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if now := p.raft.LeaderID(); now != id {
+					cancel(fmt.Errorf("leader changed from %s to %q", id, now))
+					return
+				}
+			}
+		}
+	}()
+	err := p.client.Call(ctx, addr, path, true, in, out)
+	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s: %v", ErrUnreachable, addr, cause)
+	}
+	return err
+}
+
+// leaderAddr is the raft leader's id and its control (internal API)
+// address, from the leader's node record.
+func (p *Plane) leaderAddr() (id, addr string, err error) {
+	id = p.raft.LeaderID()
 	if id == "" {
-		return "", codes.Wrap(codes.NoLeader, errors.New("no raft leader known"))
+		return "", "", codes.Wrap(codes.NoLeader, errors.New("no raft leader known"))
 	}
 	n, ok := p.raft.FSM().Node(id)
 	if !ok || n.EnrollAddr == "" {
-		return "", codes.Wrap(codes.NoLeader, fmt.Errorf("leader %s has no control address on record", id))
+		return "", "", codes.Wrap(codes.NoLeader, fmt.Errorf("leader %s has no control address on record", id))
 	}
-	return n.EnrollAddr, nil
+	return id, n.EnrollAddr, nil
 }
 
 // CaughtUp waits until this node's FSM reflects its whole log (after a
@@ -119,12 +157,12 @@ func (p *Plane) readIndexOnce(ctx context.Context) error {
 	if p.raft.IsLeader() {
 		return nil
 	}
-	addr, err := p.leaderAddr()
+	id, addr, err := p.leaderAddr()
 	if err != nil {
 		return err
 	}
 	var idx IndexResponse
-	if err := p.client.Call(ctx, addr, PathIndex, true, nil, &idx); err != nil {
+	if err := p.callLeader(ctx, id, addr, PathIndex, nil, &idx); err != nil {
 		return err
 	}
 	return p.raft.WaitApplied(ctx, idx.Index)
