@@ -59,6 +59,9 @@ func TestEnrollResume(t *testing.T) {
 		name string
 		edit func(t *testing.T, c *cluster, l *resumingLedger, a *enroll.Admitted, req *enroll.Request, keys *pki.Keys)
 		want codes.Code
+		// calls: the ledger calls a resumed enrollment makes, when not
+		// Token, Admitted, JoinFacts.
+		calls []string
 	}{
 		{name: "ok/same-request"},
 		{name: "ok/new-csr-same-key", edit: func(t *testing.T, _ *cluster, _ *resumingLedger, _ *enroll.Admitted, req *enroll.Request, keys *pki.Keys) {
@@ -70,6 +73,23 @@ func TestEnrollResume(t *testing.T) {
 		{name: "ok/expires-in-a-second", edit: func(_ *testing.T, c *cluster, _ *resumingLedger, _ *enroll.Admitted, _ *enroll.Request, _ *pki.Keys) {
 			c.rec.Expires = pkitest.Now.Add(time.Second)
 		}},
+		{name: "ok/used-between-two-reads", edit: func(_ *testing.T, c *cluster, _ *resumingLedger, _ *enroll.Admitted, _ *enroll.Request, _ *pki.Keys) {
+			// The serving node applies the admission between its token
+			// read (unused) and its name read (taken): found by
+			// e2e.TestPartitionLedgerSplit, where such a join answered
+			// TokenConsumed to its own re-run.
+			used, calls := c.rec, 0
+			c.ledger.token = func(enroll.TokenHash) (enroll.TokenRecord, bool, error) {
+				calls++
+				if calls == 1 {
+					unused := used
+					unused.ConsumedAt, unused.ConsumedBy = time.Time{}, ""
+					return unused, true, nil
+				}
+				return used, true, nil
+			}
+			c.ledger.nameTaken = func(string) (bool, error) { return true, nil }
+		}, calls: []string{"Token", "NameTaken", "Token", "Admitted", "JoinFacts"}},
 		{name: "fail/token-expired-at-instant", edit: func(_ *testing.T, c *cluster, _ *resumingLedger, _ *enroll.Admitted, _ *enroll.Request, _ *pki.Keys) {
 			c.rec.Expires = pkitest.Now
 		}, want: codes.TokenConsumed},
@@ -190,7 +210,11 @@ func TestEnrollResume(t *testing.T) {
 			if !slices.Equal(facts, []pki.Role{a.Role}) {
 				t.Errorf("join facts asked for %v, want the recorded role %s", facts, a.Role)
 			}
-			if want := []string{"Token", "Admitted", "JoinFacts"}; !slices.Equal(l.Calls(), want) {
+			want := tt.calls
+			if want == nil {
+				want = []string{"Token", "Admitted", "JoinFacts"}
+			}
+			if !slices.Equal(l.Calls(), want) {
 				t.Errorf("ledger calls %v, want %v", l.Calls(), want)
 			}
 		})

@@ -305,9 +305,11 @@ func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (To
 	}
 	if taken {
 		// A concurrent join with this very token may have taken the name
-		// between the two reads: say so rather than blame the name.
+		// between the two reads: say so rather than blame the name, and
+		// return the used record, so Enroll can resume it when that join
+		// was this one (a node that caught up between the two reads).
 		if again, ok, err := s.ledger.Token(ctx, hash); err == nil && ok && again.Consumed() {
-			return TokenRecord{}, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", again.Name, again.ConsumedAt.UTC().Format(time.RFC3339)))
+			return again, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", again.Name, again.ConsumedAt.UTC().Format(time.RFC3339)))
 		}
 		return TokenRecord{}, codes.Wrap(codes.NameTaken, fmt.Errorf("a node named %s already exists", c.Name))
 	}
