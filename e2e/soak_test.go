@@ -41,6 +41,12 @@ const (
 // either end a pair of alive active nodes must ping over the overlay.
 const soakReachWithin = 5 * time.Second
 
+// soakWithdrawWithin: every member stops reaching a removed worker over
+// the overlay this long after a control node lists it removed (the
+// promise of e2e.TestLeaveAndRemoveWithdraw, 2 s after remove returns,
+// when remove returns in 0.2-0.3 s).
+const soakWithdrawWithin = 2 * time.Second
+
 // soakNode is one meshd the soak drives. Fields other than nd are guarded
 // by soak.mu: the churn goroutine writes them, the checker reads them.
 type soakNode struct {
@@ -359,11 +365,60 @@ func (s *soak) churnRemove() {
 	if x == nil {
 		return
 	}
+	ctl := s.controlUp()
+	row, _ := nodeRowErr(ctl, x.nd.NodeName)
+	var others []*Node
+	s.mu.Lock()
+	for _, y := range s.nodes {
+		if y != x && up(y) {
+			others = append(others, y.nd)
+		}
+	}
+	s.mu.Unlock()
 	s.setMember(x, false)
 	start := time.Now()
-	c, _, _ := s.ctl(s.controlUp(), 60*time.Second, "remove", x.nd.NodeName)
-	s.result("remove", fmt.Sprintf("%s (%s)", res(c), durClass(time.Since(start))))
-	if c != "" {
+	type answer struct {
+		c    codes.Code
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	go func() {
+		c, _, _ := s.ctl(ctl, 60*time.Second, "remove", x.nd.NodeName)
+		done <- answer{c, time.Since(start)}
+	}()
+	// Once the removal is recorded, every member drops the removed node's
+	// tunnels within soakWithdrawWithin (its meshd still runs meanwhile).
+	_, _ = waitFor(s.t.Context(), 30*time.Second, func() error {
+		if r, _ := nodeRowErr(ctl, x.nd.NodeName); r.State != "removed" {
+			return fmt.Errorf("%s is %q", x.nd.NodeName, r.State)
+		}
+		return nil
+	})
+	var reach []string
+	if r, _ := nodeRowErr(ctl, x.nd.NodeName); r.State == "removed" && row.OverlayIP != "" {
+		time.Sleep(soakWithdrawWithin) // to the bound, from the record seen
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, o := range others {
+			wg.Go(func() {
+				if o.Ping(s.t.Context(), row.OverlayIP) == nil {
+					mu.Lock()
+					reach = append(reach, o.NodeName)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		s.checked("removed node withdrawn", 1)
+	}
+	a := <-done
+	s.result("remove", fmt.Sprintf("%s (%s)", res(a.c), durClass(a.took)))
+	if len(reach) > 0 {
+		slices.Sort(reach)
+		s.violate("withdrawal", "%s (%s) still answers pings from %v %s after its removal was listed",
+			x.nd.NodeName, row.OverlayIP, reach, soakWithdrawWithin)
+	}
+	if a.c != "" {
 		s.setMember(x, true)
 		return
 	}
