@@ -185,7 +185,7 @@ func TestWorkerAdoptsRenewedCert(t *testing.T) {
 
 // TestWorkerRevocations: a worker fetches the revocation list at once when
 // told it changed, otherwise at most once a second, and keeps its last
-// copy when no control node answers.
+// copy when no control node answers or one answers a shorter (older) list.
 func TestWorkerRevocations(t *testing.T) {
 	ca := pkitest.NewCA(t, "alpha")
 	fc := startFakeControl(t, ca)
@@ -209,6 +209,14 @@ func TestWorkerRevocations(t *testing.T) {
 	rt.refreshRevocations(ctx, true) // told: at once
 	if got := rt.revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("told of a change, still %+v", got)
+	}
+	// A control node behind the cluster answers an older, shorter list:
+	// the worker keeps the longer one (found by e2e.TestSoak, where a
+	// healed control node without a leader served stale state).
+	fc.revocations.Store(first)
+	rt.refreshRevocations(ctx, true)
+	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+		t.Fatalf("a stale control node's list replaced a longer one: %+v", got)
 	}
 	fc.fail.Store(true)
 	rt.refreshRevocations(ctx, true)

@@ -59,8 +59,8 @@ func (rt *runtime) followKeys(ctx context.Context, told bool) {
 
 // applyKeys installs keys (primary first) on this node's own gossip
 // keyring if they differ from what it runs, saves them in node.json
-// (0600) so a restart uses them, and reports the new keyring in its tags.
-// Only the reconcile loop calls it.
+// (0600) so a restart uses them, and has runKeyReports report the new
+// keyring in its tags. Only the reconcile loop calls it.
 func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 	id := state.KeyringID(keys)
 	rt.keys.mu.Lock()
@@ -83,13 +83,42 @@ func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 	rt.keys.mu.Lock()
 	rt.keys.id = id
 	rt.keys.mu.Unlock()
-	// Report it (serf waits for the broadcast, so outside the lock).
-	tags := maps.Clone(rt.gossip.LocalMember().Tags)
-	tags[tagKeyring] = id
-	if err := rt.gossip.SetTags(tags); err != nil {
-		rt.log.Warn("gossip keyring changed but not reported", "err", err)
+	select {
+	case rt.keyReport <- struct{}{}:
+	default: // a report is already due; it reads the latest id
 	}
 	rt.log.Info("gossip keyring changed", "keys", len(keys), "primary", state.KeyID(keys[0]), "keyring", id)
+}
+
+// runKeyReports reports the keyring this node runs in its gossip tags
+// each time applyKeys changes it, until ctx ends. It is a goroutine of its
+// own because serf's SetTags waits for memberlist to call the tags'
+// broadcast finished, and memberlist sometimes never does (the update has
+// reached the members, which see it at once, but SetTags still waits out
+// serf's 5 s BroadcastTimeout). Done on the reconcile loop, as it was,
+// that wait held up the loop's next pass: a rotation step waited 5 s for
+// the node's next keyring, and revocations and overlay changes waited with
+// it, so `meshctl remove` took 5-12 s in the soak (e2e.TestSoak) instead of
+// well under a second.
+func (rt *runtime) runKeyReports(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.keyReport:
+		}
+		rt.keys.mu.Lock()
+		id := rt.keys.id
+		rt.keys.mu.Unlock()
+		tags := maps.Clone(rt.gossip.LocalMember().Tags)
+		if tags[tagKeyring] == id {
+			continue
+		}
+		tags[tagKeyring] = id
+		if err := rt.gossip.SetTags(tags); err != nil {
+			rt.log.Warn("gossip keyring not reported, or its broadcast not confirmed", "keyring", id, "err", err)
+		}
+	}
 }
 
 // keyStatus is the key state `meshctl status` shows: how many keys, the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -84,7 +85,11 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 // metrics_addr) until ctx ends. It has its own registry: nothing global.
 func (a *Agent) serveMetrics(ctx context.Context, ln net.Listener) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metricsCollector{a: a})
+	// The Go runtime's and the process's own (go_goroutines,
+	// process_open_fds, process_resident_memory_bytes, ...): what a leak
+	// shows in first, and what the soak test bounds.
+	reg.MustRegister(metricsCollector{a: a}, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}

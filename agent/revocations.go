@@ -46,6 +46,14 @@ func (rt *runtime) refreshRevocations(ctx context.Context, told bool) {
 		return
 	}
 	rt.revoked.mu.Lock()
+	defer rt.revoked.mu.Unlock()
+	if held := len(rt.revoked.list.Fingerprints); len(l.Fingerprints) < held {
+		// The list only grows (its length is its version): a shorter one
+		// comes from a control node behind the cluster (one cut off, or
+		// healed but not yet heard from its leader, answers from its own
+		// state). Keep ours, and fetch again on the next pass.
+		rt.log.Debug("revocations from a control node behind; kept ours", "got", len(l.Fingerprints), "held", held)
+		return
+	}
 	rt.revoked.list, rt.revoked.fetched = l, time.Now()
-	rt.revoked.mu.Unlock()
 }

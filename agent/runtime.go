@@ -62,6 +62,8 @@ type runtime struct {
 	revoked workerRevocations // a worker's copy of the revocation list
 	nodes   workerNodes       // a worker's node list
 	keys    keyState          // the gossip keyring this node runs
+	// keyReport wakes runKeyReports: the keyring changed (buffered 1).
+	keyReport chan struct{}
 
 	ignoredMu sync.Mutex
 	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
@@ -84,7 +86,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1),
+		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1),
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
 		if err != nil {
@@ -130,6 +132,11 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	go func() {
 		defer rt.wg.Done()
 		rt.answerQueries(loopCtx)
+	}()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.runKeyReports(loopCtx)
 	}()
 	return rt, nil
 }

@@ -29,6 +29,9 @@ type Net struct {
 	// DefaultRaft leaves raft's timing at meshd's defaults (1 s heartbeat
 	// and election timeouts, 500 ms lease) instead of the suite's 300 ms.
 	DefaultRaft bool
+	// ExtraConfig is appended to the meshd config of every node made on
+	// this net (for example "metrics_addr: 127.0.0.1:9464\n").
+	ExtraConfig string
 }
 
 // Host is one namespace on the test network.

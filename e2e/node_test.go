@@ -72,6 +72,7 @@ timers: %s
 	if !n.DefaultRaft {
 		cfg += "raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}\n"
 	}
+	cfg += n.ExtraConfig
 	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}

@@ -43,6 +43,9 @@ func TestMetrics(t *testing.T) {
 		`meshd_raft_leader 1`,
 		`meshd_raft_voters 1`,
 		`meshd_gossip_key_errors_total 0`,
+		"\ngo_goroutines ",
+		"\nprocess_open_fds ",
+		"\nprocess_resident_memory_bytes ",
 		fmt.Sprintf("meshd_tls_cert_expiry_timestamp_seconds %g", float64(st.TLSCertExpires.Unix())),
 		fmt.Sprintf("meshd_nebula_cert_expiry_timestamp_seconds %g", float64(st.Overlay.CertExpires.Unix())),
 	} {
