@@ -95,9 +95,14 @@ func (p *Plane) Revocations() Revocations {
 	return l
 }
 
-// handleRevocations serves the revocation list to a member.
+// handleRevocations serves the revocation list to a member, after a
+// strict read: a control node that cannot confirm it is as fresh as the
+// leader (cut off, or healed but not caught up) answers codes.NoLeader,
+// and the worker asks the next control node, instead of taking a list
+// that may lack a removal (found by e2e.TestSoak: a healed control node
+// served a stale list for 2.8 s).
 func (p *Plane) handleRevocations(w http.ResponseWriter, r *http.Request, _ Caller) {
-	if err := p.FreshRead(r.Context()); err != nil {
+	if err := p.strictRead(r.Context()); err != nil {
 		writeError(w, err)
 		return
 	}

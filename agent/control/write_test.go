@@ -45,6 +45,12 @@ func TestFollowerWaitsOutALeaderThatRefuses(t *testing.T) {
 	if n := leader.count(PathIndex); n < 2 || n > most {
 		t.Fatalf("the read index was asked %d times in %s; want a few retries (2..%d)", n, window, most)
 	}
+	// The revocation list is a strict read: without a leader's read index
+	// c2 refuses rather than serve a list that may lack a removal.
+	var l Revocations
+	if err := origin.p.client.Call(within(t, 5*time.Second), c2.addr, PathRevocations, false, nil, &l); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("revocation list without a leader: %v (%d fingerprints), want %s", err, len(l.Fingerprints), codes.NoLeader)
+	}
 	before := leader.count(PathIndex)
 	if rows, err := c2.p.Nodes(within(t, window)); err != nil || len(rows) != 2 {
 		t.Fatalf("listing without a leader: %d rows, %v", len(rows), err)
