@@ -1,0 +1,78 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// currentVersion is the main.version TestMain builds the current meshd and
+// meshctl with, so a mixed cluster tells them from the previous release's.
+const currentVersion = "current"
+
+// previousRelease is the commit named in testdata/previous-release.
+func previousRelease() (string, error) {
+	b, err := os.ReadFile("testdata/previous-release")
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+			return l, nil
+		}
+	}
+	return "", fmt.Errorf("testdata/previous-release names no commit")
+}
+
+// prevBuild is the previous release's meshd and meshctl and the version
+// they carry (the commit's short hash).
+type prevBuild struct {
+	Meshd, Meshctl, Version string
+}
+
+// previousBin builds, once per test binary run, meshd and meshctl of the
+// previous release: `git archive COMMIT` of the repository the test runs
+// in, unpacked into a temporary directory and built there with the flags
+// TestMain uses (the module cache is shared, so nothing is downloaded). A
+// repository without the commit (a shallow clone) fails with the remedy.
+var previousBin = sync.OnceValues(func() (prevBuild, error) {
+	commit, err := previousRelease()
+	if err != nil {
+		return prevBuild{}, err
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return prevBuild{}, fmt.Errorf("previous release: not in a git repository: %v", err)
+	}
+	repo := strings.TrimSpace(string(top))
+	if out, err := exec.Command("git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+		return prevBuild{}, fmt.Errorf("previous release %s is not in %s (a shallow clone?): run `git fetch --unshallow` "+
+			"(e2e/testdata/previous-release names the commit): %v %s", commit, repo, err, out)
+	}
+	src := filepath.Join(binDir, "previous-src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return prevBuild{}, err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$0" archive "$1" | tar -x -C "$2"`, repo, commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return prevBuild{}, fmt.Errorf("git archive %s: %v\n%s", commit, err, out)
+	}
+	b := prevBuild{Meshd: filepath.Join(binDir, "meshd-prev"), Meshctl: filepath.Join(binDir, "meshctl-prev"), Version: commit[:7]}
+	for bin, pkg := range map[string]string{b.Meshd: "./cmd/meshd", b.Meshctl: "./cmd/meshctl"} {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+b.Version, "-o", bin, pkg)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return prevBuild{}, fmt.Errorf("build %s of %s: %v\n%s", pkg, commit, err, out)
+		}
+	}
+	return b, nil
+})
