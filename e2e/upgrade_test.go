@@ -3,10 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -389,6 +391,18 @@ func TestRollingUpgrade(t *testing.T) {
 		}
 	}
 	allPairsPing(t, nodes, 10*time.Second)
+	// The current build took every file the previous one left (node.json,
+	// identity, raft log, serf snapshot, a worker's nodes.json) as it was:
+	// nothing refused, nothing moved aside.
+	for _, nd := range nodes {
+		b, err := os.ReadFile(nd.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, []byte(codes.StateCorrupt)); i >= 0 {
+			t.Errorf("%s logged %s after its upgrade: %s", nd.NodeName, codes.StateCorrupt, b[i:min(len(b), i+300)])
+		}
+	}
 	t.Logf("rolling upgrade done in %s", time.Since(start).Round(time.Millisecond))
 }
 
