@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // currentVersion is the main.version TestMain builds the current meshd and
@@ -30,6 +31,16 @@ func previousRelease() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("testdata/previous-release names no commit")
+}
+
+// haveCommit fails, naming the remedy, unless repo holds commit (a shallow
+// clone does not hold the history before its tip).
+func haveCommit(repo, commit string) error {
+	if out, err := exec.Command("git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
+		return fmt.Errorf("previous release %s is not in %s (a shallow clone?): run `git fetch --unshallow` "+
+			"(e2e/testdata/previous-release names the commit): %v %s", commit, repo, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // prevBuild is the previous release's meshd and meshctl and the version
@@ -53,9 +64,8 @@ var previousBin = sync.OnceValues(func() (prevBuild, error) {
 		return prevBuild{}, fmt.Errorf("previous release: not in a git repository: %v", err)
 	}
 	repo := strings.TrimSpace(string(top))
-	if out, err := exec.Command("git", "-C", repo, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		return prevBuild{}, fmt.Errorf("previous release %s is not in %s (a shallow clone?): run `git fetch --unshallow` "+
-			"(e2e/testdata/previous-release names the commit): %v %s", commit, repo, err, out)
+	if err := haveCommit(repo, commit); err != nil {
+		return prevBuild{}, err
 	}
 	src := filepath.Join(binDir, "previous-src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
@@ -76,3 +86,34 @@ var previousBin = sync.OnceValues(func() (prevBuild, error) {
 	}
 	return b, nil
 })
+
+// TestPreviousReleaseInShallowClone: in a shallow clone, which lacks the
+// previous release's commit, the upgrade test's build fails (it does not
+// skip) and says to run `git fetch --unshallow`; in the full repository
+// the commit is there.
+func TestPreviousReleaseInShallowClone(t *testing.T) {
+	commit, err := previousRelease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := strings.TrimSpace(string(top))
+	if err := haveCommit(repo, commit); err != nil {
+		t.Fatalf("this repository: %v", err)
+	}
+	shallow := filepath.Join(t.TempDir(), "shallow")
+	if out, err := exec.Command("git", "clone", "-q", "--depth", "1", "--no-checkout", "file://"+repo, shallow).CombinedOutput(); err != nil {
+		t.Fatalf("git clone --depth 1: %v\n%s", err, out)
+	}
+	if tip, _ := exec.Command("git", "-C", shallow, "rev-parse", "HEAD").Output(); strings.TrimSpace(string(tip)) == commit {
+		t.Logf("the clone's tip is the previous release itself (%s): nothing to miss", commit)
+		return
+	}
+	err = haveCommit(shallow, commit)
+	if err == nil || !strings.Contains(err.Error(), "git fetch --unshallow") {
+		t.Fatalf("shallow clone: %v, want a failure naming git fetch --unshallow", err)
+	}
+}
