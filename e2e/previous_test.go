@@ -71,7 +71,7 @@ var previousBin = sync.OnceValues(func() (prevBuild, error) {
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		return prevBuild{}, err
 	}
-	archive := exec.Command("sh", "-c", `git -C "$0" archive "$1" | tar -x -C "$2"`, repo, commit, src)
+	archive := exec.Command("bash", "-c", `set -o pipefail; git -C "$0" archive "$1" | tar -x -C "$2"`, repo, commit, src)
 	if out, err := archive.CombinedOutput(); err != nil {
 		return prevBuild{}, fmt.Errorf("git archive %s: %v\n%s", commit, err, out)
 	}
