@@ -198,6 +198,7 @@ func (rt *runtime) controlHooks() control.Hooks {
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.gossipMembers,
+		Versions:      rt.gossipVersions,
 		LastSeen:      rt.gossip.LastSeen,
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
 		KeyReports:    rt.keyReports,

@@ -82,6 +82,17 @@ func (rt *runtime) gossipMembers() map[string]string {
 	return out
 }
 
+// gossipVersions is the version each gossip member advertises, by name.
+func (rt *runtime) gossipVersions() map[string]string {
+	out := map[string]string{}
+	if rt.gossip != nil {
+		for _, m := range rt.gossip.Members() {
+			out[m.Name] = m.Tags[tagVersion]
+		}
+	}
+	return out
+}
+
 func (rt *runtime) overlayStatus() *apitype.Overlay {
 	if rt.mesh == nil {
 		return nil

@@ -31,8 +31,9 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	for _, c := range []string{"meshd", "meshctl"} {
 		// The flags `make build` and the packages use: what is measured is
-		// what ships.
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, c), "../cmd/"+c)
+		// what ships. The version tells it from the previous release's
+		// build in a mixed cluster (TestRollingUpgrade).
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+currentVersion, "-o", filepath.Join(dir, c), "../cmd/"+c)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n%s", c, err, out)

@@ -39,7 +39,10 @@ type Node struct {
 	MachineID string
 	// Bin, if set, is the meshd binary Start runs instead of the release
 	// build (the crash-point build of crash_test.go).
-	Bin    string
+	Bin string
+	// CtlBin, if set, is the meshctl binary Ctl runs instead of the
+	// release build (the previous release's, in TestRollingUpgrade).
+	CtlBin string
 	cmd    *exec.Cmd
 	exited chan error
 }
@@ -89,9 +92,17 @@ timers: %s
 // Start runs meshd in the node's namespace and waits for its socket.
 func (nd *Node) Start(t testing.TB) {
 	t.Helper()
+	if err := nd.start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start is Start for use off the test goroutine: it returns what Start
+// fails the test with.
+func (nd *Node) start(ctx context.Context) error {
 	logf, err := os.OpenFile(nd.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	meshd := cmp.Or(nd.Bin, filepath.Join(binDir, "meshd"))
 	nd.cmd = exec.Command("ip", "netns", "exec", nd.Name, meshd, "--config", nd.Config)
@@ -108,7 +119,9 @@ func (nd *Node) Start(t testing.TB) {
 		nd.cmd.Env = append(os.Environ(), nd.Env...)
 	}
 	if err := nd.cmd.Start(); err != nil {
-		t.Fatal(err)
+		_ = logf.Close()
+		nd.cmd = nil
+		return err
 	}
 	_ = logf.Close()
 	nd.exited = make(chan error, 1)
@@ -116,16 +129,17 @@ func (nd *Node) Start(t testing.TB) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var st apitype.Status
-		if err := nd.CtlJSON(t.Context(), &st, "status"); err == nil && st.State != "starting" {
-			return
+		if err := nd.CtlJSON(ctx, &st, "status"); err == nil && st.State != "starting" {
+			return nil
 		}
 		select {
 		case err := <-nd.exited:
-			t.Fatalf("meshd %s exited: %v", nd.NodeName, err)
+			nd.cmd = nil
+			return fmt.Errorf("meshd %s exited: %v", nd.NodeName, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("meshd %s did not answer within 20s", nd.NodeName)
+			return fmt.Errorf("meshd %s did not answer within 20s", nd.NodeName)
 		}
 	}
 }
@@ -164,7 +178,12 @@ func (nd *Node) Stop(t testing.TB) {
 // Ctl runs meshctl in the node's namespace; it returns stdout, stderr and
 // the exit code.
 func (nd *Node) Ctl(ctx context.Context, args ...string) (string, string, int) {
-	cmd := nd.Exec(ctx, filepath.Join(binDir, "meshctl"), append([]string{"--socket", nd.Socket}, args...)...)
+	return nd.ctl(ctx, nd.CtlBin, args...)
+}
+
+// ctl is Ctl with meshctl binary bin ("" for the release build).
+func (nd *Node) ctl(ctx context.Context, bin string, args ...string) (string, string, int) {
+	cmd := nd.Exec(ctx, cmp.Or(bin, filepath.Join(binDir, "meshctl")), append([]string{"--socket", nd.Socket}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -42,6 +42,7 @@ type hooks struct {
 	notified  int
 	forceLeft []string
 	gossip    map[string]string
+	versions  map[string]string
 	keyNotes  int                // NotifyKeys calls
 	reports   func() []KeyReport // what gossip members report; nil: none
 }
@@ -65,6 +66,11 @@ func (h *hooks) hooks() Hooks {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			return h.gossip
+		},
+		Versions: func() map[string]string {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.versions
 		},
 		NotifyKeys: func() error { h.mu.Lock(); h.keyNotes++; h.mu.Unlock(); return nil },
 		KeyReports: func() []KeyReport {

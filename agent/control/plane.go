@@ -56,6 +56,10 @@ type Hooks struct {
 	ForceLeave func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
+	// Versions is the meshd version each gossip member advertises (its
+	// "ver" tag) by node name: what it runs now, which the version its
+	// record holds (the one that joined) is not after an upgrade.
+	Versions func() map[string]string
 	// LastSeen is when a gossip member that is not alive was last seen.
 	LastSeen func(name string) (time.Time, bool)
 	// NotifyKeys tells every member that the gossip keyring changed.
@@ -119,6 +123,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	if h.Gossip == nil {
 		h.Gossip = func() map[string]string { return nil }
+	}
+	if h.Versions == nil {
+		h.Versions = func() map[string]string { return nil }
 	}
 	if h.LastSeen == nil {
 		h.LastSeen = func(string) (time.Time, bool) { return time.Time{}, false }

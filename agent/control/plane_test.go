@@ -383,12 +383,15 @@ func TestRenewDue(t *testing.T) {
 	}
 }
 
-// TestNodeRows: the node list shows raft roles and gossip statuses.
+// TestNodeRows: the node list shows raft roles and gossip statuses, and
+// the version a member advertises in gossip (what it runs) over the one
+// its record holds (what joined): after an upgrade they differ.
 func TestNodeRows(t *testing.T) {
 	c, origin := newCluster(t)
 	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
 	origin.hooks.mu.Lock()
 	origin.hooks.gossip = map[string]string{"w1": "alive"}
+	origin.hooks.versions = map[string]string{"w1": "2.0.0"}
 	origin.hooks.mu.Unlock()
 	rows, err := origin.p.Nodes(within(t, 5*time.Second))
 	if err != nil {
@@ -397,6 +400,11 @@ func TestNodeRows(t *testing.T) {
 	got := map[string]string{}
 	for _, r := range rows {
 		got[r.Name] = r.Role + "/" + r.Raft + "/" + r.Gossip + "/" + r.State
+		if rec, _ := origin.p.raft.FSM().NodeByName(r.Name); r.Name == "w1" && r.Version != "2.0.0" {
+			t.Errorf("w1 lists version %q, want the advertised 2.0.0 (its record has %q)", r.Version, rec.Version)
+		} else if r.Name == "origin" && r.Version != rec.Version {
+			t.Errorf("origin lists version %q, want its record's %q (it advertises none)", r.Version, rec.Version)
+		}
 		if r.OverlayIP == "" {
 			t.Errorf("%s has no overlay IP", r.Name)
 		}

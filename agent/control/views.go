@@ -23,6 +23,7 @@ func (p *Plane) Nodes(ctx context.Context) ([]apitype.Node, error) {
 func (p *Plane) nodeRows() []apitype.Node {
 	roles := p.raft.Roles()
 	gossip := p.hooks.Gossip()
+	versions := p.hooks.Versions()
 	out := []apitype.Node{}
 	for _, n := range p.raft.FSM().Nodes() {
 		row := NodeRow(n, roles[n.ID])
@@ -31,6 +32,9 @@ func (p *Plane) nodeRows() []apitype.Node {
 		}
 		if g, ok := gossip[n.Name]; ok {
 			row.Gossip = g
+		}
+		if v := versions[n.Name]; v != "" {
+			row.Version = v // what it runs now; the record has what joined
 		}
 		if row.Gossip != "alive" {
 			if at, ok := p.hooks.LastSeen(n.Name); ok {
