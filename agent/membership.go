@@ -81,23 +81,70 @@ func (rt *runtime) selfSerf() string {
 	return net.JoinHostPort(rt.facts.Underlay.String(), strconv.Itoa(rt.ports.Gossip))
 }
 
-// rejoin joins the known peers when this node sees no one else; it is
-// called at start and on every reconcile tick, so a node that came up while
-// its peers were down finds them later without operator action.
-func (rt *runtime) rejoin(ctx context.Context) {
-	if len(rt.gossip.Members()) > 1 {
-		return
-	}
-	peers := rt.serfPeers()
+// rejoin joins the known peers gossip does not show alive (missingPeers).
+// It runs at start and from runRejoin, so a node that came up while its
+// peers were down finds them later without operator action, and so does
+// an island: nodes that restarted together before their seeds (a power
+// loss) each rejoin only the first previous member that answers (serf's
+// snapshot rejoin), and could gossip among themselves while the rest of
+// the cluster formed apart. It reports whether a peer was missing.
+func (rt *runtime) rejoin(ctx context.Context) bool {
+	peers := rt.missingPeers()
 	if len(peers) == 0 {
-		return
+		return false
 	}
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if n, err := rt.gossip.Join(jctx, peers); err != nil {
-		rt.log.Warn("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
+		rt.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
 	} else {
-		rt.log.Debug("gossip joined", "contacted", n)
+		rt.log.Info("gossip joined known peers it did not see", "peers", peers, "contacted", n)
+	}
+	return true
+}
+
+// missingPeers are the known peers (serfPeers: the active records' gossip
+// addresses, the control nodes' for a worker) that gossip does not show
+// alive or suspect.
+func (rt *runtime) missingPeers() []string {
+	seen := map[string]bool{}
+	for _, m := range rt.gossip.Members() {
+		if m.Status == gossip.StatusAlive || m.Status == gossip.StatusSuspect {
+			seen[m.Addr.String()] = true
+		}
+	}
+	var missing []string
+	for _, p := range rt.serfPeers() {
+		if ap, err := netip.ParseAddrPort(p); err == nil && seen[ap.String()] {
+			continue
+		}
+		missing = append(missing, p)
+	}
+	return missing
+}
+
+// rejoinFirst is how soon runRejoin looks again after a rejoin that found
+// a peer missing; each further miss doubles it, up to the reconcile
+// interval, and a check that finds none missing starts it over.
+const rejoinFirst = time.Second
+
+// runRejoin rejoins missing peers (rejoin) with a backoff from rejoinFirst
+// to most: quickly after a power loss, rarely while a peer stays down.
+func (rt *runtime) runRejoin(ctx context.Context, most time.Duration) {
+	wait := min(rejoinFirst, most)
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if rt.rejoin(ctx) {
+			wait = min(2*wait, most)
+		} else {
+			wait = min(rejoinFirst, most)
+		}
 	}
 }
 

@@ -115,7 +115,6 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
 		case <-rt.kick:
 		case <-tick.C:
-			rt.rejoin(ctx)
 		}
 		rt.refreshRevocations(ctx, told)
 		rt.refreshNodeList(ctx, told)

@@ -131,6 +131,11 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
+		rt.runRejoin(loopCtx, a.cfg.ReconcileInterval)
+	}()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
 		rt.answerQueries(loopCtx)
 	}()
 	rt.wg.Add(1)

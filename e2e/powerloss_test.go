@@ -5,7 +5,9 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,7 +164,11 @@ func powerLoss(t *testing.T, defaults bool) {
 	}
 	killAll(nodes)
 
+	// MESHD_POWERLOSS_SEED replays a restart order (the seed is logged).
 	seed := rand.Uint64()
+	if v, err := strconv.ParseUint(os.Getenv("MESHD_POWERLOSS_SEED"), 10, 64); err == nil {
+		seed = v
+	}
 	order := slices.Clone(nodes)
 	r := rand.New(rand.NewPCG(seed, seed))
 	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
