@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slackhq/nebula/cert"
+
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
-	"github.com/slackhq/nebula/cert"
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slackhq/nebula/cert"
+
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
-	"github.com/slackhq/nebula/cert"
 )
 
 func TestNebulaCertInfoAndValidity(t *testing.T) {

@@ -15,8 +15,9 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/codes"
 )
 
 // leafBackdate is how far before "now" a leaf becomes valid, to absorb
