@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
 )
 
 // notifyKeys is the gossip notification that the gossip keyring changed:
@@ -117,6 +119,41 @@ func (rt *runtime) runKeyReports(ctx context.Context) {
 		tags[tagKeyring] = id
 		if err := rt.gossip.SetTags(tags); err != nil {
 			rt.log.Warn("gossip keyring not reported, or its broadcast not confirmed", "keyring", id, "err", err)
+		}
+	}
+}
+
+// answerKeyring answers a rotation's keyring query once this node runs
+// the asked keyring (applyKeys has installed it), with its node ID; a
+// node that does not get there before the query's deadline stays silent.
+// Unlike the tag report, the answer goes straight to the asker and waits
+// for no broadcast.
+func (rt *runtime) answerKeyring(ctx context.Context, q gossip.Query) {
+	var want control.KeyringQuery
+	if json.Unmarshal(q.Payload, &want) != nil || want.Keyring == "" {
+		return
+	}
+	ctx, cancel := context.WithDeadline(ctx, q.Deadline)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	rt.poke() // a control node reads the new keyring from raft on its next pass
+	for {
+		rt.keys.mu.Lock()
+		id := rt.keys.id
+		rt.keys.mu.Unlock()
+		if id == want.Keyring {
+			b, _ := json.Marshal(control.KeyringQuery{Keyring: id, ID: rt.facts.NodeID})
+			if err := q.Respond(b); err != nil {
+				rt.log.Debug("keyring answer not sent", "err", err)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			rt.log.Debug("keyring not reached within the query's deadline", "want", want.Keyring, "have", id)
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -22,13 +22,19 @@ func (rt *runtime) answerQueries(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if q.Name != control.RevocationQueryName {
+			var answer func(context.Context, gossip.Query)
+			switch q.Name {
+			case control.RevocationQueryName:
+				answer = rt.answerRevocation
+			case control.KeyringQueryName:
+				answer = rt.answerKeyring
+			default:
 				continue
 			}
 			rt.wg.Add(1)
 			go func() {
 				defer rt.wg.Done()
-				rt.answerRevocation(ctx, q)
+				answer(ctx, q)
 			}()
 		}
 	}

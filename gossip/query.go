@@ -31,6 +31,12 @@ func (q Query) Respond(b []byte) error {
 	return q.respond(b)
 }
 
+// NewQuery is a query as Queries delivers it, answered through respond:
+// for stand-ins in tests of the code that answers queries.
+func NewQuery(name string, payload []byte, deadline time.Time, respond func([]byte) error) Query {
+	return Query{Name: name, Payload: payload, Deadline: deadline, respond: respond}
+}
+
 // Queries returns the queries members ask, in arrival order; serf's
 // internal ones are answered by serf itself and never appear. It is
 // closed when Shutdown has stopped serf.

@@ -3,11 +3,14 @@ package control
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -41,6 +44,21 @@ type KeyReport struct {
 	Name, ID string
 	Alive    bool
 	Keyring  string
+}
+
+// KeyringQueryName is the gossip query a rotation asks every member
+// between steps: "do you run keyring kr?". A member answers once it does
+// (within the query's deadline), with its node id. The answer travels
+// straight back to the asker, so it never waits on a broadcast the way a
+// tag report does (serf's SetTags can wait out its 5 s BroadcastTimeout
+// after the members already see the tag).
+const KeyringQueryName = "meshd-keyring"
+
+// KeyringQuery is the keyring query's payload (Keyring set) and a
+// member's answer (Keyring and the member's node ID).
+type KeyringQuery struct {
+	Keyring string `json:"kr"`
+	ID      string `json:"id,omitempty"`
 }
 
 // KeyRotation is the outcome of a rotation.
@@ -109,7 +127,9 @@ func (p *Plane) RotateKeys(ctx context.Context, actor string) (KeyRotation, erro
 
 // awaitKeyStep waits until every live member with an active record
 // reports keyring want, telling the cluster to look again every
-// keyRenotify. It returns how many members reported.
+// keyRenotify. A member reports it either in its gossip tags or by
+// answering the rotation's keyring query (KeyringQueryName), whichever
+// comes first. It returns how many members reported.
 func (p *Plane) awaitKeyStep(ctx context.Context, step state.KeyStep, want string) (int, error) {
 	timeout := p.cfg.KeyStepTimeout
 	if timeout <= 0 {
@@ -119,9 +139,11 @@ func (p *Plane) awaitKeyStep(ctx context.Context, step state.KeyStep, want strin
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
+	answered := p.askKeyring(ctx, want, timeout)
+	defer answered.stop()
 	lastNotify := time.Time{}
 	for {
-		done, lagging := p.keyLaggers(want)
+		done, lagging := p.keyLaggers(want, answered.get())
 		if len(lagging) == 0 {
 			return done, nil
 		}
@@ -138,21 +160,77 @@ func (p *Plane) awaitKeyStep(ctx context.Context, step state.KeyStep, want strin
 		case <-deadline.C:
 			return done, codes.Wrap(codes.KeyRotationStalled, fmt.Errorf("step %s not reported within %s by %s",
 				step, timeout, strings.Join(lagging, ", ")))
+		case <-answered.changed:
 		case <-poll.C:
 		}
 	}
 }
 
+// keyAnswers are the answers to one keyring query: node ID by member
+// name, of the members that answered they run the asked keyring.
+type keyAnswers struct {
+	mu      sync.Mutex
+	ids     map[string]string
+	changed chan struct{} // a new answer came (buffered 1)
+	stop    func()        // ends the query and waits for it
+}
+
+func (a *keyAnswers) get() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.ids)
+}
+
+// askKeyring asks every member, over gossip, to answer once it runs
+// keyring want, collecting answers until bound passes or stop is called.
+func (p *Plane) askKeyring(ctx context.Context, want string, bound time.Duration) *keyAnswers {
+	a := &keyAnswers{ids: map[string]string{}, changed: make(chan struct{}, 1)}
+	payload, _ := json.Marshal(KeyringQuery{Keyring: want})
+	qctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, err := p.hooks.AskMembers(qctx, KeyringQueryName, payload, bound, func(answers map[string][]byte) bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			for from, b := range answers {
+				var got KeyringQuery
+				if _, ok := a.ids[from]; ok || json.Unmarshal(b, &got) != nil || got.Keyring != want || got.ID == "" {
+					continue
+				}
+				a.ids[from] = got.ID
+				select {
+				case a.changed <- struct{}{}:
+				default:
+				}
+			}
+			return false // the waiter decides when it has enough, and stops the query
+		})
+		if err != nil && qctx.Err() == nil {
+			p.log.Debug("keyring query not asked; waiting on the members' tags alone", "err", err)
+		}
+	}()
+	a.stop = func() { cancel(); wg.Wait() }
+	return a
+}
+
 // keyLaggers are the live members with an active record that do not
-// report want yet (by name), and how many do. A gossip member counts only
-// if its id and name match an active record: a removed node, or one with
-// no record, cannot hold a rotation up.
-func (p *Plane) keyLaggers(want string) (int, []string) {
+// report want yet (by name), and how many do. A member reports want in
+// its gossip tags, or by answering the keyring query (answered: node ID
+// by member name). A member counts only if its id and name match an
+// active record: a removed node, or one with no record, cannot hold a
+// rotation up, nor stand in for another.
+func (p *Plane) keyLaggers(want string, answered map[string]string) (int, []string) {
 	reports := p.hooks.KeyReports()
 	done := 0
 	var lagging []string
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive {
+			continue
+		}
+		if id, ok := answered[n.Name]; ok && id == n.ID {
+			done++
 			continue
 		}
 		i := slices.IndexFunc(reports, func(r KeyReport) bool { return r.Name == n.Name && r.ID == n.ID })

@@ -2,7 +2,10 @@ package control
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,6 +154,96 @@ func TestRotateKeysStalls(t *testing.T) {
 	}
 	if n := len(clusterKeys(origin)); n != 1 {
 		t.Fatalf("after the rotation: %d keys, want 1", n)
+	}
+}
+
+// answering is an AskMembers stand-in for the keyring query: every 10 ms
+// until ctx ends, each named member (name: node ID it answers with)
+// answers once the keyring src's FSM holds is the asked one, as a member
+// that follows raft at once does. asked counts the keyring queries.
+func answering(t *testing.T, src *member, asked *int, members map[string]string) func(context.Context, string, []byte,
+	time.Duration, func(map[string][]byte) bool) (map[string][]byte, error) {
+	return func(ctx context.Context, name string, payload []byte, _ time.Duration,
+		done func(map[string][]byte) bool) (map[string][]byte, error) {
+		var q KeyringQuery
+		if name != KeyringQueryName || json.Unmarshal(payload, &q) != nil || q.Keyring == "" {
+			t.Errorf("asked %s %q", name, payload)
+			return nil, errors.New("not a keyring query")
+		}
+		src.hooks.mu.Lock()
+		*asked++
+		src.hooks.mu.Unlock()
+		answers := map[string][]byte{}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if cl, _ := src.p.Raft().FSM().Cluster(); state.KeyringID(cl.GossipKeys) == q.Keyring {
+				for n, id := range members {
+					answers[n], _ = json.Marshal(KeyringQuery{Keyring: q.Keyring, ID: id})
+				}
+				if done(answers) {
+					return answers, nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return answers, nil
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// TestRotateKeysByQuery: members whose gossip tags never show a step
+// (serf's tag broadcast stuck, as the soak saw) still let a rotation
+// through at once by answering its keyring query; an answer counts only
+// with the name and node ID of an active record, so a removed node's
+// answer, or one under another member's name with the wrong ID, holds
+// the rotation up instead.
+func TestRotateKeysByQuery(t *testing.T) {
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: 3 * time.Second, keyStep: 2 * time.Second}
+	origin := c.bootstrap(t, nil)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	c.admit(t, origin, "gone", pki.RoleWorker, nil, enroll.Ports{})
+	if err := origin.p.Write(within(t, 5*time.Second), &state.SetNodeState{NodeID: "id-gone", State: state.NodeRemoved,
+		At: time.Now(), Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	stale := state.KeyringID(clusterKeys(origin))
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = func() []KeyReport { // tags stuck at the old keyring
+		var out []KeyReport
+		for _, n := range []string{"origin", "w1", "gone"} {
+			out = append(out, KeyReport{Name: n, ID: "id-" + n, Alive: true, Keyring: stale})
+		}
+		return out
+	}
+	origin.hooks.mu.Unlock()
+	asked := 0
+	origin.p.hooks.AskMembers = answering(t, origin, &asked, map[string]string{"origin": "id-origin", "w1": "id-w1"})
+	start := time.Now()
+	r, err := origin.p.RotateKeys(within(t, 10*time.Second), "uid:0")
+	if err != nil {
+		t.Fatalf("rotation with the members answering the query: %v", err)
+	}
+	if took := time.Since(start); took > time.Second || r.Members != 2 {
+		t.Fatalf("rotation took %s with %d members, want well under the 2 s step timeout with origin and w1", took, r.Members)
+	}
+	if asked != 3 {
+		t.Fatalf("asked %d keyring queries, want one a step", asked)
+	}
+	if n := len(clusterKeys(origin)); n != 1 {
+		t.Fatalf("after the rotation: %d keys, want 1", n)
+	}
+
+	// w1's name with the removed node's ID, and the removed node itself,
+	// count for nothing: w1 holds the rotation up.
+	origin.p.hooks.AskMembers = answering(t, origin, &asked, map[string]string{"origin": "id-origin", "w1": "id-gone",
+		"gone": "id-gone"})
+	_, err = origin.p.RotateKeys(within(t, 10*time.Second), "uid:0")
+	if codes.Of(err) != codes.KeyRotationStalled || !strings.Contains(err.Error(), "w1") ||
+		strings.Contains(err.Error(), "gone") {
+		t.Fatalf("rotation with w1 answered under the wrong ID: %v, want %s naming w1 alone", err, codes.KeyRotationStalled)
 	}
 }
 
