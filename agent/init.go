@@ -50,6 +50,9 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	if existing != nil && !req.Force {
 		return nil, codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("this node is %s", existing))
 	}
+	if err := refuseCAWipe(a.cfg.StateDir, "init"); err != nil {
+		return nil, err
+	}
 
 	plan, err := a.planInit(req.Cluster, name, underlay, operatorOn(ctx, name))
 	if err != nil {
@@ -64,7 +67,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	}
 	rt, err := a.commitInit(ctx, plan)
 	if err != nil {
-		_ = wipeState(a.cfg.StateDir)
+		_ = wipeFailedInit(a.cfg.StateDir)
 		return nil, err
 	}
 	a.setPhase(phaseRunning, rt)

@@ -60,6 +60,9 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		}
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
+	if err := refuseCAWipe(a.cfg.StateDir, "join"); err != nil {
+		return nil, err
+	}
 	crash.At(crash.JoinAfterIdentityCheck)
 
 	// 3. the underlay address (joinclock.go).

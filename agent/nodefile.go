@@ -118,7 +118,23 @@ func checkPrivate(path string) error {
 }
 
 // wipeState removes everything meshd keeps in stateDir, keeping the dir.
+// It refuses (codes.CAHolderStays) while stateDir keeps CA keys: only
+// wipeFailedInit, taking back an init that did not finish, removes ca/.
 func wipeState(stateDir string) error {
+	if err := refuseCAWipe(stateDir, "wiping the state dir"); err != nil {
+		return err
+	}
+	return removeState(stateDir)
+}
+
+// wipeFailedInit takes back what a failed init wrote, its new CA keys
+// included: init refused to start over a state dir with CA keys, so any
+// there are its own and sign nothing yet.
+func wipeFailedInit(stateDir string) error {
+	return removeState(stateDir)
+}
+
+func removeState(stateDir string) error {
 	for _, name := range []string{nodeFile, identityDir, caDir, raftDir, serfDir, nodesFile} {
 		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
 			return codes.Wrap(codes.StateDir, err)

@@ -100,11 +100,14 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	// device, and a join with --force stops it before it binds them again.
 	ownRuntime := false
 	existing, err := loadNodeFacts(a.cfg.StateDir)
+	caErr := refuseCAWipe(a.cfg.StateDir, "join")
 	switch {
 	case err != nil && !req.Force:
 		p.fail("identity", err)
 	case existing != nil && !req.Force:
 		p.fail("identity", codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing)))
+	case caErr != nil:
+		p.fail("identity", caErr)
 	case existing != nil:
 		ownRuntime = a.currentPhase() == phaseRunning
 		p.ok("identity", "this node is %s; --force replaces that identity", existing)

@@ -134,7 +134,7 @@ var table = map[Code]Info{
 	NodeUnknown:        {404, "no node by that name", "check the name with `meshctl nodes`"},
 	QuorumLoss:         {409, "the change would leave the control plane without quorum", "add or recover control nodes first"},
 	SnapshotVersion:    {500, "the state snapshot has an unknown format version", "run a meshd version that knows this snapshot format"},
-	CAHolderStays:      {409, "this node holds the cluster's CA keys; it cannot leave or be removed", "keep the origin in the cluster (moving CA custody is not supported yet)"},
+	CAHolderStays:      {409, "this node holds the cluster's CA keys: it cannot leave or be removed, and nothing (init or join, with --force or without) wipes its state dir", "keep the origin in the cluster and its state dir as it is (moving CA custody is not supported yet)"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},

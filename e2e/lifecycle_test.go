@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -202,10 +203,16 @@ func TestLifecycleQuorum(t *testing.T) {
 	n := NewNet(t)
 	nodes := controlCluster(t, n)
 	origin, c2, c3 := nodes[0], nodes[1], nodes[2]
-	// The CA holder's join --force is refused before its token is spent.
+	// The CA holder's join --force is refused before its token is spent,
+	// and its init --force too (issue 13 item 1): ca/ stays as it was.
+	caBefore := dirBytes(t, filepath.Join(origin.Dir, "ca"))
 	failsWith(t, origin, codes.CAHolderStays, "join", "--force", origin.Admit(t, "x9"))
 	if s := tokenState(t, origin, "x9"); s != "unused" {
 		t.Fatalf("the refused join --force left its token %s", s)
+	}
+	failsWith(t, origin, codes.CAHolderStays, "init", "--force", "--cluster", "other")
+	if caAfter := dirBytes(t, filepath.Join(origin.Dir, "ca")); caAfter != caBefore || caBefore == "" {
+		t.Fatalf("the CA holder's ca/ changed after the refused init/join --force (or is empty)")
 	}
 	c3.Kill()
 	for _, try := range []struct {
@@ -252,4 +259,22 @@ func TestLifecycleQuorum(t *testing.T) {
 		b, _ := json.Marshal(r)
 		t.Fatalf("c2 after join --force as c5: %s, want left and out of raft", b)
 	}
+}
+
+// dirBytes is every file under dir, by name and content, in walk order.
+func dirBytes(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		c, err := os.ReadFile(p)
+		b.WriteString(p + "\n" + string(c))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	return b.String()
 }

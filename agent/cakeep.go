@@ -1,0 +1,37 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// holdsCACopy reports whether stateDir keeps CA keys (its ca/ directory
+// has anything in it): on the CA holder that is the cluster's only copy.
+func holdsCACopy(stateDir string) (bool, error) {
+	entries, err := os.ReadDir(filepath.Join(stateDir, caDir))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, codes.Wrap(codes.StateDir, err)
+	}
+	return len(entries) > 0, nil
+}
+
+// refuseCAWipe refuses, with codes.CAHolderStays, any command that would
+// wipe stateDir while it keeps CA keys (init --force, join --force, a
+// join over a state dir whose node.json is gone): whatever flag is given,
+// the only copy of the CA is never deleted by a wipe.
+func refuseCAWipe(stateDir, what string) error {
+	holds, err := holdsCACopy(stateDir)
+	if err != nil || !holds {
+		return err
+	}
+	return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s would delete %s, the cluster's CA keys; --force does not override this",
+		what, filepath.Join(stateDir, caDir)))
+}
