@@ -27,7 +27,11 @@ func TestThousandIdleConnectionsClosed(t *testing.T) {
 	}
 	const total, sources = 1000, 16
 	l := DefaultLimits()
-	l.Idle, l.Request = time.Second, 2*time.Second
+	// The request bound is generous: it runs from accept through the
+	// handshake and the request, and 1,000 handshakes under -race on a
+	// loaded 2-core box took over 2 s for a few (reset, not idle-closed:
+	// CI 2026-12-01). The test is about the idle bound.
+	l.Idle, l.Request = time.Second, 15*time.Second
 	addr, table := serveLimitedTable(t, l)
 	tlsConf := &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
 

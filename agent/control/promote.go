@@ -69,10 +69,23 @@ func (p *Plane) handleRaftJoin(w http.ResponseWriter, r *http.Request, c Caller)
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PromoteTimeout+10*time.Second)
 	defer cancel()
 	var res RaftJoinResult
-	err := p.onLeader(ctx, PathRaftJoin, req, &res, func() (err error) {
-		res, err = p.promoteRecorded(ctx, req.NodeID)
-		return err
-	})
+	var err error
+	for {
+		err = p.onLeader(ctx, PathRaftJoin, req, &res, func() (err error) {
+			res, err = p.promoteRecorded(ctx, req.NodeID)
+			return err
+		})
+		// Leadership moved while the promotion ran (or before it was
+		// forwarded): the promotion is repeatable, so ask whoever leads
+		// now. Found by control.TestGateRefusesRemovedNodes under load.
+		if c.Forwarded || codes.Of(err) != codes.NoLeader || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(leaderPoll):
+		}
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -112,7 +125,7 @@ func (p *Plane) promote(ctx context.Context, n state.Node) (RaftJoinResult, erro
 	}
 	start := time.Now()
 	if err := p.raft.AddNonvoter(n.ID, n.RaftAddr); err != nil {
-		return RaftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("add %s as non-voter: %w", n.Name, err))
+		return RaftJoinResult{}, membershipErr(fmt.Errorf("add %s as non-voter: %w", n.Name, err))
 	}
 	deadline := time.Now().Add(p.cfg.PromoteTimeout)
 	backoff := 5 * time.Millisecond
@@ -122,7 +135,7 @@ func (p *Plane) promote(ctx context.Context, n state.Node) (RaftJoinResult, erro
 		err := p.client.Call(ctx, n.EnrollAddr, PathRaftStats, true, nil, &st)
 		if err == nil && st.caughtUp(commit) {
 			if err := p.raft.AddVoter(n.ID, n.RaftAddr); err != nil {
-				return RaftJoinResult{}, codes.Wrap(codes.RaftApply, fmt.Errorf("promote %s: %w", n.Name, err))
+				return RaftJoinResult{}, membershipErr(fmt.Errorf("promote %s: %w", n.Name, err))
 			}
 			return RaftJoinResult{Index: commit, Waited: time.Since(start)}, nil
 		}
@@ -143,4 +156,14 @@ func (p *Plane) promote(ctx context.Context, n state.Node) (RaftJoinResult, erro
 func (p *Plane) handleRaftStats(w http.ResponseWriter, _ *http.Request, _ Caller) {
 	pr := p.raft.Progress()
 	apitype.WriteJSON(w, http.StatusOK, RaftStats{LastLogIndex: pr.LastLogIndex, AppliedIndex: pr.AppliedIndex, LastContact: pr.LastContact})
+}
+
+// membershipErr keeps a raft membership change's NoLeader (leadership
+// lost mid-promotion: the caller asks the next leader) and codes any other
+// failure RaftApply.
+func membershipErr(err error) error {
+	if codes.Of(err) == codes.NoLeader {
+		return err
+	}
+	return codes.Wrap(codes.RaftApply, err)
 }

@@ -109,14 +109,24 @@ func (n *Node) suffrage(id raft.ServerID) (raft.ServerSuffrage, bool) {
 // AddNonvoter adds id at addr as a non-voter (it replicates but does not
 // vote). Leader only.
 func (n *Node) AddNonvoter(id, addr string) error {
-	return n.r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 5*time.Second).Error()
+	return membershipErr(n.r.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 5*time.Second).Error())
 }
 
 // AddVoter makes id a voter. Call it only for a node that has caught up:
 // on a one-voter cluster AddVoter on a node that never replicates
 // "succeeds" and then the leader steps down. Leader only.
 func (n *Node) AddVoter(id, addr string) error {
-	return n.r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 5*time.Second).Error()
+	return membershipErr(n.r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, 5*time.Second).Error())
+}
+
+// membershipErr codes a membership change refused because this node does
+// not lead (any more) as codes.NoLeader, so the caller can ask the next
+// leader; other errors pass as they are.
+func membershipErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return codes.Wrap(codes.NoLeader, err)
+	}
+	return err
 }
 
 // RemoveServer takes id out of the configuration. Removing the last voter

@@ -165,7 +165,8 @@ func TestSingleVoterLifecycle(t *testing.T) {
 }
 
 // TestWithoutLeader: a node that is not part of any configuration never
-// leads; applying, verifying and waiting fail with codes.NoLeader.
+// leads; applying, verifying, waiting and membership changes fail with
+// codes.NoLeader.
 func TestWithoutLeader(t *testing.T) {
 	ca := pkitest.NewCA(t, "alpha")
 	n, _ := open(t, ca, "lonely", filepath.Join(t.TempDir(), "raft"))
@@ -180,6 +181,14 @@ func TestWithoutLeader(t *testing.T) {
 	}
 	if err := n.WaitLeader(ctx(t, 300*time.Millisecond)); codes.Of(err) != codes.NoLeader {
 		t.Fatalf("wait leader: %v, want %s", err, codes.NoLeader)
+	}
+	// Membership changes too, so a promotion cut short by a leader change
+	// is asked again of the next leader (control.handleRaftJoin).
+	if err := n.AddNonvoter("x", "127.0.0.1:1"); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("add non-voter: %v, want %s", err, codes.NoLeader)
+	}
+	if err := n.AddVoter("x", "127.0.0.1:1"); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("add voter: %v, want %s", err, codes.NoLeader)
 	}
 	if len(n.Roles()) != 0 || n.Voters() != 0 {
 		t.Fatalf("roles %v, voters %d", n.Roles(), n.Voters())
