@@ -410,9 +410,8 @@ func TestDelayBridge(t *testing.T) {
 		t.Errorf("ping %s -> %s went through a cut link", a.IP, b.IP)
 	}
 	b.Heal()
-	// b's neighbour cache was flushed with its carrier: one ping first so
-	// that ARP's extra round trip is not averaged into the RTT.
-	_ = a.Exec(t.Context(), "ping", "-c", "1", "-W", "2", b.IP).Run()
+	// b's neighbour cache was flushed with its carrier; pingRTT takes the
+	// least of three, so ARP's extra round trip does not count.
 	healed := pingRTT(t, a, b.IP)
 	t.Logf("RTT %s -> %s after Cut and Heal: %s", a.IP, b.IP, healed)
 	if healed < 90*time.Millisecond || healed > 150*time.Millisecond {
@@ -420,10 +419,12 @@ func TestDelayBridge(t *testing.T) {
 	}
 }
 
-var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received[\s\S]*= [\d.]+/([\d.]+)/[\d.]+`)
+var pingSummary = regexp.MustCompile(`(\d+) packets transmitted, (\d+) received[\s\S]*= ([\d.]+)/[\d.]+/[\d.]+`)
 
-// pingRTT is the average RTT of three pings from h to ip; all three must
-// come back.
+// pingRTT is the least RTT of three pings from h to ip; all three must
+// come back. The least, not the mean: the first ping on a new bridge
+// can wait for neighbour discovery, which took 2.4 s once on a loaded box
+// (CI 2026-12-01: a mean of 812 ms), and a delay is a floor on every RTT.
 func pingRTT(t *testing.T, h *Host, ip string) time.Duration {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
