@@ -61,6 +61,11 @@ type Request struct {
 	// refuses a request past it before it asks the ledger; a later or
 	// missing one decides nothing (the ledger's record does).
 	Expires time.Time `json:"expires,omitzero"`
+	// Approval says the joiner can show an approval code (a token minted
+	// with --approve): it then takes HTTP 202 ApprovalPending for an
+	// answer, shows the code of its TLS session and asks again over the
+	// same connection. A joiner without it is refused such a token.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // Ports are the ports a node listens on (DESIGN §3), announced at enrollment
