@@ -181,10 +181,10 @@ func (a *app) tokensCommand() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			p := printer{tw}
-			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\n")
+			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\tAPPROVAL\n")
 			for _, t := range toks {
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
-					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy)
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
+					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy, approvalState(t))
 			}
 			return tw.Flush()
 		},
