@@ -18,9 +18,9 @@ func approvalFixture(t *testing.T) *FSM {
 	return f
 }
 
-// TestApproveJoin: the waiting session's code approves it (the admission
+// TestApproveJoinCommand: the waiting session's code approves it (the admission
 // then passes the FSM's check); before, the admission is refused.
-func TestApproveJoin(t *testing.T) {
+func TestApproveJoinCommand(t *testing.T) {
 	f := approvalFixture(t)
 	if got := codes.Of(apply(t, f, joinCmd(14, "n-w14", "w14", pki.RoleWorker))); got != codes.ApprovalNotPending {
 		t.Fatalf("admission before approval: code %q, want %q", got, codes.ApprovalNotPending)
