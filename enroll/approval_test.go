@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,6 +146,7 @@ func (a *approvals) try(code string) enroll.Attempt {
 // joiner's shown codes arrive on shown, and operate plays the operator.
 type approvalRun struct {
 	c     *cluster
+	logs  syncBuf // the seed's log
 	a     *approvals
 	shown chan enroll.ApprovalShown
 	clock atomic.Int64 // seconds past pkitest.Now, for both ends
@@ -154,8 +156,19 @@ func newApprovalRun(t *testing.T) *approvalRun {
 	c := newCluster(t)
 	r := &approvalRun{c: c, a: newApprovals(c), shown: make(chan enroll.ApprovalShown, 4)}
 	c.deps.Now = r.now
+	c.deps.Log = slogTo(&r.logs)
 	return r
 }
+
+// syncBuf is a bytes.Buffer safe for a logger and a test to share.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func (r *approvalRun) now() time.Time {
 	return pkitest.Now.Add(time.Duration(r.clock.Load()) * time.Second)
@@ -188,8 +201,10 @@ func (r *approvalRun) join(t *testing.T, poll time.Duration) (*enroll.Response, 
 func TestEnrollApproval(t *testing.T) {
 	t.Run("approved", func(t *testing.T) {
 		r := newApprovalRun(t)
+		codeShown := make(chan string, 1)
 		go func() {
 			a := <-r.shown
+			codeShown <- a.Code
 			if r.a.try("000000") == enroll.AttemptApproved && a.Code != "000000" {
 				t.Error("a wrong code approved")
 			}
@@ -206,6 +221,11 @@ func TestEnrollApproval(t *testing.T) {
 		}
 		if r.a.requests != 1 {
 			t.Errorf("the session was recorded waiting %d times, want once", r.a.requests)
+		}
+		// The seed logs that a join waits, never its code.
+		code := <-codeShown
+		if logs := r.logs.String(); !strings.Contains(logs, string(codes.EventApprovalRequested)) || strings.Contains(logs, code) {
+			t.Errorf("the seed's log lacks the waiting join or holds its code %s:\n%s", code, logs)
 		}
 	})
 	t.Run("burnt", func(t *testing.T) {

@@ -106,6 +106,15 @@ func TestApproveJoin(t *testing.T) {
 			row.Approval.Waiting[0].Source != w1.IP {
 			t.Fatalf("token row while the join waits: %+v %+v", row, row.Approval)
 		}
+		// c2's own FSM, which may apply the waiting entry a moment after
+		// the seed that wrote it.
+		agenttest.WaitFor(t, ctx, 5*time.Second, func() error {
+			if st, err := c2.Client.Status(ctx); err != nil || len(st.Approvals) != 1 || st.Approvals[0].Name != "w1" ||
+				st.Approvals[0].Source != w1.IP || st.Approvals[0].Via == "" {
+				return fmt.Errorf("c2's status while w1's join waits: %+v, %v", st, err)
+			}
+			return nil
+		})
 		if _, err := c2.Client.Approve(ctx, apitype.ApproveRequest{Name: "w1", Code: wrongCode(a.Code, 1)}); codes.Of(err) != codes.ApprovalWrongCode {
 			t.Fatalf("a wrong code: %v, want %s", err, codes.ApprovalWrongCode)
 		}
@@ -119,6 +128,12 @@ func TestApproveJoin(t *testing.T) {
 		if err := waitDone(t, done); err != nil {
 			t.Fatalf("approved join: %v", err)
 		}
+		agenttest.WaitFor(t, ctx, 5*time.Second, func() error {
+			if st, err := c2.Client.Status(ctx); err != nil || len(st.Approvals) != 0 {
+				return fmt.Errorf("c2's status after the join: %+v, %v", st, err)
+			}
+			return nil
+		})
 		if row := tokenOf(origin, "w1"); row.State != apitype.TokenUsed || row.Approval.State != apitype.ApprovalStateApproved || row.Approval.Wrong != 1 {
 			t.Fatalf("token row after the join: %+v %+v", row, row.Approval)
 		}

@@ -98,6 +98,9 @@ type Status struct {
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
 	Warnings       []Warning `json:"warnings,omitempty"`
+	// Approvals are the joins that wait for an operator's approval
+	// (control nodes; approval.go).
+	Approvals []WaitingJoin `json:"approvals,omitempty"`
 	// Error is why the node in the state dir does not run (state
 	// "refused": a cloned state dir, codes.ClonedIdentity).
 	Error *Error `json:"error,omitempty"`

@@ -58,3 +58,14 @@ type JoinApproval struct {
 	Seed    string    `json:"seed"`
 	Expires time.Time `json:"expires"`
 }
+
+// WaitingJoin is a join that waits for approval, as `meshctl status`
+// shows it on a control node.
+type WaitingJoin struct {
+	Name    string    `json:"name"`
+	TokenID string    `json:"token_id"`
+	Source  string    `json:"source"`
+	Via     string    `json:"via"`
+	Since   time.Time `json:"since"`
+	Expires time.Time `json:"expires"` // the token's
+}

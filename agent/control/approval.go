@@ -138,3 +138,20 @@ func approvalRow(t enroll.TokenRecord) *apitype.TokenApproval {
 	}
 	return row
 }
+
+// WaitingApprovals are the joins that wait for approval, from this node's
+// FSM (no read index: for `meshctl status`).
+func (p *Plane) WaitingApprovals() []apitype.WaitingJoin {
+	var out []apitype.WaitingJoin
+	now := p.now()
+	for _, r := range p.raft.FSM().Tokens() {
+		if !r.Approve || r.Consumed() || r.Revoked() || !now.Before(r.Expires) || r.Approval.IsApproved() {
+			continue
+		}
+		for _, w := range r.Approval.Pending {
+			out = append(out, apitype.WaitingJoin{Name: r.Name, TokenID: tokenID(r.Hash), Source: w.Source, Via: w.Via,
+				Since: w.Since, Expires: r.Expires})
+		}
+	}
+	return out
+}

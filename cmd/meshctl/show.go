@@ -131,6 +131,10 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("gossip keys", keys)
 			}
+			for _, w := range s.Approvals {
+				row("waits for approval", fmt.Sprintf("%s, join from %s via %s since %s: `meshctl approve %s CODE` with the code it shows",
+					w.Name, w.Source, w.Via, w.Since.Local().Format(time.RFC3339), w.Name))
+			}
 			if o := s.Overlay; o != nil {
 				mode := o.Mode
 				if o.Device != "" {
