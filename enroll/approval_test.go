@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -278,4 +280,65 @@ func TestEnrollApproval(t *testing.T) {
 			t.Fatal("a refused join was recorded")
 		}
 	})
+}
+
+// hangUpOnce serves h, but cuts the connection of the nth enroll request
+// instead of answering it (a seed that died while a join waited).
+type hangUpOnce struct {
+	h    http.Handler
+	n    int32
+	seen atomic.Int32
+}
+
+func (c *hangUpOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == enroll.Path && c.seen.Add(1) == c.n {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+		return
+	}
+	c.h.ServeHTTP(w, r)
+}
+
+// TestEnrollApprovalNewSession: a join whose connection breaks while it
+// waits goes on through the next seed on a new TLS session, records that
+// session waiting and shows its new code, which approves it.
+func TestEnrollApprovalNewSession(t *testing.T) {
+	r := newApprovalRun(t)
+	cfg := enroll.DefaultServerConfig()
+	cfg.ApprovalPoll = 50 * time.Millisecond
+	srv := enroll.NewServer(cfg, r.a, r.c.signer, r.c.deps)
+	id := pkitest.NewIdentity(t, r.c.ca, "origin", pki.RoleControl, pkitest.IP(1))
+	first := serve(t, id, &hangUpOnce{h: srv, n: 2}) // answers 202, then hangs up on the long poll
+	second := serve(t, id, srv)
+	codes2 := make(chan string, 2)
+	go func() {
+		a := <-r.shown
+		b := <-r.shown
+		codes2 <- a.Code
+		codes2 <- b.Code
+		if out := r.a.try(b.Code); out != enroll.AttemptApproved {
+			t.Errorf("the second session's code: %v", out)
+		}
+	}()
+	req, _ := r.c.request(t, "w1")
+	var st steps
+	d := clientDeps(&st, io.Discard)
+	d.Now = r.now
+	d.Approval = func(a enroll.ApprovalShown) { r.shown <- a }
+	resp, err := enroll.Enroll(t.Context(), r.c.token(first, second), req, d)
+	if err != nil {
+		t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
+	}
+	a, b := <-codes2, <-codes2
+	if a == b {
+		t.Fatalf("both sessions showed code %s", a)
+	}
+	if resp.Name != "w1" || len(r.c.ledger.Admitted()) != 1 || r.a.requests != 2 {
+		t.Fatalf("response %+v, %d admitted, %d sessions recorded waiting (want 2)", resp, len(r.c.ledger.Admitted()), r.a.requests)
+	}
+	if !strings.Contains(st.String(), "seed "+first+" took the request but gave no answer") {
+		t.Errorf("steps do not say the first seed hung up:\n%s", &st)
+	}
 }
