@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // Approval of a join (`meshctl admit NAME --approve`, the
@@ -141,13 +142,17 @@ type Approval struct {
 }
 
 // PendingJoin is one session waiting for approval: the hash of its code,
-// the joiner's source address, the control node it talks to, and since
-// when.
+// the joiner's source address, the control node it talks to, since when,
+// and the joiner's key.
 type PendingJoin struct {
 	Code   CodeHash  `json:"code"`
 	Source string    `json:"source,omitempty"`
 	Via    string    `json:"via,omitempty"`
 	Since  time.Time `json:"since"`
+	// Key is the SHA-256 of the TLS public key the joiner's CSR proves
+	// it holds (hex): an approved session's joiner that reconnects with
+	// the same key (its pending keys) is the same machine, and goes on.
+	Key string `json:"key,omitempty"`
 }
 
 // IsApproved reports whether an operator approved a session.
@@ -252,12 +257,16 @@ func (s *Server) approve(ctx context.Context, req Request, rec TokenRecord, sour
 		return codes.Wrap(codes.EnrollRejected, errors.New("an approval needs the TLS session to derive its code from"))
 	}
 	mine := HashCode(rec.Hash, code)
+	key, err := joinerKey(req.CSR)
+	if err != nil {
+		return err
+	}
 	pending := errPending{ApprovalPending{Name: rec.Name, Expires: rec.Expires}}
-	if decided, err := approvalOutcome(rec, mine, s.now()); decided || err != nil {
+	if decided, err := approvalOutcome(rec, mine, key, s.now()); decided || err != nil {
 		return err
 	}
 	if !rec.Approval.waiting(mine) {
-		p := PendingJoin{Code: mine, Source: source.String(), Since: s.now().UTC()}
+		p := PendingJoin{Code: mine, Source: source.String(), Since: s.now().UTC(), Key: key}
 		if err := ap.RequestApproval(ctx, rec.Hash, p); err != nil {
 			return fmt.Errorf("record the join waiting for approval: %w", err)
 		}
@@ -284,7 +293,7 @@ func (s *Server) approve(ctx context.Context, req Request, rec TokenRecord, sour
 		if !ok {
 			return codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(rec.Hash)))
 		}
-		if decided, err := approvalOutcome(cur, mine, s.now()); decided || err != nil {
+		if decided, err := approvalOutcome(cur, mine, key, s.now()); decided || err != nil {
 			return err
 		}
 	}
@@ -293,12 +302,24 @@ func (s *Server) approve(ctx context.Context, req Request, rec TokenRecord, sour
 // approvalTick is how often a waiting join looks at the token's record.
 const approvalTick = 100 * time.Millisecond
 
+// joinerKey is the SHA-256 (hex) of the TLS public key the CSR proves its
+// sender holds (its signature checked).
+func joinerKey(csr []byte) (string, error) {
+	der, err := pki.CSRPublicKey(csr)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:]), nil
+}
+
 // approvalOutcome judges the token rec for the session whose code hash is
-// mine at now: decided with nil when an operator approved this session;
-// an error when the join can no longer be approved (burnt, revoked, used,
-// another session approved, expired: codes.ApprovalTimeout); not decided
-// otherwise.
-func approvalOutcome(rec TokenRecord, mine CodeHash, now time.Time) (bool, error) {
+// mine, of the joiner whose key is key, at now: decided with nil when an
+// operator approved this session, or another session of the same joiner
+// (the same key: it reconnected); an error when the join can no longer be
+// approved (burnt, revoked, used, another joiner approved, expired:
+// codes.ApprovalTimeout); not decided otherwise.
+func approvalOutcome(rec TokenRecord, mine CodeHash, key string, now time.Time) (bool, error) {
 	a := rec.Approval
 	switch {
 	case a.IsBurnt():
@@ -308,7 +329,7 @@ func approvalOutcome(rec TokenRecord, mine CodeHash, now time.Time) (bool, error
 		return true, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
 	case rec.Consumed():
 		return true, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s by another join", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
-	case a.IsApproved() && a.Approved.Code == mine:
+	case a.IsApproved() && (a.Approved.Code == mine || (key != "" && a.Approved.Key == key)):
 		return true, nil
 	case a.IsApproved():
 		return true, codes.Wrap(codes.TokenConsumed, fmt.Errorf("an operator (%s) approved another join with the token for %s, from %s",

@@ -102,8 +102,11 @@ type approvals struct {
 	*fakeLedger
 	mu       sync.Mutex
 	rec      enroll.TokenRecord
-	requests int
+	nrequest int
 }
+
+// requests is how many times a session was recorded waiting.
+func (a *approvals) requests() int { a.mu.Lock(); defer a.mu.Unlock(); return a.nrequest }
 
 func (a *approvals) RequestApproval(_ context.Context, h enroll.TokenHash, p enroll.PendingJoin) error {
 	a.mu.Lock()
@@ -113,7 +116,7 @@ func (a *approvals) RequestApproval(_ context.Context, h enroll.TokenHash, p enr
 	}
 	p.Via = "origin"
 	a.rec.Approval, _ = a.rec.Approval.WithPending(p)
-	a.requests++
+	a.nrequest++
 	return nil
 }
 
@@ -221,8 +224,8 @@ func TestEnrollApproval(t *testing.T) {
 		if resp.Name != "w1" || len(r.c.ledger.Admitted()) != 1 {
 			t.Fatalf("response %+v, admitted %v", resp, r.c.ledger.Admitted())
 		}
-		if r.a.requests != 1 {
-			t.Errorf("the session was recorded waiting %d times, want once", r.a.requests)
+		if r.a.requests() != 1 {
+			t.Errorf("the session was recorded waiting %d times, want once", r.a.requests())
 		}
 		// The seed logs that a join waits, never its code.
 		code := <-codeShown
@@ -276,7 +279,7 @@ func TestEnrollApproval(t *testing.T) {
 		if _, err := srv.Enroll(t.Context(), req, netip.MustParseAddr("127.0.0.1")); codes.Of(err) != codes.EnrollRejected {
 			t.Fatalf("a joiner that cannot show a code: %v, want %s", err, codes.EnrollRejected)
 		}
-		if r.a.requests != 0 || len(r.c.ledger.Admitted()) != 0 {
+		if r.a.requests() != 0 || len(r.c.ledger.Admitted()) != 0 {
 			t.Fatal("a refused join was recorded")
 		}
 	})
@@ -303,42 +306,95 @@ func (c *hangUpOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestEnrollApprovalNewSession: a join whose connection breaks while it
 // waits goes on through the next seed on a new TLS session, records that
-// session waiting and shows its new code, which approves it.
+// session waiting and shows its new code. Either code approves it: the
+// new one, or the first one typed late, since the same joiner (the key
+// its CSR proves) is on the new session.
 func TestEnrollApprovalNewSession(t *testing.T) {
+	for _, approve := range []string{"new", "old"} {
+		t.Run(approve+"-code", func(t *testing.T) {
+			r := newApprovalRun(t)
+			cfg := enroll.DefaultServerConfig()
+			cfg.ApprovalPoll = 50 * time.Millisecond
+			srv := enroll.NewServer(cfg, r.a, r.c.signer, r.c.deps)
+			id := pkitest.NewIdentity(t, r.c.ca, "origin", pki.RoleControl, pkitest.IP(1))
+			first := serve(t, id, &hangUpOnce{h: srv, n: 2}) // answers 202, then hangs up on the long poll
+			second := serve(t, id, srv)
+			shown := make(chan string, 2)
+			go func() {
+				a := <-r.shown
+				b := <-r.shown
+				shown <- a.Code
+				shown <- b.Code
+				code := b.Code
+				if approve == "old" {
+					code = a.Code
+				}
+				if out := r.a.try(code); out != enroll.AttemptApproved {
+					t.Errorf("the %s session's code: %v", approve, out)
+				}
+			}()
+			req, _ := r.c.request(t, "w1")
+			var st steps
+			d := clientDeps(&st, io.Discard)
+			d.Now = r.now
+			d.Approval = func(a enroll.ApprovalShown) { r.shown <- a }
+			resp, err := enroll.Enroll(t.Context(), r.c.token(first, second), req, d)
+			if err != nil {
+				t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
+			}
+			a, b := <-shown, <-shown
+			if a == b {
+				t.Fatalf("both sessions showed code %s", a)
+			}
+			if resp.Name != "w1" || len(r.c.ledger.Admitted()) != 1 || r.a.requests() != 2 {
+				t.Fatalf("response %+v, %d admitted, %d sessions recorded waiting (want 2)", resp, len(r.c.ledger.Admitted()), r.a.requests())
+			}
+			if !strings.Contains(st.String(), "seed "+first+" took the request but gave no answer") {
+				t.Errorf("steps do not say the first seed hung up:\n%s", &st)
+			}
+		})
+	}
+}
+
+// TestApprovalOtherJoinerRefused: two joins wait with the same token (the
+// owner's and a leaked copy's, each with its own key and session); the
+// operator approves the owner's code; the owner is admitted and the
+// other join is refused with codes.TokenConsumed, nothing admitted for it.
+func TestApprovalOtherJoinerRefused(t *testing.T) {
 	r := newApprovalRun(t)
 	cfg := enroll.DefaultServerConfig()
 	cfg.ApprovalPoll = 50 * time.Millisecond
 	srv := enroll.NewServer(cfg, r.a, r.c.signer, r.c.deps)
 	id := pkitest.NewIdentity(t, r.c.ca, "origin", pki.RoleControl, pkitest.IP(1))
-	first := serve(t, id, &hangUpOnce{h: srv, n: 2}) // answers 202, then hangs up on the long poll
-	second := serve(t, id, srv)
-	codes2 := make(chan string, 2)
+	seed := serve(t, id, srv)
+	owner, thief := make(chan string, 1), make(chan string, 1)
 	go func() {
-		a := <-r.shown
-		b := <-r.shown
-		codes2 <- a.Code
-		codes2 <- b.Code
-		if out := r.a.try(b.Code); out != enroll.AttemptApproved {
-			t.Errorf("the second session's code: %v", out)
+		o, th := <-owner, <-thief // both wait before the operator acts
+		if o == th {
+			t.Errorf("both sessions show code %s", o)
+		}
+		if out := r.a.try(o); out != enroll.AttemptApproved {
+			t.Errorf("the owner's code: %v", out)
 		}
 	}()
-	req, _ := r.c.request(t, "w1")
-	var st steps
-	d := clientDeps(&st, io.Discard)
-	d.Now = r.now
-	d.Approval = func(a enroll.ApprovalShown) { r.shown <- a }
-	resp, err := enroll.Enroll(t.Context(), r.c.token(first, second), req, d)
-	if err != nil {
-		t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
+	errs := map[string]chan error{"owner": make(chan error, 1), "thief": make(chan error, 1)}
+	for who, shown := range map[string]chan string{"owner": owner, "thief": thief} {
+		go func() {
+			req, _ := r.c.request(t, "w1")
+			d := clientDeps(&steps{}, io.Discard)
+			d.Now = r.now
+			d.Approval = func(a enroll.ApprovalShown) { shown <- a.Code }
+			_, err := enroll.Enroll(t.Context(), r.c.token(seed), req, d)
+			errs[who] <- err
+		}()
 	}
-	a, b := <-codes2, <-codes2
-	if a == b {
-		t.Fatalf("both sessions showed code %s", a)
+	if err := <-errs["owner"]; err != nil {
+		t.Fatalf("the owner's join: %v", err)
 	}
-	if resp.Name != "w1" || len(r.c.ledger.Admitted()) != 1 || r.a.requests != 2 {
-		t.Fatalf("response %+v, %d admitted, %d sessions recorded waiting (want 2)", resp, len(r.c.ledger.Admitted()), r.a.requests)
+	if err := <-errs["thief"]; codes.Of(err) != codes.TokenConsumed {
+		t.Fatalf("the other join: %v, want %s", err, codes.TokenConsumed)
 	}
-	if !strings.Contains(st.String(), "seed "+first+" took the request but gave no answer") {
-		t.Errorf("steps do not say the first seed hung up:\n%s", &st)
+	if n := len(r.c.ledger.Admitted()); n != 1 {
+		t.Fatalf("%d admissions, want the owner's only", n)
 	}
 }

@@ -152,7 +152,7 @@ func approveRecord(seed byte, name string) enroll.TokenRecord {
 func requestApprovalCmd(seed byte, code string) RequestApproval {
 	return RequestApproval{Hash: secret(seed).Hash(), At: t0.Add(time.Minute), Actor: originID,
 		Pending: enroll.PendingJoin{Code: enroll.HashCode(secret(seed).Hash(), code), Source: "192.0.2.9", Via: "origin",
-			Since: t0.Add(time.Minute)}}
+			Since: t0.Add(time.Minute), Key: "key-" + code}}
 }
 
 // approveCmd is an operator's code for the token of seed, two minutes
