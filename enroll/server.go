@@ -381,7 +381,7 @@ func (s *Server) check(ctx context.Context, req CheckRequest, source netip.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now()}, nil
+	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now(), Approve: rec.Approve}, nil
 }
 
 // certify has the signer certify the joining node req names, then records

@@ -43,6 +43,9 @@ type CheckResponse struct {
 	Role       pki.Role  `json:"role"`
 	Expires    time.Time `json:"expires"` // the ledger's expiry
 	ServerTime time.Time `json:"server_time"`
+	// Approve: the join will wait for an operator's approval (the token
+	// was minted with --approve).
+	Approve bool `json:"approve,omitempty"`
 }
 
 // Request is what a joiner sends after it has verified the server. Only

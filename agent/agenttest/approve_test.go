@@ -3,6 +3,7 @@ package agenttest_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +97,10 @@ func TestApproveJoin(t *testing.T) {
 			t.Fatalf("approve before any join waits: %v, want %s", err, codes.ApprovalNotPending)
 		}
 		tok := origin.Admit(t, apitype.AdmitRequest{Name: "w1", Approve: true})
+		// join --plan says the join will wait, and spends nothing.
+		if c := wantCheck(t, plan(t, w1, tok), "admission", apitype.CheckOK, ""); !strings.Contains(c.Detail, "wait for an operator's approval") {
+			t.Fatalf("plan's admission check does not say the join will wait: %s", c.Detail)
+		}
 		shown, done := approvalJoin(t, w1, tok)
 		a := waitShown(t, shown, done)
 		if a.Name != "w1" || len(a.Code) != 6 {
