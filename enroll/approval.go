@@ -302,15 +302,21 @@ func (s *Server) approve(ctx context.Context, req Request, rec TokenRecord, sour
 // approvalTick is how often a waiting join looks at the token's record.
 const approvalTick = 100 * time.Millisecond
 
-// joinerKey is the SHA-256 (hex) of the TLS public key the CSR proves its
-// sender holds (its signature checked).
+// joinerKey is KeyHash of the TLS public key the CSR proves its sender
+// holds (its signature checked).
 func joinerKey(csr []byte) (string, error) {
 	der, err := pki.CSRPublicKey(csr)
 	if err != nil {
 		return "", err
 	}
+	return KeyHash(der), nil
+}
+
+// KeyHash is how an approval names a joiner's TLS public key (PKIX DER,
+// as Admission.TLSPublicKey holds it): its SHA-256 in hex.
+func KeyHash(der []byte) string {
 	sum := sha256.Sum256(der)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:])
 }
 
 // approvalOutcome judges the token rec for the session whose code hash is

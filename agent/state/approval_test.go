@@ -18,8 +18,9 @@ func approvalFixture(t *testing.T) *FSM {
 	return f
 }
 
-// TestApproveJoinCommand: the waiting session's code approves it (the admission
-// then passes the FSM's check); before, the admission is refused.
+// TestApproveJoinCommand: the waiting session's code approves it (the
+// admission of that joiner's key then passes the FSM's check, another
+// key's does not); before, the admission is refused.
 func TestApproveJoinCommand(t *testing.T) {
 	f := approvalFixture(t)
 	if got := codes.Of(apply(t, f, joinCmd(14, "n-w14", "w14", pki.RoleWorker))); got != codes.ApprovalNotPending {
@@ -37,6 +38,13 @@ func TestApproveJoinCommand(t *testing.T) {
 	mustApply(t, f, approveCmd(14, "a")) // the same approval again: no-op
 	if got := codes.Of(apply(t, f, approveCmd(14, "b"))); got != codes.ApprovalNotPending {
 		t.Fatalf("another code after the approval: %q, want %q", got, codes.ApprovalNotPending)
+	}
+	// The approval is for the joiner's key: an admission for another key
+	// (a seed that went astray) is refused.
+	other := joinCmd(14, "n-w14", "w14", pki.RoleWorker)
+	other.Admission.TLSPublicKey = []byte("a thief's key")
+	if got := codes.Of(apply(t, f, other)); got != codes.ApprovalNotPending {
+		t.Fatalf("admission for another key: code %q, want %q", got, codes.ApprovalNotPending)
 	}
 	mustApply(t, f, joinCmd(14, "n-w14", "w14", pki.RoleWorker))
 }

@@ -148,11 +148,12 @@ func approveRecord(seed byte, name string) enroll.TokenRecord {
 }
 
 // requestApprovalCmd is a session with code code waiting on the token of
-// seed, a minute after t0.
+// seed, a minute after t0, from the joiner whose TLS key joinCmd gives
+// node "w<seed>".
 func requestApprovalCmd(seed byte, code string) RequestApproval {
 	return RequestApproval{Hash: secret(seed).Hash(), At: t0.Add(time.Minute), Actor: originID,
 		Pending: enroll.PendingJoin{Code: enroll.HashCode(secret(seed).Hash(), code), Source: "192.0.2.9", Via: "origin",
-			Since: t0.Add(time.Minute), Key: "key-" + code}}
+			Since: t0.Add(time.Minute), Key: enroll.KeyHash(fmt.Appendf(nil, "tls-key-w%d", seed))}}
 }
 
 // approveCmd is an operator's code for the token of seed, two minutes
