@@ -40,6 +40,11 @@ const (
 	// ApprovalMaxPending is how many sessions may wait on one token at
 	// once; a new one pushes out the oldest.
 	ApprovalMaxPending = 4
+	// ApprovalMaxSessions sessions recorded waiting over a token's life
+	// burn it: a join reconnects a few times at most, so more means the
+	// token is being played with (and each session costs a raft entry
+	// and an audit event).
+	ApprovalMaxSessions = 16
 	// DefaultApprovalPoll bounds one long poll of a waiting joiner: the
 	// seed answers "still pending" (HTTP 202) after it and the joiner asks
 	// again over the same connection, well inside port 7300's answer
@@ -131,6 +136,8 @@ type Approval struct {
 	Pending []PendingJoin `json:"pending,omitempty"`
 	// Wrong counts operators' codes that matched no waiting session.
 	Wrong int `json:"wrong,omitempty"`
+	// Sessions counts the sessions ever recorded waiting.
+	Sessions int `json:"sessions,omitempty"`
 	// ApprovedAt, ApprovedBy and Approved: the session an operator
 	// approved (its code hash), when and by whom.
 	ApprovedAt time.Time   `json:"approved_at,omitzero"`
@@ -158,22 +165,37 @@ type PendingJoin struct {
 // IsApproved reports whether an operator approved a session.
 func (a Approval) IsApproved() bool { return !a.ApprovedAt.IsZero() }
 
-// IsBurnt reports whether wrong codes burnt the token.
+// IsBurnt reports whether wrong codes (or too many sessions) burnt the
+// token.
 func (a Approval) IsBurnt() bool { return !a.BurntAt.IsZero() }
+
+// BurntWhy says why the token was burnt.
+func (a Approval) BurntWhy() string {
+	if a.Sessions > ApprovalMaxSessions {
+		return fmt.Sprintf("more than %d joins waited with it", ApprovalMaxSessions)
+	}
+	return fmt.Sprintf("%d wrong approval codes", a.Wrong)
+}
 
 // waiting reports whether the session with code hash c waits.
 func (a Approval) waiting(c CodeHash) bool {
 	return slices.ContainsFunc(a.Pending, func(p PendingJoin) bool { return p.Code == c })
 }
 
-// WithPending is a with the session p waiting: unchanged (ok false) when
-// it waits already or the approval is decided; at most ApprovalMaxPending
-// wait, the oldest pushed out. a is not modified.
-func (a Approval) WithPending(p PendingJoin) (Approval, bool) {
+// WithPending is a with the session p waiting, recorded at at:
+// unchanged (ok false) when it waits already or the approval is decided;
+// at most ApprovalMaxPending wait, the oldest pushed out; the session
+// past ApprovalMaxSessions burns the token instead. a is not modified.
+func (a Approval) WithPending(p PendingJoin, at time.Time) (Approval, bool) {
 	if a.IsApproved() || a.IsBurnt() || a.waiting(p.Code) {
 		return a, false
 	}
 	out := a
+	out.Sessions++
+	if out.Sessions > ApprovalMaxSessions {
+		out.BurntAt, out.Pending = at, nil
+		return out, true
+	}
 	out.Pending = append(slices.Clone(a.Pending), p)
 	if n := len(out.Pending); n > ApprovalMaxPending {
 		out.Pending = out.Pending[n-ApprovalMaxPending:]
@@ -329,8 +351,8 @@ func approvalOutcome(rec TokenRecord, mine CodeHash, key string, now time.Time) 
 	a := rec.Approval
 	switch {
 	case a.IsBurnt():
-		return true, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("%d wrong approval codes burnt the token for %s at %s",
-			a.Wrong, rec.Name, a.BurntAt.UTC().Format(time.RFC3339)))
+		return true, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("the token for %s was burnt at %s (%s)",
+			rec.Name, a.BurntAt.UTC().Format(time.RFC3339), a.BurntWhy()))
 	case rec.Revoked():
 		return true, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
 	case rec.Consumed():

@@ -115,7 +115,10 @@ func (a *approvals) RequestApproval(_ context.Context, h enroll.TokenHash, p enr
 		return codes.Wrap(codes.TokenUnknown, errors.New("no such token"))
 	}
 	p.Via = "origin"
-	a.rec.Approval, _ = a.rec.Approval.WithPending(p)
+	a.rec.Approval, _ = a.rec.Approval.WithPending(p, pkitest.Now)
+	if a.rec.Approval.IsBurnt() {
+		a.rec.RevokedAt = pkitest.Now
+	}
 	a.nrequest++
 	return nil
 }

@@ -302,8 +302,8 @@ func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (To
 		return rec, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
 	}
 	if rec.Approval.IsBurnt() {
-		return TokenRecord{}, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("%d wrong approval codes burnt the token for %s at %s",
-			rec.Approval.Wrong, rec.Name, rec.Approval.BurntAt.UTC().Format(time.RFC3339)))
+		return TokenRecord{}, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("the token for %s was burnt at %s (%s)",
+			rec.Name, rec.Approval.BurntAt.UTC().Format(time.RFC3339), rec.Approval.BurntWhy()))
 	}
 	if rec.Revoked() {
 		return TokenRecord{}, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))

@@ -16,7 +16,8 @@ import (
 // RequestApproval records that a join with the token Hash waits for an
 // operator's approval on the TLS session whose code hashes to
 // Pending.Code (at most enroll.ApprovalMaxPending sessions wait; the
-// oldest is pushed out). Only an unused, unrevoked, unexpired token
+// oldest is pushed out; the session past enroll.ApprovalMaxSessions burns
+// the token, revoked too). Only an unused, unrevoked, unexpired token
 // minted with --approve takes it; a session that waits already, or an
 // approval that is decided, changes nothing.
 type RequestApproval struct {
@@ -81,14 +82,20 @@ func (s *Snapshot) requestApproval(c RequestApproval) error {
 	if err != nil {
 		return err
 	}
-	a, changed := rec.Approval.WithPending(c.Pending)
+	a, changed := rec.Approval.WithPending(c.Pending, c.At)
 	if !changed {
 		return nil
 	}
+	ev := AuditEvent{Code: codes.EventApprovalRequested, At: c.At, Actor: c.Actor, Subject: rec.Name,
+		Detail: fmt.Sprintf("token %s, join from %s via %s waits for approval", shortHash(c.Hash), c.Pending.Source, c.Pending.Via)}
+	if a.IsBurnt() {
+		rec.RevokedAt, rec.RevokedBy = c.At, a.BurntWhy()
+		ev.Code = codes.ApprovalBurnt
+		ev.Detail = fmt.Sprintf("token %s burnt: %s (the last from %s via %s)", shortHash(c.Hash), a.BurntWhy(), c.Pending.Source, c.Pending.Via)
+	}
 	rec.Approval = a
 	s.Tokens[c.Hash] = rec
-	s.audit(AuditEvent{Code: codes.EventApprovalRequested, At: c.At, Actor: c.Actor, Subject: rec.Name,
-		Detail: fmt.Sprintf("token %s, join from %s via %s waits for approval", shortHash(c.Hash), c.Pending.Source, c.Pending.Via)})
+	s.audit(ev)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/meshd/meshd/codes"
@@ -141,5 +142,29 @@ func TestRequestApproval(t *testing.T) {
 	bad.Approval.Wrong = 1
 	if got := codes.Of(apply(t, f, MintToken{Record: bad})); got != codes.BadRequest {
 		t.Fatalf("mint with an approval state: %q", got)
+	}
+}
+
+// TestApprovalTooManySessionsBurn: the session past
+// enroll.ApprovalMaxSessions burns the token (revoked, audited); nothing
+// is approved with it afterwards.
+func TestApprovalTooManySessionsBurn(t *testing.T) {
+	f := approvalFixture(t) // session "a" waits: 1
+	for i := 2; i <= enroll.ApprovalMaxSessions; i++ {
+		mustApply(t, f, requestApprovalCmd(14, fmt.Sprintf("s%d", i)))
+	}
+	if rec, _ := f.Token(secret(14).Hash()); rec.Approval.IsBurnt() || rec.Approval.Sessions != enroll.ApprovalMaxSessions {
+		t.Fatalf("after %d sessions: %+v", enroll.ApprovalMaxSessions, rec.Approval)
+	}
+	mustApply(t, f, requestApprovalCmd(14, "one more"))
+	rec, _ := f.Token(secret(14).Hash())
+	if !rec.Approval.IsBurnt() || !rec.Revoked() || len(rec.Approval.Pending) != 0 {
+		t.Fatalf("after %d sessions: %+v", enroll.ApprovalMaxSessions+1, rec)
+	}
+	if last := f.Audit()[len(f.Audit())-1]; last.Code != codes.ApprovalBurnt {
+		t.Fatalf("the burn audited as %+v", last)
+	}
+	if got := codes.Of(apply(t, f, approveCmd(14, "s16"))); got != codes.ApprovalBurnt {
+		t.Fatalf("approve after the burn: %q, want %q", got, codes.ApprovalBurnt)
 	}
 }
