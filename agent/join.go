@@ -101,7 +101,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
 		Version: a.d.Version, Clock: a.d.Now(), Ports: a.ports(),
-	}, a.enrollDeps(underlay, func(msg string) { step("%s", msg) }, func(w apitype.Warning) { emit(apitype.JoinLine{Warning: &w}) }))
+	}, a.joinEnrollDeps(underlay, step, emit))
 	if err != nil {
 		if !outcomeUnknown(err) {
 			a.settlePending() // an answer: nothing recorded for these keys

@@ -228,8 +228,12 @@ func (p *planner) admission(ctx context.Context, tok enroll.Token, underlay neti
 		p.fail("admission", err)
 		return
 	}
-	p.ok("admission", "seed %s: the token is unused and not revoked, the name %s is free, %s may join as %s until %s",
-		seed, resp.Name, resp.Name, resp.Role, resp.Expires.UTC().Format(time.RFC3339))
+	approval := ""
+	if resp.Approve {
+		approval = "; the join will wait for an operator's approval (`meshctl approve " + resp.Name + " CODE` with the code it shows)"
+	}
+	p.ok("admission", "seed %s: the token is unused and not revoked, the name %s is free, %s may join as %s until %s%s",
+		seed, resp.Name, resp.Name, resp.Role, resp.Expires.UTC().Format(time.RFC3339), approval)
 }
 
 // handlePlan streams one JSON line per check and ends with the result, or

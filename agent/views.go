@@ -42,6 +42,7 @@ func (a *Agent) status() apitype.Status {
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
 		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
+		s.Approvals = rt.ctl.WaitingApprovals()
 		if id := r.LeaderID(); id != "" {
 			if n, ok := r.FSM().Node(id); ok {
 				s.Leader = n.Name

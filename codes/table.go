@@ -177,7 +177,26 @@ var table = map[Code]Info{
 	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
 	EventCertsRecorded:    {100, "a joining node's certificates were recorded; it is active once it confirms its join", "none needed"},
 	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
+
+	ApprovalWrongCode:      {403, "the approval code matches no join that waits with this token; wrong codes burn the token after 5", "read the 6-digit code off the joining machine's `meshctl join` output and run `meshctl approve NAME CODE` again; a code the joiner did not show may be someone else's join with a leaked token"},
+	ApprovalBurnt:          {403, "the join token was burnt (five wrong approval codes, or more than 16 joins waited with it); nobody can join with it", "assume the token leaked: mint a new one with `meshctl admit NAME --approve`, check `meshctl audit` for where the joins came from, and approve only the code the machine you admit shows"},
+	ApprovalTimeout:        {408, "no operator approved the join before its token expired", "mint a new token with `meshctl admit NAME --approve` and, while the join waits, run `meshctl approve NAME CODE` on a control node with the code the joiner shows"},
+	ApprovalNotPending:     {409, "no join of that name waits for approval", "start the join first (`meshctl join` with a token minted by `meshctl admit NAME --approve`); `meshctl tokens` shows which tokens wait"},
+	EventApprovalRequested: {100, "a join with a token minted with --approve waits for an operator's approval", "run `meshctl approve NAME CODE` on a control node with the code the joining machine shows"},
+	EventJoinApproved:      {100, "an operator approved a waiting join", "none needed"},
+	EventApprovalWrong:     {100, "an operator typed an approval code that matches no waiting join", "none needed"},
 }
+
+// Approval of a join (`meshctl admit --approve`, `meshctl approve`).
+const (
+	ApprovalWrongCode      Code = "X403040APRWRG"
+	ApprovalBurnt          Code = "X403041APRBRN"
+	ApprovalTimeout        Code = "X408042APRTMO"
+	ApprovalNotPending     Code = "X409043APRNON"
+	EventApprovalRequested Code = "X100640APRREQ"
+	EventJoinApproved      Code = "X100641APROKD"
+	EventApprovalWrong     Code = "X100642APRBAD"
+)
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.
 const (

@@ -42,6 +42,12 @@ type ClientDeps struct {
 	// the enrollment is refused with codes.ClockSkew, before the secret is
 	// sent. Zero means DefaultMaxSkew.
 	MaxSkew time.Duration
+	// Approval, if set, is told the approval code of the session a join
+	// waits on (a token minted with --approve): the joiner shows it, and
+	// an operator types it into `meshctl approve`. Unset, it goes to Step.
+	// It is told again, with a new code, if the join moves to a new
+	// session.
+	Approval func(ApprovalShown)
 	// HandshakeTimeout bounds the TLS handshake with each seed: a seed
 	// that accepts the connection but does not complete the handshake in
 	// time is skipped like one that cannot be reached. Zero means
@@ -88,6 +94,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	if req.Clock.IsZero() {
 		req.Clock = c.now()
 	}
+	req.Approval = true // this client shows an approval code when asked
 	csr, err := x509.ParseCertificateRequest(req.CSR)
 	if err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll request CSR: %w", err))
@@ -175,13 +182,14 @@ type client struct {
 	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
 	step      func(string)
 	warn      func(codes.Code, string)
+	approval  func(ApprovalShown)
 	handshake time.Duration
 	maxSkew   time.Duration
 }
 
 func newClient(tok Token, d ClientDeps) *client {
 	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, warn: d.Warn,
-		handshake: d.HandshakeTimeout, maxSkew: d.MaxSkew}
+		approval: d.Approval, handshake: d.HandshakeTimeout, maxSkew: d.MaxSkew}
 	if c.maxSkew <= 0 {
 		c.maxSkew = DefaultMaxSkew
 	}
@@ -200,6 +208,10 @@ func newClient(tok Token, d ClientDeps) *client {
 	}
 	if c.step == nil {
 		c.step = func(string) {}
+	}
+	if c.approval == nil {
+		step := c.step
+		c.approval = func(a ApprovalShown) { step(a.String()) }
 	}
 	if c.warn == nil {
 		step := c.step
@@ -228,13 +240,25 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 		return nil, err
 	}
 	// From here on the request may have reached the seed, even when
-	// writing it fails part way.
-	status, data, err := s.roundTrip(ctx, http.MethodPost, Path, body, false)
+	// writing it fails part way. The connection is kept: a join that
+	// waits for approval asks again over it (the code is the session's).
+	status, data, err := s.roundTrip(ctx, http.MethodPost, Path, body, true)
+	for err == nil && status == http.StatusAccepted {
+		if err := c.waitApproval(s, data); err != nil {
+			return nil, err
+		}
+		status, data, err = s.roundTrip(ctx, http.MethodPost, Path, body, true)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if status != http.StatusOK {
-		return nil, errorFromBody(seed, status, data)
+		err := errorFromBody(seed, status, data)
+		if s.shown && codes.Of(err) == codes.TokenExpired {
+			// The token expired while the join waited for approval.
+			return nil, codes.Wrap(codes.ApprovalTimeout, fmt.Errorf("no operator approved the join of %s before its token expired: %w", c.tok.Name, err))
+		}
+		return nil, err
 	}
 	var resp Response
 	if err := json.Unmarshal(data, &resp); err != nil {

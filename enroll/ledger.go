@@ -45,6 +45,10 @@ type TokenRecord struct {
 	ConsumedBy string    `json:"consumed_by,omitempty"` // node id it admitted
 	RevokedAt  time.Time `json:"revoked_at,omitzero"`   // zero unless revoked (`meshctl tokens revoke`)
 	RevokedBy  string    `json:"revoked_by,omitempty"`  // the actor who revoked it
+	// Approve: the join waits for an operator's approval (`meshctl admit
+	// --approve`, approval.go); Approval is its state.
+	Approve  bool     `json:"approve,omitempty"`
+	Approval Approval `json:"approval,omitzero"`
 }
 
 // Consumed reports whether the token has been used.

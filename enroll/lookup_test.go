@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"net/netip"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -98,7 +99,7 @@ func TestLookupToken(t *testing.T) {
 			if (err != nil) != tt.wantError || codes.Of(err) != tt.wantCode {
 				t.Fatalf("error %v, want code %q", err, tt.wantCode)
 			}
-			if found != tt.found || rec != tt.want {
+			if found != tt.found || !reflect.DeepEqual(rec, tt.want) {
 				t.Errorf("record %+v found %v, want %+v found %v", rec, found, tt.want, tt.found)
 			}
 			if n := f.readIndexes(); n != tt.reads {

@@ -41,13 +41,18 @@ type ServerConfig struct {
 	FailLimit  int
 	FailWindow time.Duration
 	MaxSources int
+
+	// ApprovalPoll bounds one long poll of a join that waits for an
+	// operator's approval (approval.go); zero means DefaultApprovalPoll.
+	ApprovalPoll time.Duration
 }
 
 // DefaultServerConfig returns the defaults: MaxSkew DefaultMaxSkew (5
 // minutes); 10 failed token attempts per source per minute; 4096 sources
-// tracked.
+// tracked; a 20 s long poll for a join that waits for approval.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{MaxSkew: DefaultMaxSkew, FailLimit: DefaultFailLimit, FailWindow: DefaultFailWindow, MaxSources: DefaultMaxSources}
+	return ServerConfig{MaxSkew: DefaultMaxSkew, FailLimit: DefaultFailLimit, FailWindow: DefaultFailWindow, MaxSources: DefaultMaxSources,
+		ApprovalPoll: DefaultApprovalPoll}
 }
 
 // Validate checks the config.
@@ -113,6 +118,9 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	if cfg.MaxSources == 0 {
 		cfg.MaxSources = def.MaxSources
 	}
+	if cfg.ApprovalPoll <= 0 {
+		cfg.ApprovalPoll = DefaultApprovalPoll
+	}
 	return &Server{
 		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
 		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
@@ -139,7 +147,7 @@ func (s *Server) Enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	if err := s.throttled(source); err != nil {
 		return nil, err
 	}
-	resp, err := s.enroll(ctx, req, source)
+	resp, err := s.enroll(ctx, req, source, "")
 	s.count(source, err)
 	return resp, err
 }
@@ -165,8 +173,10 @@ func (s *Server) count(source netip.Addr, err error) {
 	}
 }
 
-// enroll is Enroll without the throttle.
-func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*Response, error) {
+// enroll is Enroll without the throttle. code is the approval code of the
+// TLS session the request came over ("" without one): a token minted with
+// --approve admits only once an operator approved that session.
+func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, code string) (*Response, error) {
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
 	}
@@ -180,6 +190,11 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr) (*R
 	}
 	if err != nil {
 		return nil, err
+	}
+	if rec.Approve {
+		if err := s.approve(ctx, req, rec, source, code); err != nil {
+			return nil, err
+		}
 	}
 	crash.At(crash.EnrollAfterLookup)
 	hash := req.Secret.Hash()
@@ -286,10 +301,18 @@ func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (To
 	if rec.Consumed() {
 		return rec, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
 	}
+	if rec.Approval.IsBurnt() {
+		return TokenRecord{}, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("the token for %s was burnt at %s (%s)",
+			rec.Name, rec.Approval.BurntAt.UTC().Format(time.RFC3339), rec.Approval.BurntWhy()))
+	}
 	if rec.Revoked() {
 		return TokenRecord{}, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
 	}
 	now = s.now()
+	if !now.Before(rec.Expires) && len(rec.Approval.Pending) > 0 {
+		return TokenRecord{}, codes.Wrap(codes.ApprovalTimeout, fmt.Errorf("no operator approved the join of %s before its token expired at %s",
+			rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
+	}
 	if !now.Before(rec.Expires) {
 		return TokenRecord{}, codes.Wrap(codes.TokenExpired, fmt.Errorf("token for %s expired at %s", rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
 	}
@@ -358,7 +381,7 @@ func (s *Server) check(ctx context.Context, req CheckRequest, source netip.Addr)
 	if err != nil {
 		return nil, err
 	}
-	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now()}, nil
+	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now(), Approve: rec.Approve}, nil
 }
 
 // certify has the signer certify the joining node req names, then records
@@ -454,8 +477,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req Request
 		if err = decodeJSON(body, &req); err == nil {
 			name = req.Name
-			resp, err = s.enroll(r.Context(), req, source)
+			resp, err = s.enroll(r.Context(), req, source, s.sessionCode(r, req))
 		}
+	}
+	var pending errPending
+	if errors.As(err, &pending) {
+		// Not a failure: the join waits for an operator's approval.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(pending.ApprovalPending)
+		return
 	}
 	if err != nil {
 		s.count(source, err)
@@ -465,6 +496,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := writeJSON(w, resp); err != nil {
 		s.log.Warn("write enroll response", "name", name, "path", r.URL.Path, "err", err)
 	}
+}
+
+// sessionCode is the approval code of the TLS session r came over, for
+// the token whose secret req carries; "" without TLS or keying material
+// (approve then refuses an approval token).
+func (s *Server) sessionCode(r *http.Request, req Request) string {
+	if r.TLS == nil || req.Secret.IsZero() {
+		return ""
+	}
+	code, err := SessionCode(*r.TLS, req.Secret.Hash())
+	if err != nil {
+		s.log.Warn("no approval code for this session", "err", err)
+		return ""
+	}
+	return code
 }
 
 // writeJSON answers 200 with v.

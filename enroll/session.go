@@ -28,6 +28,7 @@ type session struct {
 	role  pki.Role
 	local netip.Addr // this end's address: the source the kernel chose
 	stop  func() bool
+	shown bool // its approval code was shown
 }
 
 func (s *session) close() {

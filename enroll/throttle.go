@@ -134,7 +134,8 @@ var errBadSecret = errors.New("secret: want 32 bytes, base64url, as a JSON strin
 func tokenFault(err error) bool {
 	switch codes.Of(err) {
 	case codes.TokenUnknown, codes.TokenConsumed, codes.TokenExpired, codes.TokenRevoked,
-		codes.TokenNameDiffer, codes.TokenWrongAddr, codes.TokenCorrupt, codes.TokenVersion:
+		codes.TokenNameDiffer, codes.TokenWrongAddr, codes.TokenCorrupt, codes.TokenVersion,
+		codes.ApprovalBurnt, codes.ApprovalTimeout:
 		return true
 	}
 	return errors.Is(err, errBadSecret)

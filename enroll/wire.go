@@ -43,6 +43,9 @@ type CheckResponse struct {
 	Role       pki.Role  `json:"role"`
 	Expires    time.Time `json:"expires"` // the ledger's expiry
 	ServerTime time.Time `json:"server_time"`
+	// Approve: the join will wait for an operator's approval (the token
+	// was minted with --approve).
+	Approve bool `json:"approve,omitempty"`
 }
 
 // Request is what a joiner sends after it has verified the server. Only
@@ -61,6 +64,11 @@ type Request struct {
 	// refuses a request past it before it asks the ledger; a later or
 	// missing one decides nothing (the ledger's record does).
 	Expires time.Time `json:"expires,omitzero"`
+	// Approval says the joiner can show an approval code (a token minted
+	// with --approve): it then takes HTTP 202 ApprovalPending for an
+	// answer, shows the code of its TLS session and asks again over the
+	// same connection. A joiner without it is refused such a token.
+	Approval bool `json:"approval,omitempty"`
 }
 
 // Ports are the ports a node listens on (DESIGN §3), announced at enrollment

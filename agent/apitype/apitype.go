@@ -98,6 +98,9 @@ type Status struct {
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
 	Warnings       []Warning `json:"warnings,omitempty"`
+	// Approvals are the joins that wait for an operator's approval
+	// (control nodes; approval.go).
+	Approvals []WaitingJoin `json:"approvals,omitempty"`
 	// Error is why the node in the state dir does not run (state
 	// "refused": a cloned state dir, codes.ClonedIdentity).
 	Error *Error `json:"error,omitempty"`
@@ -197,6 +200,8 @@ type Token struct {
 	State      string    `json:"state"` // unused, used, expired, revoked
 	ConsumedBy string    `json:"consumed_by,omitempty"`
 	RevokedAt  time.Time `json:"revoked_at,omitzero"`
+	// Approval is set for a token minted with --approve (approval.go).
+	Approval *TokenApproval `json:"approval,omitempty"`
 }
 
 // The states of a Token row.
@@ -265,6 +270,9 @@ type AdmitRequest struct {
 	Role string        `json:"role"`
 	TTL  time.Duration `json:"ttl"`
 	Addr string        `json:"addr,omitempty"`
+	// Approve: the join waits until an operator approves it with the code
+	// the joiner shows (`meshctl approve NAME CODE`).
+	Approve bool `json:"approve,omitempty"`
 }
 
 // AdmitResponse answers POST /v0/admit.
@@ -279,6 +287,8 @@ type AdmitResponse struct {
 	// removed or failed, that the join reuses its record (node id and
 	// overlay IP); empty otherwise.
 	Reuses string `json:"reuses,omitempty"`
+	// Approve says the join needs an operator's approval.
+	Approve bool `json:"approve,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.
@@ -292,10 +302,12 @@ type JoinRequest struct {
 // JoinLine is one line of the streamed POST /v0/join response: a step, and
 // finally either Result or Error.
 type JoinLine struct {
-	Step    string      `json:"step,omitempty"`
-	Warning *Warning    `json:"warning,omitempty"`
-	Result  *JoinResult `json:"result,omitempty"`
-	Error   *Error      `json:"error,omitempty"`
+	Step    string   `json:"step,omitempty"`
+	Warning *Warning `json:"warning,omitempty"`
+	// Approval: the join waits for an operator to approve this code.
+	Approval *JoinApproval `json:"approval,omitempty"`
+	Result   *JoinResult   `json:"result,omitempty"`
+	Error    *Error        `json:"error,omitempty"`
 }
 
 // JoinResult ends a successful join.

@@ -70,7 +70,7 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	now := p.now().UTC().Truncate(time.Second)
 	rec := enroll.TokenRecord{
 		Hash: secret.Hash(), Name: req.Name, Role: role, Addr: req.Addr,
-		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID,
+		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID, Approve: req.Approve,
 	}
 	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: p.Seeds(), Name: req.Name,
 		Role: role, Expires: rec.Expires, Secret: secret}
@@ -82,10 +82,10 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		return nil, err
 	}
 	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
-		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "actor", actor)
+		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "actor", actor)
 	return &apitype.AdmitResponse{
 		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
-		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses,
+		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve,
 	}, nil
 }
 

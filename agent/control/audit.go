@@ -27,6 +27,11 @@ var eventNames = map[codes.Code]string{
 	codes.EventTLSRenewed:       "tls cert renewed",
 	codes.EventAdmissionAborted: "admission aborted",
 	codes.EventRevocationAcks:   "revocation acks",
+	// approval.go
+	codes.EventApprovalRequested: "approval wait",
+	codes.EventJoinApproved:      "approve",
+	codes.EventApprovalWrong:     "approve: wrong code",
+	codes.ApprovalBurnt:          "approval: token burnt",
 }
 
 // Audit is the cluster's audit trail, oldest first: the FSM's ring

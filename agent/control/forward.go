@@ -36,6 +36,8 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.RecordRevocationAcks](): anyControl,
 	reflect.TypeFor[state.ConfirmJoin]():          confirmRule,
 	reflect.TypeFor[state.FailJoin]():             failJoinRule,
+	reflect.TypeFor[state.RequestApproval]():      anyControl,
+	reflect.TypeFor[state.ApproveJoin]():          anyControl,
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -42,7 +42,7 @@ func TokenRow(t enroll.TokenRecord, now time.Time) apitype.Token {
 	}
 	return apitype.Token{ID: tokenID(t.Hash), Name: t.Name, Role: string(t.Role), Addr: t.Addr,
 		Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st, ConsumedBy: t.ConsumedBy,
-		RevokedAt: t.RevokedAt}
+		RevokedAt: t.RevokedAt, Approval: approvalRow(t)}
 }
 
 // RevokeToken revokes the unused token whose id (or unique id prefix of at

@@ -207,6 +207,13 @@ func (c *Client) RevokeToken(ctx context.Context, id string) (*apitype.RevokeRes
 	return &r, c.postJSON(ctx, strings.Replace(apitype.PathRevokeToken, "{id}", url.PathEscape(id), 1), struct{}{}, &r)
 }
 
+// Approve approves the waiting join of a node minted with `admit
+// --approve`, with the code its joiner shows (on a control node).
+func (c *Client) Approve(ctx context.Context, req apitype.ApproveRequest) (*apitype.ApproveResponse, error) {
+	var r apitype.ApproveResponse
+	return &r, c.postJSON(ctx, apitype.PathApprove, req, &r)
+}
+
 // RotateKeys replaces the cluster's gossip key (on a control node).
 func (c *Client) RotateKeys(ctx context.Context) (*apitype.KeyRotation, error) {
 	var r apitype.KeyRotation

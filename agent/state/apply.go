@@ -91,6 +91,9 @@ func (s *Snapshot) mintToken(c MintToken) error {
 	if r.Revoked() || r.RevokedBy != "" {
 		return codes.Wrap(codes.BadRequest, errors.New("mint token: record is already revoked"))
 	}
+	if len(r.Approval.Pending) > 0 || r.Approval.Wrong > 0 || r.Approval.IsApproved() || r.Approval.IsBurnt() {
+		return codes.Wrap(codes.BadRequest, errors.New("mint token: record has an approval state already"))
+	}
 
 	s.Tokens[r.Hash] = r
 	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: r.Created, Actor: c.Actor, Subject: r.Name,
@@ -123,6 +126,10 @@ func (s *Snapshot) admit(c Admit) error {
 		return codes.Wrap(codes.TokenRevoked, fmt.Errorf("admit %s: token revoked at %s", a.Name, rec.RevokedAt.UTC().Format("2006-01-02T15:04:05Z")))
 	case !a.At.Before(rec.Expires):
 		return codes.Wrap(codes.TokenExpired, fmt.Errorf("admit %s: token expired at %s", a.Name, rec.Expires.UTC().Format("2006-01-02T15:04:05Z")))
+	case rec.Approve && !rec.Approval.IsApproved():
+		return codes.Wrap(codes.ApprovalNotPending, fmt.Errorf("admit %s: the token needs an operator's approval (`meshctl approve`), which it has not had", a.Name))
+	case rec.Approve && rec.Approval.Approved.Key != "" && rec.Approval.Approved.Key != enroll.KeyHash(a.TLSPublicKey):
+		return codes.Wrap(codes.ApprovalNotPending, fmt.Errorf("admit %s: the operator approved another joiner's key", a.Name))
 	case a.Name != rec.Name || (n.Name != "" && n.Name != rec.Name):
 		return codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("admit %q: token admits %q", a.Name, rec.Name))
 	case (a.Role != "" && a.Role != rec.Role) || (n.Role != "" && n.Role != rec.Role):

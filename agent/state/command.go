@@ -30,12 +30,17 @@ const (
 	typeRecordRevocationAcks cmdType = 13
 	typeConfirmJoin          cmdType = 14
 	typeFailJoin             cmdType = 15
+	// 40-49: the approval of a join (approval.go), numbered apart from
+	// the commands other branches of issue 13 add.
+	typeRequestApproval cmdType = 40
+	typeApproveJoin     cmdType = 41
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
-// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin and Tracked.
+// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
+// ApproveJoin and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -140,6 +145,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[ConfirmJoin](b[1:])
 	case typeFailJoin:
 		c, err = decodeAs[FailJoin](b[1:])
+	case typeRequestApproval:
+		c, err = decodeAs[RequestApproval](b[1:])
+	case typeApproveJoin:
+		c, err = decodeAs[ApproveJoin](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -128,6 +128,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.confirmJoin(c)
 	case FailJoin:
 		err = s.failJoin(c)
+	case RequestApproval:
+		err = s.requestApproval(c)
+	case ApproveJoin:
+		err = s.approveJoin(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -122,7 +123,44 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: ConfirmJoin{NodeID: "n-w12", At: t0.Add(4 * time.Minute)}, want: codes.JoinUnconfirmed},
 		{cmd: MintToken{Record: tokenRecord(13, "w6", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: joinCmd(13, "n-w6", "w6", pki.RoleWorker)},
+		// Issue 13: approval of a join (admit --approve): w14 approved after
+		// a wrong code, w15 burnt by five, w16 still waiting.
+		{cmd: MintToken{Record: approveRecord(14, "w14"), Actor: "uid:0"}},
+		{cmd: requestApprovalCmd(14, "a")},
+		{cmd: joinCmd(14, "n-w14", "w14", pki.RoleWorker), want: codes.ApprovalNotPending},
+		{cmd: approveCmd(14, "b")},
+		{cmd: approveCmd(14, "a")},
+		{cmd: MintToken{Record: approveRecord(15, "w15"), Actor: "uid:0"}},
+		{cmd: requestApprovalCmd(15, "a")},
+		{cmd: approveCmd(15, "b")}, {cmd: approveCmd(15, "c")}, {cmd: approveCmd(15, "d")}, {cmd: approveCmd(15, "e")},
+		{cmd: track("req-burn", approveCmd(15, "f"))},
+		{cmd: approveCmd(15, "a"), want: codes.ApprovalBurnt},
+		{cmd: MintToken{Record: approveRecord(16, "w16"), Actor: "uid:0"}},
+		{cmd: requestApprovalCmd(16, "a")},
 	}
+}
+
+// approveRecord is tokenRecord for a token minted with --approve.
+func approveRecord(seed byte, name string) enroll.TokenRecord {
+	r := tokenRecord(seed, name, pki.RoleWorker)
+	r.Approve = true
+	return r
+}
+
+// requestApprovalCmd is a session with code code waiting on the token of
+// seed, a minute after t0, from the joiner whose TLS key joinCmd gives
+// node "w<seed>".
+func requestApprovalCmd(seed byte, code string) RequestApproval {
+	return RequestApproval{Hash: secret(seed).Hash(), At: t0.Add(time.Minute), Actor: originID,
+		Pending: enroll.PendingJoin{Code: enroll.HashCode(secret(seed).Hash(), code), Source: "192.0.2.9", Via: "origin",
+			Since: t0.Add(time.Minute), Key: enroll.KeyHash(fmt.Appendf(nil, "tls-key-w%d", seed))}}
+}
+
+// approveCmd is an operator's code for the token of seed, two minutes
+// after t0.
+func approveCmd(seed byte, code string) ApproveJoin {
+	return ApproveJoin{Hash: secret(seed).Hash(), Code: enroll.HashCode(secret(seed).Hash(), code),
+		At: t0.Add(2 * time.Minute), Actor: "uid=0@origin"}
 }
 
 // joiningCertsCmd is certsCmd as written since issue 11: the node stays

@@ -34,7 +34,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
-		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.genDocsCommand())
+		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand())
 	return root
 }
 
@@ -143,12 +143,18 @@ func (a *app) admitCommand() *cobra.Command {
 				if resp.Reuses != "" {
 					out["reuses"] = resp.Reuses
 				}
+				if resp.Approve {
+					out["approve"] = true
+				}
 				return a.printJSON(out)
 			}
 			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 				resp.Expires.Local().Format(time.RFC3339), resp.ID)
 			if resp.Reuses != "" {
 				a.out.Println(resp.Reuses)
+			}
+			if resp.Approve {
+				a.out.Printf("the join waits for approval: run `meshctl approve %s CODE` on a control node with the code the new machine shows\n", resp.Name)
 			}
 			a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
 			a.out.Println(resp.Token)
@@ -158,6 +164,7 @@ func (a *app) admitCommand() *cobra.Command {
 	cmd.Flags().StringVar(&role, "role", "worker", "role to admit: worker or control")
 	cmd.Flags().DurationVar(&req.TTL, "ttl", 15*time.Minute, "token lifetime (at most 1h)")
 	cmd.Flags().StringVar(&req.Addr, "addr", "", "bind the token to the joiner's source IP as the control node sees it")
+	cmd.Flags().BoolVar(&req.Approve, "approve", false, "the join waits until an operator approves the code the new machine shows (`meshctl approve NAME CODE`)")
 	a.addOutput(cmd)
 	return cmd
 }

@@ -35,7 +35,11 @@ func (a *app) joinCommand() *cobra.Command {
 			"machine's identity, the underlay address and why it was chosen, the ports, the TUN device, the state " +
 			"dir, each seed (reachable, pinned to the token's CA), the clock against a seed, and whether the token " +
 			"is still unused and the name free (asked of a seed, which consumes and records nothing). " +
-			"Nothing is written and the token can still be used.",
+			"Nothing is written and the token can still be used.\n\n" +
+			"A token minted with `meshctl admit NAME --approve` makes the join wait after it has verified the cluster: " +
+			"it prints a 6-digit code and goes on once an operator runs `meshctl approve NAME CODE` on a control node " +
+			"with that code, or fails when the token expires. With -o json each line of the join is a JSON object " +
+			"(step, warning, approval with the code, and finally result).",
 		Example: "  meshctl join --plan --token-file /root/w1.token   # every preflight check; the token stays unused\n" +
 			"  meshctl join --token-file /root/w1.token\n" +
 			"  meshctl join --token-file - < /root/w1.token\n" +
@@ -51,19 +55,17 @@ func (a *app) joinCommand() *cobra.Command {
 			if plan {
 				return a.runPlan(cmd, req)
 			}
-			if a.output != "table" && a.output != "" {
-				return usageError{fmt.Errorf("-o/--output applies to join --plan only")}
-			}
-			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) {
-				if l.Warning != nil {
-					a.errOut.Printf("warning %s: %s\n", l.Warning.Code, l.Warning.Detail)
-				}
-				if l.Step != "" {
-					a.out.Printf("• %s\n", l.Step)
-				}
-			})
+			asJSON, err := a.json()
 			if err != nil {
 				return err
+			}
+			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) { a.printJoinLine(l, asJSON) })
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				a.printJoinLine(apitype.JoinLine{Result: res}, true)
+				return nil
 			}
 			a.out.Printf("joined cluster %q as %s (%s), overlay %s\n", res.Cluster, res.Node, res.Role, res.OverlayIP)
 			return nil

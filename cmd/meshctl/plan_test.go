@@ -80,7 +80,9 @@ func TestJoinPlanCLI(t *testing.T) {
 		t.Fatalf("-o json: exit %d\n%s%s", r.exit, r.stdout, r.stderr)
 	}
 
-	if r := meshctl(t, "--socket", sock, "join", "--token-file", file, "-o", "json"); r.exit != exitUsage {
-		t.Fatalf("join -o json without --plan: exit %d, want %d", r.exit, exitUsage)
+	// join -o json streams JSON lines (an approval code among them);
+	// another format is a usage error.
+	if r := meshctl(t, "--socket", sock, "join", "--token-file", file, "-o", "yaml"); r.exit != exitUsage {
+		t.Fatalf("join -o yaml: exit %d, want %d", r.exit, exitUsage)
 	}
 }

@@ -131,6 +131,10 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("gossip keys", keys)
 			}
+			for _, w := range s.Approvals {
+				row("waits for approval", fmt.Sprintf("%s, join from %s via %s since %s: `meshctl approve %s CODE` with the code it shows",
+					w.Name, w.Source, w.Via, w.Since.Local().Format(time.RFC3339), w.Name))
+			}
 			if o := s.Overlay; o != nil {
 				mode := o.Mode
 				if o.Device != "" {
@@ -181,10 +185,10 @@ func (a *app) tokensCommand() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			p := printer{tw}
-			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\n")
+			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\tAPPROVAL\n")
 			for _, t := range toks {
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
-					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy)
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
+					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy, approvalState(t))
 			}
 			return tw.Flush()
 		},

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+)
+
+// Approve approves, on a control node, the join of a node minted with
+// `admit --approve` that waits with the code its joiner shows
+// (control.Plane.Approve); the operator is the actor.
+func (a *Agent) Approve(ctx context.Context, req apitype.ApproveRequest, actor string) (*apitype.ApproveResponse, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	return ctl.Approve(ctx, req, actor)
+}
+
+// handleApprove is POST /v0/approve. The code is not logged.
+func (a *Agent) handleApprove(w http.ResponseWriter, r *http.Request) {
+	var req apitype.ApproveRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	resp, err := a.Approve(r.Context(), req, a.operator(r.Context()))
+	if err != nil {
+		a.log.Warn("approve failed", "code", codes.OrInternal(err), "name", req.Name, "err", err)
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, resp)
+}
+
+// joinEnrollDeps are the enroll client's collaborators for a join:
+// enrollDeps, with the approval code of a token minted with --approve
+// shown as a join line of its own.
+func (a *Agent) joinEnrollDeps(underlay netip.Addr, step func(string, ...any), emit func(apitype.JoinLine)) enroll.ClientDeps {
+	d := a.enrollDeps(underlay, func(msg string) { step("%s", msg) }, func(w apitype.Warning) { emit(apitype.JoinLine{Warning: &w}) })
+	d.Approval = func(s enroll.ApprovalShown) {
+		emit(apitype.JoinLine{Approval: &apitype.JoinApproval{Name: s.Name, Code: s.Code, Seed: s.Seed, Expires: s.Expires}})
+	}
+	return d
+}

@@ -1,0 +1,407 @@
+package enroll
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// Approval of a join (`meshctl admit NAME --approve`, the
+// short-authentication-string pattern). A token minted with --approve
+// admits nobody until an operator approves the join: once the joiner has
+// verified the seed (pinned TLS) and sent the token's secret, both ends
+// derive the same 6-digit code from the TLS session (channel binding: the
+// session's exported keying material, with the token's hash as context)
+// and the joiner shows it. The operator types the code the joiner shows
+// into `meshctl approve NAME CODE` on any control node. A code that no
+// waiting join shows counts as wrong; ApprovalMaxWrong wrong codes burn
+// the token. A thief holding a leaked token gets a pending entry of its
+// own, with a code only its own session knows: the operator, reading the
+// code off the machine they meant to admit, never types it.
+//
+// The code belongs to one TLS session: a joiner that reconnects (to this
+// seed or the next) gets a new session and shows a new code; the old
+// one's pending entry is then never approved.
+const (
+	// ApprovalMaxWrong wrong codes burn the token.
+	ApprovalMaxWrong = 5
+	// ApprovalMaxPending is how many sessions may wait on one token at
+	// once; a new one pushes out the oldest.
+	ApprovalMaxPending = 4
+	// ApprovalMaxSessions sessions recorded waiting over a token's life
+	// burn it: a join reconnects a few times at most, so more means the
+	// token is being played with (and each session costs a raft entry
+	// and an audit event).
+	ApprovalMaxSessions = 16
+	// DefaultApprovalPoll bounds one long poll of a waiting joiner: the
+	// seed answers "still pending" (HTTP 202) after it and the joiner asks
+	// again over the same connection, well inside port 7300's answer
+	// bound.
+	DefaultApprovalPoll = 20 * time.Second
+	// approvalLabel is the TLS exporter label (RFC 5705/8446) of the code.
+	approvalLabel = "EXPORTER-meshd-join-approval-v1"
+	// codeDigits is the code's length.
+	codeDigits = 6
+)
+
+// CodeHash is the SHA-256 of an approval code bound to its token
+// (HashCode): what raft records of a waiting join and of an operator's
+// attempt. The code itself is never stored or logged on the server side.
+type CodeHash [sha256.Size]byte
+
+func (h CodeHash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether h is unset.
+func (h CodeHash) IsZero() bool { return h == CodeHash{} }
+
+// MarshalText and UnmarshalText write the hash as hex.
+func (h CodeHash) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+func (h *CodeHash) UnmarshalText(b []byte) error {
+	if len(b) != 2*len(h) {
+		return errors.New("approval code hash: want 64 hex characters")
+	}
+	if _, err := hex.Decode(h[:], b); err != nil {
+		return errors.New("approval code hash: want 64 hex characters")
+	}
+	return nil
+}
+
+// SessionCode is the approval code of the TLS session cs for the token
+// whose secret hashes to h: 6 decimal digits from the session's exported
+// keying material. Both ends of one session derive the same code; another
+// session (or another token) gives another.
+func SessionCode(cs tls.ConnectionState, h TokenHash) (string, error) {
+	ekm, err := cs.ExportKeyingMaterial(approvalLabel, h[:], 32)
+	if err != nil {
+		return "", fmt.Errorf("TLS keying material for the approval code: %w", err)
+	}
+	return codeFrom(ekm), nil
+}
+
+// codeFrom maps keying material to a 6-digit code (the bias of the modulo
+// over 64 bits is negligible).
+func codeFrom(ekm []byte) string {
+	return fmt.Sprintf("%0*d", codeDigits, binary.BigEndian.Uint64(ekm[:8])%1_000_000)
+}
+
+// HashCode binds code to the token h: what raft records.
+func HashCode(h TokenHash, code string) CodeHash {
+	s := sha256.New()
+	s.Write([]byte("meshd approval code v1\x00"))
+	s.Write(h[:])
+	s.Write([]byte(code))
+	return CodeHash(s.Sum(nil))
+}
+
+// ParseCode reads a code as an operator types it: 6 digits, spaces and
+// dashes ignored ("123 456", "123-456"). Anything else is codes.BadRequest.
+func ParseCode(s string) (string, error) {
+	c := strings.Map(func(r rune) rune {
+		if r == ' ' || r == '-' {
+			return -1
+		}
+		return r
+	}, strings.TrimSpace(s))
+	if len(c) != codeDigits || strings.Trim(c, "0123456789") != "" {
+		return "", codes.Wrap(codes.BadRequest, fmt.Errorf("approval code: want the %d digits the joining machine shows", codeDigits))
+	}
+	return c, nil
+}
+
+// FormatCode groups a code for display: "123 456".
+func FormatCode(code string) string {
+	if len(code) != codeDigits {
+		return code
+	}
+	return code[:3] + " " + code[3:]
+}
+
+// Approval is the approval state of a token minted with --approve, as raft
+// records it in the token's record.
+type Approval struct {
+	// Pending are the sessions that wait for approval, oldest first.
+	Pending []PendingJoin `json:"pending,omitempty"`
+	// Wrong counts operators' codes that matched no waiting session.
+	Wrong int `json:"wrong,omitempty"`
+	// Sessions counts the sessions ever recorded waiting.
+	Sessions int `json:"sessions,omitempty"`
+	// ApprovedAt, ApprovedBy and Approved: the session an operator
+	// approved (its code hash), when and by whom.
+	ApprovedAt time.Time   `json:"approved_at,omitzero"`
+	ApprovedBy string      `json:"approved_by,omitempty"`
+	Approved   PendingJoin `json:"approved,omitzero"`
+	// BurntAt: ApprovalMaxWrong wrong codes burnt the token (it is revoked
+	// too).
+	BurntAt time.Time `json:"burnt_at,omitzero"`
+}
+
+// PendingJoin is one session waiting for approval: the hash of its code,
+// the joiner's source address, the control node it talks to, since when,
+// and the joiner's key.
+type PendingJoin struct {
+	Code   CodeHash  `json:"code"`
+	Source string    `json:"source,omitempty"`
+	Via    string    `json:"via,omitempty"`
+	Since  time.Time `json:"since"`
+	// Key is the SHA-256 of the TLS public key the joiner's CSR proves
+	// it holds (hex): an approved session's joiner that reconnects with
+	// the same key (its pending keys) is the same machine, and goes on.
+	Key string `json:"key,omitempty"`
+}
+
+// IsApproved reports whether an operator approved a session.
+func (a Approval) IsApproved() bool { return !a.ApprovedAt.IsZero() }
+
+// IsBurnt reports whether wrong codes (or too many sessions) burnt the
+// token.
+func (a Approval) IsBurnt() bool { return !a.BurntAt.IsZero() }
+
+// BurntWhy says why the token was burnt.
+func (a Approval) BurntWhy() string {
+	if a.Sessions > ApprovalMaxSessions {
+		return fmt.Sprintf("more than %d joins waited with it", ApprovalMaxSessions)
+	}
+	return fmt.Sprintf("%d wrong approval codes", a.Wrong)
+}
+
+// waiting reports whether the session with code hash c waits.
+func (a Approval) waiting(c CodeHash) bool {
+	return slices.ContainsFunc(a.Pending, func(p PendingJoin) bool { return p.Code == c })
+}
+
+// WithPending is a with the session p waiting, recorded at at:
+// unchanged (ok false) when it waits already or the approval is decided;
+// at most ApprovalMaxPending wait, the oldest pushed out; the session
+// past ApprovalMaxSessions burns the token instead. a is not modified.
+func (a Approval) WithPending(p PendingJoin, at time.Time) (Approval, bool) {
+	if a.IsApproved() || a.IsBurnt() || a.waiting(p.Code) {
+		return a, false
+	}
+	out := a
+	out.Sessions++
+	if out.Sessions > ApprovalMaxSessions {
+		out.BurntAt, out.Pending = at, nil
+		return out, true
+	}
+	out.Pending = append(slices.Clone(a.Pending), p)
+	if n := len(out.Pending); n > ApprovalMaxPending {
+		out.Pending = out.Pending[n-ApprovalMaxPending:]
+	}
+	return out, true
+}
+
+// Attempt is the outcome of an operator's code.
+type Attempt int
+
+const (
+	// AttemptApproved: the code is a waiting session's; it is approved.
+	AttemptApproved Attempt = iota
+	// AttemptWrong: no waiting session shows the code.
+	AttemptWrong
+	// AttemptBurnt: the code was wrong and the last one allowed.
+	AttemptBurnt
+)
+
+// Try is a after an operator (actor) typed the code whose hash is c at
+// at. The caller has checked that a session waits and nothing is decided.
+// a is not modified.
+func (a Approval) Try(c CodeHash, actor string, at time.Time) (Approval, Attempt) {
+	out := a
+	out.Pending = slices.Clone(a.Pending)
+	if i := slices.IndexFunc(a.Pending, func(p PendingJoin) bool { return p.Code == c }); i >= 0 {
+		out.Approved, out.ApprovedAt, out.ApprovedBy = a.Pending[i], at, actor
+		out.Pending = nil
+		return out, AttemptApproved
+	}
+	out.Wrong++
+	if out.Wrong >= ApprovalMaxWrong {
+		out.BurntAt = at
+		out.Pending = nil
+		return out, AttemptBurnt
+	}
+	return out, AttemptWrong
+}
+
+// Approvals is what the enroll server needs of the ledger to hold a join
+// for approval: recording a waiting session in raft, so that an operator
+// on any control node can approve it. The ledger's Token shows the
+// outcome.
+type Approvals interface {
+	// RequestApproval records that the session p waits for approval of
+	// the join with token h (WithPending), naming this control node as
+	// p.Via. A decided approval or a session that waits already is no
+	// error.
+	RequestApproval(ctx context.Context, h TokenHash, p PendingJoin) error
+}
+
+// ApprovalPending is the seed's answer (HTTP 202) to an enroll request
+// that waits for an operator's approval: the joiner shows its code and
+// sends the same request again over the same connection.
+type ApprovalPending struct {
+	Name    string    `json:"name"`
+	Expires time.Time `json:"expires"` // the token's: no approval by then is codes.ApprovalTimeout
+}
+
+// errPending is the enroll server's "still waiting": answered 202.
+type errPending struct{ ApprovalPending }
+
+func (errPending) Error() string { return "the join waits for an operator's approval" }
+
+// approve holds the join of the token rec (minted with --approve) until
+// an operator approves this session, whose code is code ("" when the
+// request came over no TLS session: refused). The first request of a
+// session records it waiting and answers at once (errPending), so that
+// the joiner shows its code; the joiner's next request over the same
+// session waits here up to the poll bound, then is answered errPending
+// again. nil means this session is approved: the admission goes on.
+func (s *Server) approve(ctx context.Context, req Request, rec TokenRecord, source netip.Addr, code string) error {
+	ap, ok := s.ledger.(Approvals)
+	switch {
+	case !ok:
+		return codes.Wrap(codes.EnrollRejected, errors.New("this token needs an operator's approval, which this control node cannot hold a join for"))
+	case !req.Approval:
+		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("the token for %s needs an operator's approval (admit --approve), "+
+			"and the joining meshd cannot show an approval code: upgrade it", rec.Name))
+	case code == "":
+		return codes.Wrap(codes.EnrollRejected, errors.New("an approval needs the TLS session to derive its code from"))
+	}
+	mine := HashCode(rec.Hash, code)
+	key, err := joinerKey(req.CSR)
+	if err != nil {
+		return err
+	}
+	pending := errPending{ApprovalPending{Name: rec.Name, Expires: rec.Expires}}
+	if decided, err := approvalOutcome(rec, mine, key, s.now()); decided || err != nil {
+		return err
+	}
+	if !rec.Approval.waiting(mine) {
+		p := PendingJoin{Code: mine, Source: source.String(), Since: s.now().UTC(), Key: key}
+		if err := ap.RequestApproval(ctx, rec.Hash, p); err != nil {
+			return fmt.Errorf("record the join waiting for approval: %w", err)
+		}
+		s.log.Info("join waits for an operator's approval", "code", codes.EventApprovalRequested, "name", rec.Name,
+			"token", shortHash(rec.Hash), "source", source)
+		return pending
+	}
+	poll := time.NewTimer(s.cfg.ApprovalPoll)
+	defer poll.Stop()
+	tick := time.NewTicker(approvalTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-poll.C:
+			return pending
+		case <-tick.C:
+		}
+		cur, ok, err := s.ledger.Token(ctx, rec.Hash)
+		if err != nil {
+			return fmt.Errorf("look up token: %w", err)
+		}
+		if !ok {
+			return codes.Wrap(codes.TokenUnknown, fmt.Errorf("no token %s in the cluster", shortHash(rec.Hash)))
+		}
+		if decided, err := approvalOutcome(cur, mine, key, s.now()); decided || err != nil {
+			return err
+		}
+	}
+}
+
+// approvalTick is how often a waiting join looks at the token's record.
+const approvalTick = 100 * time.Millisecond
+
+// joinerKey is KeyHash of the TLS public key the CSR proves its sender
+// holds (its signature checked).
+func joinerKey(csr []byte) (string, error) {
+	der, err := pki.CSRPublicKey(csr)
+	if err != nil {
+		return "", err
+	}
+	return KeyHash(der), nil
+}
+
+// KeyHash is how an approval names a joiner's TLS public key (PKIX DER,
+// as Admission.TLSPublicKey holds it): its SHA-256 in hex.
+func KeyHash(der []byte) string {
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+// approvalOutcome judges the token rec for the session whose code hash is
+// mine, of the joiner whose key is key, at now: decided with nil when an
+// operator approved this session, or another session of the same joiner
+// (the same key: it reconnected); an error when the join can no longer be
+// approved (burnt, revoked, used, another joiner approved, expired:
+// codes.ApprovalTimeout); not decided otherwise.
+func approvalOutcome(rec TokenRecord, mine CodeHash, key string, now time.Time) (bool, error) {
+	a := rec.Approval
+	switch {
+	case a.IsBurnt():
+		return true, codes.Wrap(codes.ApprovalBurnt, fmt.Errorf("the token for %s was burnt at %s (%s)",
+			rec.Name, a.BurntAt.UTC().Format(time.RFC3339), a.BurntWhy()))
+	case rec.Revoked():
+		return true, codes.Wrap(codes.TokenRevoked, fmt.Errorf("token for %s was revoked at %s", rec.Name, rec.RevokedAt.UTC().Format(time.RFC3339)))
+	case rec.Consumed():
+		return true, codes.Wrap(codes.TokenConsumed, fmt.Errorf("token for %s was used at %s by another join", rec.Name, rec.ConsumedAt.UTC().Format(time.RFC3339)))
+	case a.IsApproved() && (a.Approved.Code == mine || (key != "" && a.Approved.Key == key)):
+		return true, nil
+	case a.IsApproved():
+		return true, codes.Wrap(codes.TokenConsumed, fmt.Errorf("an operator (%s) approved another join with the token for %s, from %s",
+			a.ApprovedBy, rec.Name, a.Approved.Source))
+	case !now.Before(rec.Expires):
+		return true, codes.Wrap(codes.ApprovalTimeout, fmt.Errorf("no operator approved the join of %s before its token expired at %s",
+			rec.Name, rec.Expires.UTC().Format(time.RFC3339)))
+	}
+	return false, nil
+}
+
+// ApprovalShown is what a joiner shows while its join waits for approval.
+type ApprovalShown struct {
+	Name    string    `json:"name"`
+	Code    string    `json:"code"` // 6 digits
+	Seed    string    `json:"seed"`
+	Expires time.Time `json:"expires"` // the token's: no approval by then fails the join
+}
+
+func (a ApprovalShown) String() string {
+	return fmt.Sprintf("waiting for approval: code %s; on a control node run `meshctl approve %s %s` before %s",
+		FormatCode(a.Code), a.Name, a.Code, a.Expires.UTC().Format(time.RFC3339))
+}
+
+// waitApproval handles a seed's "still pending" answer (data, HTTP 202)
+// on session s: the first time on a session it shows the session's code;
+// it ends the join with codes.ApprovalTimeout once the token has expired
+// by this clock, else the caller asks again.
+func (c *client) waitApproval(s *session, data []byte) error {
+	var p ApprovalPending
+	if err := json.Unmarshal(data, &p); err != nil {
+		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: malformed approval answer: %w", s.seed, err))
+	}
+	if !s.shown {
+		code, err := SessionCode(s.conn.ConnectionState(), c.tok.Secret.Hash())
+		if err != nil {
+			return codes.Wrap(codes.EnrollRejected, err)
+		}
+		s.shown = true
+		c.approval(ApprovalShown{Name: c.tok.Name, Code: code, Seed: s.seed, Expires: c.tok.Expires})
+	}
+	if !c.now().Before(c.tok.Expires) {
+		return codes.Wrap(codes.ApprovalTimeout, fmt.Errorf("no operator approved the join of %s before its token expired at %s",
+			c.tok.Name, c.tok.Expires.UTC().Format(time.RFC3339)))
+	}
+	return nil
+}
