@@ -26,6 +26,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
 	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
 	mux.HandleFunc("POST "+apitype.PathKeysRotate, a.write(a.handleRotateKeys))
+	mux.HandleFunc("POST "+apitype.PathCAHandoff, a.write(a.handleCAHandoff)) // custody.go
 	return a.guard(mux)
 }
 

@@ -36,6 +36,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.RecordRevocationAcks](): anyControl,
 	reflect.TypeFor[state.ConfirmJoin]():          confirmRule,
 	reflect.TypeFor[state.FailJoin]():             failJoinRule,
+	reflect.TypeFor[state.SetCAHolder]():          setCAHolderRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 
@@ -61,6 +62,20 @@ func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
 		}
 	}
 	return fmt.Errorf("%s may not set node %s to %s", c.NodeID, s.NodeID, s.State)
+}
+
+// setCAHolderRule: a handoff is sent by the holder on record (From); a
+// restore by the node it makes the holder (To), which checked that the
+// holder on record is lost before it wrote.
+func setCAHolderRule(p *Plane, c Caller, cmd state.Command) error {
+	s := cmd.(state.SetCAHolder)
+	switch {
+	case !s.Restore && s.From == c.NodeID:
+		return caHolderOnly(p, c, cmd)
+	case s.Restore && s.To == c.NodeID:
+		return nil
+	}
+	return fmt.Errorf("%s may not move CA custody from %s to %s", c.NodeID, s.From, s.To)
 }
 
 // caHolderOnly: only the node the cluster record names as CA holder.

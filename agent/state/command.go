@@ -30,12 +30,14 @@ const (
 	typeRecordRevocationAcks cmdType = 13
 	typeConfirmJoin          cmdType = 14
 	typeFailJoin             cmdType = 15
+	typeSetCAHolder          cmdType = 30
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
-// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin and Tracked.
+// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, SetCAHolder and
+// Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -140,6 +142,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[ConfirmJoin](b[1:])
 	case typeFailJoin:
 		c, err = decodeAs[FailJoin](b[1:])
+	case typeSetCAHolder:
+		c, err = decodeAs[SetCAHolder](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -112,6 +112,8 @@ func (a *app) statusCommand() *cobra.Command {
 			row("role", s.Role)
 			if s.CAHolder {
 				row("ca holder", "yes")
+			} else {
+				row("ca holder", s.CAHolderNode)
 			}
 			row("overlay", s.OverlayIP)
 			row("underlay", s.Underlay)
