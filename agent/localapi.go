@@ -27,6 +27,8 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
 	mux.HandleFunc("POST "+apitype.PathKeysRotate, a.write(a.handleRotateKeys))
 	mux.HandleFunc("POST "+apitype.PathCAHandoff, a.write(a.handleCAHandoff)) // custody.go
+	mux.HandleFunc("POST "+apitype.PathCABackup, a.write(a.handleCABackup))
+	mux.HandleFunc("POST "+apitype.PathCARestore, a.write(a.handleCARestore))
 	return a.guard(mux)
 }
 

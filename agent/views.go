@@ -47,6 +47,7 @@ func (a *Agent) status() apitype.Status {
 			if n, ok := r.FSM().Node(c.CAHolder); ok {
 				s.CAHolderNode = n.Name
 			}
+			s.CABackedUp = c.CABackedUp
 		}
 		if id := r.LeaderID(); id != "" {
 			if n, ok := r.FSM().Node(id); ok {

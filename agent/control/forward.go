@@ -37,6 +37,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.ConfirmJoin]():          confirmRule,
 	reflect.TypeFor[state.FailJoin]():             failJoinRule,
 	reflect.TypeFor[state.SetCAHolder]():          setCAHolderRule,
+	reflect.TypeFor[state.RecordCABackup]():       caBackupRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 
@@ -76,6 +77,14 @@ func setCAHolderRule(p *Plane, c Caller, cmd state.Command) error {
 		return nil
 	}
 	return fmt.Errorf("%s may not move CA custody from %s to %s", c.NodeID, s.From, s.To)
+}
+
+// caBackupRule: the holder on record records its own backup.
+func caBackupRule(p *Plane, c Caller, cmd state.Command) error {
+	if cmd.(state.RecordCABackup).NodeID != c.NodeID {
+		return fmt.Errorf("%s may not record another node's CA backup", c.NodeID)
+	}
+	return caHolderOnly(p, c, cmd)
 }
 
 // caHolderOnly: only the node the cluster record names as CA holder.

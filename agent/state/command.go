@@ -31,13 +31,14 @@ const (
 	typeConfirmJoin          cmdType = 14
 	typeFailJoin             cmdType = 15
 	typeSetCAHolder          cmdType = 30
+	typeRecordCABackup       cmdType = 31
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
-// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, SetCAHolder and
-// Tracked.
+// RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, SetCAHolder,
+// RecordCABackup and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -144,6 +145,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[FailJoin](b[1:])
 	case typeSetCAHolder:
 		c, err = decodeAs[SetCAHolder](b[1:])
+	case typeRecordCABackup:
+		c, err = decodeAs[RecordCABackup](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -131,6 +131,8 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.failJoin(c)
 	case SetCAHolder:
 		err = s.setCAHolder(c)
+	case RecordCABackup:
+		err = s.recordCABackup(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -122,7 +122,8 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: ConfirmJoin{NodeID: "n-w12", At: t0.Add(4 * time.Minute)}, want: codes.JoinUnconfirmed},
 		{cmd: MintToken{Record: tokenRecord(13, "w6", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: joinCmd(13, "n-w6", "w6", pki.RoleWorker)},
-		// Issue 13: CA custody moves to another active control node.
+		// Issue 13: CA custody moves to another active control node; a
+		// sealed backup is recorded by the holder on record only.
 		{cmd: MintToken{Record: tokenRecord(14, "c14", pki.RoleControl), Actor: "uid:0"}},
 		{cmd: joinCmd(14, "n-c14", "c14", pki.RoleControl)},
 		{cmd: SetCAHolder{From: originID, To: "n-c14", CAFingerprint: testCluster().CAFingerprint, At: t0.Add(7 * time.Minute)},
@@ -131,6 +132,8 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: ConfirmJoin{NodeID: "n-c14", At: t0.Add(7 * time.Minute), Actor: "node:n-c14"}},
 		{cmd: track("req-custody", SetCAHolder{From: originID, To: "n-c14", CAFingerprint: testCluster().CAFingerprint,
 			At: t0.Add(8 * time.Minute), Actor: "uid=0@ctl-0"})},
+		{cmd: RecordCABackup{NodeID: originID, At: t0.Add(9 * time.Minute)}, want: codes.NotCAHolder},
+		{cmd: RecordCABackup{NodeID: "n-c14", At: t0.Add(9 * time.Minute), Actor: "uid=0@c14"}},
 	}
 }
 

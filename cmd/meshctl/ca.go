@@ -14,6 +14,7 @@ func (a *app) caCommand() *cobra.Command {
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	ca.AddCommand(a.caHandoffCommand())
+	a.addBackupCommands(ca) // cabackup.go
 	return ca
 }
 
