@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
@@ -88,5 +89,28 @@ func TestHandoffFollowsRecord(t *testing.T) {
 	// The old holder can now be removed like any control node.
 	if err := c2.p.Remove(within(t, 10*time.Second), "origin", "test"); err != nil {
 		t.Fatalf("remove the old holder: %v", err)
+	}
+}
+
+// TestCustodyForwardRetried: a forwarded SetCAHolder retried under the
+// same request id after its first attempt committed (the leader changed
+// before it answered) gets the remembered result, not ForwardRefused
+// although the record already names the new holder. Found by
+// TestHandoffFollowsRecord under load.
+func TestCustodyForwardRetried(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	tr, err := state.Track("req-move", &state.SetCAHolder{From: origin.nodeID, To: c2.nodeID,
+		CAFingerprint: c.cluster.CAFingerprint, At: time.Now(), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := origin.p.client.Call(within(t, 10*time.Second), origin.addr, PathApply, true, ApplyRequest{Tracked: tr}, nil); err != nil {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+	}
+	if cl, _ := origin.p.Raft().FSM().Cluster(); cl.CAHolder != c2.nodeID {
+		t.Fatalf("holder %s", cl.CAHolder)
 	}
 }

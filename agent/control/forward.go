@@ -65,26 +65,31 @@ func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
 	return fmt.Errorf("%s may not set node %s to %s", c.NodeID, s.NodeID, s.State)
 }
 
-// setCAHolderRule: a handoff is sent by the holder on record (From); a
-// restore by the node it makes the holder (To), which checked that the
-// holder on record is lost before it wrote.
-func setCAHolderRule(p *Plane, c Caller, cmd state.Command) error {
+// setCAHolderRule: a handoff is sent by the node it moves custody from
+// (From), a restore by the node it makes the holder (To), which checked
+// that the holder on record is lost before it wrote. Whether From holds
+// the CA is the FSM's compare-and-set, not this rule's: a forward retried
+// after its first attempt committed (the leader changed before it
+// answered) must reach the FSM, which answers the remembered result,
+// while the record here already names the new holder.
+func setCAHolderRule(_ *Plane, c Caller, cmd state.Command) error {
 	s := cmd.(state.SetCAHolder)
 	switch {
 	case !s.Restore && s.From == c.NodeID:
-		return caHolderOnly(p, c, cmd)
+		return nil
 	case s.Restore && s.To == c.NodeID:
 		return nil
 	}
 	return fmt.Errorf("%s may not move CA custody from %s to %s", c.NodeID, s.From, s.To)
 }
 
-// caBackupRule: the holder on record records its own backup.
-func caBackupRule(p *Plane, c Caller, cmd state.Command) error {
+// caBackupRule: a node records only its own backup (the FSM refuses one
+// from a node that does not hold the CA on record).
+func caBackupRule(_ *Plane, c Caller, cmd state.Command) error {
 	if cmd.(state.RecordCABackup).NodeID != c.NodeID {
 		return fmt.Errorf("%s may not record another node's CA backup", c.NodeID)
 	}
-	return caHolderOnly(p, c, cmd)
+	return nil
 }
 
 // caHolderOnly: only the node the cluster record names as CA holder.
