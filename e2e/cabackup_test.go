@@ -97,6 +97,19 @@ func TestCABackupRestore(t *testing.T) {
 		t.Fatalf("restore: %+v", r)
 	}
 	holderIs(t, c2, c2, c3)
+	var events []apitype.AuditEvent
+	if err := c3.CtlJSON(t.Context(), &events, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range events {
+		if strings.HasPrefix(e.Event, "ca ") {
+			got = append(got, e.Event+" "+e.Subject)
+		}
+	}
+	if strings.Join(got, ",") != "ca backup c1,ca restore c2" {
+		t.Fatalf("custody events in c3's audit: %v", got)
+	}
 	if !caCopy(t, c2) {
 		t.Fatal("no keys on c2 after the restore")
 	}

@@ -144,6 +144,20 @@ func TestCAHandoff(t *testing.T) {
 		}
 		return nil
 	})
+	// Audited on every control node, with the operator on c1 as actor.
+	var events []apitype.AuditEvent
+	if err := c3.CtlJSON(t.Context(), &events, "audit"); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range events {
+		if e.Event == "ca handoff" && e.Subject == "c2" && strings.HasPrefix(e.Actor, "uid=") && strings.HasSuffix(e.Actor, "@c1") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no ca handoff event by c1's operator in c3's audit: %+v", events)
+	}
 	// The same command again finishes nothing more and says so.
 	if err := c1.CtlJSON(t.Context(), &r, "ca", "handoff", "c2"); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,9 @@ var eventNames = map[codes.Code]string{
 	codes.EventTLSRenewed:       "tls cert renewed",
 	codes.EventAdmissionAborted: "admission aborted",
 	codes.EventRevocationAcks:   "revocation acks",
+	codes.EventCAHandedOff:      "ca handoff",
+	codes.EventCARestored:       "ca restore",
+	codes.EventCABackedUp:       "ca backup",
 }
 
 // Audit is the cluster's audit trail, oldest first: the FSM's ring
