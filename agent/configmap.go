@@ -65,7 +65,7 @@ func (c FileConfig) raftTiming() raftnode.Timing {
 func (c FileConfig) controlConfig(f *nodeFacts) control.Config {
 	return control.Config{NodeID: f.NodeID, Name: f.Name, PromoteTimeout: c.Raft.PromoteTimeout,
 		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention, TLSLifetime: c.TLSLifetime,
-		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.joinBound()}
+		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.joinBound(), CADir: filepath.Join(c.StateDir, caDir)}
 }
 
 // enrollConfig is the enroll server's config: the clock-skew bound a

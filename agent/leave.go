@@ -49,7 +49,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 // node), then the record (once it says left, the leader no longer answers
 // this node), then gossip.
 func (a *Agent) depart(ctx context.Context, rt *runtime) error {
-	if rt.facts.CAHolder {
+	if rt.holdsCA() {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", rt.facts.Name))
 	}
 	if rt.ctl != nil {

@@ -26,7 +26,10 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
 	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
 	mux.HandleFunc("POST "+apitype.PathKeysRotate, a.write(a.handleRotateKeys))
-	mux.HandleFunc("POST "+apitype.PathApprove, a.write(a.handleApprove)) // approve.go
+	mux.HandleFunc("POST "+apitype.PathApprove, a.write(a.handleApprove))     // approve.go
+	mux.HandleFunc("POST "+apitype.PathCAHandoff, a.write(a.handleCAHandoff)) // custody.go
+	mux.HandleFunc("POST "+apitype.PathCABackup, a.write(a.handleCABackup))
+	mux.HandleFunc("POST "+apitype.PathCARestore, a.write(a.handleCARestore))
 	return a.guard(mux)
 }
 

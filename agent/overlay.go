@@ -120,6 +120,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 		rt.refreshNodeList(ctx, told)
 		rt.followKeys(ctx, toldKeys)
 		if rt.ctl != nil {
+			rt.followCustody(ctx) // custody.go
 			rt.ctl.RenewNebulaCerts(ctx)
 			_, _ = rt.ctl.PruneTokens(ctx) // the leader only; it logs its own failure
 		}

@@ -168,12 +168,10 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
 	}
-	var ca *pki.CA
-	if rt.facts.CAHolder {
-		if ca, err = pki.LoadCA(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
-			_ = stream.Close()
-			return corrupt(fmt.Errorf("%s: %w", filepath.Join(a.cfg.StateDir, caDir), err))
-		}
+	ca, err := a.loadCA(rt)
+	if err != nil {
+		_ = stream.Close()
+		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
 		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput})

@@ -26,7 +26,7 @@ func (a *Agent) status() apitype.Status {
 	}
 	f := rt.facts
 	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
-	s.Role, s.CAHolder = string(f.Role), f.CAHolder
+	s.Role = string(f.Role)
 	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
 	s.Overlay, s.Gossip = rt.overlayStatus(), rt.gossipStatus()
 	s.TLSCertExpires = rt.live.Leaf().NotAfter
@@ -43,6 +43,13 @@ func (a *Agent) status() apitype.Status {
 		r := rt.ctl.Raft()
 		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
 		s.Approvals = rt.ctl.WaitingApprovals()
+		if c, ok := r.FSM().Cluster(); ok {
+			s.CAHolder = c.CAHolder == f.NodeID
+			if n, ok := r.FSM().Node(c.CAHolder); ok {
+				s.CAHolderNode = n.Name
+			}
+			s.CABackedUp = c.CABackedUp
+		}
 		if id := r.LeaderID(); id != "" {
 			if n, ok := r.FSM().Node(id); ok {
 				s.Leader = n.Name

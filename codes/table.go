@@ -52,6 +52,16 @@ const (
 	QuorumLoss         Code = "X409207QRMLSS"
 	SnapshotVersion    Code = "X500208SNPVER"
 	CAHolderStays      Code = "X409209CAHOLD"
+	// CA custody (issue 13: handoff, backup, restore).
+	NotCAHolder      Code = "X409230NOTCAH"
+	CustodyTarget    Code = "X409231CATRGT"
+	CAProbeFailed    Code = "X502232CAPROB"
+	CAHolderAlive    Code = "X409233CAALIV"
+	BackupPassphrase Code = "X401234CABKPW"
+	BackupCorrupt    Code = "X400235CABKCR"
+	CAOtherCluster   Code = "X409236CAOTHR"
+	CAPassphrase     Code = "X400237CAPASS"
+	CAHolderChanged  Code = "X409238CAHCHG"
 
 	// Local daemon and API.
 	DaemonStarting    Code = "X503301STRTNG"
@@ -136,6 +146,16 @@ var table = map[Code]Info{
 	SnapshotVersion:    {500, "the state snapshot has an unknown format version", "run a meshd version that knows this snapshot format"},
 	CAHolderStays:      {409, "this node holds the cluster's CA keys: it cannot leave or be removed, and nothing (init or join, with --force or without) wipes its state dir", "keep the origin in the cluster and its state dir as it is (moving CA custody is not supported yet)"},
 
+	NotCAHolder:      {409, "this node does not hold the cluster's CA keys", "run the command on the CA holder: `meshctl status` on a control node names it"},
+	CustodyTarget:    {409, "CA custody can only go to another active control node that is a raft voter", "pick a control node that `meshctl nodes` shows active with raft voter or leader"},
+	CAProbeFailed:    {502, "the target did not prove that it holds working CA keys; custody did not move and the old holder keeps its keys", "check the target (`meshctl status` there, its log), then run the same `meshctl ca handoff NODE` again"},
+	CAHolderAlive:    {409, "the recorded CA holder is alive (in gossip or raft); a restore would make a second holder", "move custody with `meshctl ca handoff NODE` on the holder; restore only once the holder is lost (failed in gossip and unreachable over raft)"},
+	BackupPassphrase: {401, "the passphrase does not open this CA backup; nothing was changed", "use the passphrase file the backup was taken with"},
+	BackupCorrupt:    {400, "the file is not a sealed meshd CA backup, or it is truncated or altered; nothing was changed", "use an intact copy of the file `meshctl ca backup --out` wrote"},
+	CAOtherCluster:   {409, "the CA keys or the backup belong to another cluster (its cluster id or CA fingerprint differs); nothing was changed", "use this cluster's own backup or CA holder; `meshctl status` shows the cluster id"},
+	CAPassphrase:     {400, "the passphrase file cannot be read, or holds fewer than 12 characters", "give --passphrase-file a readable file with a passphrase of at least 12 characters"},
+	CAHolderChanged:  {409, "the CA holder on record changed while this custody move was prepared; nothing was changed", "check `meshctl status` for the holder now, then run the command again if it is still needed"},
+
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},
 	BadRequest:        {400, "the request is malformed", "check the command's usage with --help"},
@@ -176,6 +196,9 @@ var table = map[Code]Info{
 	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
 	EventCertsRecorded:    {100, "a joining node's certificates were recorded; it is active once it confirms its join", "none needed"},
+	EventCAHandedOff:      {100, "CA custody moved to another control node", "none needed"},
+	EventCARestored:       {100, "CA custody was restored from a sealed backup onto a control node", "none needed"},
+	EventCABackedUp:       {100, "a sealed backup of the CA was taken", "none needed"},
 	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
 
 	ApprovalWrongCode:      {403, "the approval code matches no join that waits with this token; wrong codes burn the token after 5", "read the 6-digit code off the joining machine's `meshctl join` output and run `meshctl approve NAME CODE` again; a code the joiner did not show may be someone else's join with a leaked token"},
@@ -214,4 +237,7 @@ const (
 	EventTokensPruned     Code = "X100612TKPRUN"
 	EventCertsRecorded    Code = "X100620CRTREC"
 	EventJoinFailed       Code = "X100621JNFAIL"
+	EventCAHandedOff      Code = "X100650CAHAND"
+	EventCARestored       Code = "X100651CARSTR"
+	EventCABackedUp       Code = "X100652CABKUP"
 )

@@ -40,3 +40,14 @@ const (
 	SignerBeforeSign = "signer/before-sign" // admission checked, nothing signed
 	SignerAfterSign  = "signer/after-sign"  // signed, answer not sent
 )
+
+// CustodyPoints are the crash points of a CA custody move (issue 13),
+// apart from Points: the join crash test walks Points.
+var CustodyPoints = []string{CustodyAfterReceive, HandoffAfterProbe, HandoffAfterRecord}
+
+// The points of `meshctl ca handoff` (agent/control/custody.go).
+const (
+	CustodyAfterReceive = "custody/after-receive" // target: CA keys written, not loaded, no probe answered
+	HandoffAfterProbe   = "custody/after-probe"   // holder: the target's probe verified, the move not recorded
+	HandoffAfterRecord  = "custody/after-record"  // holder: the record names the target, its own copy not released
+)

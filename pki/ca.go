@@ -147,36 +147,46 @@ func LoadCA(dir string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load CA: %w", err)
 	}
+	ca, err := parseCA(certPEM, keyPEM, nebPEM, nebKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load CA: %w", err)
+	}
+	return ca, nil
+}
 
+// parseCA builds a CA from its PEM parts: both certificates must be CAs
+// and each key must match its certificate. Errors name the file the part
+// is stored in, never key material.
+func parseCA(certPEM, keyPEM, nebPEM, nebKeyPEM []byte) (*CA, error) {
 	c, err := ParseCertPEM(certPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", caCertFile, err)
+		return nil, fmt.Errorf("%s: %w", caCertFile, err)
 	}
 	if !c.IsCA {
-		return nil, fmt.Errorf("load CA: %s is not a CA certificate", caCertFile)
+		return nil, fmt.Errorf("%s is not a CA certificate", caCertFile)
 	}
 	key, err := parseECKeyPEM(keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", caKeyFile, err)
+		return nil, fmt.Errorf("%s: %w", caKeyFile, err)
 	}
 	if !key.PublicKey.Equal(c.PublicKey) {
-		return nil, fmt.Errorf("load CA: %s does not match %s", caKeyFile, caCertFile)
+		return nil, fmt.Errorf("%s does not match %s", caKeyFile, caCertFile)
 	}
 
 	neb, _, err := cert.UnmarshalCertificateFromPEM(nebPEM)
 	if err != nil {
-		return nil, fmt.Errorf("load CA: %s: %w", nebulaCACertFile, err)
+		return nil, fmt.Errorf("%s: %w", nebulaCACertFile, err)
 	}
 	if !neb.IsCA() || neb.Curve() != cert.Curve_CURVE25519 {
-		return nil, fmt.Errorf("load CA: %s is not a Curve25519 Nebula CA", nebulaCACertFile)
+		return nil, fmt.Errorf("%s is not a Curve25519 Nebula CA", nebulaCACertFile)
 	}
 	nebKey, _, curve, err := cert.UnmarshalSigningPrivateKeyFromPEM(nebKeyPEM)
 	if err != nil {
 		// The Nebula parser's messages describe the banner, not the key.
-		return nil, fmt.Errorf("load CA: %s: %w", nebulaCAKeyFile, err)
+		return nil, fmt.Errorf("%s: %w", nebulaCAKeyFile, err)
 	}
 	if err := neb.VerifyPrivateKey(curve, nebKey); err != nil {
-		return nil, fmt.Errorf("load CA: %s does not match %s: %w", nebulaCAKeyFile, nebulaCACertFile, err)
+		return nil, fmt.Errorf("%s does not match %s: %w", nebulaCAKeyFile, nebulaCACertFile, err)
 	}
 	return &CA{
 		cert:      c,

@@ -96,6 +96,15 @@ func TestInternalAPIAuthorization(t *testing.T) {
 	signTLS := control.SignRequest{NodeID: "intruder-id", Name: "intruder", Role: pki.RoleControl, CSR: keys.CSR}
 	signNebula := control.SignRequest{NodeID: "intruder-id", Name: "intruder", Role: pki.RoleControl,
 		OverlayIP: netip.MustParsePrefix("10.42.9.9/16")}
+	intruderCA, err := pki.NewCA("intruder", netip.MustParsePrefix("10.42.0.0/16"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	intruderBundle, err := intruderCA.Bundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignCA := control.CAReceive{CA: intruderBundle, Nonce: make([]byte, 32)}
 	members := []caller{asControl, asWorker}
 	controlOnly := []caller{asControl}
 
@@ -120,6 +129,10 @@ func TestInternalAPIAuthorization(t *testing.T) {
 			harmfulBody: map[string]string{"node_id": w1ID}, allowedBody: map[string]string{"node_id": c2ID}},
 		{method: "POST", path: "/v1/sign/tls", allow: controlOnly, harmfulBody: signTLS, allowedCode: codes.SignRefused},
 		{method: "POST", path: "/v1/sign/nebula", allow: controlOnly, harmfulBody: signNebula, allowedCode: codes.SignRefused},
+		// CA keys are taken only from the holder on record: c2 is not it.
+		{method: "POST", path: "/v1/ca/receive", allow: controlOnly, harmfulBody: foreignCA, allowedCode: codes.NotCAHolder},
+		{method: "POST", path: "/v1/ca/probe", allow: controlOnly,
+			harmfulBody: control.CAProbeRequest{Nonce: make([]byte, 32)}},
 	}
 
 	// The test's own list of who may pass each door must cover the

@@ -104,6 +104,10 @@ type Status struct {
 	// Error is why the node in the state dir does not run (state
 	// "refused": a cloned state dir, codes.ClonedIdentity).
 	Error *Error `json:"error,omitempty"`
+	// CAHolderNode names the CA holder on record (control nodes);
+	// CABackedUp is when its last sealed backup was taken (zero: never).
+	CAHolderNode string    `json:"ca_holder_node,omitempty"`
+	CABackedUp   time.Time `json:"ca_backed_up,omitzero"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.

@@ -24,7 +24,7 @@ import (
 // signAdmittedTLS signs the TLS leaf of the joining node req names, for
 // the key in req.CSR, which must be the key raft recorded.
 func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]byte, error) {
-	n, _, err := p.admittedFor(ctx, req)
+	n, _, ca, err := p.admittedFor(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -43,54 +43,57 @@ func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]
 		}
 		ips = []netip.Addr{u.Unmap()}
 	}
-	return p.ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
+	return ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
 		Lifetime: p.cfg.tlsLifetime()}, p.now())
 }
 
 // signAdmittedNebula signs the Nebula host certificate of the joining node
 // req names, for the Nebula key and overlay IP raft recorded.
 func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) ([]byte, error) {
-	n, bits, err := p.admittedFor(ctx, req)
+	n, bits, ca, err := p.admittedFor(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	if len(n.NebulaPublicKey) == 0 {
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
-	return p.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
+	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
 		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, p.now())
 }
 
 // admittedFor returns the record of the joining node req names and the
 // overlay prefix length, after a read index (so an admission written a
 // moment ago through another control node is seen), or codes.SignRefused.
-func (p *Plane) admittedFor(ctx context.Context, req enroll.SignRequest) (state.Node, int, error) {
-	if p.ca == nil {
-		return state.Node{}, 0, codes.Wrap(codes.CAHolderDown, errors.New("this node does not hold the CA"))
-	}
+func (p *Plane) admittedFor(ctx context.Context, req enroll.SignRequest) (state.Node, int, *pki.CA, error) {
 	if err := p.SyncRead(ctx); err != nil {
-		return state.Node{}, 0, err
+		return state.Node{}, 0, nil, err
+	}
+	// After the read index: a node the record no longer names (custody
+	// moved) signs nothing.
+	ca := p.heldCA()
+	if ca == nil {
+		return state.Node{}, 0, nil, codes.Wrap(codes.CAHolderDown, errors.New("this node does not hold the CA"))
 	}
 	c, ok := p.raft.FSM().Cluster()
 	if !ok {
-		return state.Node{}, 0, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+		return state.Node{}, 0, nil, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
 	n, ok := p.raft.FSM().Node(req.NodeID)
 	switch {
 	case req.NodeID == "" || !ok:
-		return state.Node{}, 0, refuse(req, "raft records no admission of this node")
+		return state.Node{}, 0, nil, refuse(req, "raft records no admission of this node")
 	case n.State != state.NodeJoining:
-		return state.Node{}, 0, refuse(req, fmt.Sprintf("the node is %s, not joining", n.State))
+		return state.Node{}, 0, nil, refuse(req, fmt.Sprintf("the node is %s, not joining", n.State))
 	case n.TLSFingerprint != "" || n.NebulaFingerprint != "" || len(n.TLSCert) > 0 || len(n.NebulaCert) > 0:
-		return state.Node{}, 0, refuse(req, "the node already has certificates")
+		return state.Node{}, 0, nil, refuse(req, "the node already has certificates")
 	case req.Name != "" && req.Name != n.Name:
-		return state.Node{}, 0, refuse(req, fmt.Sprintf("the request names %q, raft %q", req.Name, n.Name))
+		return state.Node{}, 0, nil, refuse(req, fmt.Sprintf("the request names %q, raft %q", req.Name, n.Name))
 	case req.Role != "" && req.Role != n.Role:
-		return state.Node{}, 0, refuse(req, fmt.Sprintf("the request asks role %s, raft records %s", req.Role, n.Role))
+		return state.Node{}, 0, nil, refuse(req, fmt.Sprintf("the request asks role %s, raft records %s", req.Role, n.Role))
 	case req.OverlayIP.IsValid() && req.OverlayIP != netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits()):
-		return state.Node{}, 0, refuse(req, fmt.Sprintf("the request asks overlay %v, raft records %v", req.OverlayIP, n.OverlayIP))
+		return state.Node{}, 0, nil, refuse(req, fmt.Sprintf("the request asks overlay %v, raft records %v", req.OverlayIP, n.OverlayIP))
 	}
-	return n, c.Overlay.Bits(), nil
+	return n, c.Overlay.Bits(), ca, nil
 }
 
 // refuse is codes.SignRefused for req with why.

@@ -32,6 +32,9 @@ var eventNames = map[codes.Code]string{
 	codes.EventJoinApproved:      "approve",
 	codes.EventApprovalWrong:     "approve: wrong code",
 	codes.ApprovalBurnt:          "approval: token burnt",
+	codes.EventCAHandedOff:       "ca handoff",
+	codes.EventCARestored:        "ca restore",
+	codes.EventCABackedUp:        "ca backup",
 }
 
 // Audit is the cluster's audit trail, oldest first: the FSM's ring

@@ -38,6 +38,8 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.FailJoin]():             failJoinRule,
 	reflect.TypeFor[state.RequestApproval]():      anyControl,
 	reflect.TypeFor[state.ApproveJoin]():          anyControl,
+	reflect.TypeFor[state.SetCAHolder]():          setCAHolderRule,
+	reflect.TypeFor[state.RecordCABackup]():       caBackupRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 
@@ -63,6 +65,33 @@ func setNodeStateRule(p *Plane, c Caller, cmd state.Command) error {
 		}
 	}
 	return fmt.Errorf("%s may not set node %s to %s", c.NodeID, s.NodeID, s.State)
+}
+
+// setCAHolderRule: a handoff is sent by the node it moves custody from
+// (From), a restore by the node it makes the holder (To), which checked
+// that the holder on record is lost before it wrote. Whether From holds
+// the CA is the FSM's compare-and-set, not this rule's: a forward retried
+// after its first attempt committed (the leader changed before it
+// answered) must reach the FSM, which answers the remembered result,
+// while the record here already names the new holder.
+func setCAHolderRule(_ *Plane, c Caller, cmd state.Command) error {
+	s := cmd.(state.SetCAHolder)
+	switch {
+	case !s.Restore && s.From == c.NodeID:
+		return nil
+	case s.Restore && s.To == c.NodeID:
+		return nil
+	}
+	return fmt.Errorf("%s may not move CA custody from %s to %s", c.NodeID, s.From, s.To)
+}
+
+// caBackupRule: a node records only its own backup (the FSM refuses one
+// from a node that does not hold the CA on record).
+func caBackupRule(_ *Plane, c Caller, cmd state.Command) error {
+	if cmd.(state.RecordCABackup).NodeID != c.NodeID {
+		return fmt.Errorf("%s may not record another node's CA backup", c.NodeID)
+	}
+	return nil
 }
 
 // caHolderOnly: only the node the cluster record names as CA holder.

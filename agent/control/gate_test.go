@@ -250,6 +250,16 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 		{"active for itself", state.SetNodeState{NodeID: c2.nodeID, State: state.NodeActive, At: now}, codes.ForwardRefused},
 		{"remove itself", state.SetNodeState{NodeID: c2.nodeID, State: state.NodeRemoved, At: now}, codes.ForwardRefused},
 		{"remove the CA holder", state.SetNodeState{NodeID: origin.nodeID, State: state.NodeRemoved, At: now}, codes.CAHolderStays},
+		// Custody: only away from the caller, or to it by a restore; the
+		// FSM's compare-and-set decides whether the caller holds the CA.
+		{"custody moved from another node", state.SetCAHolder{From: origin.nodeID, To: c2.nodeID,
+			CAFingerprint: c.cluster.CAFingerprint, At: now}, codes.ForwardRefused},
+		{"custody restored onto another node", state.SetCAHolder{From: origin.nodeID, To: c3.nodeID,
+			CAFingerprint: c.cluster.CAFingerprint, Restore: true, At: now}, codes.ForwardRefused},
+		{"custody moved from itself, not the holder", state.SetCAHolder{From: c2.nodeID, To: c3.nodeID,
+			CAFingerprint: c.cluster.CAFingerprint, At: now}, codes.CAHolderChanged},
+		{"another node's CA backup", state.RecordCABackup{NodeID: origin.nodeID, At: now}, codes.ForwardRefused},
+		{"its own CA backup, not the holder", state.RecordCABackup{NodeID: c2.nodeID, At: now}, codes.NotCAHolder},
 	} {
 		nodes, revs := fsm.Nodes(), len(fsm.Revocations())
 		if err := forward("req-"+tc.name, tc.cmd, ""); codes.Of(err) != tc.want {

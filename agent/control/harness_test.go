@@ -188,13 +188,17 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		t.Fatal(err)
 	}
 	var ca *pki.CA
+	caDir := filepath.Join(t.TempDir(), "ca")
 	if holdsCA {
 		ca = c.ca
+		if err := pki.SaveCADir(caDir, ca, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	h := &hooks{}
 	logs := &logRecorder{}
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
-		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound},
+		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {
@@ -439,13 +443,14 @@ type logRecorder struct {
 
 type logRecord struct {
 	level slog.Level
+	msg   string
 	attrs map[string]slog.Value
 }
 
 func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	lr := logRecord{level: rec.Level, attrs: map[string]slog.Value{}}
+	lr := logRecord{level: rec.Level, msg: rec.Message, attrs: map[string]slog.Value{}}
 	rec.Attrs(func(a slog.Attr) bool {
 		lr.attrs[a.Key] = a.Value.Resolve()
 		return true
@@ -458,6 +463,19 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 
 func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+
+// count is how many records have the message msg.
+func (r *logRecorder) count(msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.msg == msg {
+			n++
+		}
+	}
+	return n
+}
 
 // warnings are the records at warning level or above.
 func (r *logRecorder) warnings() []logRecord {

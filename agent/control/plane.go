@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshd/meshd/agent/raftnode"
@@ -43,6 +44,9 @@ type Config struct {
 	// JoinBound is how long a node may stay joining before the leader
 	// records its join failed; zero means DefaultJoinBound.
 	JoinBound time.Duration
+	// CADir is where this node keeps the CA keys when it holds them (or
+	// receives them in a custody move): <state>/ca.
+	CADir string
 }
 
 // Hooks are what the control plane tells the rest of the node; each may
@@ -84,7 +88,7 @@ type Deps struct {
 type Plane struct {
 	cfg    Config
 	raft   *raftnode.Node
-	ca     *pki.CA // nil unless this node holds the CA
+	ca     atomic.Pointer[pki.CA] // this node's CA keys, if it has them; signing follows the record (heldCA)
 	client *Client
 	log    *slog.Logger
 	now    func() time.Time
@@ -95,12 +99,14 @@ type Plane struct {
 	wg     sync.WaitGroup // goroutines the plane started (force-leave)
 
 	rotating sync.Mutex     // one gossip key rotation at a time on this node
+	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time
 	watch    sync.WaitGroup // watchNodes, watchJoins
 }
 
-// New is the control plane over an open raft node. ca is the CA on the CA
-// holder and nil elsewhere (signing is then forwarded to the CA holder);
-// client calls other control nodes.
+// New is the control plane over an open raft node. ca is the CA keys this
+// node has (nil if none); it signs with them only while raft's cluster
+// record names it the CA holder, and forwards signing to the holder on
+// record otherwise. client calls other control nodes.
 func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *Plane {
 	if d.Log == nil {
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -141,8 +147,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 			return nil, errNoGossip
 		}
 	}
-	p := &Plane{cfg: cfg, raft: raft, ca: ca, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
+	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
 		conns: newConnSet(), stop: make(chan struct{})}
+	p.setCA(ca)
 	if raft == nil {
 		return p
 	}
@@ -183,18 +190,15 @@ func (c Config) tlsLifetime() time.Duration {
 // Raft is the raft node under the plane.
 func (p *Plane) Raft() *raftnode.Node { return p.raft }
 
-// HoldsCA reports whether this node holds the CA keys.
-func (p *Plane) HoldsCA() bool { return p.ca != nil }
+// HoldsCA reports whether this node holds the CA: raft's record names it
+// and its keys are loaded.
+func (p *Plane) HoldsCA() bool { return p.heldCA() != nil }
 
-// Signer is what the enroll server signs with: the CA on the CA holder, a
-// forwarder to the CA holder elsewhere; either way the CA holder signs
+// Signer is what the enroll server signs with: the CA while this node
+// holds it on record, a forwarder to the holder on record otherwise,
+// decided at each call (custody can move); either way the CA holder signs
 // only what raft admitted.
-func (p *Plane) Signer() enroll.Signer {
-	if p.ca != nil {
-		return caSigner{p: p}
-	}
-	return remoteSigner{p: p}
-}
+func (p *Plane) Signer() enroll.Signer { return followSigner{p: p} }
 
 // Ledger is the enroll ledger over raft.
 func (p *Plane) Ledger() *Ledger { return &Ledger{p: p} }

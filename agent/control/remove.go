@@ -94,7 +94,27 @@ func (p *Plane) LeaveRaft(ctx context.Context) error {
 	if err := p.raft.HandOff(); err != nil {
 		p.log.Warn("leadership transfer before leaving failed", "err", err)
 	}
+	// A leader that just handed leadership off knows no leader until the
+	// new one's first heartbeat: asking then failed NoLeader at once
+	// (found by e2e.TestCAHandoff, the first test where the leader leaves).
+	p.awaitKnownLeader(ctx, 10*time.Second)
 	return p.removeFromRaft(ctx, p.cfg.NodeID)
+}
+
+// awaitKnownLeader returns once this node knows a raft leader, or after
+// bound (the caller then meets NoLeader itself).
+func (p *Plane) awaitKnownLeader(ctx context.Context, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.raft.LeaderID() == "" {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // removeFromRaft has the leader drop id from raft membership.

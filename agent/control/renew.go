@@ -25,7 +25,8 @@ func RenewDue(issued, expires, now time.Time) bool {
 // from its record or past 2/3 of its lifetime gets a new one, signed for
 // the key and overlay IP the node enrolled with, recorded through raft.
 func (p *Plane) RenewNebulaCerts(ctx context.Context) {
-	if p.ca == nil {
+	ca := p.heldCA()
+	if ca == nil {
 		return
 	}
 	cluster, ok := p.raft.FSM().Cluster()
@@ -40,14 +41,14 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) {
 			continue
 		}
-		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
+		if err := p.renewNebula(ctx, ca, n, cluster.Overlay.Bits(), now); err != nil {
 			p.log.Warn("Nebula certificate renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
 		}
 	}
 }
 
-func (p *Plane) renewNebula(ctx context.Context, n state.Node, bits int, now time.Time) error {
-	certPEM, err := p.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
+func (p *Plane) renewNebula(ctx context.Context, ca *pki.CA, n state.Node, bits int, now time.Time) error {
+	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
 		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, now)
 	if err != nil {
 		return err

@@ -36,7 +36,8 @@ func LeafValidity(certPEM []byte) (issued, expires time.Time, err error) {
 // returns when the next leaf on record falls due (zero if none), so the
 // caller can wake up then.
 func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
-	if p.ca == nil {
+	ca := p.heldCA()
+	if ca == nil {
 		return time.Time{}
 	}
 	now := p.now()
@@ -53,7 +54,7 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 			next = earliest(next, RenewAt(issued, expires))
 			continue
 		}
-		if err := p.renewTLS(ctx, n, now); err != nil {
+		if err := p.renewTLS(ctx, ca, n, now); err != nil {
 			p.log.Warn("TLS leaf renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
 			next = earliest(next, now.Add(RenewRetry(issued, expires)))
 			continue
@@ -63,7 +64,7 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 	return next
 }
 
-func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error {
+func (p *Plane) renewTLS(ctx context.Context, ca *pki.CA, n state.Node, now time.Time) error {
 	pub := n.TLSPublicKey
 	if len(pub) == 0 { // recorded before TLSPublicKey existed: the key of the leaf on record
 		var err error
@@ -79,7 +80,7 @@ func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error
 		}
 		ips = []netip.Addr{ip}
 	}
-	certPEM, err := p.ca.SignTLSKey(pki.KeyLeafRequest{PublicKey: pub, Name: n.Name, NodeID: n.ID, Role: n.Role,
+	certPEM, err := ca.SignTLSKey(pki.KeyLeafRequest{PublicKey: pub, Name: n.Name, NodeID: n.ID, Role: n.Role,
 		IPs: ips, Lifetime: p.cfg.tlsLifetime()}, now)
 	if err != nil {
 		return err

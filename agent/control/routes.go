@@ -60,6 +60,8 @@ var routes = []Route{
 	{"POST", PathRaftRemove, controlOnly, "the leader drops a server from raft", (*Plane).handleRaftRemove},
 	{"POST", PathSignTLS, controlOnly, "the CA holder signs a TLS leaf", (*Plane).handleSignTLS},
 	{"POST", PathSignNebula, controlOnly, "the CA holder signs a Nebula host cert", (*Plane).handleSignNebula},
+	{"POST", PathCAReceive, controlOnly, "a CA handoff's target takes the keys from the holder on record and signs a probe", (*Plane).handleCAReceive},
+	{"POST", PathCAProbe, controlOnly, "the CA holder signs a probe: it holds working keys", (*Plane).handleCAProbe},
 }
 
 // Routes lists the internal API's doors (method, path, roles, doc): for

@@ -34,13 +34,15 @@ const (
 	// the commands other branches of issue 13 add.
 	typeRequestApproval cmdType = 40
 	typeApproveJoin     cmdType = 41
+	typeSetCAHolder     cmdType = 30
+	typeRecordCABackup  cmdType = 31
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
-// ApproveJoin and Tracked.
+// ApproveJoin, SetCAHolder, RecordCABackup and Tracked.
 type Command interface {
 	commandType() cmdType
 }
@@ -149,6 +151,10 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RequestApproval](b[1:])
 	case typeApproveJoin:
 		c, err = decodeAs[ApproveJoin](b[1:])
+	case typeSetCAHolder:
+		c, err = decodeAs[SetCAHolder](b[1:])
+	case typeRecordCABackup:
+		c, err = decodeAs[RecordCABackup](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -87,7 +87,8 @@ func changesNodes(c Command) bool {
 		c = inner
 	}
 	switch c.(type) {
-	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin:
+	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
+		SetCAHolder: // custody follows the record: the old holder releases its copy
 		return true
 	}
 	return false
@@ -132,6 +133,10 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.requestApproval(c)
 	case ApproveJoin:
 		err = s.approveJoin(c)
+	case SetCAHolder:
+		err = s.setCAHolder(c)
+	case RecordCABackup:
+		err = s.recordCABackup(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

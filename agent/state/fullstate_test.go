@@ -137,6 +137,18 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: approveCmd(15, "a"), want: codes.ApprovalBurnt},
 		{cmd: MintToken{Record: approveRecord(16, "w16"), Actor: "uid:0"}},
 		{cmd: requestApprovalCmd(16, "a")},
+		// Issue 13: CA custody moves to another active control node; a
+		// sealed backup is recorded by the holder on record only.
+		{cmd: MintToken{Record: tokenRecord(17, "c17", pki.RoleControl), Actor: "uid:0"}},
+		{cmd: joinCmd(17, "n-c17", "c17", pki.RoleControl)},
+		{cmd: SetCAHolder{From: originID, To: "n-c17", CAFingerprint: testCluster().CAFingerprint, At: t0.Add(7 * time.Minute)},
+			want: codes.CustodyTarget},
+		{cmd: joiningCertsCmd("n-c17")},
+		{cmd: ConfirmJoin{NodeID: "n-c17", At: t0.Add(7 * time.Minute), Actor: "node:n-c17"}},
+		{cmd: track("req-custody", SetCAHolder{From: originID, To: "n-c17", CAFingerprint: testCluster().CAFingerprint,
+			At: t0.Add(8 * time.Minute), Actor: "uid=0@ctl-0"})},
+		{cmd: RecordCABackup{NodeID: originID, At: t0.Add(9 * time.Minute)}, want: codes.NotCAHolder},
+		{cmd: RecordCABackup{NodeID: "n-c17", At: t0.Add(9 * time.Minute), Actor: "uid=0@c17"}},
 	}
 }
 

@@ -29,6 +29,9 @@ type Cluster struct {
 	// GossipKeysRotated is when the last gossip key rotation finished
 	// (its drop step); zero if the keys were never rotated.
 	GossipKeysRotated time.Time `json:"gossip_keys_rotated,omitzero"`
+	// CABackedUp is when the last sealed CA backup was taken (RecordCABackup);
+	// zero if never.
+	CABackedUp time.Time `json:"ca_backed_up,omitzero"`
 }
 
 // NodeState is where a node is in its life in the cluster.

@@ -110,8 +110,13 @@ func (a *app) statusCommand() *cobra.Command {
 			row("cluster", fmt.Sprintf("%s (%s)", s.Cluster, s.ClusterID))
 			row("node", fmt.Sprintf("%s (%s)", s.Node, s.NodeID))
 			row("role", s.Role)
-			if s.CAHolder {
-				row("ca holder", "yes")
+			switch {
+			case s.CAHolder && s.CABackedUp.IsZero():
+				row("ca holder", "yes, never backed up (meshctl ca backup)")
+			case s.CAHolder:
+				row("ca holder", "yes, last backup "+date(s.CABackedUp))
+			default:
+				row("ca holder", s.CAHolderNode)
 			}
 			row("overlay", s.OverlayIP)
 			row("underlay", s.Underlay)

@@ -1,0 +1,131 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// Backup seals the CA keys and the cluster identity with passphrase (on
+// the CA holder) and records the backup time in raft.
+func (p *Plane) Backup(ctx context.Context, passphrase []byte, actor string) ([]byte, time.Time, error) {
+	if err := pki.CheckPassphrase(passphrase); err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := p.SyncRead(ctx); err != nil {
+		return nil, time.Time{}, err
+	}
+	c, ok := p.raft.FSM().Cluster()
+	if !ok {
+		return nil, time.Time{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	ca := p.heldCA()
+	if ca == nil {
+		return nil, time.Time{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s holds the CA, not %s; run this there", p.nameOf(c.CAHolder), p.cfg.Name))
+	}
+	bundle, err := ca.Bundle()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	now := p.now()
+	sealed, err := pki.SealCABackup(pki.CABackup{ClusterID: c.ID, ClusterName: c.Name, CAFingerprint: c.CAFingerprint,
+		Created: now, CA: bundle}, passphrase)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := p.Write(ctx, &state.RecordCABackup{NodeID: p.cfg.NodeID, At: now, Actor: actor}); err != nil {
+		return nil, time.Time{}, err
+	}
+	p.log.Info("sealed CA backup taken", "code", codes.EventCABackedUp)
+	return sealed, now, nil
+}
+
+// Restore makes this node the CA holder from a sealed backup (`meshctl
+// ca restore`): the file must open with passphrase and be this cluster's,
+// this node an active control voter, and the holder on record lost: not
+// alive in gossip (alive or suspect) and not answering over the internal
+// API. The keys are written and loaded first, then SetCAHolder records
+// the move. On the holder on record whose keys are gone, it only puts
+// them back.
+func (p *Plane) Restore(ctx context.Context, sealed, passphrase []byte, actor string) (Handoff, error) {
+	start := time.Now()
+	b, ca, err := pki.OpenCABackup(sealed, passphrase)
+	if err != nil {
+		return Handoff{}, err
+	}
+	if err := p.SyncRead(ctx); err != nil {
+		return Handoff{}, err
+	}
+	c, ok := p.raft.FSM().Cluster()
+	if !ok {
+		return Handoff{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	if b.ClusterID != c.ID || b.CAFingerprint != c.CAFingerprint {
+		return Handoff{}, codes.Wrap(codes.CAOtherCluster, fmt.Errorf("the backup is of cluster %q (%s), this is %q (%s)",
+			b.ClusterName, b.ClusterID, c.Name, c.ID))
+	}
+	if _, err := p.checkClusterCA(c, b.CA); err != nil {
+		return Handoff{}, err
+	}
+	self, ok := p.raft.FSM().Node(p.cfg.NodeID)
+	if !ok {
+		return Handoff{}, codes.Wrap(codes.CustodyTarget, errors.New("this node has no record"))
+	}
+	if err := p.custodyTarget(self); err != nil {
+		return Handoff{}, err
+	}
+	out := Handoff{From: p.nameOf(c.CAHolder), To: p.cfg.Name}
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	if c.CAHolder != p.cfg.NodeID {
+		if err := p.holderLost(ctx, c.CAHolder); err != nil {
+			return Handoff{}, err
+		}
+	}
+	if err := pki.SaveCADir(p.cfg.CADir, ca, c.CAHolder); err != nil {
+		return Handoff{}, codes.Wrap(codes.StateDir, err)
+	}
+	loaded, err := pki.LoadCA(p.cfg.CADir)
+	if err != nil {
+		return Handoff{}, codes.Wrap(codes.StateDir, fmt.Errorf("the restored CA keys do not load: %w", err))
+	}
+	p.setCA(loaded)
+	if c.CAHolder != p.cfg.NodeID {
+		if err := p.Write(ctx, &state.SetCAHolder{From: c.CAHolder, To: p.cfg.NodeID, CAFingerprint: c.CAFingerprint,
+			Restore: true, At: p.now(), Actor: actor}); err != nil {
+			return Handoff{}, err
+		}
+	}
+	if _, err := p.followCustody(ctx); err != nil {
+		p.log.Warn("CA restored; marker not cleared", "err", err)
+	}
+	p.log.Info("CA custody restored from a sealed backup", "code", codes.EventCARestored, "previous", out.From)
+	out.Took = time.Since(start)
+	return out, nil
+}
+
+// holderLost refuses (codes.CAHolderAlive) while the holder on record is
+// alive or suspect in gossip, or answers over the internal API.
+func (p *Plane) holderLost(ctx context.Context, id string) error {
+	n, ok := p.raft.FSM().Node(id)
+	if !ok {
+		return nil
+	}
+	if st := p.hooks.Gossip()[n.Name]; st == "alive" || st == "suspect" {
+		return codes.Wrap(codes.CAHolderAlive, fmt.Errorf("%s is %s in gossip", n.Name, st))
+	}
+	if n.EnrollAddr != "" {
+		cctx, cancel := context.WithTimeout(ctx, reachTimeout)
+		defer cancel()
+		var st RaftStats
+		if err := p.client.Call(cctx, n.EnrollAddr, PathRaftStats, true, nil, &st); err == nil {
+			return codes.Wrap(codes.CAHolderAlive, fmt.Errorf("%s answers over the internal API", n.Name))
+		}
+	}
+	return nil
+}

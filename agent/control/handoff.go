@@ -1,0 +1,184 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
+	"github.com/meshd/meshd/pki"
+)
+
+// custodyTarget checks that node id may take custody: an active control
+// node that raft's configuration lists as a voter.
+func (p *Plane) custodyTarget(n state.Node) error {
+	switch {
+	case n.Role != "control":
+		return codes.Wrap(codes.CustodyTarget, fmt.Errorf("%s is a %s node", n.Name, n.Role))
+	case n.State != state.NodeActive:
+		return codes.Wrap(codes.CustodyTarget, fmt.Errorf("%s is %s", n.Name, n.State))
+	case !p.raft.IsVoter(n.ID):
+		return codes.Wrap(codes.CustodyTarget, fmt.Errorf("%s is not a raft voter", n.Name))
+	}
+	return nil
+}
+
+// handleCAReceive is the handoff's target: it takes the CA keys only from
+// the holder on record, only as an active control voter, only for the
+// cluster's CA; writes them to its CA directory as a whole (marked as
+// received from the holder), loads them back from disk, and signs the
+// nonce with the loaded keys. It signs nothing else with them until the
+// record names it.
+func (p *Plane) handleCAReceive(w http.ResponseWriter, r *http.Request, c Caller) {
+	var req CAReceive
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	pr, err := p.receiveCA(r.Context(), c, req)
+	if err != nil {
+		p.log.Warn("CA handoff refused", "code", codes.OrInternal(err), "caller", c.Name, "err", err)
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, CAProbeAnswer{Probe: pr})
+}
+
+func (p *Plane) receiveCA(ctx context.Context, c Caller, req CAReceive) (pki.Probe, error) {
+	if err := p.SyncRead(ctx); err != nil {
+		return pki.Probe{}, err
+	}
+	cl, ok := p.raft.FSM().Cluster()
+	if !ok {
+		return pki.Probe{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	if cl.CAHolder != c.NodeID {
+		return pki.Probe{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s sent CA keys but does not hold the CA on record", c.Name))
+	}
+	self, ok := p.raft.FSM().Node(p.cfg.NodeID)
+	if !ok {
+		return pki.Probe{}, codes.Wrap(codes.CustodyTarget, errors.New("this node has no record"))
+	}
+	if err := p.custodyTarget(self); err != nil {
+		return pki.Probe{}, err
+	}
+	ca, err := p.checkClusterCA(cl, req.CA)
+	if err != nil {
+		return pki.Probe{}, err
+	}
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	if err := pki.SaveCADir(p.cfg.CADir, ca, c.NodeID); err != nil {
+		return pki.Probe{}, codes.Wrap(codes.StateDir, err)
+	}
+	crash.At(crash.CustodyAfterReceive)
+	loaded, err := pki.LoadCA(p.cfg.CADir)
+	if err != nil {
+		return pki.Probe{}, codes.Wrap(codes.StateDir, fmt.Errorf("the CA keys just written do not load: %w", err))
+	}
+	p.setCA(loaded)
+	p.log.Info("CA keys received; this node signs with them once the record names it", "from", c.Name)
+	return loaded.SignProbe(req.Nonce)
+}
+
+// checkClusterCA parses b and checks it is the cluster's CA (both
+// certificates as raft records them).
+func (p *Plane) checkClusterCA(cl state.Cluster, b pki.CABundle) (*pki.CA, error) {
+	ca, err := pki.ParseCA(b)
+	if err != nil {
+		return nil, codes.Wrap(codes.BadRequest, err)
+	}
+	nfp, _ := ca.NebulaFingerprint()
+	want, _, err := pki.NebulaCertInfo(cl.NebulaCACert)
+	if ca.Fingerprint().String() != cl.CAFingerprint || err != nil || nfp != want {
+		return nil, codes.Wrap(codes.CAOtherCluster, errors.New("the CA keys are not this cluster's CA"))
+	}
+	return ca, nil
+}
+
+// Handoff moves CA custody from this node to the control node called
+// name (`meshctl ca handoff NAME`): it sends the keys over mTLS, verifies
+// the target's probe, records the move (SetCAHolder), then releases its
+// own copy. Run again after a failure at any step, it finishes the move.
+func (p *Plane) Handoff(ctx context.Context, name, actor string) (Handoff, error) {
+	start := time.Now()
+	if err := p.SyncRead(ctx); err != nil {
+		return Handoff{}, err
+	}
+	c, ok := p.raft.FSM().Cluster()
+	if !ok {
+		return Handoff{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	t, ok := p.raft.FSM().NodeByName(name)
+	if !ok {
+		return Handoff{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
+	}
+	out := Handoff{From: p.cfg.Name, To: t.Name}
+	if c.CAHolder == t.ID && t.ID != p.cfg.NodeID {
+		// Recorded already (a re-run after a crash past the record):
+		// finish by releasing this node's copy.
+		out.Already = true
+		had := p.ca.Load() != nil || p.caDirExists()
+		if _, err := p.FollowCustody(ctx); err != nil {
+			out.ReleaseErr = err
+		} else {
+			out.Released = had
+		}
+		out.Took = time.Since(start)
+		return out, nil
+	}
+	if c.CAHolder != p.cfg.NodeID {
+		return Handoff{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s holds the CA, not %s; run this there", p.nameOf(c.CAHolder), p.cfg.Name))
+	}
+	if t.ID == p.cfg.NodeID {
+		return Handoff{}, codes.Wrap(codes.CustodyTarget, fmt.Errorf("%s already holds the CA", t.Name))
+	}
+	if err := p.custodyTarget(t); err != nil {
+		return Handoff{}, err
+	}
+	ca := p.heldCA()
+	if ca == nil {
+		return Handoff{}, codes.Wrap(codes.StateCorrupt, fmt.Errorf("the record names %s the CA holder but its CA keys are not loaded", p.cfg.Name))
+	}
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	bundle, err := ca.Bundle()
+	if err != nil {
+		return Handoff{}, err
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		return Handoff{}, err
+	}
+	var a CAProbeAnswer
+	if err := p.client.Call(ctx, t.EnrollAddr, PathCAReceive, true, CAReceive{CA: bundle, Nonce: nonce}, &a); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			err = codes.Wrap(codes.CAProbeFailed, err)
+		}
+		return Handoff{}, fmt.Errorf("send the CA keys to %s: %w", t.Name, err)
+	}
+	if err := pki.VerifyProbe(c.CACert, c.NebulaCACert, nonce, a.Probe); err != nil {
+		return Handoff{}, codes.Wrap(codes.CAProbeFailed, fmt.Errorf("%s: %w", t.Name, err))
+	}
+	crash.At(crash.HandoffAfterProbe)
+	if err := p.Write(ctx, &state.SetCAHolder{From: p.cfg.NodeID, To: t.ID, CAFingerprint: c.CAFingerprint,
+		At: p.now(), Actor: actor}); err != nil {
+		return Handoff{}, err
+	}
+	p.log.Info("CA custody handed off", "code", codes.EventCAHandedOff, "to", t.Name)
+	crash.At(crash.HandoffAfterRecord)
+	if _, err := p.followCustody(ctx); err != nil {
+		out.ReleaseErr = err
+		p.log.Warn("CA custody moved, this node's copy not yet released; the reconcile loop tries again",
+			"code", codes.OrInternal(err), "err", err)
+	} else {
+		out.Released = true
+	}
+	out.Took = time.Since(start)
+	return out, nil
+}

@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// loadCA loads the CA keys in the state dir's ca/, if there are any: the
+// CA holder's (node.json says so: keys that do not load stop the start,
+// StateCorrupt), or a copy a custody move left (ignored with a warning if
+// it does not load). Either way the control plane signs with them only
+// while raft's record names this node (control.Plane.FollowCustody).
+func (a *Agent) loadCA(rt *runtime) (*pki.CA, error) {
+	dir := filepath.Join(a.cfg.StateDir, caDir)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !rt.facts.CAHolder {
+		return nil, nil
+	}
+	ca, err := pki.LoadCA(dir)
+	if err != nil {
+		if rt.facts.CAHolder {
+			return nil, corrupt(fmt.Errorf("%s: %w", dir, err))
+		}
+		a.log.Warn("a CA copy that does not load is ignored", "code", codes.StateCorrupt, "dir", dir, "err", err)
+		return nil, nil
+	}
+	return ca, nil
+}
+
+// holdsCA reports whether this node holds the CA: raft's record on a
+// control node, node.json on one whose raft has no record yet.
+func (rt *runtime) holdsCA() bool {
+	if rt.ctl != nil {
+		if c, ok := rt.ctl.Raft().FSM().Cluster(); ok {
+			return c.CAHolder == rt.facts.NodeID
+		}
+	}
+	return rt.facts.CAHolder
+}
+
+// followCustody (reconcile loop) has the control plane follow the
+// record's CA holder (load, or release this node's copy) and keeps
+// node.json's ca_holder in step with it. A failed step leaves node.json
+// as it was, so a node still holding a copy is still marked.
+func (rt *runtime) followCustody(ctx context.Context) {
+	holder, err := rt.ctl.FollowCustody(ctx)
+	if err != nil {
+		rt.log.Warn("CA custody not followed yet", "code", codes.OrInternal(err), "err", err)
+		return
+	}
+	if holder == rt.facts.CAHolder {
+		return
+	}
+	rt.facts.CAHolder = holder
+	if err := saveNodeFacts(rt.stateDir, rt.facts); err != nil {
+		rt.log.Warn("node.json not updated with the CA holder", "code", codes.OrInternal(err), "err", err)
+		return
+	}
+	rt.log.Info("node.json follows the CA holder on record", "ca_holder", holder)
+}
+
+func (a *Agent) handleCAHandoff(w http.ResponseWriter, r *http.Request) {
+	var req apitype.CAHandoffRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	ctl, err := a.controlPlane()
+	if err == nil && req.Node == "" {
+		err = codes.Wrap(codes.BadRequest, errors.New("name the node to hand the CA to"))
+	}
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	h, err := ctl.Handoff(r.Context(), req.Node, a.operator(r.Context()))
+	if err != nil {
+		a.log.Warn("CA handoff failed", "code", codes.OrInternal(err), "to", req.Node, "err", err)
+		apitype.WriteError(w, err)
+		return
+	}
+	out := apitype.CACustody{From: h.From, To: h.To, Already: h.Already, Released: h.Released, Took: h.Took}
+	if h.ReleaseErr != nil {
+		out.Warnings = append(out.Warnings, apitype.Warning{Code: codes.OrInternal(h.ReleaseErr),
+			Detail: "custody moved; this node's copy of the keys is deleted by a later pass: " + h.ReleaseErr.Error()})
+	}
+	apitype.WriteJSON(w, http.StatusOK, out)
+}
