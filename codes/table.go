@@ -86,8 +86,11 @@ const (
 	// tags disagree with its record, contributes nothing (a warning).
 	GossipMemberIgnored Code = "X200505GSPIGN"
 	KeyRotationStalled  Code = "X504506KEYSTL"
-	RevocationPending   Code = "X200507RVKPND"
-	TunUnavailable      Code = "X503508TUNDEV"
+	// CA rotation (issue 13 item 4).
+	CARotationStalled Code = "X504231CAROTS"
+	NotCAHolder       Code = "X409232NOTCAH"
+	RevocationPending Code = "X200507RVKPND"
+	TunUnavailable    Code = "X503508TUNDEV"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -157,6 +160,8 @@ var table = map[Code]Info{
 	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
+	CARotationStalled:   {504, "a CA rotation cannot take its next step yet: some live member does not report the step, or something still depends on the old CA (the message names them)", "check the members or certificates named (`meshctl ca status`), then run `meshctl ca rotate` again; it resumes where it stopped"},
+	NotCAHolder:         {409, "this command runs only on the CA holder, the node that holds the cluster's CA keys", "run it on the CA holder (`meshctl status` on a control node names it)"},
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
 	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
 	TunUnavailable:      {503, "the overlay's TUN device cannot be created (kernel mode)", "load the tun module (`modprobe tun`), run meshd with CAP_NET_ADMIN and /dev/net/tun (the packaged unit does), or set overlay_mode: userspace"},
@@ -176,6 +181,7 @@ var table = map[Code]Info{
 	EventRevocationAcks:   {100, "members' acknowledgements of a removal's revocation were recorded", "none needed"},
 	EventTokensPruned:     {100, "join token records that ended (used, revoked or expired) before the retention cut-off were pruned", "none needed"},
 	EventCertsRecorded:    {100, "a joining node's certificates were recorded; it is active once it confirms its join", "none needed"},
+	EventCARotated:        {100, "a step of a CA rotation was recorded (begin, reissue or finish)", "none needed"},
 	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
 }
 
@@ -195,4 +201,5 @@ const (
 	EventTokensPruned     Code = "X100612TKPRUN"
 	EventCertsRecorded    Code = "X100620CRTREC"
 	EventJoinFailed       Code = "X100621JNFAIL"
+	EventCARotated        Code = "X100631CAROTN"
 )

@@ -30,6 +30,7 @@ const (
 	typeRecordRevocationAcks cmdType = 13
 	typeConfirmJoin          cmdType = 14
 	typeFailJoin             cmdType = 15
+	typeRotateCA             cmdType = 20 // issue 13 item 4; 16-19 left to the other parts of issue 13
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -140,6 +141,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[ConfirmJoin](b[1:])
 	case typeFailJoin:
 		c, err = decodeAs[FailJoin](b[1:])
+	case typeRotateCA:
+		c, err = decodeAs[RotateCA](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -87,7 +87,8 @@ func changesNodes(c Command) bool {
 		c = inner
 	}
 	switch c.(type) {
-	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin:
+	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
+		RotateCA: // the trust bundles every node follows
 		return true
 	}
 	return false
@@ -128,6 +129,8 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.confirmJoin(c)
 	case FailJoin:
 		err = s.failJoin(c)
+	case RotateCA:
+		err = s.rotateCA(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -122,7 +123,35 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: ConfirmJoin{NodeID: "n-w12", At: t0.Add(4 * time.Minute)}, want: codes.JoinUnconfirmed},
 		{cmd: MintToken{Record: tokenRecord(13, "w6", pki.RoleWorker), Actor: "uid:0"}},
 		{cmd: joinCmd(13, "n-w6", "w6", pki.RoleWorker)},
+		// Issue 13: a CA rotation through its three steps, and a second
+		// one begun (--now), so the final state has both a rotation and
+		// the time of the last one.
+		{cmd: rotateBegin(t, next1, false)},
+		{cmd: rotateBegin(t, next2, false), want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAFinish, Next: next1.Fingerprint().String(), At: t0.Add(7 * time.Minute)}, want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAReissue, Next: next2.Fingerprint().String(), At: t0.Add(7 * time.Minute)}, want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAReissue, Next: next1.Fingerprint().String(), At: t0.Add(7 * time.Minute), Actor: "uid:0"}},
+		{cmd: RotateCA{Step: CAFinish, Next: next1.Fingerprint().String(), At: t0.Add(8 * time.Minute), Actor: "node:n-origin"}},
+		{cmd: rotateBegin(t, next2, true)},
 	}
+}
+
+// The next CAs of the rotations in fullHistory.
+var next1, next2 = mustCA("lab"), mustCA("lab")
+
+func mustCA(name string) *pki.CA {
+	ca, err := pki.NewCA(name, netip.MustParsePrefix("10.42.0.0/16"), t0)
+	if err != nil {
+		panic(err)
+	}
+	return ca
+}
+
+// rotateBegin is the begin step of a rotation to next.
+func rotateBegin(t testing.TB, next *pki.CA, now bool) RotateCA {
+	t.Helper()
+	return RotateCA{Step: CABegin, Next: next.Fingerprint().String(), NextCACert: next.CertPEM(),
+		NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: t0.Add(7 * time.Minute), Actor: "uid:0"}
 }
 
 // joiningCertsCmd is certsCmd as written since issue 11: the node stays
