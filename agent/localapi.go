@@ -26,6 +26,8 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathRemove, a.write(a.handleRemove))
 	mux.HandleFunc("POST "+apitype.PathRevokeToken, a.write(a.handleRevokeToken))
 	mux.HandleFunc("POST "+apitype.PathKeysRotate, a.write(a.handleRotateKeys))
+	mux.HandleFunc("POST "+apitype.PathCARotate, a.write(a.handleCARotate)) // carotation.go
+	mux.HandleFunc("GET "+apitype.PathCAStatus, a.handleCAStatus)
 	return a.guard(mux)
 }
 

@@ -54,7 +54,10 @@ func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 	own, leaf := rt.identity(), rt.live.Leaf()
 	issued, expires := leaf.NotBefore.Add(pki.LeafBackdate), leaf.NotAfter
 	now := rt.now()
-	if !control.RenewDue(issued, expires, now) {
+	if !control.RenewDue(issued, expires, now) && !rt.reissuePending(false) {
+		if rt.reissueWatch() {
+			return now.Add(time.Second) // a CA rotation: look again soon
+		}
 		return control.RenewAt(issued, expires)
 	}
 	retry := now.Add(control.RenewRetry(issued, expires))

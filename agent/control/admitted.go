@@ -43,7 +43,11 @@ func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]
 		}
 		ips = []netip.Addr{u.Unmap()}
 	}
-	return p.ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
+	ca, err := p.signingCA()
+	if err != nil {
+		return nil, err
+	}
+	return ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
 		Lifetime: p.cfg.tlsLifetime()}, p.now())
 }
 
@@ -57,7 +61,11 @@ func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) 
 	if len(n.NebulaPublicKey) == 0 {
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
-	return p.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
+	ca, err := p.signingCA()
+	if err != nil {
+		return nil, err
+	}
+	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
 		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, p.now())
 }
 

@@ -37,7 +37,7 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue
 		}
-		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) {
+		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) && !reissueNebula(cluster, n) {
 			continue
 		}
 		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
@@ -47,8 +47,17 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 }
 
 func (p *Plane) renewNebula(ctx context.Context, n state.Node, bits int, now time.Time) error {
-	certPEM, err := p.ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, now)
+	return p.renewNebulaFor(ctx, n, bits, now, p.cfg.NebulaLifetime)
+}
+
+// renewNebulaFor is renewNebula with the new certificate's lifetime.
+func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now time.Time, lifetime time.Duration) error {
+	ca, err := p.signingCA()
+	if err != nil {
+		return err
+	}
+	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 		return time.Time{}
 	}
 	now := p.now()
+	cluster, _ := p.raft.FSM().Cluster()
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.TLSCert) == 0 {
 			continue
@@ -49,7 +50,7 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 			p.log.Warn("TLS leaf on record unreadable", "code", codes.Internal, "node", n.Name, "err", err)
 			continue
 		}
-		if !RenewDue(issued, expires, now) {
+		if !RenewDue(issued, expires, now) && !reissueTLS(cluster, n) {
 			next = earliest(next, RenewAt(issued, expires))
 			continue
 		}
@@ -64,6 +65,11 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 }
 
 func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error {
+	return p.renewTLSFor(ctx, n, now, p.cfg.tlsLifetime())
+}
+
+// renewTLSFor is renewTLS with the new leaf's lifetime.
+func (p *Plane) renewTLSFor(ctx context.Context, n state.Node, now time.Time, lifetime time.Duration) error {
 	pub := n.TLSPublicKey
 	if len(pub) == 0 { // recorded before TLSPublicKey existed: the key of the leaf on record
 		var err error
@@ -79,8 +85,12 @@ func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error
 		}
 		ips = []netip.Addr{ip}
 	}
-	certPEM, err := p.ca.SignTLSKey(pki.KeyLeafRequest{PublicKey: pub, Name: n.Name, NodeID: n.ID, Role: n.Role,
-		IPs: ips, Lifetime: p.cfg.tlsLifetime()}, now)
+	ca, err := p.signingCA()
+	if err != nil {
+		return err
+	}
+	certPEM, err := ca.SignTLSKey(pki.KeyLeafRequest{PublicKey: pub, Name: n.Name, NodeID: n.ID, Role: n.Role,
+		IPs: ips, Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
-		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.genDocsCommand())
+		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.genDocsCommand(), a.caCommand())
 	return root
 }
 
