@@ -41,6 +41,10 @@ type caFollow struct {
 	mu      sync.Mutex
 	fetched time.Time
 	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
+	// wake wakes runTLSRenewal when the phase or the signing CA changed
+	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
+	// next timer.
+	wake chan struct{}
 }
 
 // followCA brings this node's trust bundles in line with the cluster's:
@@ -68,8 +72,15 @@ func (rt *runtime) followCA(ctx context.Context, told bool) {
 		}
 	}
 	rt.ca.mu.Lock()
+	changed := rt.ca.signing.Phase != b.Phase || rt.ca.signing.SigningCA != b.SigningCA
 	rt.ca.fetched, rt.ca.signing = time.Now(), b
 	rt.ca.mu.Unlock()
+	if changed {
+		select {
+		case rt.ca.wake <- struct{}{}:
+		default:
+		}
+	}
 	rt.adoptBundle(b.TLS, b.Nebula)
 }
 

@@ -91,6 +91,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	}
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
+		ca:       caFollow{wake: make(chan struct{}, 1)},
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
 		if err != nil {

@@ -148,8 +148,11 @@ func (p *Plane) CABundle() (CABundle, bool) {
 	return BundleOf(c), true
 }
 
+// handleCABundle answers after a read index: a worker asks when told the
+// bundles changed, and a follower that has not applied the change yet
+// would answer the old ones, which the worker keeps until told again.
 func (p *Plane) handleCABundle(w http.ResponseWriter, r *http.Request, _ Caller) {
-	if err := p.CaughtUp(r.Context()); err != nil {
+	if err := p.SyncRead(r.Context()); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -297,16 +300,20 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 	if now || r.Now {
 		p.reissueAll(ctx)
 		p.hooks.Poke()
-		err := p.awaitCA(ctx, "the old CA dropped", func() []string {
-			if done, _ := p.FinishCARotation(ctx, actor); done {
+		// Wait for the reissued certificates to be adopted (tokens minted
+		// before the rotation are not waited for: they hold the old CA
+		// until they are used, revoked or expire), then finish if nothing
+		// else holds the old CA; the reconcile loop finishes it otherwise.
+		err := p.awaitCA(ctx, "every node runs certificates of the next CA", func() []string {
+			c, _ := p.raft.FSM().Cluster()
+			if c.Rotation == nil {
 				return nil
 			}
-			st, err := p.CAStatus(ctx)
-			if err != nil {
-				return []string{err.Error()}
-			}
-			return slices.Concat(st.Certificates, st.Members, st.Tokens)
+			return slices.Concat(p.raft.FSM().OldDependents(), p.caLaggers(c))
 		})
+		if err == nil {
+			_, err = p.FinishCARotation(ctx, actor)
+		}
 		if err != nil && codes.Of(err) != codes.CARotationStalled {
 			return apitype.CAStatus{}, err
 		}
