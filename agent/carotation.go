@@ -191,9 +191,10 @@ func (rt *runtime) finishCARotation(ctx context.Context) {
 }
 
 // tidyCADir moves ca/next/ into ca/ once raft records the next CA as the
-// current one. Signing never depends on it (the holder picks the key pair
-// by fingerprint), so a crash in the middle loses nothing: at start a ca/
-// that does not load falls back to ca/next/ (loadCAs).
+// current one (and again at every pass while ca/next/ is there). Signing
+// never depends on it (the holder picks the key pair by fingerprint), so a
+// crash in the middle loses nothing: at start a ca/ that does not load
+// falls back to ca/next/ (loadCAs), and the next pass completes ca/.
 func (rt *runtime) tidyCADir() {
 	cl, ok := rt.ctl.Raft().FSM().Cluster()
 	if !ok || cl.Rotation != nil {
@@ -221,7 +222,8 @@ func (rt *runtime) tidyCADir() {
 
 // loadCAs loads the CA holder's key pairs: ca/, and ca/next/ when a
 // rotation left one. A ca/ that does not load while ca/next/ does (a
-// crash while tidyCADir moved it) is replaced by ca/next/.
+// crash while tidyCADir copied it) is read from ca/next/ alone, and left
+// as it is on disk.
 func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
 	dir := filepath.Join(stateDir, caDir)
 	nextDir := filepath.Join(dir, caNextDir)
@@ -234,9 +236,9 @@ func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
 		if next == nil {
 			return nil, nil, fmt.Errorf("%s: %w", dir, err)
 		}
-		if err := next.Save(dir); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", dir, err)
-		}
+		// Nothing is rewritten here: tidyCADir completes ca/ once raft
+		// confirms the next CA is the current one; signing picks the key
+		// pair by the fingerprint raft names.
 		return next, nil, nil
 	}
 	return cur, next, nil

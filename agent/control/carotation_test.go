@@ -178,3 +178,46 @@ func TestRotateCA(t *testing.T) {
 		t.Fatal("an admission after the rotation was not signed by the rotated CA")
 	}
 }
+
+// TestRotateCAAtRenewal: without --now the rotation reaches phase
+// reissue and leaves every certificate as it is; each is reissued under
+// the next CA when its renewal comes due (the renewals sign with the CA
+// raft names), and only then may the rotation finish.
+func TestRotateCAAtRenewal(t *testing.T) {
+	c, origin := newCluster(t)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = runsRecord(origin)
+	origin.hooks.mu.Unlock()
+	next := pkitest.NewCA(t, "alpha")
+	st, err := origin.p.RotateCA(within(t, 10*time.Second), next, false, "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != "reissue" || st.Now || !slices.Equal(st.Certificates, []string{"w1: tls", "w1: nebula"}) {
+		t.Fatalf("after rotate (no --now): %+v", st)
+	}
+	origin.p.RenewNebulaCerts(within(t, 5*time.Second))
+	origin.p.RenewTLSCerts(within(t, 5*time.Second))
+	if deps := origin.p.Raft().FSM().OldDependents(); len(deps) != 2 {
+		t.Fatalf("certificates not due were reissued: dependents now %v", deps)
+	}
+	if done, _ := origin.p.FinishCARotation(within(t, 5*time.Second), ""); done {
+		t.Fatal("finished with w1 still on the old CA")
+	}
+	// w1's renewal comes due.
+	w1, _ := origin.p.Raft().FSM().NodeByName("w1")
+	if err := origin.p.renewTLS(within(t, 5*time.Second), w1, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := origin.p.renewNebula(within(t, 5*time.Second), w1, pkitest.Overlay.Bits(), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	w1, _ = origin.p.Raft().FSM().NodeByName("w1")
+	if !pki.IssuedBy(next.CertPEM(), w1.TLSCert) || !pki.NebulaIssuedBy(next.NebulaCertPEM(), w1.NebulaCert) {
+		t.Fatal("a renewal in phase reissue was not signed by the next CA")
+	}
+	if done, err := origin.p.FinishCARotation(within(t, 5*time.Second), ""); !done || err != nil {
+		t.Fatalf("finish after the renewals: done %v, err %v", done, err)
+	}
+}
