@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -110,8 +109,8 @@ func (a *app) printCAStatus(st *apitype.CAStatus) {
 	}
 	a.out.Printf("still depending on the old CA (%d):\n", deps)
 	for _, l := range [][]string{st.Certificates, st.Members, st.Tokens} {
-		if len(l) > 0 {
-			a.out.Printf("  %s\n", strings.Join(l, "\n  "))
+		for _, item := range l {
+			a.out.Printf("  %s\n", item) // one line each: Printf makes every argument one safe line
 		}
 	}
 }
