@@ -29,7 +29,7 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 	if rt.ctl != nil {
 		next = rt.ctl.OwnNebulaCert()
 	} else {
-		if !control.RenewDue(cur.issued, cur.expires, rt.now()) {
+		if !control.RenewDue(cur.issued, cur.expires, rt.now()) && !rt.reissuePending(true) {
 			return
 		}
 		if next, err = rt.fetchNebulaCert(ctx); err != nil {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -14,25 +13,26 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// loadCA loads the CA keys in the state dir's ca/, if there are any: the
-// CA holder's (node.json says so: keys that do not load stop the start,
+// loadCA loads the CA keys in the state dir's ca/ (and ca/next/, the
+// next CA of a rotation; loadCAs), if there are any: the CA holder's
+// (node.json says so: keys that do not load stop the start,
 // StateCorrupt), or a copy a custody move left (ignored with a warning if
 // it does not load). Either way the control plane signs with them only
 // while raft's record names this node (control.Plane.FollowCustody).
-func (a *Agent) loadCA(rt *runtime) (*pki.CA, error) {
+func (a *Agent) loadCA(rt *runtime) (cur, next *pki.CA, err error) {
 	dir := filepath.Join(a.cfg.StateDir, caDir)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !rt.facts.CAHolder {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ca, err := pki.LoadCA(dir)
+	cur, next, err = loadCAs(a.cfg.StateDir)
 	if err != nil {
 		if rt.facts.CAHolder {
-			return nil, corrupt(fmt.Errorf("%s: %w", dir, err))
+			return nil, nil, corrupt(err)
 		}
 		a.log.Warn("a CA copy that does not load is ignored", "code", codes.StateCorrupt, "dir", dir, "err", err)
-		return nil, nil
+		return nil, nil, nil
 	}
-	return ca, nil
+	return cur, next, nil
 }
 
 // holdsCA reports whether this node holds the CA: raft's record on a

@@ -30,6 +30,8 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathCAHandoff, a.write(a.handleCAHandoff)) // custody.go
 	mux.HandleFunc("POST "+apitype.PathCABackup, a.write(a.handleCABackup))
 	mux.HandleFunc("POST "+apitype.PathCARestore, a.write(a.handleCARestore))
+	mux.HandleFunc("POST "+apitype.PathCARotate, a.write(a.handleCARotate)) // carotation.go
+	mux.HandleFunc("GET "+apitype.PathCAStatus, a.handleCAStatus)
 	return a.guard(mux)
 }
 

@@ -181,7 +181,7 @@ func (rt *runtime) keyReports() []control.KeyReport {
 	var out []control.KeyReport
 	for _, m := range rt.gossip.Members() {
 		out = append(out, control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,
-			Keyring: m.Tags[tagKeyring]})
+			Keyring: m.Tags[tagKeyring], CA: m.Tags[tagCA]})
 	}
 	return out
 }

@@ -102,7 +102,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		told, toldKeys := false, false
+		told, toldKeys, toldCA := false, false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -112,6 +112,7 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 			}
 			told = ev.Kind == gossip.EventUser && ev.Name == notifyRevoked
 			toldKeys = ev.Kind == gossip.EventUser && ev.Name == notifyKeys
+			toldCA = ev.Kind == gossip.EventUser && ev.Name == notifyCA
 			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
 		case <-rt.kick:
 		case <-tick.C:
@@ -119,9 +120,11 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 		rt.refreshRevocations(ctx, told)
 		rt.refreshNodeList(ctx, told)
 		rt.followKeys(ctx, toldKeys)
+		rt.followCA(ctx, toldCA)
 		if rt.ctl != nil {
 			rt.followCustody(ctx) // custody.go
 			rt.ctl.RenewNebulaCerts(ctx)
+			rt.finishCARotation(ctx)
 			_, _ = rt.ctl.PruneTokens(ctx) // the leader only; it logs its own failure
 		}
 		rt.adoptRenewedCert(ctx)

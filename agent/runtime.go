@@ -64,6 +64,10 @@ type runtime struct {
 	keys    keyState          // the gossip keyring this node runs
 	// keyReport wakes runKeyReports: the keyring changed (buffered 1).
 	keyReport chan struct{}
+	// caReport wakes runCAReports (buffered 1); ca is a worker's view of
+	// the CA bundle (carotation.go).
+	caReport chan struct{}
+	ca       caFollow
 
 	ignoredMu sync.Mutex
 	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
@@ -86,7 +90,8 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1),
+		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
+		ca:       caFollow{wake: make(chan struct{}, 1)},
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
 		if err != nil {
@@ -143,6 +148,11 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		defer rt.wg.Done()
 		rt.runKeyReports(loopCtx)
 	}()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.runCAReports(loopCtx)
+	}()
 	return rt, nil
 }
 
@@ -168,7 +178,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
 	}
-	ca, err := a.loadCA(rt)
+	ca, nextCA, err := a.loadCA(rt)
 	if err != nil {
 		_ = stream.Close()
 		return err
@@ -179,6 +189,9 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		return err
 	}
 	rt.ctl = control.New(a.cfg.controlConfig(rt.facts), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
+	if nextCA != nil {
+		rt.ctl.AddCA(nextCA) // a rotation's next CA (carotation.go)
+	}
 	if boot == nil {
 		return nil
 	}
@@ -204,6 +217,7 @@ func (rt *runtime) controlHooks() control.Hooks {
 		Versions:      rt.gossipVersions,
 		LastSeen:      rt.gossip.LastSeen,
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
+		NotifyCA:      func() error { return rt.gossip.Notify(notifyCA) },
 		KeyReports:    rt.keyReports,
 		AskMembers:    rt.gossip.Ask,
 	}

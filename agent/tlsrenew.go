@@ -24,6 +24,8 @@ func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-rt.ca.wake: // a CA rotation changed phase (carotation.go)
+			timer.Stop() // Go 1.23 timers: no stale value after Stop; Reset below
 		}
 		var next time.Time
 		if rt.ctl != nil {
@@ -54,10 +56,16 @@ func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 	own, leaf := rt.identity(), rt.live.Leaf()
 	issued, expires := leaf.NotBefore.Add(pki.LeafBackdate), leaf.NotAfter
 	now := rt.now()
-	if !control.RenewDue(issued, expires, now) {
+	if !control.RenewDue(issued, expires, now) && !rt.reissuePending(false) {
+		if rt.reissueWatch() {
+			return now.Add(time.Second) // a CA rotation: look again soon
+		}
 		return control.RenewAt(issued, expires)
 	}
 	retry := now.Add(control.RenewRetry(issued, expires))
+	if rt.reissueWatch() && retry.After(now.Add(time.Second)) {
+		retry = now.Add(time.Second) // a CA rotation reissues: the new leaf is due any moment
+	}
 	var next []byte
 	if rt.ctl != nil {
 		next = rt.ctl.OwnTLSCert()

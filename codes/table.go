@@ -96,8 +96,10 @@ const (
 	// tags disagree with its record, contributes nothing (a warning).
 	GossipMemberIgnored Code = "X200505GSPIGN"
 	KeyRotationStalled  Code = "X504506KEYSTL"
-	RevocationPending   Code = "X200507RVKPND"
-	TunUnavailable      Code = "X503508TUNDEV"
+	// CA rotation (issue 13 item 4).
+	CARotationStalled Code = "X504239CAROTS"
+	RevocationPending Code = "X200507RVKPND"
+	TunUnavailable    Code = "X503508TUNDEV"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -177,6 +179,7 @@ var table = map[Code]Info{
 	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
+	CARotationStalled:   {504, "a CA rotation cannot take its next step yet: some live member does not report the step, or something still depends on the old CA (the message names them)", "check the members or certificates named (`meshctl ca status`), then run `meshctl ca rotate` again; it resumes where it stopped"},
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
 	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
 	TunUnavailable:      {503, "the overlay's TUN device cannot be created (kernel mode)", "load the tun module (`modprobe tun`), run meshd with CAP_NET_ADMIN and /dev/net/tun (the packaged unit does), or set overlay_mode: userspace"},
@@ -199,6 +202,7 @@ var table = map[Code]Info{
 	EventCAHandedOff:      {100, "CA custody moved to another control node", "none needed"},
 	EventCARestored:       {100, "CA custody was restored from a sealed backup onto a control node", "none needed"},
 	EventCABackedUp:       {100, "a sealed backup of the CA was taken", "none needed"},
+	EventCARotated:        {100, "a step of a CA rotation was recorded (begin, reissue or finish)", "none needed"},
 	EventJoinFailed:       {100, "a join did not confirm within its bound; the node is failed and its certificates revoked", "run `meshctl admit NAME` and join again (its node id and overlay IP are kept)"},
 
 	ApprovalWrongCode:      {403, "the approval code matches no join that waits with this token; wrong codes burn the token after 5", "read the 6-digit code off the joining machine's `meshctl join` output and run `meshctl approve NAME CODE` again; a code the joiner did not show may be someone else's join with a leaked token"},
@@ -240,4 +244,5 @@ const (
 	EventCAHandedOff      Code = "X100650CAHAND"
 	EventCARestored       Code = "X100651CARSTR"
 	EventCABackedUp       Code = "X100652CABKUP"
+	EventCARotated        Code = "X100631CAROTN"
 )

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,12 +292,18 @@ func errorFromBody(seed string, status int, data []byte) error {
 // certify our own TLS key, chained to that CA, for the token's name and
 // role.
 func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
-	ca, err := pki.ParseCertPEM(resp.CACert)
-	if err != nil {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %w", err))
+	// The response's CA bundle (two CAs during a CA rotation) came over
+	// the session the pinned CA authenticated; it must hold a pinned CA.
+	cas, err := pki.BundleCerts(resp.CACert)
+	if err != nil || len(cas) == 0 {
+		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %v", err))
 	}
-	if fp := pki.FingerprintOf(ca); fp != c.tok.CA {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", fp, c.tok.CA))
+	pinned := false
+	for _, ca := range cas {
+		pinned = pinned || slices.Contains(c.tok.Pins(), pki.FingerprintOf(ca))
+	}
+	if !pinned {
+		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", pki.FingerprintOf(cas[0]), c.tok.CA))
 	}
 	rejected := func(format string, args ...any) error {
 		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll response: "+format, args...))
@@ -306,7 +313,9 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 		return rejected("TLS certificate: %w", err)
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(ca)
+	for _, ca := range cas {
+		roots.AddCert(ca)
+	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: c.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return rejected("TLS certificate does not chain to the cluster CA: %w", err)
 	}

@@ -57,9 +57,12 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 			for i, pc := range cs.PeerCertificates {
 				rawCerts[i] = pc.Raw
 			}
-			leaf, verifyErr = pki.VerifyPinned(rawCerts, c.tok.CA, c.now())
+			leaf, verifyErr = pki.VerifyPinnedAny(rawCerts, c.tok.Pins(), c.now())
 			return verifyErr
 		},
+		// Names the CA the token pins: during a CA rotation a seed whose
+		// leaf was reissued answers with the leaf it holds under it.
+		NextProtos: []string{pki.PinProto(c.tok.CA), "http/1.1"},
 	}
 	if host, _, err := net.SplitHostPort(seed); err == nil && net.ParseIP(host) == nil {
 		cfg.ServerName = host

@@ -62,6 +62,22 @@ type Token struct {
 	Role      pki.Role        // the role it admits
 	Expires   time.Time       // whole seconds, UTC
 	Secret    Secret          // the one-time secret; the cluster stores only its hash
+	// NextCA is the next cluster CA's fingerprint when the token was
+	// minted during a CA rotation (zero otherwise): the joiner trusts a
+	// seed that chains to CA or to NextCA. It travels as an optional
+	// trailer of the payload (nextCATag, then 32 bytes).
+	NextCA pki.Fingerprint
+}
+
+// nextCATag starts the optional NextCA trailer of a token's payload.
+const nextCATag = 0x01
+
+// Pins are the CA fingerprints the token pins: CA, and NextCA if set.
+func (t Token) Pins() []pki.Fingerprint {
+	if t.NextCA.IsZero() {
+		return []pki.Fingerprint{t.CA}
+	}
+	return []pki.Fingerprint{t.CA, t.NextCA}
 }
 
 // Encode returns the one-line form of t:
@@ -87,6 +103,10 @@ func (t Token) Encode() (string, error) {
 	for _, s := range t.Seeds {
 		b = append(b, byte(len(s)))
 		b = append(b, s...)
+	}
+	if !t.NextCA.IsZero() {
+		b = append(b, nextCATag)
+		b = append(b, t.NextCA[:]...)
 	}
 	b = binary.BigEndian.AppendUint32(b, checksum(b))
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
@@ -188,6 +208,13 @@ func decodePayload(p []byte) (Token, error) {
 		}
 		t.Seeds = append(t.Seeds, string(seed))
 	}
+	if len(p) == 1+len(t.NextCA) && p[0] == nextCATag {
+		copy(t.NextCA[:], p[1:])
+		if t.NextCA.IsZero() {
+			return Token{}, errors.New("a zero next CA fingerprint")
+		}
+		p = p[1+len(t.NextCA):]
+	}
 	if len(p) != 0 {
 		return Token{}, fmt.Errorf("%d trailing bytes", len(p))
 	}
@@ -211,6 +238,9 @@ func (t Token) validate() error {
 	}
 	if t.CA.IsZero() {
 		return codes.Wrap(codes.BadRequest, errors.New("token without a CA fingerprint"))
+	}
+	if t.NextCA == t.CA {
+		return codes.Wrap(codes.BadRequest, errors.New("token whose next CA is its current CA"))
 	}
 	if t.Secret.IsZero() {
 		return codes.Wrap(codes.BadRequest, errors.New("token without a secret"))

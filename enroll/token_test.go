@@ -61,6 +61,7 @@ func TestTokenRoundTrip(t *testing.T) {
 		{"long-seed", func(t *Token) { t.Seeds = []string{strings.Repeat("h", MaxSeedLen-5) + ":7300"} }},
 		{"seed-host-alphabet", func(t *Token) { t.Seeds = []string{"a-z.A-Z.0-9:7300", "zZ9.Aa0:1", "0:65535"} }},
 		{"name-alphabet", func(t *Token) { t.Name = "a-z0-9" }},
+		{"next-ca", func(t *Token) { t.NextCA = pki.Fingerprint{31: 1} }}, // minted during a CA rotation
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := testToken()
@@ -366,6 +367,40 @@ func TestCheckTTL(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Minute, MinTTL - 1, MaxTTL + 1, 24 * time.Hour} {
 		if got := codes.Of(CheckTTL(d)); got != codes.TokenBadTTL {
 			t.Errorf("CheckTTL(%s) code %q", d, got)
+		}
+	}
+}
+
+// TestTokenNextCA: a token minted during a CA rotation pins both CAs; one
+// whose trailer is cut, zero, or names the current CA is refused.
+func TestTokenNextCA(t *testing.T) {
+	tok := testToken()
+	if p := tok.Pins(); len(p) != 1 || p[0] != tok.CA {
+		t.Fatalf("pins %v, want the CA alone", p)
+	}
+	tok.NextCA = pki.Fingerprint{0: 9}
+	if p := tok.Pins(); len(p) != 2 || p[1] != tok.NextCA {
+		t.Fatalf("pins %v, want CA and next", p)
+	}
+	same := testToken()
+	same.NextCA = same.CA
+	if _, err := same.Encode(); codes.Of(err) != codes.BadRequest {
+		t.Fatalf("Encode with next CA = CA: %v", err)
+	}
+	// Payloads built by hand: the plain token's, then a trailer.
+	plain := testToken()
+	body, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(mustEncode(t, plain), tokenPrefix))
+	payload := body[:len(body)-crcSize]
+	for name, trailer := range map[string][]byte{
+		"cut":  append([]byte{nextCATag}, bytes.Repeat([]byte{9}, 31)...),
+		"zero": append([]byte{nextCATag}, make([]byte, 32)...),
+		"same": append([]byte{nextCATag}, plain.CA[:]...),
+		"tag":  append([]byte{0x02}, bytes.Repeat([]byte{9}, 32)...),
+	} {
+		p := append(append([]byte(nil), payload...), trailer...)
+		p = binary.BigEndian.AppendUint32(p, checksum(p))
+		if _, err := ParseToken(tokenPrefix + base64.RawURLEncoding.EncodeToString(p)); codes.Of(err) != codes.TokenCorrupt {
+			t.Errorf("%s trailer: %v, want TokenCorrupt", name, err)
 		}
 	}
 }

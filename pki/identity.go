@@ -222,7 +222,8 @@ func (id *Identity) CAPool() (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// TLSCertificate returns the leaf and its key with the chain leaf, CA, so
+// TLSCertificate returns the leaf and its key with the chain leaf, CA (the
+// CA of the bundle that issued the leaf), so
 // that a peer can pin the CA by its fingerprint.
 func (id *Identity) TLSCertificate() (tls.Certificate, error) {
 	tc, err := tls.X509KeyPair(id.Cert, id.Key)
@@ -233,6 +234,11 @@ func (id *Identity) TLSCertificate() (tls.Certificate, error) {
 	ca, err := id.caCert()
 	if err != nil {
 		return tls.Certificate{}, err
+	}
+	if leaf, err := id.Leaf(); err == nil {
+		if issuer := IssuerIn(id.CACert, leaf); issuer != nil {
+			ca = issuer // during a CA rotation: the CA of the bundle that signed the leaf
+		}
 	}
 	tc.Certificate = append(tc.Certificate[:1:1], ca.Raw)
 	return tc, nil

@@ -1,12 +1,14 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,12 @@ type LiveIdentity struct {
 	id   *Identity
 	cert tls.Certificate // id's leaf and key, chain leaf, CA
 	leaf *x509.Certificate
+	pool *x509.CertPool // id's CA bundle: every handshake verifies peers against it
+	// held are earlier leaves of the same key under another CA of the
+	// bundle, by that CA's fingerprint (a CA rotation reissued the leaf):
+	// served to a joiner whose token pins that CA (PinProto). Each
+	// is dropped when its CA leaves the bundle.
+	held map[Fingerprint]tls.Certificate
 }
 
 // NewLiveIdentity starts with id, whose leaf must match its key.
@@ -45,10 +53,63 @@ func (l *LiveIdentity) Swap(id *Identity) error {
 	if err != nil {
 		return err
 	}
+	pool, err := id.CAPool()
+	if err != nil {
+		return err
+	}
+	cas, err := BundleCerts(id.CACert)
+	if err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.id, l.cert, l.leaf = id, tc, leaf
+	held := map[Fingerprint]tls.Certificate{}
+	inBundle := func(fp Fingerprint) bool {
+		return slices.ContainsFunc(cas, func(c *x509.Certificate) bool { return FingerprintOf(c) == fp })
+	}
+	for fp, c := range l.held {
+		if inBundle(fp) {
+			held[fp] = c
+		}
+	}
+	if l.leaf != nil && l.id != nil {
+		if was := IssuerIn(l.id.CACert, l.leaf); was != nil {
+			fp := FingerprintOf(was)
+			is := IssuerIn(id.CACert, leaf)
+			if (is == nil || FingerprintOf(is) != fp) && inBundle(fp) && bytes.Equal(l.id.Key, id.Key) {
+				held[fp] = l.cert
+			}
+		}
+	}
+	if ca := IssuerIn(id.CACert, leaf); ca != nil {
+		delete(held, FingerprintOf(ca))
+	}
+	l.id, l.cert, l.leaf, l.pool, l.held = id, tc, leaf, pool, held
 	return nil
+}
+
+// Pool is the CA bundle peers are verified against now.
+func (l *LiveIdentity) Pool() *x509.CertPool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.pool
+}
+
+// certificateFor is the leaf to present to a client that offered the
+// ALPN protocols protos: the held leaf under the CA a PinProto names,
+// else the current one.
+func (l *LiveIdentity) certificateFor(protos []string) *tls.Certificate {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if prefix, ok := pinFromProtos(protos); ok {
+		for fp, c := range l.held {
+			if strings.HasPrefix(fp.String(), prefix) {
+				return &c
+			}
+		}
+	}
+	tc := l.cert
+	return &tc
 }
 
 // Identity is the current identity. Callers must not modify it; copy it
@@ -74,21 +135,32 @@ func (l *LiveIdentity) certificate() *tls.Certificate {
 }
 
 // LiveServerTLSConfig is ServerTLSConfig presenting l's current leaf at
-// each handshake. The CA pool is l's at the time of the call.
+// each handshake and verifying clients against l's CA bundle of that
+// moment, so a renewed leaf and a changed bundle (a CA rotation) take
+// effect without a restart. A client that names a CA in its ALPN offer
+// (PinProto) gets the leaf l holds under that CA, if any.
 func LiveServerTLSConfig(l *LiveIdentity, clientRoles ...Role) (*tls.Config, error) {
 	cfg, err := ServerTLSConfig(l.Identity(), clientRoles...)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Certificates = nil
-	cfg.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return l.certificate(), nil }
+	cfg.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		return l.certificateFor(h.SupportedProtos), nil
+	}
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		c := cfg.Clone() // with whatever the caller set on cfg since
+		c.GetConfigForClient = nil
+		c.ClientCAs = l.Pool()
+		return c, nil
+	}
 	return cfg, nil
 }
 
 // LiveClientTLSConfig is ClientTLSConfig presenting l's current leaf at
 // each handshake.
 func LiveClientTLSConfig(l *LiveIdentity, serverRole Role) (*tls.Config, error) {
-	cfg, err := ClientTLSConfig(l.Identity(), serverRole)
+	cfg, err := clientTLSConfig(l.Identity(), serverRole, l.Pool)
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,12 @@ func ServerTLSConfig(id *Identity, clientRoles ...Role) (*tls.Config, error) {
 //
 // Certificate validity is judged at the config's Time (time.Now if nil).
 func ClientTLSConfig(id *Identity, serverRole Role) (*tls.Config, error) {
+	return clientTLSConfig(id, serverRole, nil)
+}
+
+// clientTLSConfig is ClientTLSConfig verifying the server against
+// pool() at each handshake, or against id's CA if pool is nil.
+func clientTLSConfig(id *Identity, serverRole Role, pool func() *x509.CertPool) (*tls.Config, error) {
 	if _, err := ParseRole(string(serverRole)); err != nil {
 		return nil, fmt.Errorf("client TLS config: %w", err)
 	}
@@ -64,14 +70,17 @@ func ClientTLSConfig(id *Identity, serverRole Role) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client TLS config: %w", err)
 	}
-	pool, err := id.CAPool()
+	idPool, err := id.CAPool()
 	if err != nil {
 		return nil, fmt.Errorf("client TLS config: %w", err)
+	}
+	if pool == nil {
+		pool = func() *x509.CertPool { return idPool }
 	}
 	cfg := &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		Certificates:       []tls.Certificate{tc},
-		RootCAs:            pool,
+		RootCAs:            idPool,
 		InsecureSkipVerify: true, // replaced by VerifyConnection: CA and role, no host name
 	}
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -80,7 +89,7 @@ func ClientTLSConfig(id *Identity, serverRole Role) (*tls.Config, error) {
 		}
 		leaf := cs.PeerCertificates[0]
 		_, err := leaf.Verify(x509.VerifyOptions{
-			Roots:       pool,
+			Roots:       pool(),
 			CurrentTime: configTime(cfg),
 			KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		})

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,7 +48,15 @@ func NodeIDOf(c *x509.Certificate) string {
 //     auth usage). A worker leaf lands here: it chains to the right CA but
 //     has no server auth usage.
 func VerifyPinned(rawCerts [][]byte, pin Fingerprint, now time.Time) (*x509.Certificate, error) {
-	if pin.IsZero() {
+	return VerifyPinnedAny(rawCerts, []Fingerprint{pin}, now)
+}
+
+// VerifyPinnedAny is VerifyPinned for a token that pins several CAs (one
+// minted during a CA rotation pins the current and the next): the chain
+// must end at one of them.
+func VerifyPinnedAny(rawCerts [][]byte, pins []Fingerprint, now time.Time) (*x509.Certificate, error) {
+	pins = slices.DeleteFunc(slices.Clone(pins), Fingerprint.IsZero)
+	if len(pins) == 0 {
 		return nil, codes.Wrap(codes.CAMismatch, errors.New("no CA fingerprint to pin"))
 	}
 	if len(rawCerts) == 0 {
@@ -63,14 +72,14 @@ func VerifyPinned(rawCerts [][]byte, pin Fingerprint, now time.Time) (*x509.Cert
 		if err != nil {
 			continue // an unparsable extra certificate cannot be the pinned CA
 		}
-		if FingerprintOf(c) == pin && c.IsCA && c.BasicConstraintsValid {
+		if slices.Contains(pins, FingerprintOf(c)) && c.IsCA && c.BasicConstraintsValid {
 			ca = c
 			break
 		}
 	}
 	if ca == nil {
 		return nil, codes.Wrap(codes.CAMismatch,
-			fmt.Errorf("the seed's chain of %d certificate(s) does not contain the CA sha256:%s", len(rawCerts), pin))
+			fmt.Errorf("the seed's chain of %d certificate(s) does not contain the CA sha256:%s", len(rawCerts), pins[0]))
 	}
 
 	roots := x509.NewCertPool()

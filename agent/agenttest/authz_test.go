@@ -114,6 +114,7 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		{method: "GET", path: "/v1/gossip/keys", allow: members},
 		{method: "GET", path: "/v1/self/nebula-cert", allow: members},
 		{method: "GET", path: "/v1/self/tls-cert", allow: members},
+		{method: "GET", path: "/v1/ca/bundle", allow: members},
 		{method: "POST", path: "/v1/self/left", allow: members, harmfulBody: struct{}{}, changesCaller: true},
 		// An active member's confirmation is a no-op; anyone else's is refused.
 		{method: "POST", path: "/v1/self/confirm", allow: members, harmfulBody: struct{}{}},

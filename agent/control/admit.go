@@ -74,6 +74,11 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	}
 	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: p.Seeds(), Name: req.Name,
 		Role: role, Expires: rec.Expires, Secret: secret}
+	if r := cluster.Rotation; r != nil { // a CA rotation: the token pins both CAs
+		if tok.NextCA, err = pki.ParseFingerprint(r.NextCAFingerprint); err != nil {
+			return nil, fmt.Errorf("next CA fingerprint: %w", err)
+		}
+	}
 	text, err := tok.Encode()
 	if err != nil {
 		return nil, fmt.Errorf("encode token: %w", err)

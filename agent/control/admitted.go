@@ -70,9 +70,9 @@ func (p *Plane) admittedFor(ctx context.Context, req enroll.SignRequest) (state.
 	}
 	// After the read index: a node the record no longer names (custody
 	// moved) signs nothing.
-	ca := p.heldCA()
-	if ca == nil {
-		return state.Node{}, 0, nil, codes.Wrap(codes.CAHolderDown, errors.New("this node does not hold the CA"))
+	ca, err := p.signingCA()
+	if err != nil {
+		return state.Node{}, 0, nil, err
 	}
 	c, ok := p.raft.FSM().Cluster()
 	if !ok {

@@ -30,6 +30,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.SetNodeState]():         setNodeStateRule,
 	reflect.TypeFor[state.RenewNebula]():          caHolderOnly,
 	reflect.TypeFor[state.RenewTLS]():             caHolderOnly,
+	reflect.TypeFor[state.RotateCA]():             caHolderOnly, // issue 13: the CA holder drives a CA rotation
 	reflect.TypeFor[state.RecordCerts]():          anyControl,
 	reflect.TypeFor[state.AbortAdmission]():       anyControl,
 	reflect.TypeFor[state.SetGossipKeys]():        anyControl,

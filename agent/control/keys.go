@@ -44,6 +44,7 @@ type KeyReport struct {
 	Name, ID string
 	Alive    bool
 	Keyring  string
+	CA       string // the member's "ca" tag: CAReport of what it runs (CA rotation)
 }
 
 // KeyringQueryName is the gossip query a rotation asks every member

@@ -141,7 +141,7 @@ func (l *Ledger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, err
 		return enroll.JoinFacts{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
 	f := enroll.JoinFacts{
-		ClusterID: c.ID, ClusterName: c.Name, CACert: c.CACert, NebulaCACert: c.NebulaCACert,
+		ClusterID: c.ID, ClusterName: c.Name, CACert: c.TrustBundle(), NebulaCACert: c.NebulaTrustBundle(),
 		Overlay: c.Overlay, GossipKeys: c.GossipKeys,
 	}
 	for _, n := range l.p.raft.FSM().Nodes() {

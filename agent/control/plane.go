@@ -68,6 +68,8 @@ type Hooks struct {
 	LastSeen func(name string) (time.Time, bool)
 	// NotifyKeys tells every member that the gossip keyring changed.
 	NotifyKeys func() error
+	// NotifyCA tells every member that the CA trust bundles changed.
+	NotifyCA func() error
 	// KeyReports is every gossip member's report of its keyring.
 	KeyReports func() []KeyReport
 	// AskMembers asks every gossip member a query and collects the
@@ -100,6 +102,7 @@ type Plane struct {
 
 	rotating sync.Mutex     // one gossip key rotation at a time on this node
 	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time
+	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
 	watch    sync.WaitGroup // watchNodes, watchJoins
 }
 
@@ -138,6 +141,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	if h.NotifyKeys == nil {
 		h.NotifyKeys = func() error { return nil }
+	}
+	if h.NotifyCA == nil {
+		h.NotifyCA = func() error { return nil }
 	}
 	if h.KeyReports == nil {
 		h.KeyReports = func() []KeyReport { return nil }

@@ -25,8 +25,7 @@ func RenewDue(issued, expires, now time.Time) bool {
 // from its record or past 2/3 of its lifetime gets a new one, signed for
 // the key and overlay IP the node enrolled with, recorded through raft.
 func (p *Plane) RenewNebulaCerts(ctx context.Context) {
-	ca := p.heldCA()
-	if ca == nil {
+	if p.heldCA() == nil {
 		return
 	}
 	cluster, ok := p.raft.FSM().Cluster()
@@ -38,18 +37,27 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue
 		}
-		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) {
+		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) && !reissueNebula(cluster, n) {
 			continue
 		}
-		if err := p.renewNebula(ctx, ca, n, cluster.Overlay.Bits(), now); err != nil {
+		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
 			p.log.Warn("Nebula certificate renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
 		}
 	}
 }
 
-func (p *Plane) renewNebula(ctx context.Context, ca *pki.CA, n state.Node, bits int, now time.Time) error {
+func (p *Plane) renewNebula(ctx context.Context, n state.Node, bits int, now time.Time) error {
+	return p.renewNebulaFor(ctx, n, bits, now, p.cfg.NebulaLifetime)
+}
+
+// renewNebulaFor is renewNebula with the new certificate's lifetime.
+func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now time.Time, lifetime time.Duration) error {
+	ca, err := p.signingCA()
+	if err != nil {
+		return err
+	}
 	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, now)
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}

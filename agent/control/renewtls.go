@@ -36,11 +36,11 @@ func LeafValidity(certPEM []byte) (issued, expires time.Time, err error) {
 // returns when the next leaf on record falls due (zero if none), so the
 // caller can wake up then.
 func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
-	ca := p.heldCA()
-	if ca == nil {
+	if p.heldCA() == nil {
 		return time.Time{}
 	}
 	now := p.now()
+	cluster, _ := p.raft.FSM().Cluster()
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.TLSCert) == 0 {
 			continue
@@ -50,11 +50,11 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 			p.log.Warn("TLS leaf on record unreadable", "code", codes.Internal, "node", n.Name, "err", err)
 			continue
 		}
-		if !RenewDue(issued, expires, now) {
+		if !RenewDue(issued, expires, now) && !reissueTLS(cluster, n) {
 			next = earliest(next, RenewAt(issued, expires))
 			continue
 		}
-		if err := p.renewTLS(ctx, ca, n, now); err != nil {
+		if err := p.renewTLS(ctx, n, now); err != nil {
 			p.log.Warn("TLS leaf renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
 			next = earliest(next, now.Add(RenewRetry(issued, expires)))
 			continue
@@ -64,7 +64,12 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 	return next
 }
 
-func (p *Plane) renewTLS(ctx context.Context, ca *pki.CA, n state.Node, now time.Time) error {
+func (p *Plane) renewTLS(ctx context.Context, n state.Node, now time.Time) error {
+	return p.renewTLSFor(ctx, n, now, p.cfg.tlsLifetime())
+}
+
+// renewTLSFor is renewTLS with the new leaf's lifetime.
+func (p *Plane) renewTLSFor(ctx context.Context, n state.Node, now time.Time, lifetime time.Duration) error {
 	pub := n.TLSPublicKey
 	if len(pub) == 0 { // recorded before TLSPublicKey existed: the key of the leaf on record
 		var err error
@@ -80,8 +85,12 @@ func (p *Plane) renewTLS(ctx context.Context, ca *pki.CA, n state.Node, now time
 		}
 		ips = []netip.Addr{ip}
 	}
+	ca, err := p.signingCA()
+	if err != nil {
+		return err
+	}
 	certPEM, err := ca.SignTLSKey(pki.KeyLeafRequest{PublicKey: pub, Name: n.Name, NodeID: n.ID, Role: n.Role,
-		IPs: ips, Lifetime: p.cfg.tlsLifetime()}, now)
+		IPs: ips, Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}

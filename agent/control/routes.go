@@ -51,6 +51,7 @@ var routes = []Route{
 	{"GET", PathGossipKeys, anyMember, "the gossip keyring, for an active member", (*Plane).handleGossipKeys},
 	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},
 	{"GET", PathTLSCert, anyMember, "the caller's current (renewed) TLS leaf", (*Plane).handleTLSCert},
+	{"GET", PathCABundle, anyMember, "the CA trust bundles and the rotation phase", (*Plane).handleCABundle},
 	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
 	{"POST", PathConfirm, anyMember, "record the joining caller active: its join is confirmed", (*Plane).handleConfirm},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},

@@ -36,6 +36,7 @@ const (
 	typeApproveJoin     cmdType = 41
 	typeSetCAHolder     cmdType = 30
 	typeRecordCABackup  cmdType = 31
+	typeRotateCA        cmdType = 20 // issue 13 item 4; 16-19 left to the other parts of issue 13
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -155,6 +156,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[SetCAHolder](b[1:])
 	case typeRecordCABackup:
 		c, err = decodeAs[RecordCABackup](b[1:])
+	case typeRotateCA:
+		c, err = decodeAs[RotateCA](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

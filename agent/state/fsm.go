@@ -88,7 +88,8 @@ func changesNodes(c Command) bool {
 	}
 	switch c.(type) {
 	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
-		SetCAHolder: // custody follows the record: the old holder releases its copy
+		SetCAHolder, // custody follows the record: the old holder releases its copy
+		RotateCA:    // the trust bundles every node follows
 		return true
 	}
 	return false
@@ -137,6 +138,8 @@ func (s *Snapshot) apply(c Command) error {
 		err = s.setCAHolder(c)
 	case RecordCABackup:
 		err = s.recordCABackup(c)
+	case RotateCA:
+		err = s.rotateCA(c)
 	default:
 		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
 	}

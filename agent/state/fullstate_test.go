@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -149,6 +150,16 @@ func fullHistory(t testing.TB) []fullStep {
 			At: t0.Add(8 * time.Minute), Actor: "uid=0@ctl-0"})},
 		{cmd: RecordCABackup{NodeID: originID, At: t0.Add(9 * time.Minute)}, want: codes.NotCAHolder},
 		{cmd: RecordCABackup{NodeID: "n-c17", At: t0.Add(9 * time.Minute), Actor: "uid=0@c17"}},
+		// Issue 13: a CA rotation through its three steps, and a second
+		// one begun (--now), so the final state has both a rotation and
+		// the time of the last one.
+		{cmd: rotateBegin(t, next1, false)},
+		{cmd: rotateBegin(t, next2, false), want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAFinish, Next: next1.Fingerprint().String(), At: t0.Add(7 * time.Minute)}, want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAReissue, Next: next2.Fingerprint().String(), At: t0.Add(7 * time.Minute)}, want: codes.BadRequest},
+		{cmd: RotateCA{Step: CAReissue, Next: next1.Fingerprint().String(), At: t0.Add(7 * time.Minute), Actor: "uid:0"}},
+		{cmd: RotateCA{Step: CAFinish, Next: next1.Fingerprint().String(), At: t0.Add(8 * time.Minute), Actor: "node:n-c17"}},
+		{cmd: rotateBegin(t, next2, true)},
 	}
 }
 
@@ -173,6 +184,24 @@ func requestApprovalCmd(seed byte, code string) RequestApproval {
 func approveCmd(seed byte, code string) ApproveJoin {
 	return ApproveJoin{Hash: secret(seed).Hash(), Code: enroll.HashCode(secret(seed).Hash(), code),
 		At: t0.Add(2 * time.Minute), Actor: "uid=0@origin"}
+}
+
+// The next CAs of the rotations in fullHistory.
+var next1, next2 = mustCA("lab"), mustCA("lab")
+
+func mustCA(name string) *pki.CA {
+	ca, err := pki.NewCA(name, netip.MustParsePrefix("10.42.0.0/16"), t0)
+	if err != nil {
+		panic(err)
+	}
+	return ca
+}
+
+// rotateBegin is the begin step of a rotation to next.
+func rotateBegin(t testing.TB, next *pki.CA, now bool) RotateCA {
+	t.Helper()
+	return RotateCA{Step: CABegin, Next: next.Fingerprint().String(), NextCACert: next.CertPEM(),
+		NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: t0.Add(7 * time.Minute), Actor: "uid:0"}
 }
 
 // joiningCertsCmd is certsCmd as written since issue 11: the node stays

@@ -32,6 +32,11 @@ type Cluster struct {
 	// CABackedUp is when the last sealed CA backup was taken (RecordCABackup);
 	// zero if never.
 	CABackedUp time.Time `json:"ca_backed_up,omitzero"`
+	// Rotation is the CA rotation in progress (carotation.go); nil when
+	// none is.
+	Rotation *CARotation `json:"ca_rotation,omitempty"`
+	// CARotated is when the last CA rotation finished; zero if never.
+	CARotated time.Time `json:"ca_rotated,omitzero"`
 }
 
 // NodeState is where a node is in its life in the cluster.
@@ -128,6 +133,11 @@ type AuditEvent struct {
 func (c Cluster) clone() Cluster {
 	c.CACert = bytes.Clone(c.CACert)
 	c.NebulaCACert = bytes.Clone(c.NebulaCACert)
+	if c.Rotation != nil {
+		r := *c.Rotation
+		r.NextCACert, r.NextNebulaCACert = bytes.Clone(r.NextCACert), bytes.Clone(r.NextNebulaCACert)
+		c.Rotation = &r
+	}
 	if c.GossipKeys != nil {
 		keys := make([][]byte, len(c.GossipKeys))
 		for i, k := range c.GossipKeys {

@@ -9,12 +9,13 @@ import (
 func (a *app) caCommand() *cobra.Command {
 	ca := &cobra.Command{
 		Use:   "ca",
-		Short: "Manage custody of the cluster's CA keys: handoff, backup, restore",
+		Short: "Manage the cluster's CA: custody (handoff, backup, restore) and rotation (rotate, status)",
 		Args:  args(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	ca.AddCommand(a.caHandoffCommand())
-	a.addBackupCommands(ca) // cabackup.go
+	a.addBackupCommands(ca)                                 // cabackup.go
+	ca.AddCommand(a.caRotateCommand(), a.caStatusCommand()) // carotate.go
 	return ca
 }
 

@@ -1,0 +1,335 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// CA rotation on the agent's side (docs/architecture.md, "CA rotation"):
+// every node follows the trust bundles raft records (followCA) and
+// reports what it runs in its gossip tag "ca" (runCAReports); the CA
+// holder creates the next CA under ca/next/ (RotateCA) and finishes the
+// rotation when nothing depends on the old CA (in the reconcile pass).
+
+// notifyCA is the gossip notification that the CA trust bundles or the
+// rotation's phase changed: workers fetch GET /v1/ca/bundle at once.
+const notifyCA = "meshd-ca"
+
+// tagCA is the gossip tag a node reports control.CAReport in.
+const tagCA = "ca"
+
+// caNextDir is where the CA holder keeps the next CA's key pair during a
+// rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
+const caNextDir = "next"
+
+// caFollow is what a worker last fetched of the CA bundle.
+type caFollow struct {
+	mu      sync.Mutex
+	fetched time.Time
+	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
+	// wake wakes runTLSRenewal when the phase or the signing CA changed
+	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
+	// next timer.
+	wake chan struct{}
+}
+
+// followCA brings this node's trust bundles in line with the cluster's:
+// a control node reads its FSM, a worker fetches GET /v1/ca/bundle (at
+// once when told, otherwise at most every 5 s).
+func (rt *runtime) followCA(ctx context.Context, told bool) {
+	var b control.CABundle
+	if rt.ctl != nil {
+		var ok bool
+		if b, ok = rt.ctl.CABundle(); !ok {
+			return
+		}
+	} else {
+		rt.ca.mu.Lock()
+		due := told || time.Since(rt.ca.fetched) >= 5*time.Second
+		rt.ca.mu.Unlock()
+		if !due {
+			return
+		}
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathCABundle, &b); err != nil {
+			rt.log.Debug("CA bundle not refreshed", "err", err)
+			return
+		}
+	}
+	rt.ca.mu.Lock()
+	changed := rt.ca.signing.Phase != b.Phase || rt.ca.signing.SigningCA != b.SigningCA
+	rt.ca.fetched, rt.ca.signing = time.Now(), b
+	rt.ca.mu.Unlock()
+	if changed {
+		select {
+		case rt.ca.wake <- struct{}{}:
+		default:
+		}
+	}
+	rt.adoptBundle(b.TLS, b.Nebula)
+}
+
+// adoptBundle makes tlsBundle and nebulaBundle this node's trust: saved
+// in the identity (tls/ca.crt, nebula/ca.crt), swapped into the live
+// identity (every TLS handshake from now on), and the reconcile pass
+// reloads Nebula with the new pki.ca.
+func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
+	if len(tlsBundle) == 0 || len(nebulaBundle) == 0 {
+		return
+	}
+	rt.idMu.Lock()
+	defer rt.idMu.Unlock()
+	own := rt.identity()
+	if bytes.Equal(own.CACert, tlsBundle) && bytes.Equal(own.NebulaCACert, nebulaBundle) {
+		return
+	}
+	if cas, err := pki.BundleCerts(tlsBundle); err != nil || len(cas) == 0 {
+		rt.log.Warn("CA bundle refused: unreadable", "code", codes.CertRefused, "err", err)
+		return
+	}
+	id := *own
+	id.CACert, id.NebulaCACert = bytes.Clone(tlsBundle), bytes.Clone(nebulaBundle)
+	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
+		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
+	}
+	if err := id.Save(filepath.Join(rt.stateDir, identityDir)); err != nil {
+		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
+		return
+	}
+	if err := rt.live.Swap(&id); err != nil {
+		rt.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
+		return
+	}
+	cas, _ := pki.BundleCerts(tlsBundle)
+	rt.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
+		"bundle", pki.BundleID(tlsBundle, nebulaBundle))
+	rt.client.CloseIdle()
+	rt.poke()
+	rt.wakeCAReport()
+}
+
+// reissuePending reports whether a worker's certificate is to be fetched
+// again although it is not due: the CA holder signs with another CA than
+// the one that issued it (a CA rotation reissues every certificate).
+func (rt *runtime) reissuePending(nebula bool) bool {
+	rt.ca.mu.Lock()
+	b := rt.ca.signing
+	rt.ca.mu.Unlock()
+	if b.Phase != "reissue" {
+		return false
+	}
+	own := rt.identity()
+	if nebula {
+		is, err := pki.NebulaIssuer(own.NebulaCert)
+		return err == nil && is != b.SigningNebulaCA
+	}
+	leaf, err := own.Leaf()
+	if err != nil {
+		return false
+	}
+	ca := pki.IssuerIn(own.CACert, leaf)
+	return ca != nil && pki.FingerprintOf(ca).String() != b.SigningCA
+}
+
+func (rt *runtime) wakeCAReport() {
+	select {
+	case rt.caReport <- struct{}{}:
+	default:
+	}
+}
+
+// runCAReports keeps this node's gossip tag "ca" equal to what it runs
+// (control.CAReport), in a goroutine of its own for the reason
+// runKeyReports gives; it looks every second as well as when woken.
+func (rt *runtime) runCAReports(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.caReport:
+		case <-tick.C:
+		}
+		want := control.CAReport(rt.identity())
+		tags := maps.Clone(rt.gossip.LocalMember().Tags)
+		if tags[tagCA] == want {
+			continue
+		}
+		tags[tagCA] = want
+		if err := rt.gossip.SetTags(tags); err != nil {
+			rt.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
+		}
+	}
+}
+
+// finishCARotation, on the CA holder, drops the old CA once nothing
+// depends on it, and tidies ca/ afterwards.
+func (rt *runtime) finishCARotation(ctx context.Context) {
+	if rt.ctl == nil || !rt.ctl.HoldsCA() {
+		return
+	}
+	if _, err := rt.ctl.FinishCARotation(ctx, ""); err != nil {
+		rt.log.Warn("CA rotation not finished", "code", codes.OrInternal(err), "err", err)
+	}
+	rt.tidyCADir()
+}
+
+// tidyCADir moves ca/next/ into ca/ once raft records the next CA as the
+// current one (and again at every pass while ca/next/ is there). Signing
+// never depends on it (the holder picks the key pair by fingerprint), so a
+// crash in the middle loses nothing: at start a ca/ that does not load
+// falls back to ca/next/ (loadCAs), and the next pass completes ca/.
+func (rt *runtime) tidyCADir() {
+	cl, ok := rt.ctl.Raft().FSM().Cluster()
+	if !ok || cl.Rotation != nil {
+		return
+	}
+	dir := filepath.Join(rt.stateDir, caDir)
+	nextDir := filepath.Join(dir, caNextDir)
+	if _, err := os.Stat(nextDir); err != nil {
+		return
+	}
+	next, err := pki.LoadCA(nextDir)
+	if err != nil || next.Fingerprint().String() != cl.CAFingerprint {
+		return // an unused next of a rotation that never began, or not ours to move
+	}
+	if err := next.Save(dir); err != nil {
+		rt.log.Warn("could not move ca/next into ca", "code", codes.StateDir, "err", err)
+		return
+	}
+	if err := os.RemoveAll(nextDir); err != nil {
+		rt.log.Warn("could not remove ca/next", "code", codes.StateDir, "err", err)
+		return
+	}
+	rt.log.Info("the rotated CA's keys are now ca/", "ca", pki.ShortID(cl.CAFingerprint))
+}
+
+// loadCAs loads the CA holder's key pairs: ca/, and ca/next/ when a
+// rotation left one. A ca/ that does not load while ca/next/ does (a
+// crash while tidyCADir copied it) is read from ca/next/ alone, and left
+// as it is on disk.
+func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
+	dir := filepath.Join(stateDir, caDir)
+	nextDir := filepath.Join(dir, caNextDir)
+	cur, err = pki.LoadCA(dir)
+	next, nerr := pki.LoadCA(nextDir)
+	if nerr != nil && !errors.Is(nerr, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("%s: %w", nextDir, nerr)
+	}
+	if err != nil {
+		if next == nil {
+			return nil, nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		// Nothing is rewritten here: tidyCADir completes ca/ once raft
+		// confirms the next CA is the current one; signing picks the key
+		// pair by the fingerprint raft names.
+		return next, nil, nil
+	}
+	return cur, next, nil
+}
+
+// RotateCA is `meshctl ca rotate [--now]`, on the CA holder only: it
+// creates the next CA (or resumes the rotation in progress with the one
+// under ca/next/) and drives the rotation (control.Plane.RotateCA).
+func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.CAStatus, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	if !ctl.HoldsCA() {
+		return nil, codes.Wrap(codes.NotCAHolder, errors.New("this node does not hold the CA keys; run `meshctl ca rotate` on the CA holder"))
+	}
+	if err := ctl.SyncRead(ctx); err != nil {
+		return nil, err
+	}
+	cl, ok := ctl.Raft().FSM().Cluster()
+	if !ok {
+		return nil, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+	}
+	nextDir := filepath.Join(a.cfg.StateDir, caDir, caNextDir)
+	var next *pki.CA
+	if cl.Rotation == nil {
+		// Everything reversible first: the key pair is saved before raft
+		// hears of it; an unused ca/next/ is overwritten by the next run.
+		if next, err = pki.NewCA(cl.Name, cl.Overlay, a.d.Now()); err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(nextDir); err != nil {
+			return nil, codes.Wrap(codes.StateDir, err)
+		}
+		if err := next.Save(nextDir); err != nil {
+			return nil, codes.Wrap(codes.StateDir, err)
+		}
+	} else if ctl.CAByFingerprint(cl.Rotation.NextCAFingerprint) == nil {
+		if next, err = pki.LoadCA(nextDir); err != nil {
+			return nil, codes.Wrap(codes.StateCorrupt, fmt.Errorf("the next CA of the rotation in progress: %w", err))
+		}
+		ctl.AddCA(next)
+	}
+	st, err := ctl.RotateCA(ctx, next, now, actor)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// CAStatus is `meshctl ca status` (control nodes).
+func (a *Agent) CAStatus(ctx context.Context) (*apitype.CAStatus, error) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	st, err := ctl.CAStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+func (a *Agent) handleCARotate(w http.ResponseWriter, r *http.Request) {
+	var req apitype.CARotateRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	resp, err := a.RotateCA(r.Context(), req.Now, a.operator(r.Context()))
+	if err != nil {
+		a.log.Warn("CA rotation failed", "code", codes.OrInternal(err), "err", err)
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, resp)
+}
+
+func (a *Agent) handleCAStatus(w http.ResponseWriter, r *http.Request) {
+	resp, err := a.CAStatus(r.Context())
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, resp)
+}
+
+// reissueWatch reports whether a worker should look at its TLS leaf again
+// soon: a CA rotation is in progress.
+func (rt *runtime) reissueWatch() bool {
+	rt.ca.mu.Lock()
+	defer rt.ca.mu.Unlock()
+	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != "none"
+}

@@ -1,0 +1,164 @@
+package pki
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"strings"
+
+	"github.com/slackhq/nebula/cert"
+)
+
+// The CA rotation helpers (issue 13): during a rotation every node trusts
+// a bundle of two CAs, the current one first, and a node tells which CA
+// issued each of its certificates.
+
+// Bundle joins PEM certificate lists into one, each ending in a newline;
+// empty parts are skipped.
+func Bundle(parts ...[]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		p = bytes.TrimSpace(p)
+		if len(p) == 0 {
+			continue
+		}
+		b = append(b, p...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// BundleCerts parses every CERTIFICATE block of a PEM bundle.
+func BundleCerts(bundle []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		blk, bundle = pem.Decode(bundle)
+		if blk == nil {
+			return out, nil
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("CA bundle: %w", err)
+		}
+		out = append(out, c)
+	}
+}
+
+// IssuerIn returns the CA of bundle whose key signed leaf, or nil.
+func IssuerIn(bundle []byte, leaf *x509.Certificate) *x509.Certificate {
+	cas, err := BundleCerts(bundle)
+	if err != nil {
+		return nil
+	}
+	for _, ca := range cas {
+		if bytes.Equal(leaf.RawIssuer, ca.RawSubject) && leaf.CheckSignatureFrom(ca) == nil {
+			return ca
+		}
+	}
+	return nil
+}
+
+// IssuedBy reports whether the first certificate of leafPEM is signed by
+// the CA certificate caPEM.
+func IssuedBy(caPEM, leafPEM []byte) bool {
+	leaf, err := ParseCertPEM(leafPEM)
+	if err != nil {
+		return false
+	}
+	return IssuerIn(caPEM, leaf) != nil
+}
+
+// NebulaFingerprint is the fingerprint Nebula gives a certificate (hex
+// SHA-256): for a CA, what its host certificates name as their issuer.
+func NebulaFingerprint(certPEM []byte) (string, error) {
+	c, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
+	if err != nil {
+		return "", fmt.Errorf("parse Nebula certificate: %w", err)
+	}
+	return c.Fingerprint()
+}
+
+// NebulaIssuer is the fingerprint of the CA that signed a Nebula host
+// certificate, as the certificate names it.
+func NebulaIssuer(certPEM []byte) (string, error) {
+	c, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
+	if err != nil {
+		return "", fmt.Errorf("parse Nebula certificate: %w", err)
+	}
+	return c.Issuer(), nil
+}
+
+// NebulaIssuedBy reports whether the Nebula certificate certPEM is signed
+// by the Nebula CA caPEM (its issuer names the CA and the signature
+// verifies).
+func NebulaIssuedBy(caPEM, certPEM []byte) bool {
+	ca, _, err := cert.UnmarshalCertificateFromPEM(caPEM)
+	if err != nil {
+		return false
+	}
+	c, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
+	if err != nil {
+		return false
+	}
+	fp, err := ca.Fingerprint()
+	if err != nil || c.Issuer() != fp {
+		return false
+	}
+	return c.CheckSignature(ca.PublicKey())
+}
+
+// BundleID names a pair of trust bundles (TLS, Nebula): the first 8 hex
+// characters of the SHA-256 over both, length-prefixed. Nodes report it so
+// a rotation can tell who trusts the next CA.
+func BundleID(tlsBundle, nebulaBundle []byte) string {
+	h := sha256.New()
+	for _, b := range [][]byte{bytes.TrimSpace(tlsBundle), bytes.TrimSpace(nebulaBundle)} {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:4])
+}
+
+// ShortID is the first 8 characters of a hex fingerprint ("" if shorter).
+func ShortID(fp string) string {
+	if len(fp) < 8 {
+		return ""
+	}
+	return fp[:8]
+}
+
+// pinProtoPrefix starts the ALPN protocol name a joiner offers to name
+// the CA its token pins (PinProto).
+const pinProtoPrefix = "meshd-ca-"
+
+// PinProto is the ALPN protocol a joiner offers (before "http/1.1") to say
+// which CA its token pins: "meshd-ca-" and the first 32 hex characters of
+// its fingerprint. During a CA rotation a seed whose leaf was reissued
+// under the next CA answers it with the leaf it still holds under the
+// pinned one. (ALPN, not the server name: a seed given by DNS name is
+// asked for by that name.) Servers negotiate no such protocol; "http/1.1"
+// is what is spoken.
+func PinProto(pin Fingerprint) string {
+	return pinProtoPrefix + pin.String()[:32]
+}
+
+// pinFromProtos reads the fingerprint prefix PinProto wrote.
+func pinFromProtos(protos []string) (string, bool) {
+	for _, p := range protos {
+		s, ok := strings.CutPrefix(p, pinProtoPrefix)
+		if !ok || len(s) != 32 {
+			continue
+		}
+		if _, err := hex.DecodeString(s); err == nil {
+			return s, true
+		}
+	}
+	return "", false
+}
