@@ -281,9 +281,17 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 			return apitype.CAStatus{}, err
 		}
 		p.log.Info("CA rotation begun", "code", codes.EventCARotated, "next", pki.ShortID(next.Fingerprint().String()))
+		// A forwarded write returns once the leader applied it; this
+		// node's FSM catches up by the read index.
+		if err := p.SyncRead(ctx); err != nil {
+			return apitype.CAStatus{}, err
+		}
 		c, _ = p.raft.FSM().Cluster()
 	}
 	r := c.Rotation
+	if r == nil {
+		return apitype.CAStatus{}, codes.Wrap(codes.Internal, errors.New("the rotation just begun is not in the record"))
+	}
 	if p.CAByFingerprint(r.NextCAFingerprint) == nil {
 		return apitype.CAStatus{}, codes.Wrap(codes.Internal, fmt.Errorf("the next CA %s of the rotation in progress has no key pair on this node", pki.ShortID(r.NextCAFingerprint)))
 	}
@@ -299,6 +307,11 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 			return apitype.CAStatus{}, err
 		}
 		p.log.Info("CA rotation: signing with the next CA", "code", codes.EventCARotated, "next", pki.ShortID(r.NextCAFingerprint))
+		// reissueAll reads the phase from this node's FSM: on a holder
+		// that is not the leader it must have applied the step first.
+		if err := p.SyncRead(ctx); err != nil {
+			return apitype.CAStatus{}, err
+		}
 	}
 	if now || r.Now {
 		p.reissueAll(ctx)

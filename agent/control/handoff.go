@@ -172,7 +172,18 @@ func (p *Plane) Handoff(ctx context.Context, name, actor string) (Handoff, error
 	}
 	p.log.Info("CA custody handed off", "code", codes.EventCAHandedOff, "to", t.Name)
 	crash.At(crash.HandoffAfterRecord)
-	if _, err := p.followCustody(ctx); err != nil {
+	// A holder that is not the leader had the write forwarded: its FSM
+	// catches up by the read index before it judges its copy (else it
+	// would still see itself the holder, keep the copy and report it
+	// released).
+	err = p.SyncRead(ctx)
+	if err == nil {
+		_, err = p.followCustody(ctx)
+	}
+	if err == nil && p.ca.Load() != nil {
+		err = codes.Wrap(codes.Internal, errors.New("this node's copy is still loaded"))
+	}
+	if err != nil {
 		out.ReleaseErr = err
 		p.log.Warn("CA custody moved, this node's copy not yet released; the reconcile loop tries again",
 			"code", codes.OrInternal(err), "err", err)
