@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -34,7 +33,7 @@ const tagCA = "ca"
 
 // caNextDir is where the CA holder keeps the next CA's key pair during a
 // rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
-const caNextDir = "next"
+const caNextDir = pki.CANextDir
 
 // caFollow is what a worker last fetched of the CA bundle.
 type caFollow struct {
@@ -221,27 +220,12 @@ func (rt *runtime) tidyCADir() {
 }
 
 // loadCAs loads the CA holder's key pairs: ca/, and ca/next/ when a
-// rotation left one. A ca/ that does not load while ca/next/ does (a
-// crash while tidyCADir copied it) is read from ca/next/ alone, and left
-// as it is on disk.
+// rotation left one (pki.LoadCAKeys: a ca/ that does not load while
+// ca/next/ does is read from ca/next/ alone, and left as it is on disk;
+// tidyCADir completes ca/ once raft confirms the next CA is the current
+// one; signing picks the key pair by the fingerprint raft names).
 func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
-	dir := filepath.Join(stateDir, caDir)
-	nextDir := filepath.Join(dir, caNextDir)
-	cur, err = pki.LoadCA(dir)
-	next, nerr := pki.LoadCA(nextDir)
-	if nerr != nil && !errors.Is(nerr, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("%s: %w", nextDir, nerr)
-	}
-	if err != nil {
-		if next == nil {
-			return nil, nil, fmt.Errorf("%s: %w", dir, err)
-		}
-		// Nothing is rewritten here: tidyCADir completes ca/ once raft
-		// confirms the next CA is the current one; signing picks the key
-		// pair by the fingerprint raft names.
-		return next, nil, nil
-	}
-	return cur, next, nil
+	return pki.LoadCAKeys(filepath.Join(stateDir, caDir))
 }
 
 // RotateCA is `meshctl ca rotate [--now]`, on the CA holder only: it

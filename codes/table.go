@@ -62,6 +62,9 @@ const (
 	CAOtherCluster   Code = "X409236CAOTHR"
 	CAPassphrase     Code = "X400237CAPASS"
 	CAHolderChanged  Code = "X409238CAHCHG"
+	// CABackupNoNext: a restore during a CA rotation from a backup that
+	// does not hold the rotation's next CA.
+	CABackupNoNext Code = "X409240CABKNX"
 
 	// Local daemon and API.
 	DaemonStarting    Code = "X503301STRTNG"
@@ -157,6 +160,7 @@ var table = map[Code]Info{
 	CAOtherCluster:   {409, "the CA keys or the backup belong to another cluster (its cluster id or CA fingerprint differs); nothing was changed", "use this cluster's own backup or CA holder; `meshctl status` shows the cluster id"},
 	CAPassphrase:     {400, "the passphrase file cannot be read, or holds fewer than 12 characters", "give --passphrase-file a readable file with a passphrase of at least 12 characters"},
 	CAHolderChanged:  {409, "the CA holder on record changed while this custody move was prepared; nothing was changed", "check `meshctl status` for the holder now, then run the command again if it is still needed"},
+	CABackupNoNext:   {409, "a CA rotation is in progress and the backup was taken before it began: it lacks the next CA's keys, without which the holder can neither sign in phase reissue nor finish the rotation; nothing was changed", "restore a backup taken after `meshctl ca rotate` began (`meshctl ca status` shows when); take one on the holder during every rotation"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},

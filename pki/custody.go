@@ -73,7 +73,12 @@ const caMarkerFile = "received-from"
 // first (every file fsynced, keys 0600), which then replaces dir with a
 // rename, so a crash leaves either the old dir or the new one, never a
 // mix. from, if not empty, is recorded as the dir's marker (ReadCAMarker).
-func SaveCADir(dir string, ca *CA, from string) error {
+func SaveCADir(dir string, ca *CA, from string) error { return SaveCAKeys(dir, ca, nil, from) }
+
+// SaveCAKeys is SaveCADir with the next CA of a rotation, if next is not
+// nil, under dir/next/ (CANextDir), written in the same rename: a copy
+// never holds one CA of a rotation without the other.
+func SaveCAKeys(dir string, ca, next *CA, from string) error {
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("save CA: %w", err)
@@ -85,6 +90,11 @@ func SaveCADir(dir string, ca *CA, from string) error {
 	defer os.RemoveAll(tmp) // gone after the rename; a failure leaves nothing
 	if err := ca.Save(tmp); err != nil {
 		return err
+	}
+	if next != nil {
+		if err := next.Save(filepath.Join(tmp, CANextDir)); err != nil {
+			return err
+		}
 	}
 	if from != "" {
 		if err := WriteFileAtomic(filepath.Join(tmp, caMarkerFile), []byte(from+"\n"), 0o600); err != nil {

@@ -35,6 +35,26 @@ type CABackup struct {
 	CAFingerprint string    `json:"ca_fingerprint"`
 	Created       time.Time `json:"created"`
 	CA            CABundle  `json:"ca"`
+	// The next CA of a rotation in progress when the backup was taken
+	// (pki.CANextDir); absent outside a rotation.
+	NextCAFingerprint string    `json:"next_ca_fingerprint,omitempty"`
+	Next              *CABundle `json:"next,omitempty"`
+}
+
+// NextCA is the backup's next CA (nil if it has none), checked against
+// its recorded fingerprint.
+func (b CABackup) NextCA() (*CA, error) {
+	if b.Next == nil {
+		return nil, nil
+	}
+	ca, err := ParseCA(*b.Next)
+	if err != nil {
+		return nil, fmt.Errorf("the backup's next CA: %w", err)
+	}
+	if ca.Fingerprint().String() != b.NextCAFingerprint {
+		return nil, errors.New("the backup's next CA certificate does not match its recorded fingerprint")
+	}
+	return ca, nil
 }
 
 // String names the cluster and never a key.
@@ -59,6 +79,9 @@ func SealCABackup(b CABackup, passphrase []byte) ([]byte, error) {
 		return nil, err
 	}
 	if _, err := ParseCA(b.CA); err != nil {
+		return nil, fmt.Errorf("seal CA backup: %w", err)
+	}
+	if _, err := b.NextCA(); err != nil {
 		return nil, fmt.Errorf("seal CA backup: %w", err)
 	}
 	b.Format = backupFormat
@@ -118,6 +141,9 @@ func OpenCABackup(sealed, passphrase []byte) (CABackup, *CA, error) {
 	}
 	if ca.Fingerprint().String() != b.CAFingerprint {
 		return CABackup{}, nil, codes.Wrap(codes.BackupCorrupt, errors.New("the backup's CA certificate does not match its recorded fingerprint"))
+	}
+	if _, err := b.NextCA(); err != nil {
+		return CABackup{}, nil, codes.Wrap(codes.BackupCorrupt, err)
 	}
 	return b, ca, nil
 }

@@ -24,17 +24,32 @@ func (p *Plane) Backup(ctx context.Context, passphrase []byte, actor string) ([]
 	if !ok {
 		return nil, time.Time{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	ca := p.heldCA()
-	if ca == nil {
+	if p.heldCA() == nil {
 		return nil, time.Time{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s holds the CA, not %s; run this there", p.nameOf(c.CAHolder), p.cfg.Name))
 	}
-	bundle, err := ca.Bundle()
+	// The keys of the record read under the custody lock: no rotation
+	// begins or finishes meanwhile on this node.
+	p.custody.Lock()
+	c, _ = p.raft.FSM().Cluster()
+	cur, next, err := p.keysOnRecord(c)
+	p.custody.Unlock()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	bundle, err := cur.Bundle()
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	now := p.now()
-	sealed, err := pki.SealCABackup(pki.CABackup{ClusterID: c.ID, ClusterName: c.Name, CAFingerprint: c.CAFingerprint,
-		Created: now, CA: bundle}, passphrase)
+	b := pki.CABackup{ClusterID: c.ID, ClusterName: c.Name, CAFingerprint: c.CAFingerprint, Created: now, CA: bundle}
+	if next != nil { // a rotation in progress: its next CA is sealed too
+		nb, err := next.Bundle()
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		b.NextCAFingerprint, b.Next = next.Fingerprint().String(), &nb
+	}
+	sealed, err := pki.SealCABackup(b, passphrase)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -65,11 +80,12 @@ func (p *Plane) Restore(ctx context.Context, sealed, passphrase []byte, actor st
 	if !ok {
 		return Handoff{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	if b.ClusterID != c.ID || b.CAFingerprint != c.CAFingerprint {
+	if b.ClusterID != c.ID {
 		return Handoff{}, codes.Wrap(codes.CAOtherCluster, fmt.Errorf("the backup is of cluster %q (%s), this is %q (%s)",
 			b.ClusterName, b.ClusterID, c.Name, c.ID))
 	}
-	if _, err := p.checkClusterCA(c, b.CA); err != nil {
+	ca, next, err := restoreKeys(c, b, ca)
+	if err != nil {
 		return Handoff{}, err
 	}
 	self, ok := p.raft.FSM().Node(p.cfg.NodeID)
@@ -87,14 +103,17 @@ func (p *Plane) Restore(ctx context.Context, sealed, passphrase []byte, actor st
 			return Handoff{}, err
 		}
 	}
-	if err := pki.SaveCADir(p.cfg.CADir, ca, c.CAHolder); err != nil {
+	if err := pki.SaveCAKeys(p.cfg.CADir, ca, next, c.CAHolder); err != nil {
 		return Handoff{}, codes.Wrap(codes.StateDir, err)
 	}
-	loaded, err := pki.LoadCA(p.cfg.CADir)
+	loaded, loadedNext, err := pki.LoadCAKeys(p.cfg.CADir)
+	if err == nil && (loaded.Fingerprint() != ca.Fingerprint() || (next != nil) != (loadedNext != nil)) {
+		err = errors.New("the keys read back are not those written")
+	}
 	if err != nil {
 		return Handoff{}, codes.Wrap(codes.StateDir, fmt.Errorf("the restored CA keys do not load: %w", err))
 	}
-	p.setCA(loaded)
+	p.setCAs(loaded, loadedNext)
 	if c.CAHolder != p.cfg.NodeID {
 		if err := p.Write(ctx, &state.SetCAHolder{From: c.CAHolder, To: p.cfg.NodeID, CAFingerprint: c.CAFingerprint,
 			Restore: true, At: p.now(), Actor: actor}); err != nil {
@@ -128,4 +147,48 @@ func (p *Plane) holderLost(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// restoreKeys picks from a backup b (whose current CA is ca) the key pairs
+// the record c needs: its current CA and, during a rotation, the next
+// one. A backup taken during a rotation that has finished since holds the
+// now current CA as its next: that one is restored alone. A backup taken
+// before a rotation began lacks the next CA's keys: refused
+// (CABackupNoNext), as the holder could neither sign in phase reissue nor
+// finish; take a backup during the rotation, or restore after it.
+func restoreKeys(c state.Cluster, b pki.CABackup, ca *pki.CA) (cur, next *pki.CA, err error) {
+	bnext, err := b.NextCA()
+	if err != nil {
+		return nil, nil, codes.Wrap(codes.BackupCorrupt, err)
+	}
+	switch {
+	case b.CAFingerprint == c.CAFingerprint:
+		cur = ca
+	case bnext != nil && b.NextCAFingerprint == c.CAFingerprint:
+		cur = bnext // the rotation the backup was taken in finished since
+		bnext = nil
+	default:
+		return nil, nil, codes.Wrap(codes.CAOtherCluster, fmt.Errorf("the backup holds CA %s, the cluster's CA is %s (a backup from before a finished CA rotation)",
+			pki.ShortID(b.CAFingerprint), pki.ShortID(c.CAFingerprint)))
+	}
+	cb, err := cur.Bundle()
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur, err = checkClusterCA(c, cb); err != nil {
+		return nil, nil, err
+	}
+	if r := c.Rotation; r != nil {
+		if bnext == nil || b.NextCAFingerprint != r.NextCAFingerprint {
+			return nil, nil, codes.Wrap(codes.CABackupNoNext, fmt.Errorf("a CA rotation to %s is in progress and the backup does not hold its keys", pki.ShortID(r.NextCAFingerprint)))
+		}
+		nb, err := bnext.Bundle()
+		if err != nil {
+			return nil, nil, err
+		}
+		if next, err = checkNextCA(c, nb); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cur, next, nil
 }

@@ -275,12 +275,9 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 		if next == nil {
 			return apitype.CAStatus{}, codes.Wrap(codes.Internal, errors.New("no next CA to rotate to"))
 		}
-		p.AddCA(next)
-		if err := p.Write(ctx, &state.RotateCA{Step: state.CABegin, Next: next.Fingerprint().String(),
-			NextCACert: next.CertPEM(), NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: p.now(), Actor: actor}); err != nil {
+		if err := p.beginRotation(ctx, next, now, actor); err != nil {
 			return apitype.CAStatus{}, err
 		}
-		p.log.Info("CA rotation begun", "code", codes.EventCARotated, "next", pki.ShortID(next.Fingerprint().String()))
 		// A forwarded write returns once the leader applied it; this
 		// node's FSM catches up by the read index.
 		if err := p.SyncRead(ctx); err != nil {
@@ -391,9 +388,20 @@ func (p *Plane) FinishCARotation(ctx context.Context, actor string) (bool, error
 	if actor == "" {
 		actor = p.self()
 	}
+	// Under the custody lock: no handoff or backup reads the keys while
+	// the record's CA changes, and the old pair is dropped at once.
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	if p.heldCA() == nil {
+		return false, nil
+	}
 	if err := p.Write(ctx, &state.RotateCA{Step: state.CAFinish, Next: c.Rotation.NextCAFingerprint, At: p.now(), Actor: actor}); err != nil {
 		return false, err
 	}
+	if err := p.SyncRead(ctx); err == nil {
+		cl, _ := p.raft.FSM().Cluster()
+		p.settleKeys(cl)
+	} // else the next custody pass settles the keys
 	p.log.Info("CA rotation finished: the old CA is dropped", "code", codes.EventCARotated, "ca", pki.ShortID(c.Rotation.NextCAFingerprint))
 	_ = p.hooks.NotifyCA()
 	p.hooks.Poke()
@@ -414,6 +422,10 @@ func (p *Plane) awaitCA(ctx context.Context, what string, lagging func() []strin
 	defer poll.Stop()
 	var lastNotify time.Time
 	for {
+		if p.heldCA() == nil {
+			c, _ := p.raft.FSM().Cluster()
+			return codes.Wrap(codes.NotCAHolder, fmt.Errorf("CA custody moved to %s during the rotation; run `meshctl ca rotate` there to resume it", p.nameOf(c.CAHolder)))
+		}
 		lag := lagging()
 		if len(lag) == 0 {
 			return nil
@@ -444,4 +456,23 @@ func outlast(lifetime time.Duration, now, expires time.Time) time.Duration {
 		return min
 	}
 	return lifetime
+}
+
+// beginRotation commits step begin with next (whose key pair is saved
+// under ca/next/ already), under the custody lock: a handoff or backup
+// on this node sees the record either before the rotation, or after it
+// with the next pair loaded.
+func (p *Plane) beginRotation(ctx context.Context, next *pki.CA, now bool, actor string) error {
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	if p.heldCA() == nil {
+		return codes.Wrap(codes.NotCAHolder, errors.New("CA custody moved away from this node"))
+	}
+	p.AddCA(next)
+	if err := p.Write(ctx, &state.RotateCA{Step: state.CABegin, Next: next.Fingerprint().String(),
+		NextCACert: next.CertPEM(), NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: p.now(), Actor: actor}); err != nil {
+		return err
+	}
+	p.log.Info("CA rotation begun", "code", codes.EventCARotated, "next", pki.ShortID(next.Fingerprint().String()))
+	return nil
 }

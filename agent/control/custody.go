@@ -37,8 +37,10 @@ const (
 // CAReceive is the handoff's request to the target: the CA keys and the
 // nonce to sign with them.
 type CAReceive struct {
-	CA    pki.CABundle `json:"ca"`
-	Nonce []byte       `json:"nonce"`
+	CA pki.CABundle `json:"ca"`
+	// Next is the next CA of a rotation in progress (nil outside one).
+	Next  *pki.CABundle `json:"next,omitempty"`
+	Nonce []byte        `json:"nonce"`
 }
 
 // CAProbeRequest asks the CA holder to sign a nonce.
@@ -49,6 +51,9 @@ type CAProbeRequest struct {
 // CAProbeAnswer is a signed probe.
 type CAProbeAnswer struct {
 	Probe pki.Probe `json:"probe"`
+	// Next is the probe signed with the next CA of a rotation in
+	// progress (cakeys.go); nil outside one.
+	Next *pki.Probe `json:"next,omitempty"`
 }
 
 // Handoff is the outcome of a custody move.
@@ -65,8 +70,9 @@ type Handoff struct {
 	Took       time.Duration
 }
 
-// setCA installs ca as this node's CA keys (nil drops them).
-func (p *Plane) setCA(ca *pki.CA) { p.ca.Store(ca) }
+// setCA installs ca as this node's CA keys, without a next CA (nil drops
+// them all).
+func (p *Plane) setCA(ca *pki.CA) { p.setCAs(ca, nil) }
 
 // heldCA is the CA this node signs with: its keys, while raft's cluster
 // record names it the holder; nil otherwise.
@@ -131,16 +137,17 @@ func (p *Plane) followCustody(ctx context.Context) (bool, error) {
 	}
 	if c.CAHolder == p.cfg.NodeID {
 		if p.ca.Load() == nil && p.caDirExists() {
-			ca, err := pki.LoadCA(p.cfg.CADir)
+			cur, next, err := pki.LoadCAKeys(p.cfg.CADir)
 			if err != nil {
 				return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %w", p.cfg.CADir, err))
 			}
-			if ca.Fingerprint().String() != c.CAFingerprint {
+			if cur.Fingerprint().String() != c.CAFingerprint && (next == nil || next.Fingerprint().String() != c.CAFingerprint) {
 				return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s holds another CA than the cluster's", p.cfg.CADir))
 			}
-			p.setCA(ca)
+			p.setCAs(cur, next)
 			p.log.Info("CA keys loaded: the record names this node the CA holder")
 		}
+		p.settleKeys(c)
 		if p.caDirExists() {
 			if err := pki.ClearCAMarker(p.cfg.CADir); err != nil {
 				p.log.Warn("CA copy marker not cleared", "err", err)
@@ -191,7 +198,7 @@ func (p *Plane) probeHolder(ctx context.Context, c state.Cluster) error {
 	if err := p.client.Call(cctx, n.EnrollAddr, PathCAProbe, true, CAProbeRequest{Nonce: nonce}, &a); err != nil {
 		return codes.Wrap(codes.CAProbeFailed, fmt.Errorf("probe %s: %w", n.Name, err))
 	}
-	if err := pki.VerifyProbe(c.CACert, c.NebulaCACert, nonce, a.Probe); err != nil {
+	if err := verifyProbes(c, nonce, a); err != nil {
 		return codes.Wrap(codes.CAProbeFailed, fmt.Errorf("%s: %w", n.Name, err))
 	}
 	return nil
@@ -217,15 +224,20 @@ func (p *Plane) handleCAProbe(w http.ResponseWriter, r *http.Request, _ Caller) 
 		writeError(w, err)
 		return
 	}
-	ca := p.heldCA()
-	if ca == nil {
+	if p.heldCA() == nil {
 		writeError(w, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s does not hold the CA", p.cfg.Name)))
 		return
 	}
-	pr, err := ca.SignProbe(req.Nonce)
+	c, _ := p.raft.FSM().Cluster()
+	cur, next, err := p.keysOnRecord(c)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	apitype.WriteJSON(w, http.StatusOK, CAProbeAnswer{Probe: pr})
+	a, err := signProbes(cur, next, req.Nonce)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, a)
 }

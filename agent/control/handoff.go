@@ -46,49 +46,63 @@ func (p *Plane) handleCAReceive(w http.ResponseWriter, r *http.Request, c Caller
 		writeError(w, err)
 		return
 	}
-	apitype.WriteJSON(w, http.StatusOK, CAProbeAnswer{Probe: pr})
+	apitype.WriteJSON(w, http.StatusOK, pr)
 }
 
-func (p *Plane) receiveCA(ctx context.Context, c Caller, req CAReceive) (pki.Probe, error) {
+func (p *Plane) receiveCA(ctx context.Context, c Caller, req CAReceive) (CAProbeAnswer, error) {
 	if err := p.SyncRead(ctx); err != nil {
-		return pki.Probe{}, err
+		return CAProbeAnswer{}, err
 	}
 	cl, ok := p.raft.FSM().Cluster()
 	if !ok {
-		return pki.Probe{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
+		return CAProbeAnswer{}, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
 	if cl.CAHolder != c.NodeID {
-		return pki.Probe{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s sent CA keys but does not hold the CA on record", c.Name))
+		return CAProbeAnswer{}, codes.Wrap(codes.NotCAHolder, fmt.Errorf("%s sent CA keys but does not hold the CA on record", c.Name))
 	}
 	self, ok := p.raft.FSM().Node(p.cfg.NodeID)
 	if !ok {
-		return pki.Probe{}, codes.Wrap(codes.CustodyTarget, errors.New("this node has no record"))
+		return CAProbeAnswer{}, codes.Wrap(codes.CustodyTarget, errors.New("this node has no record"))
 	}
 	if err := p.custodyTarget(self); err != nil {
-		return pki.Probe{}, err
+		return CAProbeAnswer{}, err
 	}
-	ca, err := p.checkClusterCA(cl, req.CA)
+	ca, err := checkClusterCA(cl, req.CA)
 	if err != nil {
-		return pki.Probe{}, err
+		return CAProbeAnswer{}, err
+	}
+	var next *pki.CA
+	if cl.Rotation != nil {
+		// The rotation moves with custody: without the next CA's keys
+		// this node could neither sign in phase reissue nor finish.
+		if req.Next == nil {
+			return CAProbeAnswer{}, codes.Wrap(codes.BadRequest, fmt.Errorf("a CA rotation is in progress and %s sent no keys of its next CA", c.Name))
+		}
+		if next, err = checkNextCA(cl, *req.Next); err != nil {
+			return CAProbeAnswer{}, err
+		}
 	}
 	p.custody.Lock()
 	defer p.custody.Unlock()
-	if err := pki.SaveCADir(p.cfg.CADir, ca, c.NodeID); err != nil {
-		return pki.Probe{}, codes.Wrap(codes.StateDir, err)
+	if err := pki.SaveCAKeys(p.cfg.CADir, ca, next, c.NodeID); err != nil {
+		return CAProbeAnswer{}, codes.Wrap(codes.StateDir, err)
 	}
 	crash.At(crash.CustodyAfterReceive)
-	loaded, err := pki.LoadCA(p.cfg.CADir)
-	if err != nil {
-		return pki.Probe{}, codes.Wrap(codes.StateDir, fmt.Errorf("the CA keys just written do not load: %w", err))
+	loaded, loadedNext, err := pki.LoadCAKeys(p.cfg.CADir)
+	if err == nil && (loaded.Fingerprint() != ca.Fingerprint() || (next != nil) != (loadedNext != nil)) {
+		err = errors.New("the keys read back are not those written")
 	}
-	p.setCA(loaded)
-	p.log.Info("CA keys received; this node signs with them once the record names it", "from", c.Name)
-	return loaded.SignProbe(req.Nonce)
+	if err != nil {
+		return CAProbeAnswer{}, codes.Wrap(codes.StateDir, fmt.Errorf("the CA keys just written do not load: %w", err))
+	}
+	p.setCAs(loaded, loadedNext)
+	p.log.Info("CA keys received; this node signs with them once the record names it", "from", c.Name, "next_ca", loadedNext != nil)
+	return signProbes(loaded, loadedNext, req.Nonce)
 }
 
 // checkClusterCA parses b and checks it is the cluster's CA (both
 // certificates as raft records them).
-func (p *Plane) checkClusterCA(cl state.Cluster, b pki.CABundle) (*pki.CA, error) {
+func checkClusterCA(cl state.Cluster, b pki.CABundle) (*pki.CA, error) {
 	ca, err := pki.ParseCA(b)
 	if err != nil {
 		return nil, codes.Wrap(codes.BadRequest, err)
@@ -141,28 +155,48 @@ func (p *Plane) Handoff(ctx context.Context, name, actor string) (Handoff, error
 	if err := p.custodyTarget(t); err != nil {
 		return Handoff{}, err
 	}
-	ca := p.heldCA()
-	if ca == nil {
+	if p.heldCA() == nil {
 		return Handoff{}, codes.Wrap(codes.StateCorrupt, fmt.Errorf("the record names %s the CA holder but its CA keys are not loaded", p.cfg.Name))
 	}
 	p.custody.Lock()
 	defer p.custody.Unlock()
-	bundle, err := ca.Bundle()
+	// Under the custody lock no rotation begins or finishes on this node
+	// (RotateCA, FinishCARotation take it too): the keys sent are those
+	// of the record read now, and SetCAHolder's compare-and-set on the CA
+	// fingerprint refuses the move if the record changed anyway.
+	c, _ = p.raft.FSM().Cluster()
+	if c.CAHolder != p.cfg.NodeID {
+		return Handoff{}, codes.Wrap(codes.CAHolderChanged, fmt.Errorf("custody moved to %s meanwhile", p.nameOf(c.CAHolder)))
+	}
+	cur, next, err := p.keysOnRecord(c)
 	if err != nil {
 		return Handoff{}, err
+	}
+	bundle, err := cur.Bundle()
+	if err != nil {
+		return Handoff{}, err
+	}
+	req := CAReceive{CA: bundle}
+	if next != nil {
+		nb, err := next.Bundle()
+		if err != nil {
+			return Handoff{}, err
+		}
+		req.Next = &nb
 	}
 	nonce, err := newNonce()
 	if err != nil {
 		return Handoff{}, err
 	}
 	var a CAProbeAnswer
-	if err := p.client.Call(ctx, t.EnrollAddr, PathCAReceive, true, CAReceive{CA: bundle, Nonce: nonce}, &a); err != nil {
+	req.Nonce = nonce
+	if err := p.client.Call(ctx, t.EnrollAddr, PathCAReceive, true, req, &a); err != nil {
 		if errors.Is(err, ErrUnreachable) {
 			err = codes.Wrap(codes.CAProbeFailed, err)
 		}
 		return Handoff{}, fmt.Errorf("send the CA keys to %s: %w", t.Name, err)
 	}
-	if err := pki.VerifyProbe(c.CACert, c.NebulaCACert, nonce, a.Probe); err != nil {
+	if err := verifyProbes(c, nonce, a); err != nil {
 		return Handoff{}, codes.Wrap(codes.CAProbeFailed, fmt.Errorf("%s: %w", t.Name, err))
 	}
 	crash.At(crash.HandoffAfterProbe)
