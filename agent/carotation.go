@@ -115,6 +115,7 @@ func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
 		rt.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
 		return
 	}
+	rt.saveHeld() // the held leaf goes when its CA leaves the bundle
 	cas, _ := pki.BundleCerts(tlsBundle)
 	rt.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
 		"bundle", pki.BundleID(tlsBundle, nebulaBundle))
@@ -332,4 +333,39 @@ func (rt *runtime) reissueWatch() bool {
 	rt.ca.mu.Lock()
 	defer rt.ca.mu.Unlock()
 	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != "none"
+}
+
+// saveHeld keeps the leaf the live identity holds under the old CA of a
+// rotation in identity/tls/held.crt, or removes the file when it holds
+// none, so a restarted control node still answers a token minted before
+// the rotation (loadHeld).
+func (rt *runtime) saveHeld() {
+	p := filepath.Join(rt.stateDir, identityDir, pki.HeldLeafFile)
+	held := rt.live.HeldLeaves()
+	if len(held) == 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			rt.log.Warn("could not remove the held TLS leaf", "code", codes.StateDir, "err", err)
+		}
+		return
+	}
+	if err := pki.WriteFileAtomic(p, held[0], 0o644); err != nil {
+		rt.log.Warn("could not save the held TLS leaf", "code", codes.StateDir, "err", err)
+	}
+}
+
+// loadHeld gives the live identity back the leaf saveHeld kept; one whose
+// CA has left the bundle meanwhile is dropped with its file.
+func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ...any) }) {
+	p := filepath.Join(dir, identityDir, pki.HeldLeafFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		err = live.Hold(b)
+	}
+	if err != nil {
+		log.Warn("held TLS leaf not taken back; removing it", "err", err)
+		_ = os.Remove(p)
+	}
 }

@@ -188,3 +188,56 @@ func TestIssuerHelpers(t *testing.T) {
 		t.Error("BundleID does not change with the bundle")
 	}
 }
+
+// TestHold: a node restarted during a CA rotation takes back the leaf it
+// held under the old CA (same key) and serves it again to a joiner that
+// pins the old CA; a leaf of another key, of the current leaf's CA or of a
+// CA outside the bundle is refused; the held leaf goes with its CA.
+func TestHold(t *testing.T) {
+	oldCA, nextCA := pkitest.NewCA(t, "prod"), pkitest.NewCA(t, "prod")
+	oldPEM, nextPEM := oldCA.CertPEM(), nextCA.CertPEM()
+	srvID := pkitest.NewIdentity(t, oldCA, "c1", pki.RoleControl, pkitest.IP(1))
+	oldLeaf := under(t, oldCA, srvID, oldPEM).Cert
+	restarted, err := pki.NewLiveIdentity(under(t, nextCA, srvID, oldPEM, nextPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(restarted.HeldLeaves()) != 0 {
+		t.Fatal("a fresh identity holds a leaf")
+	}
+	other := pkitest.NewIdentity(t, oldCA, "c2", pki.RoleControl, pkitest.IP(2))
+	foreign := pkitest.NewCA(t, "prod")
+	for name, leaf := range map[string][]byte{
+		"another key":            other.Cert,
+		"the current CA":         under(t, nextCA, srvID, oldPEM, nextPEM).Cert,
+		"a CA not in the bundle": under(t, foreign, srvID, oldPEM).Cert,
+	} {
+		if err := restarted.Hold(leaf); err == nil {
+			t.Errorf("Hold accepted a leaf of %s", name)
+		}
+	}
+	if err := restarted.Hold(oldLeaf); err != nil {
+		t.Fatal(err)
+	}
+	if h := restarted.HeldLeaves(); len(h) != 1 || !pki.IssuedBy(oldPEM, h[0]) {
+		t.Fatalf("held %d leaves", len(h))
+	}
+	conf, err := pki.LiveServerTLSConfig(restarted, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &tls.ClientHelloInfo{SupportedProtos: []string{pki.PinProto(oldCA.Fingerprint()), "http/1.1"}}
+	got, err := conf.GetCertificate(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.VerifyPinned(got.Certificate, oldCA.Fingerprint(), time.Now()); err != nil {
+		t.Fatalf("the restarted seed does not answer an old-CA token: %v", err)
+	}
+	if err := restarted.Swap(under(t, nextCA, srvID, nextPEM)); err != nil {
+		t.Fatal(err)
+	}
+	if len(restarted.HeldLeaves()) != 0 {
+		t.Fatal("the held leaf stayed after its CA left the bundle")
+	}
+}
