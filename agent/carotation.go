@@ -107,7 +107,7 @@ func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
 	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
 		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
 	}
-	if err := id.Save(filepath.Join(rt.stateDir, identityDir)); err != nil {
+	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, identityDir), id.CACert, id.NebulaCACert); err != nil {
 		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/slackhq/nebula/cert"
@@ -211,4 +212,24 @@ func (l *LiveIdentity) HeldLeaves() [][]byte {
 		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}))
 	}
 	return out
+}
+
+// SaveTrustBundles replaces only the CA bundles of the identity saved
+// under dir (tls/ca.crt and nebula/ca.crt), each atomically: a crash
+// leaves each file old or new, both valid, and the keys, leaves and the
+// marker untouched (Identity.Save would take the marker away meanwhile).
+func SaveTrustBundles(dir string, tlsBundle, nebulaBundle []byte) error {
+	if err := checkCertsPEM(tlsBundle); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := checkNebulaCertsPEM(nebulaBundle); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, tlsDir, "ca.crt"), tlsBundle, 0o644); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, nebulaDir, "ca.crt"), nebulaBundle, 0o644); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	return nil
 }

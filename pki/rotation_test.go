@@ -1,6 +1,7 @@
 package pki_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"net"
 	"testing"
@@ -239,5 +240,34 @@ func TestHold(t *testing.T) {
 	}
 	if len(restarted.HeldLeaves()) != 0 {
 		t.Fatal("the held leaf stayed after its CA left the bundle")
+	}
+}
+
+// TestSaveTrustBundles replaces only the two CA files of a saved identity;
+// it still loads, with the new bundles; a bundle that does not parse is
+// refused and nothing is written.
+func TestSaveTrustBundles(t *testing.T) {
+	a, b := pkitest.NewCA(t, "prod"), pkitest.NewCA(t, "prod")
+	id := pkitest.NewIdentity(t, a, "n1", pki.RoleWorker, pkitest.IP(2))
+	dir := t.TempDir()
+	if err := id.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	tlsB, nebB := pki.Bundle(a.CertPEM(), b.CertPEM()), pki.Bundle(a.NebulaCertPEM(), b.NebulaCertPEM())
+	if err := pki.SaveTrustBundles(dir, tlsB, nebB); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pki.LoadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.CACert, tlsB) || !bytes.Equal(got.NebulaCACert, nebB) || !bytes.Equal(got.Cert, id.Cert) {
+		t.Fatal("the bundles were not replaced, or something else was")
+	}
+	if err := pki.SaveTrustBundles(dir, []byte("garbage"), nebB); err == nil {
+		t.Fatal("a garbage bundle was saved")
+	}
+	if again, _ := pki.LoadIdentity(dir); again == nil || !bytes.Equal(again.CACert, tlsB) {
+		t.Fatal("a refused save changed the identity")
 	}
 }
