@@ -271,7 +271,7 @@ func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.
 		if next, err = pki.NewCA(cl.Name, cl.Overlay, a.d.Now()); err != nil {
 			return nil, err
 		}
-		if err := os.RemoveAll(nextDir); err != nil {
+		if err := clearNextDir(a.cfg.StateDir, cl.CAFingerprint); err != nil {
 			return nil, codes.Wrap(codes.StateDir, err)
 		}
 		if err := next.Save(nextDir); err != nil {
@@ -368,4 +368,19 @@ func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ..
 		log.Warn("held TLS leaf not taken back; removing it", "err", err)
 		_ = os.Remove(p)
 	}
+}
+
+// clearNextDir empties ca/next/ before a new rotation saves its next CA
+// there. A ca/next/ that holds the current CA (cur, hex) is the last
+// rotation's, finished but not yet moved into ca/ (tidyCADir): it is moved
+// first, never deleted, since it may be the only copy of the CA's keys.
+func clearNextDir(stateDir, cur string) error {
+	dir := filepath.Join(stateDir, caDir)
+	nextDir := filepath.Join(dir, caNextDir)
+	if next, err := pki.LoadCA(nextDir); err == nil && next.Fingerprint().String() == cur {
+		if err := next.Save(dir); err != nil {
+			return fmt.Errorf("move the current CA from %s into %s: %w", nextDir, dir, err)
+		}
+	}
+	return os.RemoveAll(nextDir)
 }

@@ -84,7 +84,10 @@ func (p *Plane) signingCA() (*pki.CA, error) {
 	if ca := p.CAByFingerprint(cl.SigningCA()); ca != nil {
 		return ca, nil
 	}
-	if cl.Rotation == nil && len(p.cas.extra) == 0 {
+	p.cas.mu.Lock()
+	extra := len(p.cas.extra)
+	p.cas.mu.Unlock()
+	if cl.Rotation == nil && extra == 0 {
 		return p.ca, nil
 	}
 	return nil, codes.Wrap(codes.Internal, fmt.Errorf("this CA holder has no key for the signing CA %s", pki.ShortID(cl.SigningCA())))
