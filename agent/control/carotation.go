@@ -281,9 +281,15 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 			return apitype.CAStatus{}, err
 		}
 		p.log.Info("CA rotation begun", "code", codes.EventCARotated, "next", pki.ShortID(next.Fingerprint().String()))
+		if err := p.SyncRead(ctx); err != nil { // a write forwarded to the leader: this FSM may lag
+			return apitype.CAStatus{}, err
+		}
 		c, _ = p.raft.FSM().Cluster()
 	}
 	r := c.Rotation
+	if r == nil {
+		return apitype.CAStatus{}, codes.Wrap(codes.Internal, errors.New("the rotation is not recorded on this node"))
+	}
 	if p.CAByFingerprint(r.NextCAFingerprint) == nil {
 		return apitype.CAStatus{}, codes.Wrap(codes.Internal, fmt.Errorf("the next CA %s of the rotation in progress has no key pair on this node", pki.ShortID(r.NextCAFingerprint)))
 	}
@@ -299,6 +305,9 @@ func (p *Plane) RotateCA(ctx context.Context, next *pki.CA, now bool, actor stri
 			return apitype.CAStatus{}, err
 		}
 		p.log.Info("CA rotation: signing with the next CA", "code", codes.EventCARotated, "next", pki.ShortID(r.NextCAFingerprint))
+		if err := p.SyncRead(ctx); err != nil { // signing and reissueAll read this FSM's phase
+			return apitype.CAStatus{}, err
+		}
 	}
 	if now || r.Now {
 		p.reissueAll(ctx)
