@@ -155,8 +155,8 @@ func (rt *runtime) wakeCAReport() {
 }
 
 // runCAReports keeps this node's gossip tag "ca" equal to what it runs
-// (control.CAReport), in a goroutine of its own for the reason
-// runKeyReports gives; it looks every second as well as when woken.
+// (control.CAReport of running()), in a goroutine of its own for the
+// reason runKeyReports gives; it looks every second as well as when woken.
 func (rt *runtime) runCAReports(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -167,7 +167,7 @@ func (rt *runtime) runCAReports(ctx context.Context) {
 		case <-rt.caReport:
 		case <-tick.C:
 		}
-		want := control.CAReport(rt.identity())
+		want := control.CAReport(rt.running())
 		tags := maps.Clone(rt.gossip.LocalMember().Tags)
 		if tags[tagCA] == want {
 			continue
@@ -383,4 +383,16 @@ func clearNextDir(stateDir, cur string) error {
 		}
 	}
 	return os.RemoveAll(nextDir)
+}
+
+// running is the identity as this node uses it now: the TLS side from the
+// live identity (every handshake takes it), the Nebula side from the
+// config Nebula last applied, so a node reports trusting a Nebula CA only
+// once its Nebula does (a reload can lag the identity, or be refused).
+func (rt *runtime) running() *pki.Identity {
+	id := *rt.identity()
+	if applied := rt.applied(); len(applied.CACert) > 0 {
+		id.NebulaCACert, id.NebulaCert = applied.CACert, applied.Cert
+	}
+	return &id
 }
