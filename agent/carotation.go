@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -106,7 +107,7 @@ func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
 	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
 		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
 	}
-	if err := id.Save(filepath.Join(rt.stateDir, identityDir)); err != nil {
+	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, identityDir), id.CACert, id.NebulaCACert); err != nil {
 		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
 		return
 	}
@@ -114,6 +115,7 @@ func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
 		rt.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
 		return
 	}
+	rt.saveHeld() // the held leaf goes when its CA leaves the bundle
 	cas, _ := pki.BundleCerts(tlsBundle)
 	rt.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
 		"bundle", pki.BundleID(tlsBundle, nebulaBundle))
@@ -153,8 +155,8 @@ func (rt *runtime) wakeCAReport() {
 }
 
 // runCAReports keeps this node's gossip tag "ca" equal to what it runs
-// (control.CAReport), in a goroutine of its own for the reason
-// runKeyReports gives; it looks every second as well as when woken.
+// (control.CAReport of running()), in a goroutine of its own for the
+// reason runKeyReports gives; it looks every second as well as when woken.
 func (rt *runtime) runCAReports(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -165,7 +167,7 @@ func (rt *runtime) runCAReports(ctx context.Context) {
 		case <-rt.caReport:
 		case <-tick.C:
 		}
-		want := control.CAReport(rt.identity())
+		want := control.CAReport(rt.running())
 		tags := maps.Clone(rt.gossip.LocalMember().Tags)
 		if tags[tagCA] == want {
 			continue
@@ -254,7 +256,7 @@ func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.
 		if next, err = pki.NewCA(cl.Name, cl.Overlay, a.d.Now()); err != nil {
 			return nil, err
 		}
-		if err := os.RemoveAll(nextDir); err != nil {
+		if err := clearNextDir(a.cfg.StateDir, cl.CAFingerprint); err != nil {
 			return nil, codes.Wrap(codes.StateDir, err)
 		}
 		if err := next.Save(nextDir); err != nil {
@@ -316,4 +318,66 @@ func (rt *runtime) reissueWatch() bool {
 	rt.ca.mu.Lock()
 	defer rt.ca.mu.Unlock()
 	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != "none"
+}
+
+// saveHeld keeps the leaf the live identity holds under the old CA of a
+// rotation in identity/tls/held.crt, or removes the file when it holds
+// none, so a restarted control node still answers a token minted before
+// the rotation (loadHeld).
+func (rt *runtime) saveHeld() {
+	p := filepath.Join(rt.stateDir, identityDir, pki.HeldLeafFile)
+	held := rt.live.HeldLeaves()
+	if len(held) == 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			rt.log.Warn("could not remove the held TLS leaf", "code", codes.StateDir, "err", err)
+		}
+		return
+	}
+	if err := pki.WriteFileAtomic(p, held[0], 0o644); err != nil {
+		rt.log.Warn("could not save the held TLS leaf", "code", codes.StateDir, "err", err)
+	}
+}
+
+// loadHeld gives the live identity back the leaf saveHeld kept; one whose
+// CA has left the bundle meanwhile is dropped with its file.
+func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ...any) }) {
+	p := filepath.Join(dir, identityDir, pki.HeldLeafFile)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		err = live.Hold(b)
+	}
+	if err != nil {
+		log.Warn("held TLS leaf not taken back; removing it", "err", err)
+		_ = os.Remove(p)
+	}
+}
+
+// clearNextDir empties ca/next/ before a new rotation saves its next CA
+// there. A ca/next/ that holds the current CA (cur, hex) is the last
+// rotation's, finished but not yet moved into ca/ (tidyCADir): it is moved
+// first, never deleted, since it may be the only copy of the CA's keys.
+func clearNextDir(stateDir, cur string) error {
+	dir := filepath.Join(stateDir, caDir)
+	nextDir := filepath.Join(dir, caNextDir)
+	if next, err := pki.LoadCA(nextDir); err == nil && next.Fingerprint().String() == cur {
+		if err := next.Save(dir); err != nil {
+			return fmt.Errorf("move the current CA from %s into %s: %w", nextDir, dir, err)
+		}
+	}
+	return os.RemoveAll(nextDir)
+}
+
+// running is the identity as this node uses it now: the TLS side from the
+// live identity (every handshake takes it), the Nebula side from the
+// config Nebula last applied, so a node reports trusting a Nebula CA only
+// once its Nebula does (a reload can lag the identity, or be refused).
+func (rt *runtime) running() *pki.Identity {
+	id := *rt.identity()
+	if applied := rt.applied(); len(applied.CACert) > 0 {
+		id.NebulaCACert, id.NebulaCert = applied.CACert, applied.Cert
+	}
+	return &id
 }

@@ -69,3 +69,41 @@ func TestLoadCAs(t *testing.T) {
 		}
 	})
 }
+
+// TestClearNextDir: a new rotation clears ca/next/, but one holding the
+// current CA (a finished rotation whose move into ca/ did not happen yet)
+// is moved into ca/ first, never deleted.
+func TestClearNextDir(t *testing.T) {
+	old, cur := pkitest.NewCA(t, "alpha"), pkitest.NewCA(t, "alpha")
+	dir := t.TempDir()
+	if err := old.Save(filepath.Join(dir, caDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Save(filepath.Join(dir, caDir, caNextDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pki.LoadCA(filepath.Join(dir, caDir))
+	if err != nil || got.Fingerprint() != cur.Fingerprint() {
+		t.Fatalf("ca/ after clearing: %v %v, want the current CA", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, caDir, caNextDir)); !os.IsNotExist(err) {
+		t.Fatalf("ca/next not cleared: %v", err)
+	}
+	// An unused next of a rotation that never began is simply removed.
+	stale := pkitest.NewCA(t, "alpha")
+	if err := stale.Save(filepath.Join(dir, caDir, caNextDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pki.LoadCA(filepath.Join(dir, caDir)); got == nil || got.Fingerprint() != cur.Fingerprint() {
+		t.Fatal("a stale ca/next replaced ca/")
+	}
+	if _, err := os.Stat(filepath.Join(dir, caDir, caNextDir)); !os.IsNotExist(err) {
+		t.Fatalf("stale ca/next not removed: %v", err)
+	}
+}

@@ -89,6 +89,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	if err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
+	loadHeld(dir, live, a.log) // a CA rotation's leaf under the old CA (carotation.go)
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
 		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
 		ca:       caFollow{wake: make(chan struct{}, 1)},

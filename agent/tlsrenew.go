@@ -98,6 +98,7 @@ func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 		rt.log.Warn("renewed TLS leaf not adopted", "code", codes.Internal, "err", err)
 		return retry
 	}
+	rt.saveHeld() // a CA rotation: the leaf under the old CA, for old tokens (carotation.go)
 	// Kept-alive connections still present the old leaf (accepted as the
 	// previous one); new ones present the new leaf.
 	rt.client.CloseIdle()

@@ -3,10 +3,13 @@ package pki
 import (
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/slackhq/nebula/cert"
@@ -161,4 +164,72 @@ func pinFromProtos(protos []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// HeldLeafFile is where a node keeps, during a CA rotation, the TLS leaf
+// its reissue replaced (same key, old CA), under its identity directory:
+// LiveIdentity.Hold takes it back after a restart.
+const HeldLeafFile = "tls/held.crt"
+
+// Hold adds certPEM, an earlier leaf of this identity's key issued by
+// another CA of its bundle, to the leaves served to a joiner that pins
+// that CA (PinProto), as Swap does for the leaf a reissue replaces. A leaf
+// for another key, of a CA outside the bundle, or of the current leaf's
+// CA is refused; it is dropped when its CA leaves the bundle.
+func (l *LiveIdentity) Hold(certPEM []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tc, err := tls.X509KeyPair(certPEM, l.id.Key)
+	if err != nil {
+		return fmt.Errorf("held leaf: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(tc.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("held leaf: %w", err)
+	}
+	ca := IssuerIn(l.id.CACert, leaf)
+	if ca == nil {
+		return errors.New("held leaf: its CA is not in the bundle")
+	}
+	if cur := IssuerIn(l.id.CACert, l.leaf); cur != nil && FingerprintOf(cur) == FingerprintOf(ca) {
+		return errors.New("held leaf: issued by the current leaf's CA")
+	}
+	tc.Certificate = append(tc.Certificate[:1:1], ca.Raw)
+	if l.held == nil {
+		l.held = map[Fingerprint]tls.Certificate{}
+	}
+	l.held[FingerprintOf(ca)] = tc
+	return nil
+}
+
+// HeldLeaves are the PEM leaves l holds under CAs other than its current
+// leaf's (for a node to save, so a restart keeps serving them).
+func (l *LiveIdentity) HeldLeaves() [][]byte {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var out [][]byte
+	for _, c := range l.held {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}))
+	}
+	return out
+}
+
+// SaveTrustBundles replaces only the CA bundles of the identity saved
+// under dir (tls/ca.crt and nebula/ca.crt), each atomically: a crash
+// leaves each file old or new, both valid, and the keys, leaves and the
+// marker untouched (Identity.Save would take the marker away meanwhile).
+func SaveTrustBundles(dir string, tlsBundle, nebulaBundle []byte) error {
+	if err := checkCertsPEM(tlsBundle); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := checkNebulaCertsPEM(nebulaBundle); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, tlsDir, "ca.crt"), tlsBundle, 0o644); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, nebulaDir, "ca.crt"), nebulaBundle, 0o644); err != nil {
+		return fmt.Errorf("save trust bundles: %w", err)
+	}
+	return nil
 }

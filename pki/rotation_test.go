@@ -1,6 +1,7 @@
 package pki_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"net"
 	"testing"
@@ -186,5 +187,87 @@ func TestIssuerHelpers(t *testing.T) {
 	}
 	if pki.BundleID(a.CertPEM(), a.NebulaCertPEM()) == pki.BundleID(pki.Bundle(a.CertPEM(), b.CertPEM()), a.NebulaCertPEM()) {
 		t.Error("BundleID does not change with the bundle")
+	}
+}
+
+// TestHold: a node restarted during a CA rotation takes back the leaf it
+// held under the old CA (same key) and serves it again to a joiner that
+// pins the old CA; a leaf of another key, of the current leaf's CA or of a
+// CA outside the bundle is refused; the held leaf goes with its CA.
+func TestHold(t *testing.T) {
+	oldCA, nextCA := pkitest.NewCA(t, "prod"), pkitest.NewCA(t, "prod")
+	oldPEM, nextPEM := oldCA.CertPEM(), nextCA.CertPEM()
+	srvID := pkitest.NewIdentity(t, oldCA, "c1", pki.RoleControl, pkitest.IP(1))
+	oldLeaf := under(t, oldCA, srvID, oldPEM).Cert
+	restarted, err := pki.NewLiveIdentity(under(t, nextCA, srvID, oldPEM, nextPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(restarted.HeldLeaves()) != 0 {
+		t.Fatal("a fresh identity holds a leaf")
+	}
+	other := pkitest.NewIdentity(t, oldCA, "c2", pki.RoleControl, pkitest.IP(2))
+	foreign := pkitest.NewCA(t, "prod")
+	for name, leaf := range map[string][]byte{
+		"another key":            other.Cert,
+		"the current CA":         under(t, nextCA, srvID, oldPEM, nextPEM).Cert,
+		"a CA not in the bundle": under(t, foreign, srvID, oldPEM).Cert,
+	} {
+		if err := restarted.Hold(leaf); err == nil {
+			t.Errorf("Hold accepted a leaf of %s", name)
+		}
+	}
+	if err := restarted.Hold(oldLeaf); err != nil {
+		t.Fatal(err)
+	}
+	if h := restarted.HeldLeaves(); len(h) != 1 || !pki.IssuedBy(oldPEM, h[0]) {
+		t.Fatalf("held %d leaves", len(h))
+	}
+	conf, err := pki.LiveServerTLSConfig(restarted, pki.RoleControl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := &tls.ClientHelloInfo{SupportedProtos: []string{pki.PinProto(oldCA.Fingerprint()), "http/1.1"}}
+	got, err := conf.GetCertificate(hello)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.VerifyPinned(got.Certificate, oldCA.Fingerprint(), time.Now()); err != nil {
+		t.Fatalf("the restarted seed does not answer an old-CA token: %v", err)
+	}
+	if err := restarted.Swap(under(t, nextCA, srvID, nextPEM)); err != nil {
+		t.Fatal(err)
+	}
+	if len(restarted.HeldLeaves()) != 0 {
+		t.Fatal("the held leaf stayed after its CA left the bundle")
+	}
+}
+
+// TestSaveTrustBundles replaces only the two CA files of a saved identity;
+// it still loads, with the new bundles; a bundle that does not parse is
+// refused and nothing is written.
+func TestSaveTrustBundles(t *testing.T) {
+	a, b := pkitest.NewCA(t, "prod"), pkitest.NewCA(t, "prod")
+	id := pkitest.NewIdentity(t, a, "n1", pki.RoleWorker, pkitest.IP(2))
+	dir := t.TempDir()
+	if err := id.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	tlsB, nebB := pki.Bundle(a.CertPEM(), b.CertPEM()), pki.Bundle(a.NebulaCertPEM(), b.NebulaCertPEM())
+	if err := pki.SaveTrustBundles(dir, tlsB, nebB); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pki.LoadIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.CACert, tlsB) || !bytes.Equal(got.NebulaCACert, nebB) || !bytes.Equal(got.Cert, id.Cert) {
+		t.Fatal("the bundles were not replaced, or something else was")
+	}
+	if err := pki.SaveTrustBundles(dir, []byte("garbage"), nebB); err == nil {
+		t.Fatal("a garbage bundle was saved")
+	}
+	if again, _ := pki.LoadIdentity(dir); again == nil || !bytes.Equal(again.CACert, tlsB) {
+		t.Fatal("a refused save changed the identity")
 	}
 }

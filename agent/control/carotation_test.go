@@ -221,3 +221,38 @@ func TestRotateCAAtRenewal(t *testing.T) {
 		t.Fatalf("finish after the renewals: done %v, err %v", done, err)
 	}
 }
+
+// TestRotateCAOnFollower: the CA holder need not lead: its steps are
+// forwarded to the leader (RotateCA is forwardable from the recorded CA
+// holder only), and it reads its own FSM only after a read index, so a
+// rotation driven from a follower goes through every step.
+func TestRotateCAOnFollower(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	if err := origin.p.Raft().HandOff(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.p.Raft().WaitLeader(within(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !c2.p.Raft().IsLeader(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("c2 did not take the leadership")
+		}
+	}
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = runsRecord(c2) // the leader's view, ahead of the origin's
+	origin.hooks.mu.Unlock()
+	next := pkitest.NewCA(t, "alpha")
+	st, err := origin.p.RotateCA(within(t, 20*time.Second), next, true, "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Phase != "none" || st.Current != next.Fingerprint().String() {
+		t.Fatalf("after rotate --now on the follower CA holder: %+v", st)
+	}
+	if origin.p.Raft().IsLeader() {
+		t.Fatal("the origin took the leadership back; the test proves nothing")
+	}
+}
