@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -52,6 +53,9 @@ func (rt *runtime) holdsCA() bool {
 // as it was, so a node still holding a copy is still marked.
 func (rt *runtime) followCustody(ctx context.Context) {
 	holder, err := rt.ctl.FollowCustody(ctx)
+	if errors.Is(err, control.ErrCustodyUnknown) {
+		return // raft has not replayed its log yet: node.json stays as it is
+	}
 	if err != nil {
 		rt.log.Warn("CA custody not followed yet", "code", codes.OrInternal(err), "err", err)
 		return

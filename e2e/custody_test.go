@@ -306,6 +306,19 @@ func TestCAHandoffCrash(t *testing.T) {
 	if r.Already || !r.Released {
 		t.Fatalf("re-run after the probe: %+v", r)
 	}
+	// c3's node.json said holder once and not-holder once (after the last
+	// move); its restarts as the holder never flipped it while raft
+	// replayed its log.
+	Eventually(t, 10*time.Second, "c3's node.json follows the last move", func() error {
+		if h, err := nodeFileHolder(c3); err != nil || h {
+			return fmt.Errorf("ca_holder %t, %v", h, err)
+		}
+		return nil
+	})
+	b, _ := os.ReadFile(c3.LogPath)
+	if f, tr := strings.Count(string(b), `ca_holder=false`), strings.Count(string(b), `ca_holder=true`); f != 1 || tr != 1 {
+		t.Errorf("c3's node.json changed ca_holder to false %d and to true %d times, want once each", f, tr)
+	}
 	holderIs(t, c1, ns...)
 	if caCopy(t, c2) || caCopy(t, c3) || !caCopy(t, c1) {
 		t.Fatal("after the last move: want only c1's copy")
