@@ -83,6 +83,14 @@ func TestProbe(t *testing.T) {
 	if err := VerifyProbe(ca.CertPEM(), other.NebulaCertPEM(), n, p); err == nil {
 		t.Fatal("probe verified against another Nebula CA")
 	}
+	// Only a nonce of exactly ProbeNonceSize bytes is signed: the asker
+	// never chooses more than that of what the CA keys sign, and only
+	// through a hash.
+	for _, bad := range [][]byte{nil, n[:16], append(bytes.Clone(n), 'x'), make([]byte, 200)} {
+		if _, err := ca.SignProbe(bad); err == nil {
+			t.Fatalf("signed a %d-byte nonce", len(bad))
+		}
+	}
 	op, _ := other.SignProbe(n)
 	if err := VerifyProbe(ca.CertPEM(), ca.NebulaCertPEM(), n, Probe{X509: p.X509, Nebula: op.Nebula}); err == nil {
 		t.Fatal("probe with a foreign Nebula signature verified")
