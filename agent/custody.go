@@ -22,6 +22,9 @@ import (
 // while raft's record names this node (control.Plane.FollowCustody).
 func (a *Agent) loadCA(rt *runtime) (*pki.CA, error) {
 	dir := filepath.Join(a.cfg.StateDir, caDir)
+	if err := pki.RemoveCADirLeftovers(dir); err != nil { // a custody write killed half way
+		a.log.Warn("leftovers of an interrupted CA write not removed", "code", codes.StateDir, "err", err)
+	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !rt.facts.CAHolder {
 		return nil, nil
 	}

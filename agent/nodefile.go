@@ -124,6 +124,9 @@ func wipeState(stateDir string) error {
 			return codes.Wrap(codes.StateDir, err)
 		}
 	}
+	if err := pki.RemoveCADirLeftovers(filepath.Join(stateDir, caDir)); err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
 	return nil
 }
 

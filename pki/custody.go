@@ -131,12 +131,31 @@ func ClearCAMarker(dir string) error {
 	return nil
 }
 
-// RemoveCADir deletes a CA directory and makes the removal durable.
+// RemoveCADir deletes a CA directory, and whatever SaveCADir left beside
+// it, and makes the removal durable.
 func RemoveCADir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove CA: %w", err)
 	}
+	if err := RemoveCADirLeftovers(dir); err != nil {
+		return err
+	}
 	return syncDir(filepath.Dir(dir))
+}
+
+// RemoveCADirLeftovers deletes the sibling directories a SaveCADir of dir
+// that was killed half way left (".ca.new-*", which may hold keys).
+func RemoveCADirLeftovers(dir string) error {
+	left, err := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".new-*"))
+	if err != nil {
+		return fmt.Errorf("CA leftovers: %w", err)
+	}
+	for _, l := range left {
+		if err := os.RemoveAll(l); err != nil {
+			return fmt.Errorf("CA leftovers: %w", err)
+		}
+	}
+	return nil
 }
 
 // probeContext is hashed with a custody probe's nonce, so the signature

@@ -131,6 +131,21 @@ func TestSaveCADir(t *testing.T) {
 	if len(ents) != 1 {
 		t.Fatalf("left behind: %v", ents)
 	}
+	// What a SaveCADir killed half way leaves beside the dir (keys
+	// included) goes with RemoveCADirLeftovers and with RemoveCADir.
+	left := filepath.Join(filepath.Dir(dir), ".ca.new-123")
+	if err := ca.Save(left); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveCADirLeftovers(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) || !dirExists(dir) {
+		t.Fatalf("leftover still there (%v) or the CA dir gone", err)
+	}
+	if err := ca.Save(left + ".old"); err != nil {
+		t.Fatal(err)
+	}
 	if err := ClearCAMarker(dir); err != nil || ReadCAMarker(dir) != "" {
 		t.Fatalf("clear marker: %v", err)
 	}
@@ -140,4 +155,12 @@ func TestSaveCADir(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatal("dir still there")
 	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 0 {
+		t.Fatalf("left behind after RemoveCADir: %v", ents)
+	}
+}
+
+func dirExists(d string) bool {
+	_, err := os.Stat(d)
+	return err == nil
 }
