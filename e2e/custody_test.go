@@ -183,6 +183,7 @@ func TestCAHandoff(t *testing.T) {
 	if row, ok := nodeRowErr(c3, "w1"); !ok || row.State != "active" {
 		t.Fatalf("w1 on c3: %+v", row)
 	}
+	wantCode(t, c2, codes.CustodyTarget, "ca", "handoff", "w1")
 }
 
 // TestCAHandoffCrash (issue 13 item 2): the handoff's target is killed
