@@ -11,9 +11,7 @@ import (
 
 func sealed(t *testing.T, ca *CA, pass string) []byte {
 	t.Helper()
-	old := scryptWorkFactor
-	scryptWorkFactor = 10
-	t.Cleanup(func() { scryptWorkFactor = old })
+	t.Cleanup(TestOnlyScryptWorkFactor(10))
 	b, err := ca.Bundle()
 	if err != nil {
 		t.Fatal(err)
