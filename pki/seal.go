@@ -26,6 +26,9 @@ const maxBackup = 1 << 20
 // age's default. Tests lower it (TestOnlyScryptWorkFactor).
 var scryptWorkFactor = 18
 
+// maxScryptWorkFactor is the costliest work factor OpenCABackup accepts.
+const maxScryptWorkFactor = 18
+
 // TestOnlyScryptWorkFactor sets the work factor SealCABackup uses and
 // returns the function that puts the old one back: a test seam (a factor
 // of 18 costs a second and 256 MiB per seal, which starves a test's fast
@@ -105,6 +108,10 @@ func OpenCABackup(sealed, passphrase []byte) (CABackup, *CA, error) {
 	if err != nil {
 		return CABackup{}, nil, codes.Wrap(codes.CAPassphrase, errors.New("the passphrase is empty"))
 	}
+	// A file names its own work factor; age accepts up to 22 (4 GiB of
+	// memory). meshd seals with 18 and opens nothing costlier, so a
+	// crafted file cannot make it allocate more than 256 MiB.
+	id.SetMaxWorkFactor(maxScryptWorkFactor)
 	r, err := age.Decrypt(bytes.NewReader(sealed), id)
 	if err != nil {
 		if errors.Is(err, age.ErrIncorrectIdentity) {
