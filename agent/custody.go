@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -21,6 +22,9 @@ import (
 // while raft's record names this node (control.Plane.FollowCustody).
 func (a *Agent) loadCA(rt *runtime) (cur, next *pki.CA, err error) {
 	dir := filepath.Join(a.cfg.StateDir, caDir)
+	if err := pki.RemoveCADirLeftovers(dir); err != nil { // a custody write killed half way
+		a.log.Warn("leftovers of an interrupted CA write not removed", "code", codes.StateDir, "err", err)
+	}
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && !rt.facts.CAHolder {
 		return nil, nil, nil
 	}
@@ -52,6 +56,9 @@ func (rt *runtime) holdsCA() bool {
 // as it was, so a node still holding a copy is still marked.
 func (rt *runtime) followCustody(ctx context.Context) {
 	holder, err := rt.ctl.FollowCustody(ctx)
+	if errors.Is(err, control.ErrCustodyUnknown) {
+		return // raft has not replayed its log yet: node.json stays as it is
+	}
 	if err != nil {
 		rt.log.Warn("CA custody not followed yet", "code", codes.OrInternal(err), "err", err)
 		return

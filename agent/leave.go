@@ -31,6 +31,11 @@ func (a *Agent) Leave(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A copy of the CA keys (the holder's, or a handoff's unfinished one)
+	// is never wiped: refuse before the node departs, not after.
+	if err := refuseCAWipe(a.cfg.StateDir, "leave"); err != nil {
+		return err
+	}
 	if err := a.depart(ctx, rt); err != nil {
 		return err
 	}

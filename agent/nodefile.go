@@ -140,6 +140,9 @@ func removeState(stateDir string) error {
 			return codes.Wrap(codes.StateDir, err)
 		}
 	}
+	if err := pki.RemoveCADirLeftovers(filepath.Join(stateDir, caDir)); err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
 	return nil
 }
 

@@ -149,7 +149,7 @@ var table = map[Code]Info{
 	NodeUnknown:        {404, "no node by that name", "check the name with `meshctl nodes`"},
 	QuorumLoss:         {409, "the change would leave the control plane without quorum", "add or recover control nodes first"},
 	SnapshotVersion:    {500, "the state snapshot has an unknown format version", "run a meshd version that knows this snapshot format"},
-	CAHolderStays:      {409, "this node holds the cluster's CA keys: it cannot leave or be removed, and nothing (init or join, with --force or without) wipes its state dir", "keep the origin in the cluster and its state dir as it is (moving CA custody is not supported yet)"},
+	CAHolderStays:      {409, "this node holds the cluster's CA keys: it cannot leave or be removed, and nothing (init or join, with --force or without) wipes its state dir", "move custody first: `meshctl ca handoff NODE` on this node (NODE an active control node), then leave, remove or re-initialise it; keep a sealed copy with `meshctl ca backup --out FILE --passphrase-file F`. On a node that is not the CA holder on record (`meshctl status`), ca/ is the copy of an unfinished handoff: run `meshctl ca handoff` on the holder again"},
 
 	NotCAHolder:      {409, "this node does not hold the cluster's CA keys", "run the command on the CA holder: `meshctl status` on a control node names it"},
 	CustodyTarget:    {409, "CA custody can only go to another active control node that is a raft voter", "pick a control node that `meshctl nodes` shows active with raft voter or leader"},

@@ -118,4 +118,9 @@ func TestCABackupRestore(t *testing.T) {
 	if signedCount(c2) <= before {
 		t.Fatal("c2 did not sign w1's admission")
 	}
+	// The lost holder is removed like any dead control node.
+	c2.MustCtl(t, "remove", "c1")
+	if row, ok := nodeRowErr(c3, "c1"); ok && row.State == "active" {
+		t.Fatalf("c1 after remove: %+v", row)
+	}
 }

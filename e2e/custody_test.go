@@ -159,6 +159,7 @@ func TestCAHandoff(t *testing.T) {
 		t.Fatalf("no ca handoff event by c1's operator in c3's audit: %+v", events)
 	}
 	// The same command again finishes nothing more and says so.
+	r = apitype.CACustody{}
 	if err := c1.CtlJSON(t.Context(), &r, "ca", "handoff", "c2"); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +183,7 @@ func TestCAHandoff(t *testing.T) {
 	if row, ok := nodeRowErr(c3, "w1"); !ok || row.State != "active" {
 		t.Fatalf("w1 on c3: %+v", row)
 	}
+	wantCode(t, c2, codes.CustodyTarget, "ca", "handoff", "w1")
 }
 
 // TestCAHandoffCrash (issue 13 item 2): the handoff's target is killed
@@ -190,7 +192,9 @@ func TestCAHandoff(t *testing.T) {
 // restart, and the same handoff run again completes. Then the holder
 // (c2) is killed right after the record moved to c3, before it deleted
 // its copy: restarted, it deletes the copy by itself, and the same
-// handoff run again says the move is done.
+// handoff run again says the move is done. Last the holder (c3) is killed
+// after the target proved its keys, before the record: it stays the
+// holder, and the handoff run again completes.
 func TestCAHandoffCrash(t *testing.T) {
 	bin, err := crashBin()
 	if err != nil {
@@ -260,6 +264,7 @@ func TestCAHandoffCrash(t *testing.T) {
 		}
 		return nil
 	})
+	r = apitype.CACustody{}
 	if err := c2.CtlJSON(t.Context(), &r, "ca", "handoff", "c3"); err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +276,64 @@ func TestCAHandoffCrash(t *testing.T) {
 	joinWorker(t, n, c1, "w2")
 	if signedCount(c3) <= before {
 		t.Fatal("c3 did not sign w2's admission")
+	}
+
+	// The holder dies after the target proved its keys, before the
+	// record: the record still names it; restarted, it signs again, and
+	// the same handoff run again completes.
+	c3.Stop(t)
+	c3.Env = []string{"MESHD_CRASH_AT=" + crash.HandoffAfterProbe}
+	c3.Start(t)
+	waitHasLeader(t, c3)
+	holderIs(t, c3, ns...)
+	if _, _, rc := c3.Ctl(t.Context(), "ca", "handoff", "c1"); rc == 0 {
+		t.Fatal("handoff completed though c3 was armed after the probe")
+	}
+	c3.waitExit(t, 10*time.Second)
+	if !caCopy(t, c1) {
+		t.Fatal("the target has no copy after proving its keys")
+	}
+	c3.Env = nil
+	c3.Start(t)
+	waitHasLeader(t, c3)
+	holderIs(t, c3, ns...)
+	if !caCopy(t, c1) || !caCopy(t, c3) {
+		t.Fatal("want both copies until the move is recorded")
+	}
+	r = apitype.CACustody{}
+	if err := c3.CtlJSON(t.Context(), &r, "ca", "handoff", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Already || !r.Released {
+		t.Fatalf("re-run after the probe: %+v", r)
+	}
+	// c3's node.json said holder once and not-holder once (after the last
+	// move); its restarts as the holder never flipped it while raft
+	// replayed its log.
+	Eventually(t, 10*time.Second, "c3's node.json follows the last move", func() error {
+		if h, err := nodeFileHolder(c3); err != nil || h {
+			return fmt.Errorf("ca_holder %t, %v", h, err)
+		}
+		return nil
+	})
+	b, _ := os.ReadFile(c3.LogPath)
+	if f, tr := strings.Count(string(b), `ca_holder=false`), strings.Count(string(b), `ca_holder=true`); f != 1 || tr != 1 {
+		t.Errorf("c3's node.json changed ca_holder to false %d and to true %d times, want once each", f, tr)
+	}
+	holderIs(t, c1, ns...)
+	if caCopy(t, c2) || caCopy(t, c3) || !caCopy(t, c1) {
+		t.Fatal("after the last move: want only c1's copy")
+	}
+	// Every custody crash point was met.
+	for _, p := range crash.CustodyPoints {
+		hit := false
+		for _, nd := range ns {
+			if b, _ := os.ReadFile(nd.LogPath); strings.Contains(string(b), "crash point "+p) {
+				hit = true
+			}
+		}
+		if !hit {
+			t.Errorf("crash point %s never met", p)
+		}
 	}
 }

@@ -177,6 +177,9 @@ func (a Approval) BurntWhy() string {
 	return fmt.Sprintf("%d wrong approval codes", a.Wrong)
 }
 
+// Waits reports whether the session with code hash c waits.
+func (a Approval) Waits(c CodeHash) bool { return a.waiting(c) }
+
 // waiting reports whether the session with code hash c waits.
 func (a Approval) waiting(c CodeHash) bool {
 	return slices.ContainsFunc(a.Pending, func(p PendingJoin) bool { return p.Code == c })

@@ -141,41 +141,80 @@ func ClearCAMarker(dir string) error {
 	return nil
 }
 
-// RemoveCADir deletes a CA directory and makes the removal durable.
+// RemoveCADir deletes a CA directory, and whatever SaveCADir left beside
+// it, and makes the removal durable.
 func RemoveCADir(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove CA: %w", err)
 	}
+	if err := RemoveCADirLeftovers(dir); err != nil {
+		return err
+	}
 	return syncDir(filepath.Dir(dir))
 }
 
-// probeContext is what a custody probe signs before the nonce, so the
-// signature can serve no other purpose.
-const probeContext = "meshd CA custody probe v1\x00"
-
-// Probe proves a node holds working CA keys: both CA keys' signatures
-// over a nonce the verifier chose.
-type Probe struct {
-	X509   []byte `json:"x509"`   // ECDSA ASN.1 signature over SHA-256(context || nonce)
-	Nebula []byte `json:"nebula"` // Ed25519 signature over context || nonce
+// RemoveCADirLeftovers deletes the sibling directories a SaveCADir of dir
+// that was killed half way left (".ca.new-*", which may hold keys).
+func RemoveCADirLeftovers(dir string) error {
+	left, err := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".new-*"))
+	if err != nil {
+		return fmt.Errorf("CA leftovers: %w", err)
+	}
+	for _, l := range left {
+		if err := os.RemoveAll(l); err != nil {
+			return fmt.Errorf("CA leftovers: %w", err)
+		}
+	}
+	return nil
 }
 
-// SignProbe signs nonce with both CA keys.
+// probeContext is hashed with a custody probe's nonce, so the signature
+// can serve no other purpose.
+const probeContext = "meshd CA custody probe v1\x00"
+
+// ProbeNonceSize is the length of a custody probe's nonce.
+const ProbeNonceSize = 32
+
+// Probe proves a node holds working CA keys: both CA keys' signatures
+// over the digest SHA-256(context || nonce) of a nonce the verifier
+// chose. Only the digest is ever signed, never bytes the asker chose:
+// the Nebula CA signs certificates as the raw bytes of their details, so
+// signing context || nonce would let whoever picks the nonce shape those
+// bytes; a certificate's X.509 signature is over SHA-256 of its TBS
+// encoding, which the context keeps apart.
+type Probe struct {
+	X509   []byte `json:"x509"`   // ECDSA ASN.1 signature over the digest
+	Nebula []byte `json:"nebula"` // Ed25519 signature over the digest
+}
+
+func probeDigest(nonce []byte) ([]byte, error) {
+	if len(nonce) != ProbeNonceSize {
+		return nil, fmt.Errorf("probe nonce: %d bytes, want %d", len(nonce), ProbeNonceSize)
+	}
+	sum := sha256.Sum256(append([]byte(probeContext), nonce...))
+	return sum[:], nil
+}
+
+// SignProbe signs the digest of nonce (ProbeNonceSize bytes) with both CA
+// keys.
 func (ca *CA) SignProbe(nonce []byte) (Probe, error) {
-	msg := append([]byte(probeContext), nonce...)
-	sum := sha256.Sum256(msg)
-	sig, err := ecdsa.SignASN1(rand.Reader, ca.key, sum[:])
+	d, err := probeDigest(nonce)
+	if err != nil {
+		return Probe{}, err
+	}
+	sig, err := ecdsa.SignASN1(rand.Reader, ca.key, d)
 	if err != nil {
 		return Probe{}, fmt.Errorf("sign probe: %w", err)
 	}
-	return Probe{X509: sig, Nebula: ed25519.Sign(ca.nebulaKey, msg)}, nil
+	return Probe{X509: sig, Nebula: ed25519.Sign(ca.nebulaKey, d)}, nil
 }
 
 // VerifyProbe checks p against the CA certificates (PEM, as raft records
 // them) for nonce: both signatures must verify.
 func VerifyProbe(caCertPEM, nebulaCACertPEM, nonce []byte, p Probe) error {
-	if len(nonce) < 16 {
-		return errors.New("verify probe: nonce too short")
+	d, err := probeDigest(nonce)
+	if err != nil {
+		return fmt.Errorf("verify probe: %w", err)
 	}
 	c, err := ParseCertPEM(caCertPEM)
 	if err != nil {
@@ -185,16 +224,14 @@ func VerifyProbe(caCertPEM, nebulaCACertPEM, nonce []byte, p Probe) error {
 	if !ok {
 		return errors.New("verify probe: the CA key is not ECDSA")
 	}
-	msg := append([]byte(probeContext), nonce...)
-	sum := sha256.Sum256(msg)
-	if !ecdsa.VerifyASN1(pub, sum[:], p.X509) {
+	if !ecdsa.VerifyASN1(pub, d, p.X509) {
 		return errors.New("verify probe: the X.509 CA signature does not verify")
 	}
 	neb, _, err := cert.UnmarshalCertificateFromPEM(nebulaCACertPEM)
 	if err != nil {
 		return fmt.Errorf("verify probe: Nebula CA certificate: %w", err)
 	}
-	if npub := neb.PublicKey(); len(npub) != ed25519.PublicKeySize || !ed25519.Verify(ed25519.PublicKey(npub), msg, p.Nebula) {
+	if npub := neb.PublicKey(); len(npub) != ed25519.PublicKeySize || !ed25519.Verify(ed25519.PublicKey(npub), d, p.Nebula) {
 		return errors.New("verify probe: the Nebula CA signature does not verify")
 	}
 	return nil

@@ -83,6 +83,14 @@ func TestProbe(t *testing.T) {
 	if err := VerifyProbe(ca.CertPEM(), other.NebulaCertPEM(), n, p); err == nil {
 		t.Fatal("probe verified against another Nebula CA")
 	}
+	// Only a nonce of exactly ProbeNonceSize bytes is signed: the asker
+	// never chooses more than that of what the CA keys sign, and only
+	// through a hash.
+	for _, bad := range [][]byte{nil, n[:16], append(bytes.Clone(n), 'x'), make([]byte, 200)} {
+		if _, err := ca.SignProbe(bad); err == nil {
+			t.Fatalf("signed a %d-byte nonce", len(bad))
+		}
+	}
 	op, _ := other.SignProbe(n)
 	if err := VerifyProbe(ca.CertPEM(), ca.NebulaCertPEM(), n, Probe{X509: p.X509, Nebula: op.Nebula}); err == nil {
 		t.Fatal("probe with a foreign Nebula signature verified")
@@ -123,6 +131,21 @@ func TestSaveCADir(t *testing.T) {
 	if len(ents) != 1 {
 		t.Fatalf("left behind: %v", ents)
 	}
+	// What a SaveCADir killed half way leaves beside the dir (keys
+	// included) goes with RemoveCADirLeftovers and with RemoveCADir.
+	left := filepath.Join(filepath.Dir(dir), ".ca.new-123")
+	if err := ca.Save(left); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveCADirLeftovers(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) || !dirExists(dir) {
+		t.Fatalf("leftover still there (%v) or the CA dir gone", err)
+	}
+	if err := ca.Save(left + ".old"); err != nil {
+		t.Fatal(err)
+	}
 	if err := ClearCAMarker(dir); err != nil || ReadCAMarker(dir) != "" {
 		t.Fatalf("clear marker: %v", err)
 	}
@@ -132,4 +155,12 @@ func TestSaveCADir(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatal("dir still there")
 	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 0 {
+		t.Fatalf("left behind after RemoveCADir: %v", ents)
+	}
+}
+
+func dirExists(d string) bool {
+	_, err := os.Stat(d)
+	return err == nil
 }

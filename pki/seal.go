@@ -23,8 +23,21 @@ const MinPassphrase = 12
 const maxBackup = 1 << 20
 
 // scryptWorkFactor is age's scrypt work factor (log2 N) for sealing;
-// age's default. Tests of this package lower it.
+// age's default. Tests lower it (TestOnlyScryptWorkFactor).
 var scryptWorkFactor = 18
+
+// maxScryptWorkFactor is the costliest work factor OpenCABackup accepts.
+const maxScryptWorkFactor = 18
+
+// TestOnlyScryptWorkFactor sets the work factor SealCABackup uses and
+// returns the function that puts the old one back: a test seam (a factor
+// of 18 costs a second and 256 MiB per seal, which starves a test's fast
+// raft timers). Opening reads the factor from the file.
+func TestOnlyScryptWorkFactor(n int) (restore func()) {
+	old := scryptWorkFactor
+	scryptWorkFactor = n
+	return func() { scryptWorkFactor = old }
+}
 
 // CABackup is what a sealed CA backup holds: both CA keys and
 // certificates, and the identity of the cluster they belong to.
@@ -118,6 +131,10 @@ func OpenCABackup(sealed, passphrase []byte) (CABackup, *CA, error) {
 	if err != nil {
 		return CABackup{}, nil, codes.Wrap(codes.CAPassphrase, errors.New("the passphrase is empty"))
 	}
+	// A file names its own work factor; age accepts up to 22 (4 GiB of
+	// memory). meshd seals with 18 and opens nothing costlier, so a
+	// crafted file cannot make it allocate more than 256 MiB.
+	id.SetMaxWorkFactor(maxScryptWorkFactor)
 	r, err := age.Decrypt(bytes.NewReader(sealed), id)
 	if err != nil {
 		if errors.Is(err, age.ErrIncorrectIdentity) {

@@ -11,9 +11,7 @@ import (
 
 func sealed(t *testing.T, ca *CA, pass string) []byte {
 	t.Helper()
-	old := scryptWorkFactor
-	scryptWorkFactor = 10
-	t.Cleanup(func() { scryptWorkFactor = old })
+	t.Cleanup(TestOnlyScryptWorkFactor(10))
 	b, err := ca.Bundle()
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +74,15 @@ func TestSealCABackup(t *testing.T) {
 				t.Fatal("the error shows the passphrase")
 			}
 		})
+	}
+	// A file that asks for more scrypt work than meshd seals with (its
+	// stanza's work factor raised from 10) is refused before any is done.
+	costly := bytes.Replace(file, []byte(" 10\n"), []byte(" 19\n"), 1)
+	if bytes.Equal(costly, file) {
+		t.Fatal("no work factor 10 in the sealed file's header")
+	}
+	if _, _, err := OpenCABackup(costly, []byte(pass)); codes.Of(err) != codes.BackupCorrupt {
+		t.Fatalf("a work factor above %d: %v", maxScryptWorkFactor, err)
 	}
 	if _, err := SealCABackup(CABackup{CA: bundle}, []byte("short")); codes.Of(err) != codes.CAPassphrase {
 		t.Fatalf("short passphrase: %v", err)

@@ -16,7 +16,8 @@ import (
 // --force`, `join --force` and `join --plan --force` are refused with
 // CAHolderStays, whatever the flag; ca/ is byte-identical afterwards, the
 // node still admits, and the token the refused join was given was not
-// consumed (another machine joins with it).
+// consumed (another machine joins with it). A node keeping a copy of
+// CA keys refuses `leave` before it departs.
 func TestCAHolderKeepsItsCA(t *testing.T) {
 	clock := &agenttest.Clock{}
 	origin := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock)
@@ -53,6 +54,27 @@ func TestCAHolderKeepsItsCA(t *testing.T) {
 		t.Fatalf("the token the refused join --force was given: %v; want it unconsumed", err)
 	}
 	_ = origin.Admit(t, apitype.AdmitRequest{Name: "w2"}) // the CA still signs
+
+	// A node that keeps a copy of CA keys without holding custody (a
+	// handoff's unfinished copy) refuses leave before it departs: the
+	// record stays active, nothing is wiped.
+	if err := os.MkdirAll(filepath.Join(w1.Dir, "ca"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w1.Dir, "ca", "ca.key"), []byte("copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w1.Client.Leave(t.Context()); codes.Of(err) != codes.CAHolderStays {
+		t.Fatalf("leave with a CA copy in the state dir: %v, want %s", err, codes.CAHolderStays)
+	}
+	for _, r := range origin.Nodes(t) {
+		if r.Name == "w1" && r.State != "active" {
+			t.Fatalf("w1 is %s after its refused leave; want active (refused before departing)", r.State)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(w1.Dir, "node.json")); err != nil {
+		t.Fatalf("w1's node.json after the refused leave: %v", err)
+	}
 }
 
 // caDigest is a SHA-256 over every file under dir/ca (name, mode, bytes).

@@ -45,7 +45,7 @@ func (p *Plane) Approve(ctx context.Context, req apitype.ApproveRequest, actor s
 	if err := p.SyncRead(ctx); err != nil {
 		return nil, err
 	}
-	rec, err := p.waitingToken(req.Name)
+	rec, err := p.waitingToken(req.Name, code)
 	if err != nil {
 		return nil, err
 	}
@@ -78,9 +78,12 @@ func (p *Plane) Approve(ctx context.Context, req apitype.ApproveRequest, actor s
 		got.Name, waitingFrom(a), a.Wrong, enroll.ApprovalMaxWrong, enroll.ApprovalMaxWrong-a.Wrong, tokenID(got.Hash)))
 }
 
-// waitingToken is the token of name whose join waits for approval: the
-// newest unused one minted with --approve that has a waiting session.
-func (p *Plane) waitingToken(name string) (enroll.TokenRecord, error) {
+// waitingToken is the token of name whose join waits for approval with
+// code: of the unused tokens minted with --approve that have a waiting
+// session (an operator may have minted more than one for a name), the
+// one a session of which shows code, else the newest (the code then
+// counts as wrong there).
+func (p *Plane) waitingToken(name, code string) (enroll.TokenRecord, error) {
 	var (
 		found enroll.TokenRecord
 		ok    bool
@@ -89,6 +92,9 @@ func (p *Plane) waitingToken(name string) (enroll.TokenRecord, error) {
 	for _, r := range p.raft.FSM().Tokens() { // oldest first
 		if r.Name == name && r.Approve && !r.Consumed() && !r.Revoked() && now.Before(r.Expires) &&
 			len(r.Approval.Pending) > 0 && !r.Approval.IsApproved() {
+			if r.Approval.Waits(enroll.HashCode(r.Hash, code)) {
+				return r, nil
+			}
 			found, ok = r, true
 		}
 	}

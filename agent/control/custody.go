@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -124,36 +125,28 @@ func (p *Plane) caDirExists() bool {
 // if it has one, unless the copy's marker names the holder on record;
 // release only after a read index and once the holder on record proved
 // it holds working keys. The reconcile loop runs it on every pass.
+// ErrCustodyUnknown: no record yet, nothing done.
 func (p *Plane) FollowCustody(ctx context.Context) (bool, error) {
 	p.custody.Lock()
 	defer p.custody.Unlock()
 	return p.followCustody(ctx)
 }
 
+// ErrCustodyUnknown is FollowCustody's answer while this node's FSM has
+// no cluster record yet (raft has not replayed its log since a restart):
+// nothing is known, nothing was changed.
+var ErrCustodyUnknown = errors.New("no cluster record yet")
+
 func (p *Plane) followCustody(ctx context.Context) (bool, error) {
 	c, ok := p.raft.FSM().Cluster()
-	if !ok || p.cfg.CADir == "" {
+	if !ok {
+		return false, ErrCustodyUnknown
+	}
+	if p.cfg.CADir == "" {
 		return false, nil
 	}
 	if c.CAHolder == p.cfg.NodeID {
-		if p.ca.Load() == nil && p.caDirExists() {
-			cur, next, err := pki.LoadCAKeys(p.cfg.CADir)
-			if err != nil {
-				return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %w", p.cfg.CADir, err))
-			}
-			if cur.Fingerprint().String() != c.CAFingerprint && (next == nil || next.Fingerprint().String() != c.CAFingerprint) {
-				return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s holds another CA than the cluster's", p.cfg.CADir))
-			}
-			p.setCAs(cur, next)
-			p.log.Info("CA keys loaded: the record names this node the CA holder")
-		}
-		p.settleKeys(c)
-		if p.caDirExists() {
-			if err := pki.ClearCAMarker(p.cfg.CADir); err != nil {
-				p.log.Warn("CA copy marker not cleared", "err", err)
-			}
-		}
-		return p.ca.Load() != nil, nil
+		return p.holdCustody(c)
 	}
 	if p.ca.Load() == nil && !p.caDirExists() {
 		return false, nil
@@ -164,7 +157,9 @@ func (p *Plane) followCustody(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if c, _ = p.raft.FSM().Cluster(); c.CAHolder == p.cfg.NodeID {
-		return false, nil // the record moved to this node meanwhile: the next pass loads
+		// This node's FSM had not caught up (a restart replaying its log):
+		// the record names it.
+		return p.holdCustody(c)
 	}
 	if m := pki.ReadCAMarker(p.cfg.CADir); m != "" && m == c.CAHolder {
 		return false, nil // keys of a move not (yet) recorded: kept, never used
@@ -179,6 +174,29 @@ func (p *Plane) followCustody(ctx context.Context) (bool, error) {
 	p.log.Info("CA copy released: the holder on record proved it holds the keys", "code", codes.EventCAHandedOff,
 		"holder", p.nameOf(c.CAHolder))
 	return false, nil
+}
+
+// holdCustody is followCustody on the node the record c names: load the
+// keys if they are not loaded, clear the copy's marker.
+func (p *Plane) holdCustody(c state.Cluster) (bool, error) {
+	if p.ca.Load() == nil && p.caDirExists() {
+		cur, next, err := pki.LoadCAKeys(p.cfg.CADir) // ca/ and, during a rotation, ca/next/
+		if err != nil {
+			return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %w", p.cfg.CADir, err))
+		}
+		if cur.Fingerprint().String() != c.CAFingerprint && (next == nil || next.Fingerprint().String() != c.CAFingerprint) {
+			return false, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s holds another CA than the cluster's", p.cfg.CADir))
+		}
+		p.setCAs(cur, next)
+		p.log.Info("CA keys loaded: the record names this node the CA holder")
+	}
+	p.settleKeys(c)
+	if p.caDirExists() {
+		if err := pki.ClearCAMarker(p.cfg.CADir); err != nil {
+			p.log.Warn("CA copy marker not cleared", "err", err)
+		}
+	}
+	return p.ca.Load() != nil, nil
 }
 
 // probeHolder has the holder on record sign a fresh nonce and verifies it

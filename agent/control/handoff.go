@@ -14,6 +14,11 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
+// receiveTimeout bounds the handoff's call to its target (a read index,
+// four files written and fsynced, one signature): a target that does not
+// answer in time gets CAProbeFailed, and custody stays where it is.
+const receiveTimeout = 30 * time.Second
+
 // custodyTarget checks that node id may take custody: an active control
 // node that raft's configuration lists as a voter.
 func (p *Plane) custodyTarget(n state.Node) error {
@@ -190,9 +195,11 @@ func (p *Plane) Handoff(ctx context.Context, name, actor string) (Handoff, error
 	}
 	var a CAProbeAnswer
 	req.Nonce = nonce
-	if err := p.client.Call(ctx, t.EnrollAddr, PathCAReceive, true, req, &a); err != nil {
-		if errors.Is(err, ErrUnreachable) {
-			err = codes.Wrap(codes.CAProbeFailed, err)
+	cctx, cancel := context.WithTimeout(ctx, receiveTimeout)
+	defer cancel()
+	if err := p.client.Call(cctx, t.EnrollAddr, PathCAReceive, true, req, &a); err != nil {
+		if errors.Is(err, ErrUnreachable) || codes.Of(err) == "" {
+			err = codes.Wrap(codes.CAProbeFailed, err) // no answer: the keys may or may not be there
 		}
 		return Handoff{}, fmt.Errorf("send the CA keys to %s: %w", t.Name, err)
 	}
