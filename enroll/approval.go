@@ -200,9 +200,7 @@ func (a Approval) WithPending(p PendingJoin, at time.Time) (Approval, bool) {
 		return out, true
 	}
 	out.Pending = append(slices.Clone(a.Pending), p)
-	if n := len(out.Pending); n > ApprovalMaxPending {
-		out.Pending = out.Pending[n-ApprovalMaxPending:]
-	}
+	out.Pending = out.Pending[max(len(out.Pending)-ApprovalMaxPending, 0):] // the newest ApprovalMaxPending
 	return out, true
 }
 
