@@ -123,7 +123,7 @@ func TestCARotationPings(t *testing.T) {
 		return nil
 	})
 	t.Logf("old CA dropped %s after w3 joined, %s after rotate began", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	nebulaCA := readFile(t, origin.Dir, "ca", "nebula-ca.crt")
+	nebulaCA := rotatedNebulaCA(t, origin)
 	for _, nd := range nodes {
 		Eventually(t, 20*time.Second, nd.NodeName+" runs on the new CA alone", func() error {
 			return runsOnlyCA(nd, st.Next, nebulaCA, nebulaBefore[nd.NodeName])
@@ -290,11 +290,26 @@ func TestCARotationWaitsForDownNode(t *testing.T) {
 	if st.Phase != "none" {
 		t.Fatalf("after the resumed rotation: %+v", st)
 	}
-	nebulaCA := readFile(t, origin.Dir, "ca", "nebula-ca.crt")
+	nebulaCA := rotatedNebulaCA(t, origin)
 	for _, nd := range nodes {
 		Eventually(t, 20*time.Second, nd.NodeName+" runs on the new CA alone", func() error {
 			return runsOnlyCA(nd, st.Current, nebulaCA, nil)
 		})
 	}
 	allPairsPing(t, nodes, 20*time.Second)
+}
+
+// rotatedNebulaCA is the CA holder's Nebula CA certificate once a
+// finished rotation's keys are in ca/: the holder moves ca/next/ into ca/
+// in its reconcile pass after the finish (tidyCADir), so ca/ can still
+// hold the old CA right after `ca rotate` returns.
+func rotatedNebulaCA(t *testing.T, holder *Node) []byte {
+	t.Helper()
+	Eventually(t, 10*time.Second, holder.NodeName+"'s ca/next moved into ca/", func() error {
+		if _, err := os.Stat(filepath.Join(holder.Dir, "ca", "next")); !os.IsNotExist(err) {
+			return fmt.Errorf("ca/next still there: %v", err)
+		}
+		return nil
+	})
+	return readFile(t, holder.Dir, "ca", "nebula-ca.crt")
 }
