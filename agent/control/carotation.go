@@ -375,6 +375,20 @@ func (p *Plane) FinishCARotation(ctx context.Context, actor string) (bool, error
 	if p.heldCA() == nil {
 		return false, nil
 	}
+	if c, ok := p.raft.FSM().Cluster(); !ok || c.Rotation == nil {
+		return ok, nil
+	}
+	// Under the custody lock: no handoff or backup reads the keys while
+	// the record's CA changes, and the old pair is dropped at once. The
+	// checks are made under it too: the reconcile pass and `ca rotate
+	// --now` may both get here, and the one that waited must see the
+	// other's finish (applied here before it let go), not write a second
+	// one (which the FSM refuses, BadRequest).
+	p.custody.Lock()
+	defer p.custody.Unlock()
+	if p.heldCA() == nil {
+		return false, nil
+	}
 	c, ok := p.raft.FSM().Cluster()
 	if !ok || c.Rotation == nil {
 		return ok, nil
@@ -387,13 +401,6 @@ func (p *Plane) FinishCARotation(ctx context.Context, actor string) (bool, error
 	}
 	if actor == "" {
 		actor = p.self()
-	}
-	// Under the custody lock: no handoff or backup reads the keys while
-	// the record's CA changes, and the old pair is dropped at once.
-	p.custody.Lock()
-	defer p.custody.Unlock()
-	if p.heldCA() == nil {
-		return false, nil
 	}
 	if err := p.Write(ctx, &state.RotateCA{Step: state.CAFinish, Next: c.Rotation.NextCAFingerprint, At: p.now(), Actor: actor}); err != nil {
 		return false, err
