@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -158,5 +159,40 @@ func TestHandoffDuringRotation(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(c2.p.cfg.CADir, pki.CANextDir)); err == nil {
 		t.Fatal("a ca/next left after a restore outside a rotation")
+	}
+}
+
+// TestFinishCARotationOnce: the reconcile pass and `ca rotate --now` may
+// finish a rotation at the same moment on the CA holder; both see it
+// finished, neither gets the FSM's refusal of a second finish
+// (BadRequest). Found by the e2e set.
+func TestFinishCARotationOnce(t *testing.T) {
+	c, origin := newCluster(t)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	origin.hooks.mu.Lock()
+	origin.hooks.reports = runsRecord(origin)
+	origin.hooks.mu.Unlock()
+	next := pkitest.NewCA(t, "alpha")
+	if _, err := origin.p.RotateCA(within(t, 10*time.Second), next, false, "uid:0"); err != nil {
+		t.Fatal(err)
+	}
+	origin.p.reissueAll(within(t, 10*time.Second))
+	waitFor(t, 5*time.Second, "every certificate reissued", func() bool {
+		return len(origin.p.Raft().FSM().OldDependents()) == 0
+	})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			done, err := origin.p.FinishCARotation(within(t, 10*time.Second), "")
+			if err == nil && !done {
+				err = errors.New("not finished")
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent finish: %v", err)
+		}
 	}
 }
