@@ -41,15 +41,12 @@ func TestCAKeysWithNext(t *testing.T) {
 		t.Fatalf("fallback to next/: %v", err)
 	}
 
-	old := scryptWorkFactor
-	scryptWorkFactor = 10
-	t.Cleanup(func() { scryptWorkFactor = old })
 	cb, _ := cur.Bundle()
 	nb, _ := next.Bundle()
 	b := CABackup{ClusterID: "cl-1", ClusterName: "e2e", CAFingerprint: cur.Fingerprint().String(), Created: time.Now(),
 		CA: cb, NextCAFingerprint: next.Fingerprint().String(), Next: &nb}
 	pass := []byte("correct horse battery staple")
-	file, err := SealCABackup(b, pass)
+	file, err := SealCABackup(b, pass, testWorkFactor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +58,7 @@ func TestCAKeysWithNext(t *testing.T) {
 		t.Fatalf("the backup's next CA: %v", err)
 	}
 	b.NextCAFingerprint = cur.Fingerprint().String()
-	if _, err := SealCABackup(b, pass); err == nil {
+	if _, err := SealCABackup(b, pass, testWorkFactor); err == nil {
 		t.Fatal("sealed a next CA that does not match its fingerprint")
 	}
 }

@@ -22,22 +22,14 @@ const MinPassphrase = 12
 // maxBackup bounds what OpenCABackup reads (a real one is about 2 KiB).
 const maxBackup = 1 << 20
 
-// scryptWorkFactor is age's scrypt work factor (log2 N) for sealing;
-// age's default. Tests lower it (TestOnlyScryptWorkFactor).
-var scryptWorkFactor = 18
+// DefaultScryptWorkFactor is age's scrypt work factor (log2 N) a backup
+// is sealed with unless the caller names another: age's default, about a
+// second and 256 MiB per seal or open.
+const DefaultScryptWorkFactor = 18
 
-// maxScryptWorkFactor is the costliest work factor OpenCABackup accepts.
+// maxScryptWorkFactor is the costliest work factor SealCABackup uses and
+// OpenCABackup accepts.
 const maxScryptWorkFactor = 18
-
-// TestOnlyScryptWorkFactor sets the work factor SealCABackup uses and
-// returns the function that puts the old one back: a test seam (a factor
-// of 18 costs a second and 256 MiB per seal, which starves a test's fast
-// raft timers). Opening reads the factor from the file.
-func TestOnlyScryptWorkFactor(n int) (restore func()) {
-	old := scryptWorkFactor
-	scryptWorkFactor = n
-	return func() { scryptWorkFactor = old }
-}
 
 // CABackup is what a sealed CA backup holds: both CA keys and
 // certificates, and the identity of the cluster they belong to.
@@ -84,12 +76,20 @@ func CheckPassphrase(p []byte) error {
 	return nil
 }
 
-// SealCABackup encrypts b with passphrase (age, scrypt recipient). The
-// result is the whole file; it holds nothing readable without the
-// passphrase.
-func SealCABackup(b CABackup, passphrase []byte) ([]byte, error) {
+// SealCABackup encrypts b with passphrase (age, scrypt recipient) at
+// scrypt work factor workFactor (0: DefaultScryptWorkFactor; tests pass a
+// cheaper one, since a factor of 18 starves a test's fast raft timers).
+// The result is the whole file; it holds nothing readable without the
+// passphrase. Opening reads the factor from the file.
+func SealCABackup(b CABackup, passphrase []byte, workFactor int) ([]byte, error) {
 	if err := CheckPassphrase(passphrase); err != nil {
 		return nil, err
+	}
+	if workFactor == 0 {
+		workFactor = DefaultScryptWorkFactor
+	}
+	if workFactor < 1 || workFactor > maxScryptWorkFactor {
+		return nil, fmt.Errorf("seal CA backup: scrypt work factor %d outside 1..%d", workFactor, maxScryptWorkFactor)
 	}
 	if _, err := ParseCA(b.CA); err != nil {
 		return nil, fmt.Errorf("seal CA backup: %w", err)
@@ -106,7 +106,7 @@ func SealCABackup(b CABackup, passphrase []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal CA backup: %w", err)
 	}
-	r.SetWorkFactor(scryptWorkFactor)
+	r.SetWorkFactor(workFactor)
 	var out bytes.Buffer
 	w, err := age.Encrypt(&out, r)
 	if err != nil {

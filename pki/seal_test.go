@@ -9,15 +9,18 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
+// testWorkFactor is the scrypt work factor tests seal with: cheap, so
+// that a seal does not starve the race detector's scheduler.
+const testWorkFactor = 10
+
 func sealed(t *testing.T, ca *CA, pass string) []byte {
 	t.Helper()
-	t.Cleanup(TestOnlyScryptWorkFactor(10))
 	b, err := ca.Bundle()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, err := SealCABackup(CABackup{ClusterID: "cl-1", ClusterName: "e2e", CAFingerprint: ca.Fingerprint().String(),
-		Created: time.Now(), CA: b}, []byte(pass))
+		Created: time.Now(), CA: b}, []byte(pass), testWorkFactor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,12 @@ func TestSealCABackup(t *testing.T) {
 	if _, _, err := OpenCABackup(costly, []byte(pass)); codes.Of(err) != codes.BackupCorrupt {
 		t.Fatalf("a work factor above %d: %v", maxScryptWorkFactor, err)
 	}
-	if _, err := SealCABackup(CABackup{CA: bundle}, []byte("short")); codes.Of(err) != codes.CAPassphrase {
+	if _, err := SealCABackup(CABackup{CA: bundle}, []byte("short"), testWorkFactor); codes.Of(err) != codes.CAPassphrase {
 		t.Fatalf("short passphrase: %v", err)
+	}
+	for _, f := range []int{-1, maxScryptWorkFactor + 1} {
+		if _, err := SealCABackup(CABackup{CA: bundle}, []byte(pass), f); err == nil {
+			t.Fatalf("sealed at work factor %d", f)
+		}
 	}
 }

@@ -49,7 +49,7 @@ func (p *Plane) Backup(ctx context.Context, passphrase []byte, actor string) ([]
 		}
 		b.NextCAFingerprint, b.Next = next.Fingerprint().String(), &nb
 	}
-	sealed, err := pki.SealCABackup(b, passphrase)
+	sealed, err := pki.SealCABackup(b, passphrase, p.cfg.BackupWorkFactor)
 	if err != nil {
 		return nil, time.Time{}, err
 	}

@@ -5,13 +5,11 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
 )
 
 // TestRestoreRefusedWhileHolderAnswers: a restore is refused while the
 // holder on record answers over the internal API, with nothing written.
 func TestRestoreRefusedWhileHolderAnswers(t *testing.T) {
-	t.Cleanup(pki.TestOnlyScryptWorkFactor(10))
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
 	sealed, at, err := origin.p.Backup(within(t, 10*time.Second), []byte("a long enough passphrase"), "test")

@@ -142,6 +142,10 @@ func TestHandoffDuringRotation(t *testing.T) {
 		t.Fatal("c2 still holds the old CA's key pair after the finish")
 	}
 	c.admit(t, origin, "w2", pki.RoleWorker, nil, enroll.Ports{})
+	// origin may be a follower by now: read its record after the leader's.
+	if err := origin.p.SyncRead(within(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if n, _ := origin.p.Raft().FSM().NodeByName("w2"); !pki.IssuedBy(next.CertPEM(), n.TLSCert) {
 		t.Fatal("an admission after the rotation was not signed by the rotated CA")
 	}

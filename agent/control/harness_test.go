@@ -105,6 +105,11 @@ type member struct {
 	logs     *logRecorder
 }
 
+// testWorkFactor is the scrypt work factor the members seal CA backups
+// with: age's default costs seconds under the race detector and starves
+// the members' fast raft timers (leadership moves mid-test).
+const testWorkFactor = 10
+
 // testCluster is a CA and the control nodes it admitted.
 type testCluster struct {
 	ca        *pki.CA
@@ -198,7 +203,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 	h := &hooks{}
 	logs := &logRecorder{}
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
-		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir},
+		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir, BackupWorkFactor: testWorkFactor},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {

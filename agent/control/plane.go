@@ -47,6 +47,9 @@ type Config struct {
 	// CADir is where this node keeps the CA keys when it holds them (or
 	// receives them in a custody move): <state>/ca.
 	CADir string
+	// BackupWorkFactor is the scrypt work factor a CA backup is sealed
+	// with; zero means pki.DefaultScryptWorkFactor. Only tests lower it.
+	BackupWorkFactor int
 }
 
 // Hooks are what the control plane tells the rest of the node; each may
