@@ -232,6 +232,11 @@ func TestEnrollCAHolderDownAborts(t *testing.T) {
 	if codes.Of(err) != codes.CAHolderDown {
 		t.Fatalf("enroll with the CA holder unreachable: %v, want %s", err, codes.CAHolderDown)
 	}
+	// origin may have lost its leadership under load: its record is read
+	// after the leader's (else an undo not yet applied would pass).
+	if err := origin.p.SyncRead(within(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	f := origin.p.Raft().FSM()
 	if _, ok := f.Node("id-w1"); ok || f.IPAllocated(ip.Addr()) {
 		t.Fatal("the undone admission left a record or an IP")
@@ -242,6 +247,9 @@ func TestEnrollCAHolderDownAborts(t *testing.T) {
 	resp, err := enrollServer(c2, "id-w1").Enroll(within(t, 20*time.Second), enrollRequest(secret, "w1", keys, enroll.Ports{}), netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		t.Fatalf("the same token with the CA holder back: %v", err)
+	}
+	if err := origin.p.SyncRead(within(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 	if n, _ := f.Node("id-w1"); n.State != state.NodeJoining || n.TLSFingerprint == "" || resp.OverlayIP != ip {
 		t.Fatalf("w1 is %s at %v, want joining (certified, until it confirms) at %v", n.State, resp.OverlayIP, ip)

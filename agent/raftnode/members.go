@@ -130,8 +130,9 @@ func membershipErr(err error) error {
 }
 
 // RemoveServer takes id out of the configuration. Removing the last voter
-// is refused with codes.QuorumLoss; an id that is not a member is a no-op.
-// Leader only.
+// is refused with codes.QuorumLoss; an id that is not a member is a no-op;
+// a leader that loses its leadership mid-way answers codes.NoLeader (the
+// removal is repeatable: ask the next leader). Leader only.
 func (n *Node) RemoveServer(id string, timeout time.Duration) error {
 	s, member := n.suffrage(raft.ServerID(id))
 	if !member {
@@ -141,6 +142,9 @@ func (n *Node) RemoveServer(id string, timeout time.Duration) error {
 		return codes.Wrap(codes.QuorumLoss, errors.New("it is the last raft voter"))
 	}
 	if err := n.r.RemoveServer(raft.ServerID(id), 0, timeout).Error(); err != nil {
+		if err := membershipErr(err); codes.Of(err) == codes.NoLeader {
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("remove %s from raft: %w", id, err))
+		}
 		return codes.Wrap(codes.RaftApply, fmt.Errorf("remove %s from raft: %w", id, err))
 	}
 	return nil
