@@ -44,7 +44,7 @@ func (p *Plane) handleConfirm(w http.ResponseWriter, r *http.Request, c Caller) 
 		writeError(w, err)
 		return
 	}
-	if err := p.confirmable(c.NodeID); err != nil {
+	if err := p.confirmableSoon(r.Context(), c.NodeID); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -75,6 +75,34 @@ func (p *Plane) confirmable(id string) error {
 		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("control node %s is not a raft voter yet", n.Name))
 	}
 	return nil
+}
+
+// confirmVoterWait bounds how long a confirmation waits for this node's
+// view of raft's configuration to list the joining control node as a
+// voter.
+const confirmVoterWait = 2 * time.Second
+
+// confirmableSoon is confirmable, waiting up to confirmVoterWait while
+// the only objection is that raft's configuration here does not list the
+// control node as a voter yet. The joiner asks only once it saw itself
+// promoted, but this node's view may lag: a promotion cut short by a
+// leadership change is finished by the next leader, whose configuration
+// entry reaches the other voters a heartbeat later. Found by
+// control.TestGateRefusesRemovedNodes under load ("c3 confirms its join:
+// control node c3 is not a raft voter yet").
+func (p *Plane) confirmableSoon(ctx context.Context, id string) error {
+	deadline := time.Now().Add(confirmVoterWait)
+	for {
+		err := p.confirmable(id)
+		if codes.Of(err) != codes.JoinUnconfirmed || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(leaderPoll):
+		}
+	}
 }
 
 // confirmRule: a forwarded ConfirmJoin passes the leader's own check.

@@ -59,7 +59,8 @@ func TestGateJoiningNode(t *testing.T) {
 
 // TestConfirmControlNeedsVoter: a control node's join is confirmed only
 // once raft lists it as a voter; before, the confirmation is refused with
-// JoinUnconfirmed and the node stays joining.
+// JoinUnconfirmed (after waiting confirmVoterWait for a lagging view) and
+// the node stays joining.
 func TestConfirmControlNeedsVoter(t *testing.T) {
 	c, origin := newCluster(t)
 	id, keys, _ := c.identity(t, "c9", pki.RoleControl)
@@ -69,7 +70,9 @@ func TestConfirmControlNeedsVoter(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.CloseIdle)
-	err = cl.ConfirmJoin(within(t, 5*time.Second), []string{origin.addr}, nodeID)
+	// The refusal comes after confirmVoterWait (a lagging view of raft's
+	// configuration is waited out), well within the caller's deadline.
+	err = cl.ConfirmJoin(within(t, 10*time.Second), []string{origin.addr}, nodeID)
 	if codes.Of(err) != codes.JoinUnconfirmed {
 		t.Fatalf("confirm of a control node that is no voter: %v, want %s", err, codes.JoinUnconfirmed)
 	}
