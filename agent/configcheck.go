@@ -117,9 +117,10 @@ func CheckConfig(path string, mustExist bool, override func(*FileConfig)) (FileC
 		override(&cfg)
 	}
 	flagged := changedFields(fromFile, cfg)
+	decoded := ConfigErrors{Problems: slices.Clone(probs.Problems)}
 	if verr, ok := errors.AsType[*ConfigErrors](cfg.Validate()); ok {
 		for _, p := range verr.Problems {
-			if probs.failed(p.Field) {
+			if decoded.failed(p.Field) {
 				continue // its value is the default; the file's was refused above
 			}
 			switch {

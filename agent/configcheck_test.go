@@ -42,6 +42,24 @@ func TestCheckConfigProblems(t *testing.T) {
 	}
 }
 
+// Two problems of one value are both reported; a value refused at decode
+// is not checked again (it holds the default).
+func TestCheckConfigSameFieldTwice(t *testing.T) {
+	long := "rel/" + strings.Repeat("s", 120)
+	_, err := CheckConfig(writeCfgFile(t, "socket: "+long+"\nports:\n  gossip: x\n"), true, nil)
+	ce, ok := errors.AsType[*ConfigErrors](err)
+	if !ok {
+		t.Fatalf("%v carries no *ConfigErrors", err)
+	}
+	var fields []string
+	for _, p := range ce.Problems {
+		fields = append(fields, p.Field)
+	}
+	if want := []string{"socket", "socket", "ports.gossip"}; !slices.Equal(fields, want) {
+		t.Fatalf("problems of %q, want %q:\n%v", fields, want, err)
+	}
+}
+
 func TestCheckConfigValid(t *testing.T) {
 	cfg, err := CheckConfig(writeCfgFile(t, "raft:\n  heartbeat_timeout: 500ms\n  leader_lease: 250ms\nlog_level: debug\n"), true, nil)
 	if err != nil {
