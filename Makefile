@@ -1,7 +1,8 @@
 # meshd — build, test, demo. `make test` is what CI runs (.ci/run).
 SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GO ?= go
 BIN := build
 FUZZTIME ?= 20000x

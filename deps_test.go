@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"agent/desired":                     {"mesh", "gossip", "pki"},
 	"agent":                             {"agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "pki", "codes", "crash"},
 	"agent/agenttest":                   {"loopbacktest", "agent", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
-	"cmd/meshd":                         {"agent", "codes"},
+	"cmd/meshd":                         {"agent", "agent/apitype", "codes"},
 	"cmd/meshctl":                       {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},

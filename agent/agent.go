@@ -22,6 +22,7 @@ type Deps struct {
 	LogOutput io.Writer        // raft's own log lines go here (warnings and up)
 	Now       func() time.Time // nil: time.Now
 	Version   string
+	Commit    string // the VCS commit meshd was built from (GET /v0/version)
 	// Notify is told "READY", "RELOADING", "STOPPING" (sd_notify); may be nil.
 	Notify func(state string)
 	// LevelVar, if set, is the level Log filters on; Reload sets it from

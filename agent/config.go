@@ -1,21 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/meshd/meshd/agent/control"
-	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
 )
@@ -139,90 +134,99 @@ func DefaultFileConfig() FileConfig {
 	}
 }
 
-// ConfigError names the field that is wrong.
+// ConfigError is one problem of a config: the field (its key path, e.g.
+// raft.heartbeat_timeout), the bad value, and Err, what is allowed. Line
+// is the YAML line it came from; 0 when it did not come from the file
+// (Source says "default" or "flag" then, or nothing for a whole-file
+// problem). Hint is a known key an unknown one probably meant.
 type ConfigError struct {
-	Field string
-	Value string
-	Err   error
+	Field  string
+	Value  string
+	Err    error
+	Line   int
+	Source string
+	Hint   string
 }
 
+// Error is one line: `line 4: raft.heartbeat_timeout = "1": a duration
+// needs a unit, e.g. 1s (ns, us, ms, s, m, h)`.
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("config field %s=%q: %v", e.Field, e.Value, e.Err)
+	var b strings.Builder
+	switch {
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	case e.Source != "":
+		fmt.Fprintf(&b, "(%s) ", e.Source)
+	}
+	switch {
+	case e.Field != "" && e.Value != "":
+		fmt.Fprintf(&b, "%s = %q: ", e.Field, e.Value)
+	case e.Field != "":
+		fmt.Fprintf(&b, "%s: ", e.Field)
+	}
+	fmt.Fprint(&b, e.Err)
+	if e.Hint != "" {
+		fmt.Fprintf(&b, "; did you mean %s?", e.Hint)
+	}
+	return b.String()
 }
 
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // LoadConfig reads path over DefaultFileConfig. A missing file at path is
-// only an error if mustExist; meshd runs on defaults otherwise.
+// only an error if mustExist; meshd runs on defaults otherwise. Every
+// problem of the file (syntax, unknown keys, wrong types) is returned at
+// once as a coded *ConfigErrors; the values are not validated
+// (CheckConfig does both).
 func LoadConfig(path string, mustExist bool) (FileConfig, error) {
-	cfg := DefaultFileConfig()
-	if path == "" {
-		return cfg, nil
-	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) && !mustExist {
-		return cfg, nil
-	}
-	if err != nil {
-		return cfg, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("read config: %w", err))
-	}
-	if err := decodeConfig(b, &cfg); err != nil {
-		return cfg, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("%s: %w", path, err))
-	}
-	return cfg, nil
+	cfg, _, err := loadConfig(path, mustExist)
+	return cfg, err
 }
 
-func decodeConfig(b []byte, cfg *FileConfig) error {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	return nil
-}
-
-// Validate checks every field; the first problem is returned as a coded
-// *ConfigError naming the field.
+// Validate checks every field and returns every problem at once, coded
+// ConfigInvalid: a *ConfigErrors, each of its *ConfigError naming a field
+// (errors.As finds the first). A check that compares two fields is left
+// out when either already failed on its own (configcheck.go).
 func (c FileConfig) Validate() error {
-	bad := func(field, value string, err error) error {
-		return codes.Wrap(codes.ConfigInvalid, &ConfigError{Field: field, Value: value, Err: err})
-	}
+	var probs ConfigErrors
+	bad := probs.add
+	failed := probs.failed
 	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
-		return bad("state_dir", c.StateDir, errors.New("must be an absolute path"))
+		bad("state_dir", c.StateDir, errors.New("must be an absolute path"))
 	}
 	if c.Socket == "" || !filepath.IsAbs(c.Socket) {
-		return bad("socket", c.Socket, errors.New("must be an absolute path"))
+		bad("socket", c.Socket, errors.New("must be an absolute path"))
 	}
 	if len(c.Socket) >= 100 {
-		return bad("socket", c.Socket, errors.New("unix socket paths must be shorter than 100 bytes"))
+		bad("socket", c.Socket, errors.New("unix socket paths must be shorter than 100 bytes"))
 	}
 	if _, err := netip.ParseAddr(c.BindAddr); err != nil {
-		return bad("bind_addr", c.BindAddr, errors.New("must be an IP address"))
+		bad("bind_addr", c.BindAddr, errors.New("must be an IP address"))
 	}
 	if c.AdvertiseAddr != "" {
 		if _, err := netip.ParseAddr(c.AdvertiseAddr); err != nil {
-			return bad("advertise_addr", c.AdvertiseAddr, errors.New("must be an IP address"))
+			bad("advertise_addr", c.AdvertiseAddr, errors.New("must be an IP address"))
 		}
 	}
 	if c.AdvertiseIface != "" && (len(c.AdvertiseIface) > 15 || strings.ContainsAny(c.AdvertiseIface, "/ \t\n")) {
-		return bad("advertise_iface", c.AdvertiseIface, errors.New("must be an interface name (1-15 characters, no '/' or space)"))
+		bad("advertise_iface", c.AdvertiseIface, errors.New("must be an interface name (1-15 characters, no '/' or space)"))
 	}
 	p, err := netip.ParsePrefix(c.OverlayCIDR)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
-		return bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
+		bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		return bad("log_level", c.LogLevel, err)
+		bad("log_level", c.LogLevel, errors.New("must be debug, info, warn or error"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
-		return bad("log_format", c.LogFormat, errors.New("must be text or json"))
+		bad("log_format", c.LogFormat, errors.New("must be text or json"))
 	}
 	for _, pt := range []struct {
 		name string
 		v    int
 	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}, {"ports.nebula", c.Ports.Nebula}} {
 		if pt.v < 1 || pt.v > 65535 {
-			return bad(pt.name, fmt.Sprint(pt.v), errors.New("must be a port between 1 and 65535"))
+			bad(pt.name, fmt.Sprint(pt.v), errors.New("must be a port between 1 and 65535"))
 		}
 	}
 	for _, d := range []struct {
@@ -230,71 +234,71 @@ func (c FileConfig) Validate() error {
 		v    time.Duration
 	}{{"raft.heartbeat_timeout", c.Raft.HeartbeatTimeout}, {"raft.election_timeout", c.Raft.ElectionTimeout}, {"raft.leader_lease", c.Raft.LeaderLease}} {
 		if d.v < 5*time.Millisecond || d.v > time.Minute {
-			return bad(d.name, d.v.String(), errors.New("must be between 5ms and 1m"))
+			bad(d.name, d.v.String(), errors.New("must be between 5ms and 1m"))
 		}
 	}
 	if c.OverlayMode != OverlayKernel && c.OverlayMode != OverlayUserspace {
-		return bad("overlay_mode", string(c.OverlayMode), errors.New("must be kernel or userspace"))
+		bad("overlay_mode", string(c.OverlayMode), errors.New("must be kernel or userspace"))
 	}
 	if c.TunDevice == "" || len(c.TunDevice) > 15 {
-		return bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
+		bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
 	}
 	if c.OverlayMTU < 576 || c.OverlayMTU > 9001 {
-		return bad("overlay_mtu", fmt.Sprint(c.OverlayMTU), errors.New("must be between 576 and 9001"))
+		bad("overlay_mtu", fmt.Sprint(c.OverlayMTU), errors.New("must be between 576 and 9001"))
 	}
 	if c.OverlayRoutines < 1 || c.OverlayRoutines > mesh.MaxRoutines {
-		return bad("overlay_routines", fmt.Sprint(c.OverlayRoutines), fmt.Errorf("must be between 1 and %d", mesh.MaxRoutines))
+		bad("overlay_routines", fmt.Sprint(c.OverlayRoutines), fmt.Errorf("must be between 1 and %d", mesh.MaxRoutines))
 	}
 	if c.Timers != TimersLAN && c.Timers != TimersFast {
-		return bad("timers", string(c.Timers), errors.New("must be lan or fast"))
+		bad("timers", string(c.Timers), errors.New("must be lan or fast"))
 	}
 	if c.ReconcileInterval < 100*time.Millisecond || c.ReconcileInterval > time.Hour {
-		return bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))
+		bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))
 	}
 	if c.MetricsAddr != "" {
 		ap, err := netip.ParseAddrPort(c.MetricsAddr)
 		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
-			return bad("metrics_addr", c.MetricsAddr, errors.New("must be a loopback IP:port, e.g. 127.0.0.1:9464"))
+			bad("metrics_addr", c.MetricsAddr, errors.New("must be a loopback IP:port, e.g. 127.0.0.1:9464"))
 		}
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {
-		return bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
+		bad("nebula_cert_lifetime", c.NebulaCertLifetime.String(), errors.New("must be between 5s and 10 years"))
 	}
 	if c.TLSLifetime < 5*time.Second || c.TLSLifetime > 365*24*time.Hour {
-		return bad("tls_lifetime", c.TLSLifetime.String(), errors.New("must be between 5s and 8760h (a year)"))
+		bad("tls_lifetime", c.TLSLifetime.String(), errors.New("must be between 5s and 8760h (a year)"))
 	}
 	if c.RevocationAckTimeout < 100*time.Millisecond || c.RevocationAckTimeout > time.Minute {
-		return bad("revocation_ack_timeout", c.RevocationAckTimeout.String(), errors.New("must be between 100ms and 1m"))
+		bad("revocation_ack_timeout", c.RevocationAckTimeout.String(), errors.New("must be between 100ms and 1m"))
 	}
 	if c.TokenRetention < time.Minute || c.TokenRetention > 365*24*time.Hour {
-		return bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))
+		bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))
 	}
 	if c.MaxClockSkew < 5*time.Second || c.MaxClockSkew > time.Hour {
-		return bad("max_clock_skew", c.MaxClockSkew.String(), errors.New("must be between 5s and 1h"))
+		bad("max_clock_skew", c.MaxClockSkew.String(), errors.New("must be between 5s and 1h"))
 	}
 	if c.Raft.PromoteTimeout < time.Second || c.Raft.PromoteTimeout > 10*time.Minute {
-		return bad("raft.promote_timeout", c.Raft.PromoteTimeout.String(), errors.New("must be between 1s and 10m"))
+		bad("raft.promote_timeout", c.Raft.PromoteTimeout.String(), errors.New("must be between 1s and 10m"))
 	}
-	if c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout {
-		return bad("raft.election_timeout", c.Raft.ElectionTimeout.String(), errors.New("must not be shorter than raft.heartbeat_timeout"))
+	if c.Raft.ElectionTimeout < c.Raft.HeartbeatTimeout && !failed("raft.election_timeout", "raft.heartbeat_timeout") {
+		bad("raft.election_timeout", c.Raft.ElectionTimeout.String(), errors.New("must not be shorter than raft.heartbeat_timeout"))
 	}
 	tcp := map[int]string{}
 	for _, pt := range []struct {
 		name string
 		v    int
 	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}} {
-		if other, dup := tcp[pt.v]; dup {
-			return bad(pt.name, fmt.Sprint(pt.v), fmt.Errorf("must differ from %s (both are TCP listeners)", other))
+		if other, dup := tcp[pt.v]; dup && !failed(pt.name, other) {
+			bad(pt.name, fmt.Sprint(pt.v), fmt.Errorf("must differ from %s (both are TCP listeners)", other))
 		}
 		tcp[pt.v] = pt.name
 	}
-	if c.Ports.Nebula == c.Ports.Gossip {
-		return bad("ports.nebula", fmt.Sprint(c.Ports.Nebula), errors.New("must differ from ports.gossip (both are UDP listeners)"))
+	if c.Ports.Nebula == c.Ports.Gossip && !failed("ports.nebula", "ports.gossip") {
+		bad("ports.nebula", fmt.Sprint(c.Ports.Nebula), errors.New("must differ from ports.gossip (both are UDP listeners)"))
 	}
-	if c.Raft.LeaderLease > c.Raft.HeartbeatTimeout {
-		return bad("raft.leader_lease", c.Raft.LeaderLease.String(), errors.New("must not exceed raft.heartbeat_timeout"))
+	if c.Raft.LeaderLease > c.Raft.HeartbeatTimeout && !failed("raft.leader_lease", "raft.heartbeat_timeout") {
+		bad("raft.leader_lease", c.Raft.LeaderLease.String(), errors.New("must not exceed raft.heartbeat_timeout"))
 	}
-	return nil
+	return probs.err()
 }
 
 func parseLevel(s string) (slog.Level, error) {

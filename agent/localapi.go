@@ -14,6 +14,7 @@ import (
 func (a *Agent) localHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+apitype.PathStatus, a.handleStatus)
+	mux.HandleFunc("GET "+apitype.PathVersion, a.handleVersion) // version.go
 	mux.HandleFunc("GET "+apitype.PathNodes, a.handleNodes)
 	mux.HandleFunc("GET "+apitype.PathTokens, a.handleTokens)
 	mux.HandleFunc("GET "+apitype.PathAudit, a.handleAudit)

@@ -49,6 +49,9 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 		err = next.Validate()
 	}
 	if err != nil {
+		if codes.Of(err) == codes.ConfigInvalid {
+			err = codes.Wrap(codes.ReloadRefused, err) // meshd is running: say so (configcheck.go)
+		}
 		attrs := []any{"code", codes.OrInternal(err), "err", err}
 		var ce *ConfigError
 		if errors.As(err, &ce) {

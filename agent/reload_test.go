@@ -54,9 +54,9 @@ func TestReload(t *testing.T) {
 		{name: "ok/both", next: withCfg(func(c *FileConfig) { c.LogLevel = "warn"; c.LogFormat = "json" }),
 			level: slog.LevelWarn, restart: []string{"log_format"}},
 		{name: "fail/invalid-value", next: withCfg(func(c *FileConfig) { c.LogLevel = "loud" }),
-			level: slog.LevelInfo, wantCode: codes.ConfigInvalid},
+			level: slog.LevelInfo, wantCode: codes.ReloadRefused},
 		{name: "fail/unreadable", readErr: codes.Wrap(codes.ConfigInvalid, errors.New("field bogus not found")),
-			level: slog.LevelInfo, wantCode: codes.ConfigInvalid},
+			level: slog.LevelInfo, wantCode: codes.ReloadRefused},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,9 +150,9 @@ func TestHandleReload(t *testing.T) {
 	rec = httptest.NewRecorder()
 	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
 	var e apitype.Error
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ConfigInvalid ||
-		rec.Code != codes.ConfigInvalid.Status() || !strings.Contains(e.Detail, "overlay_cidr") {
-		t.Fatalf("status %d, body %s; want %s naming overlay_cidr", rec.Code, rec.Body, codes.ConfigInvalid)
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ReloadRefused ||
+		rec.Code != codes.ReloadRefused.Status() || !strings.Contains(e.Detail, "overlay_cidr") {
+		t.Fatalf("status %d, body %s; want %s naming overlay_cidr", rec.Code, rec.Body, codes.ReloadRefused)
 	}
 }
 

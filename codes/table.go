@@ -172,7 +172,7 @@ var table = map[Code]Info{
 	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},
-	ConfigInvalid:  {400, "the configuration file is invalid", "fix the field named in the message; meshd did not start and changed nothing"},
+	ConfigInvalid:  {400, "the configuration file is invalid", "fix every problem listed (each names its line, key and what is allowed) and check the file with `meshd check-config --config FILE`; a meshd that refused to start on it changed nothing"},
 	StateDir:       {500, "the state directory could not be read or written", "check the path, its permissions (0700) and the free disk space"},
 	StateCorrupt:   {500, "a file in the state directory is truncated or corrupt (the message names it); meshd did not start and changed nothing", "restore the named file from a backup and start meshd again. Never delete ca/ (the cluster's CA keys, on the CA holder only). If there is no backup and this is not the CA holder: run `meshctl remove NAME` on a control node, move this state dir aside, start meshd and join again with a fresh token"},
 	DiskFull:       {507, "the filesystem holding the path named in the message is full (or a quota is reached); what was being written was not kept", "free space there (`df -h PATH` shows it) and run the same command again"},
@@ -216,6 +216,9 @@ var table = map[Code]Info{
 	EventApprovalRequested: {100, "a join with a token minted with --approve waits for an operator's approval", "run `meshctl approve NAME CODE` on a control node with the code the joining machine shows"},
 	EventJoinApproved:      {100, "an operator approved a waiting join", "none needed"},
 	EventApprovalWrong:     {100, "an operator typed an approval code that matches no waiting join", "none needed"},
+
+	ReloadRefused:   {400, "the config file meshd was asked to reload is invalid; meshd keeps running with the config it had and changed nothing", "fix every problem listed (each names its line, key and what is allowed), check with `meshd check-config`, then run `meshctl reload` (or `systemctl reload meshd`) again"},
+	VersionMismatch: {200, "meshctl and the meshd it talks to are different builds (version or commit)", "upgrade the older one so both are the same release (`meshctl version` shows both); a mixed pair works for what both know, but a newer meshctl may ask for what an older meshd lacks"},
 }
 
 // Approval of a join (`meshctl admit --approve`, `meshctl approve`).
@@ -227,6 +230,16 @@ const (
 	EventApprovalRequested Code = "X100640APRREQ"
 	EventJoinApproved      Code = "X100641APROKD"
 	EventApprovalWrong     Code = "X100642APRBAD"
+)
+
+// The operator's tools (issue 14): version and config check.
+const (
+	// VersionMismatch: `meshctl version` found the daemon a different
+	// build from the client (a warning).
+	VersionMismatch Code = "X200320VERMIS"
+	// ReloadRefused: a reload found the config file invalid (every
+	// problem listed); the running meshd keeps the config it had.
+	ReloadRefused Code = "X400410RLDBAD"
 )
 
 // Event codes (1xx): what happened, for the audit ring and the event stream.

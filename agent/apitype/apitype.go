@@ -1,6 +1,7 @@
 package apitype
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,6 +46,9 @@ type Error struct {
 	Cause   string     `json:"cause"`
 	Remedy  string     `json:"remedy"`
 	Detail  string     `json:"detail,omitempty"`
+	// Details are the lines of an error that has several, such as every
+	// problem of a refused config (a Lines() []string method).
+	Details []string `json:"details,omitempty"`
 }
 
 // NewError builds the wire error for code c with detail from err.
@@ -52,6 +56,12 @@ func NewError(c codes.Code, err error) *Error {
 	e := &Error{ErrCode: c, Cause: c.Cause(), Remedy: c.Remedy()}
 	if err != nil && err.Error() != c.Cause() {
 		e.Detail = err.Error()
+	}
+	if l, ok := errors.AsType[interface {
+		error
+		Lines() []string
+	}](err); ok {
+		e.Details = l.Lines()
 	}
 	return e
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,18 +140,26 @@ func TestErrorJSON(t *testing.T) {
 	}{
 		{"ok/with-detail", apitype.NewError(codes.TokenConsumed, errors.New("used by w1")), []string{"cause", "code", "detail", "remedy"}},
 		{"ok/detail-omitted", apitype.NewError(codes.TokenConsumed, nil), []string{"cause", "code", "remedy"}},
+		{"ok/details-of-a-refused-config", apitype.NewError(codes.ConfigInvalid, linesError{"line 1: a", "line 2: b"}),
+			[]string{"cause", "code", "detail", "details", "remedy"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := jsonKeys(t, tt.e); !slices.Equal(got, tt.wantKeys) {
 				t.Errorf("keys = %v, want %v", got, tt.wantKeys)
 			}
-			if got := roundTrip(t, *tt.e); got != *tt.e {
+			if got := roundTrip(t, *tt.e); !reflect.DeepEqual(got, *tt.e) {
 				t.Errorf("round trip = %+v, want %+v", got, *tt.e)
 			}
 		})
 	}
 }
+
+// linesError is an error with several lines, as agent.ConfigErrors is.
+type linesError []string
+
+func (l linesError) Error() string   { return strings.Join(l, "; ") }
+func (l linesError) Lines() []string { return l }
 
 func TestNodeJSON(t *testing.T) {
 	// DESIGN §8: `nodes -o json` objects carry at least these keys.
@@ -225,7 +234,7 @@ func TestStatusJSON(t *testing.T) {
 func TestJoinLineErrorJSON(t *testing.T) {
 	in := apitype.JoinLine{Error: apitype.NewError(codes.CAMismatch, errors.New("pin abc, got def"))}
 	got := roundTrip(t, in)
-	if got.Error == nil || codes.Of(got.Error) != codes.CAMismatch || *got.Error != *in.Error {
+	if got.Error == nil || codes.Of(got.Error) != codes.CAMismatch || !reflect.DeepEqual(*got.Error, *in.Error) {
 		t.Fatalf("error line round trip = %+v, want %+v", got.Error, in.Error)
 	}
 	if got.Result != nil || got.Step != "" || got.Warning != nil {

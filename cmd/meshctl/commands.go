@@ -21,7 +21,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Long:          "meshctl creates a cluster, admits and joins nodes, and shows the cluster, by talking to the local meshd over its unix socket.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		Version:       version,
+		Version:       apitype.NewBuild(version, commit).String(),
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if len(argv) > 0 {
@@ -35,6 +35,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
+	root.AddCommand(a.versionCommand()) // version.go
 	return root
 }
 

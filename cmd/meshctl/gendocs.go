@@ -115,14 +115,24 @@ and driven with **meshctl**(1) through its local API socket. A freshly installed
 running but unjoined: **meshctl init --cluster NAME** creates a cluster on this machine,
 **meshctl join TOKEN** joins one.
 
-The config file is read and validated before anything starts: an unknown key or a bad value
-stops meshd with the code %[1]s and the field named, and the state directory is not
-touched. A key file that is readable by group or others is refused (%[2]s).
+The config file is read and validated before anything starts: unknown keys and bad values
+stop meshd with the code %[1]s and every problem listed (line, key, value, what is allowed),
+and the state directory is not touched. A key file that is readable by group or others is
+refused (%[2]s).
+
+# COMMANDS
+
+**meshd check-config** [**--config** FILE]: checks the config file as a start would, lists
+every problem at once, and exits 0 when it is valid, 1 (%[1]s) when not. Touches nothing else.
+
+**meshd version** (or **--version**): prints the version, commit and Go version and exits 0.
+
+**meshd help** (or **-h**, **--help**): prints the usage and exits 0.
 
 # SIGNALS
 
 **SIGHUP** re-reads the config file (as **systemctl reload meshd** and **meshctl reload** do).
-A config that does not validate is refused and the running config stays. log_level applies at
+A config that does not validate is refused (%[4]s) and meshd keeps running with the config it had. log_level applies at
 once; other changed fields are logged with the code %[3]s and apply after a restart.
 
 **SIGTERM**, **SIGINT** stop meshd without leaving the cluster; a second signal forces the exit.
@@ -149,8 +159,8 @@ standard error and appear in the journal), 2 on a command-line mistake.
 
 # SEE ALSO
 
-**meshctl**(1), **systemctl**(1), **journalctl**(1)`, codes.ConfigInvalid, codes.KeyPermissions, codes.RestartNeeded),
-		Example: "systemctl status meshd\njournalctl -u meshd\nmeshd --config /etc/meshd/meshd.yaml",
+**meshctl**(1), **systemctl**(1), **journalctl**(1)`, codes.ConfigInvalid, codes.KeyPermissions, codes.RestartNeeded, codes.ReloadRefused),
+		Example: "systemctl status meshd\njournalctl -u meshd\nmeshd check-config --config /etc/meshd/meshd.yaml\nmeshd --config /etc/meshd/meshd.yaml",
 		Run:     func(*cobra.Command, []string) {},
 	}
 	c.Flags().String("config", "/etc/meshd/meshd.yaml", "config file (a missing default file means defaults)")

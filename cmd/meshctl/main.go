@@ -74,7 +74,13 @@ func report(stderr io.Writer, err error) int {
 	}
 	p.Printf("%s: %s\n", c, cause)
 	p.Printf("remedy: %s\n", remedy)
-	if d := detail(err, c); d != "" {
+	switch d := detail(err, c); {
+	case apiErr != nil && len(apiErr.Details) > 0: // one problem a line (a refused config)
+		p.Println("detail:")
+		for _, l := range apiErr.Details {
+			p.Printf("  %s\n", l)
+		}
+	case d != "":
 		p.Printf("detail: %s\n", d)
 	}
 	if c == codes.DaemonUnreachable {

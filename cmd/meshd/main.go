@@ -10,9 +10,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -25,17 +22,29 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 
 	"github.com/meshd/meshd/agent"
-	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/agent/apitype"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X main.version=...
+// -X main.commit=..." (the Makefile does); without them the Go toolchain's
+// record is read (apitype.NewBuild).
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// run is one meshd invocation: the daemon, or one of the commands that
+// print and exit without touching any path (cli.go). It returns the exit
+// code: 0, 1 a coded failure, 2 a usage mistake.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs, fl := daemonFlags(stderr)
+	if code, done := dispatch(fs, fl, args, stdout, stderr); done {
+		return code
+	}
 	tuneGC()
 	// Catch SIGHUP first: its default action would kill a meshd that is
 	// still starting when systemd (or an admin) asks for a reload.
@@ -43,44 +52,18 @@ func run(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	fs := flag.NewFlagSet("meshd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "/etc/meshd/meshd.yaml", "config file (a missing default file means defaults)")
-	stateDir := fs.String("state-dir", "", "state directory (overrides state_dir)")
-	socket := fs.String("socket", "", "local API socket (overrides socket)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *showVersion {
-		fmt.Fprintln(os.Stdout, version)
-		return 0
-	}
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	// readConfig is used at start and again by every reload, so flags
 	// override the file the same way both times.
-	readConfig := func() (agent.FileConfig, error) {
-		cfg, err := agent.LoadConfig(*configPath, explicit)
-		if err != nil {
-			return cfg, err
-		}
-		if *stateDir != "" {
-			cfg.StateDir = *stateDir
-		}
-		if *socket != "" {
-			cfg.Socket = *socket
-		}
-		return cfg, cfg.Validate()
-	}
+	readConfig := fl.readConfig
 	cfg, err := readConfig()
 	if err != nil {
 		return fail(stderr, err)
 	}
 	underJournal, _ := journal.StderrIsJournalStream()
 	log, level := cfg.NewReloadableLogger(stderr, !underJournal)
+	build := apitype.NewBuild(version, commit)
 	a, err := agent.New(cfg, agent.Deps{
-		Log: log, LogOutput: stderr, Version: version,
+		Log: log, LogOutput: stderr, Version: build.Version, Commit: build.Commit,
 		Notify: notify, LevelVar: level, ReadConfig: readConfig,
 	})
 	if err != nil {
@@ -161,16 +144,4 @@ func watchdog(ctx context.Context, a *agent.Agent, interval time.Duration, log *
 		}
 		_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 	}
-}
-
-// fail prints a startup failure as every meshd failure is printed: code and
-// cause, remedy, detail, and the config field when one is to blame.
-func fail(stderr io.Writer, err error) int {
-	c := codes.OrInternal(err)
-	fmt.Fprintf(stderr, "%s: %s\nremedy: %s\ndetail: %v\n", c, c.Cause(), c.Remedy(), err)
-	var ce *agent.ConfigError
-	if errors.As(err, &ce) {
-		fmt.Fprintf(stderr, "field: %s\n", ce.Field)
-	}
-	return 1
 }

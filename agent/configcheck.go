@@ -1,0 +1,451 @@
+package agent
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// The config checker: `meshd check-config`, meshd's start and every reload
+// read meshd.yaml through CheckConfig, which reports every problem of a
+// file at once, each with its YAML line, field path, bad value, what is
+// allowed and, for an unknown key, the known key it most likely meant.
+// The file is parsed into a yaml.Node (for the lines) and decoded field by
+// field against FileConfig's yaml tags; Validate then checks the values.
+
+// ConfigErrors is every problem found in one config, in the order of the
+// file (decode problems) then of Validate's checks. It carries
+// codes.ConfigInvalid where it is returned.
+type ConfigErrors struct {
+	Path     string // the file; empty when only values were checked
+	Problems []*ConfigError
+}
+
+func (e *ConfigErrors) Error() string {
+	var b strings.Builder
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	if len(e.Problems) == 1 {
+		b.WriteString(e.Problems[0].Error())
+		return b.String()
+	}
+	b.WriteString(e.Count() + ": ")
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.As find each *ConfigError.
+func (e *ConfigErrors) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// Lines are the file and its count of problems, then the problems one to
+// a line: the details of a refused reload (apitype.Error.Details).
+func (e *ConfigErrors) Lines() []string {
+	var out []string
+	if e.Path != "" {
+		out = append(out, fmt.Sprintf("%s: %s", e.Path, e.Count()))
+	}
+	for _, p := range e.Problems {
+		out = append(out, p.Error())
+	}
+	return out
+}
+
+// Count is "1 problem" or "N problems".
+func (e *ConfigErrors) Count() string {
+	if len(e.Problems) == 1 {
+		return "1 problem"
+	}
+	return fmt.Sprintf("%d problems", len(e.Problems))
+}
+
+func (e *ConfigErrors) add(field, value string, err error) {
+	e.Problems = append(e.Problems, &ConfigError{Field: field, Value: value, Err: err})
+}
+
+// failed reports whether any of fields already has a problem.
+func (e *ConfigErrors) failed(fields ...string) bool {
+	return slices.ContainsFunc(e.Problems, func(p *ConfigError) bool { return slices.Contains(fields, p.Field) })
+}
+
+// err is nil without problems, else e coded ConfigInvalid.
+func (e *ConfigErrors) err() error {
+	if len(e.Problems) == 0 {
+		return nil
+	}
+	return codes.Wrap(codes.ConfigInvalid, e)
+}
+
+// CheckConfig reads path over DefaultFileConfig as LoadConfig does, lets
+// override change the result (meshd's --state-dir and --socket; nil for
+// none), validates it, and returns every problem at once as a coded
+// *ConfigErrors whose problems name the line each value came from.
+func CheckConfig(path string, mustExist bool, override func(*FileConfig)) (FileConfig, error) {
+	cfg, d, err := loadConfig(path, mustExist)
+	var probs ConfigErrors
+	if err != nil && !errors.As(err, new(*ConfigErrors)) {
+		return cfg, err // the file could not be read
+	}
+	if ce, ok := errors.AsType[*ConfigErrors](err); ok {
+		probs = *ce
+	}
+	probs.Path = path
+	fromFile := cfg
+	if override != nil {
+		override(&cfg)
+	}
+	flagged := changedFields(fromFile, cfg)
+	decoded := ConfigErrors{Problems: slices.Clone(probs.Problems)}
+	if verr, ok := errors.AsType[*ConfigErrors](cfg.Validate()); ok {
+		for _, p := range verr.Problems {
+			if decoded.failed(p.Field) {
+				continue // its value is the default; the file's was refused above
+			}
+			switch {
+			case slices.Contains(flagged, p.Field):
+				p.Source = "flag"
+			case d.lines[p.Field] > 0:
+				// As the file has it ("2h", not Go's "2h0m0s").
+				p.Line, p.Value = d.lines[p.Field], d.values[p.Field]
+			default:
+				p.Source = "default"
+			}
+			probs.Problems = append(probs.Problems, p)
+		}
+	}
+	// File order: a problem Validate found on line 3 comes before an
+	// unknown key on line 9; those from no line (defaults, flags) last.
+	slices.SortStableFunc(probs.Problems, func(a, b *ConfigError) int {
+		return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
+	})
+	return cfg, probs.err()
+}
+
+func lineOrLast(l int) int {
+	if l == 0 {
+		return 1 << 30
+	}
+	return l
+}
+
+// loadConfig is LoadConfig that also returns the decoder, which knows the
+// line and text of each value set in the file.
+func loadConfig(path string, mustExist bool) (FileConfig, *configDecoder, error) {
+	cfg := DefaultFileConfig()
+	d := &configDecoder{lines: map[string]int{}, values: map[string]string{}}
+	if path == "" {
+		return cfg, d, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !mustExist {
+		return cfg, d, nil
+	}
+	if err != nil {
+		return cfg, d, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("read config: %w", err))
+	}
+	d.decodeFile(b, &cfg)
+	d.probs.Path = path
+	return cfg, d, d.probs.err()
+}
+
+// configDecoder decodes a yaml.Node tree into a FileConfig, one field at
+// a time, keeping every problem and the line and text of every value.
+type configDecoder struct {
+	lines  map[string]int
+	values map[string]string
+	probs  ConfigErrors
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func (d *configDecoder) decodeFile(b []byte, cfg *FileConfig) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		p := &ConfigError{Err: fmt.Errorf("not valid YAML: %w", err)}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			p.Err = errors.New("not valid YAML: " + m[2])
+		}
+		d.probs.Problems = append(d.probs.Problems, p)
+		return
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return // empty, or comments only
+	}
+	d.decode("", doc.Content[0], reflect.ValueOf(cfg).Elem())
+}
+
+func (d *configDecoder) bad(n *yaml.Node, field, value string, err error) {
+	d.probs.Problems = append(d.probs.Problems, &ConfigError{Line: n.Line, Field: field, Value: value, Err: err})
+}
+
+var (
+	durationType    = reflect.TypeFor[time.Duration]()
+	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+)
+
+// decode sets v from n; field is v's path ("raft.heartbeat_timeout").
+func (d *configDecoder) decode(field string, n *yaml.Node, v reflect.Value) {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if field != "" {
+		d.lines[field], d.values[field] = n.Line, n.Value
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // `key:` with no value keeps the default, as yaml.v3 does
+	}
+	switch {
+	case v.Type() == durationType:
+		d.duration(field, n, v)
+		return
+	case reflect.PointerTo(v.Type()).Implements(unmarshalerType):
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			d.bad(n, field, n.Value, err)
+		}
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		d.mapping(field, n, v)
+	case reflect.Pointer:
+		nv := reflect.New(v.Type().Elem())
+		d.decode(field, n, nv.Elem())
+		v.Set(nv)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.bad(n, field, n.Value, errors.New("must be a list"))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.decode(fmt.Sprintf("%s[%d]", field, i), e, s.Index(i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode || v.Type().Key().Kind() != reflect.String {
+			d.bad(n, field, n.Value, errors.New("must be a mapping of names to values"))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			e := reflect.New(v.Type().Elem()).Elem()
+			d.decode(field+"."+n.Content[i].Value, n.Content[i+1], e)
+			m.SetMapIndex(reflect.ValueOf(n.Content[i].Value).Convert(v.Type().Key()), e)
+		}
+		v.Set(m)
+	default:
+		d.scalar(field, n, v)
+	}
+}
+
+// mapping decodes a struct from a YAML mapping: an unknown key is a
+// problem with a suggestion, a key given twice is a problem, and each
+// known key's value is decoded on its own.
+func (d *configDecoder) mapping(field string, n *yaml.Node, v reflect.Value) {
+	keys := yamlKeys(v.Type())
+	if n.Kind != yaml.MappingNode {
+		d.bad(n, field, n.Value, fmt.Errorf("must be a mapping with the keys %s", strings.Join(keys, ", ")))
+		return
+	}
+	prefix := ""
+	if field != "" {
+		prefix = field + "."
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		name := prefix + k.Value
+		if first, dup := seen[k.Value]; dup {
+			d.bad(k, name, "", fmt.Errorf("set twice (first at line %d); give each key once", first))
+			continue
+		}
+		seen[k.Value] = k.Line
+		idx := slices.Index(keys, k.Value)
+		if idx < 0 {
+			p := &ConfigError{Line: k.Line, Field: name, Err: errors.New("unknown key"), Hint: suggestKey(k.Value, prefix, keys)}
+			d.probs.Problems = append(d.probs.Problems, p)
+			continue
+		}
+		d.decode(name, val, v.Field(fieldIndex(v.Type(), k.Value)))
+	}
+}
+
+// duration decodes a Go duration string ("1s", "500ms", "1h30m"); a bare
+// number is refused with the reason, as yaml.v3 would read it as
+// nanoseconds.
+func (d *configDecoder) duration(field string, n *yaml.Node, v reflect.Value) {
+	if n.Kind != yaml.ScalarNode {
+		d.bad(n, field, "", errors.New("must be a duration such as 500ms, 30s, 5m or 1h"))
+		return
+	}
+	if n.Tag == "!!int" || n.Tag == "!!float" {
+		d.bad(n, field, n.Value, fmt.Errorf("a duration needs a unit, e.g. %ss (ns, us, ms, s, m, h)", n.Value))
+		return
+	}
+	t, err := time.ParseDuration(n.Value)
+	if err != nil {
+		d.bad(n, field, n.Value, errors.New("must be a duration such as 500ms, 30s, 5m or 1h"))
+		return
+	}
+	v.SetInt(int64(t))
+}
+
+// scalar decodes a string, number or boolean.
+func (d *configDecoder) scalar(field string, n *yaml.Node, v reflect.Value) {
+	want := map[reflect.Kind]string{reflect.String: "a single value (a string)", reflect.Bool: "true or false"}[v.Kind()]
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	}
+	if n.Kind != yaml.ScalarNode {
+		d.bad(n, field, "", fmt.Errorf("must be %s, not a %s", want, kindName(n.Kind)))
+		return
+	}
+	if err := n.Decode(v.Addr().Interface()); err != nil {
+		d.bad(n, field, n.Value, fmt.Errorf("must be %s", want))
+	}
+}
+
+func kindName(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.MappingNode:
+		return "mapping"
+	}
+	return "value"
+}
+
+// yamlName is a struct field's key in meshd.yaml.
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+// yamlKeys are the keys of struct type t, in field order.
+func yamlKeys(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && yamlName(f) != "-" {
+			out = append(out, yamlName(f))
+		}
+	}
+	return out
+}
+
+func fieldIndex(t reflect.Type, key string) int {
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && yamlName(f) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// allKeyPaths is every key path of FileConfig ("raft.heartbeat_timeout"),
+// for suggesting a key given at the wrong level.
+func allKeyPaths() []string {
+	var out []string
+	var walk func(prefix string, t reflect.Type)
+	walk = func(prefix string, t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || yamlName(f) == "-" {
+				continue
+			}
+			out = append(out, prefix+yamlName(f))
+			if f.Type.Kind() == reflect.Struct && f.Type != durationType {
+				walk(prefix+yamlName(f)+".", f.Type)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[FileConfig]())
+	return out
+}
+
+// suggestKey is the "did you mean" of an unknown key: the nearest key of
+// the same mapping (edit distance, a swap of two letters counting one), or
+// else a key of that name, or near it, elsewhere in the file's layout
+// ("heartbeat_timeout" at the top level: raft.heartbeat_timeout). Empty
+// when nothing is near.
+func suggestKey(key, prefix string, keys []string) string {
+	near := func(cand string) (int, bool) {
+		dist := editDistance(strings.ToLower(key), cand)
+		return dist, dist <= max(1, min(3, len(key)/3))
+	}
+	best, bestDist := "", 1<<30
+	for _, k := range keys {
+		if dist, ok := near(k); ok && dist < bestDist {
+			best, bestDist = prefix+k, dist
+		}
+	}
+	if best != "" {
+		return best
+	}
+	for _, p := range allKeyPaths() {
+		leaf := p[strings.LastIndex(p, ".")+1:]
+		if !strings.HasPrefix(p, prefix) || strings.Contains(p[len(prefix):], ".") {
+			if dist, ok := near(leaf); ok && dist < bestDist {
+				best, bestDist = p, dist
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of two adjacent letters
+// each count one.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range rb {
+		d[0][j+1] = j + 1
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}
