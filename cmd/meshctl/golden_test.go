@@ -1,0 +1,36 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the CLI contract goldens in testdata/")
+
+// checkGolden compares r (exit code, stdout, stderr) with
+// testdata/NAME.golden; -update rewrites the file.
+func checkGolden(t *testing.T, name string, r result) {
+	t.Helper()
+	got := fmt.Sprintf("exit %d\n-- stdout --\n%s-- stderr --\n%s", r.exit, r.stdout, r.stderr)
+	path := filepath.Join("testdata", strings.ReplaceAll(name, "/", "_")+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/meshctl -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s (go test ./cmd/meshctl -update rewrites it)\ngot:\n%s\nwant:\n%s", name, path, got, want)
+	}
+}
