@@ -16,9 +16,14 @@ var update = flag.Bool("update", false, "rewrite the CLI contract goldens in tes
 func checkGolden(t *testing.T, name string, r result) {
 	t.Helper()
 	got := fmt.Sprintf("exit %d\n-- stdout --\n%s-- stderr --\n%s", r.exit, r.stdout, r.stderr)
-	path := filepath.Join("testdata", strings.ReplaceAll(name, "/", "_")+".golden")
+	checkGoldenFile(t, filepath.Join("testdata", strings.ReplaceAll(name, "/", "_")+".golden"), got)
+}
+
+// checkGoldenFile compares got with the file at path; -update rewrites it.
+func checkGoldenFile(t *testing.T, path, got string) {
+	t.Helper()
 	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
@@ -31,6 +36,6 @@ func checkGolden(t *testing.T, name string, r result) {
 		t.Fatalf("%v (run go test ./cmd/meshctl -update)", err)
 	}
 	if got != string(want) {
-		t.Errorf("%s differs from %s (go test ./cmd/meshctl -update rewrites it)\ngot:\n%s\nwant:\n%s", name, path, got, want)
+		t.Errorf("%s differs from what the code gives (go test ./cmd/meshctl -update rewrites it)\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
