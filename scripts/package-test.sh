@@ -296,6 +296,8 @@ check "explain's remedy names the installed errors.md" fails_with "/usr/share/do
 check "the installed errors.md has explain's remedy for TKNCNS" C sh -c \
 	'r=$(meshctl explain TKNCNS | sed -n "s/^remedy: //p") && [ -n "$r" ] && grep -qF -- "$r" /usr/share/doc/meshd/errors.md'
 check "meshd.yaml(5) installed; names every key of /etc/meshd/meshd.yaml" configman
+check "the unit's Documentation= names meshd.yaml(5) and operations.md" has '"man:meshd\.yaml\(5\)" file:/usr/share/doc/meshd/operations\.md' \
+	C systemctl show -P Documentation meshd.service
 SCORE=$(C systemd-analyze security meshd.service | tail -1)
 note "systemd-analyze security (in the container): ${SCORE#→ }"
 
