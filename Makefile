@@ -66,14 +66,17 @@ mutate:
 
 # The main job: a real cluster in network namespaces with real TUN devices
 # (root). Without root it says so and shows the loopback-only flow instead.
+# First it installs what it needs (scripts/demo-deps.sh runs install-deps.sh,
+# as CI does, when a tool is missing, and says so).
 demo:
 	@if [ "$$(id -u)" = 0 ]; then \
-		set -o pipefail; MESHD_DEMO=1 $(GO) test -tags e2e -count=1 -v -run '^TestDemo$$' ./e2e \
+		./scripts/demo-deps.sh root && \
+		set -o pipefail && MESHD_DEMO=1 $(GO) test -tags e2e -count=1 -v -run '^TestDemo$$' ./e2e \
 			| grep -vE '^(=== RUN|--- PASS|PASS$$|ok )'; \
 	else \
 		echo "make demo: the overlay demo needs root (network namespaces, TUN devices)."; \
 		echo "make demo: showing init, admit and join on loopback instead (no overlay)."; \
-		$(MAKE) build && BIN=build ./scripts/demo.sh; \
+		./scripts/demo-deps.sh loopback && $(MAKE) build && BIN=build ./scripts/demo.sh; \
 	fi
 
 # Root-only end-to-end suite: one namespace per node, real TUN, real meshd.

@@ -39,14 +39,17 @@ package: build package-docs
 		$(NFPM) package -f $(PKGBUILD)/nfpm-rpm.yaml -p rpm -t $(PKG_RPM)
 	@cd $(DIST) && sha256sum $(notdir $(PKG_DEB)) $(notdir $(PKG_RPM))
 
-# Man pages and completion from the built meshctl; changelog.Debian.gz (a
+# Man pages and completion from the built meshctl (meshd.yaml.5 from the
+# commented config, the same file the packages install); changelog.Debian.gz (a
 # deb with a non-native version needs one); gzip -n: no name or time inside.
-# The nfpm configs used are nfpm.yaml with one rpm doc entry per man page,
+# The nfpm configs used are nfpm.yaml with one rpm doc entry per man page
+# and per document (README.md, docs/*.md: /usr/share/doc/meshd),
 # and for rpm an rpm changelog (nfpm's changelog is chglog YAML, which the
 # deb gets from changelog.Debian.gz instead).
 package-docs: build
 	rm -rf $(PKGBUILD) && mkdir -p $(PKGBUILD)/man $(PKGBUILD)/completion
-	env -u MESHD_SOCKET $(BIN)/meshctl gen-docs --man $(PKGBUILD)/man --completion $(PKGBUILD)/completion
+	env -u MESHD_SOCKET $(BIN)/meshctl gen-docs --man $(PKGBUILD)/man --completion $(PKGBUILD)/completion \
+		--config-doc packaging/config/meshd.yaml
 	gzip -9n $(PKGBUILD)/man/*
 	{ printf 'meshd (%s-1) unstable; urgency=medium\n\n' '$(PKG_VERSION)'; \
 	  printf '  * Package built from the meshd source tree, version %s.\n\n' '$(VERSION)'; \
@@ -55,6 +58,9 @@ package-docs: build
 	cd $(PKGBUILD)/man && for f in *.gz; do s=$${f%.gz}; s=$${s##*.}; \
 	  printf '  - src: $${MESHD_PKGBUILD}/man/%s\n    dst: /usr/share/man/man%s/%s\n    expand: true\n    type: doc\n    file_info: {mode: 0644}\n    packager: rpm\n' "$$f" "$$s" "$$f"; \
 	done > ../rpm-man.yaml
+	for f in README.md docs/*.md; do \
+	  printf '  - src: %s\n    dst: /usr/share/doc/meshd/%s\n    type: doc\n    file_info: {mode: 0644}\n    packager: rpm\n' "$$f" "$${f##*/}"; \
+	done >> $(PKGBUILD)/rpm-man.yaml
 	awk '/# @rpm-man-pages@/ { while ((getline l < "$(PKGBUILD)/rpm-man.yaml") > 0) print l; next } { print }' \
 	  nfpm.yaml > $(PKGBUILD)/nfpm-deb.yaml
 	core=$$(printf '%s' '$(PKG_VERSION)' | sed -E 's/^([0-9]+(\.[0-9]+){0,2}).*/\1/'); \

@@ -77,6 +77,9 @@ const (
 	// AlreadyRunning: another meshd holds this state dir or answers on
 	// this socket; the message names its PID.
 	AlreadyRunning Code = "X409308ALRRUN"
+	// AmbiguousCode: `meshctl explain` was given text that names more than
+	// one code (e.g. TKN); the detail lists them.
+	AmbiguousCode Code = "X400340AMBCOD"
 
 	// Files and config.
 	KeyPermissions Code = "X400401KEYPRM"
@@ -166,9 +169,10 @@ var table = map[Code]Info{
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},
 	BadRequest:        {400, "the request is malformed", "check the command's usage with --help"},
 	PermissionDenied:  {403, "this user may not do this: only root and members of the meshd group may connect to meshd or change it", "run as root (sudo), or add the user to the meshd group (`usermod -aG meshd USER`) and log in again so the new group takes effect"},
-	UnknownCode:       {404, "no such code", "list the codes in docs/errors.md"},
+	UnknownCode:       {404, "no such code", "list the codes with `meshctl explain --list`, or read /usr/share/doc/meshd/errors.md (docs/errors.md in the source)"},
 	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
 	AlreadyRunning:    {409, "another meshd is already running on this state dir or socket (the message names its PID)", "use the running meshd (`meshctl status`), or stop it first (`systemctl stop meshd`, or kill the PID named); two meshd must not share a state dir or a socket"},
+	AmbiguousCode:     {400, "the text given to `meshctl explain` names more than one code", "give more of the code: the whole code, its mnemonic (TKNCNS) or its number (X401004); the detail lists the codes it matched, `meshctl explain --list` all of them"},
 	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},

@@ -8,7 +8,9 @@
 # reload and SIGHUP) applies log_level and sends RELOADING/READY; the
 # watchdog restarts a meshd whose health probe fails; bad config or key
 # permissions stop meshd with the code and the field in the journal and the
-# state dir untouched; purge leaves nothing behind. Then rpm -i/-U/-e in the
+# state dir untouched; the documents (/usr/share/doc/meshd, the errors.md
+# `meshctl explain` names) and meshd.yaml(5) are installed; purge leaves
+# nothing behind. Then rpm -i/-U/-e in the
 # same container. It also rebuilds the packages to check they are
 # reproducible. Every check is printed with its time, and a summary of the
 # steps at the end.
@@ -253,6 +255,23 @@ active_pid() { # waits until meshd is active with a MainPID other than $1
 	return 1
 }
 status_json() { C meshctl status -o json; }
+# configman: `man 5 meshd.yaml` renders (or, without man in the container,
+# the installed page is roff with the right header), and names every key of
+# the installed /etc/meshd/meshd.yaml.
+configman() {
+	local page k
+	if C sh -c 'command -v man >/dev/null'; then
+		page=$(C env MANWIDTH=100 man 5 meshd.yaml 2>&1) || { echo "$page"; return 1; }
+		grep -qE '^MESHD\.YAML\(5\)' <<<"$page" || { echo "man 5 meshd.yaml: no MESHD.YAML(5) header:"; head -5 <<<"$page"; return 1; }
+	else
+		page=$(C zcat /usr/share/man/man5/meshd.yaml.5.gz) || return 1
+		head -1 <<<"$page" | grep -qE '^\.TH "MESHD\.YAML" "5" ' || { echo "not a section 5 page:"; head -3 <<<"$page"; return 1; }
+		grep -qF '\fBports.gossip\fR (default: \fB7946\fR)' <<<"$page" || { echo "no ports.gossip entry"; return 1; }
+	fi
+	for k in $(C sed -n 's/^#\([a-z_]*\):.*/\1/p' /etc/meshd/meshd.yaml); do
+		grep -q "$k" <<<"$page" || { echo "meshd.yaml(5) does not document $k"; return 1; }
+	done
+}
 
 # ---------------------------------------------------------------------------
 step "deb: install $PKG_VERSION"
@@ -272,6 +291,13 @@ check "state dir /var/lib/meshd 700 meshd:meshd" is "700 meshd:meshd" C stat -c 
 check "socket /run/meshd/meshd.sock 660 meshd:meshd" is "660 meshd:meshd" C stat -c '%a %U:%G' /run/meshd/meshd.sock
 check "conffile /etc/meshd/meshd.yaml registered" has "/etc/meshd/meshd.yaml [0-9a-f]{32}" C dpkg-query -W -f='${Conffiles}' meshd
 check "man pages and bash completion installed" C test -s /usr/share/man/man8/meshd.8.gz -a -s /usr/share/man/man1/meshctl.1.gz -a -s /usr/share/bash-completion/completions/meshctl
+check "docs in /usr/share/doc/meshd: README, errors, operations" C test -s /usr/share/doc/meshd/README.md -a -s /usr/share/doc/meshd/errors.md -a -s /usr/share/doc/meshd/operations.md
+check "explain's remedy names the installed errors.md" fails_with "/usr/share/doc/meshd/errors\.md" C meshctl explain NOPENO
+check "the installed errors.md has explain's remedy for TKNCNS" C sh -c \
+	'r=$(meshctl explain TKNCNS | sed -n "s/^remedy: //p") && [ -n "$r" ] && grep -qF -- "$r" /usr/share/doc/meshd/errors.md'
+check "meshd.yaml(5) installed; names every key of /etc/meshd/meshd.yaml" configman
+check "the unit's Documentation= names meshd.yaml(5) and operations.md" has '"man:meshd\.yaml\(5\)" file:/usr/share/doc/meshd/operations\.md' \
+	C systemctl show -P Documentation meshd.service
 SCORE=$(C systemd-analyze security meshd.service | tail -1)
 note "systemd-analyze security (in the container): ${SCORE#→ }"
 
@@ -420,6 +446,8 @@ PID=$(mainpid)
 check "READY=1 (PID $PID)" notified "$PID" "READY=1"
 check "meshctl status: unjoined, version $V1" hasF "\"version\": \"$V1\"" status_json
 check "%config(noreplace): rpm -qc lists meshd.yaml" has "^/etc/meshd/meshd.yaml$" C rpm -qc meshd
+check "rpm -qd: errors.md and meshd.yaml.5 are %doc" has "^/usr/share/doc/meshd/errors.md$" C sh -c \
+	'rpm -qd meshd | grep -x /usr/share/man/man5/meshd.yaml.5.gz >/dev/null && rpm -qd meshd'
 check "edit the config" C sed -i 's/^#log_format: text$/log_format: text # edited by pkgtest/' /etc/meshd/meshd.yaml
 mark
 check "rpm -U --nodeps meshd-${V2}.x86_64.rpm" C rpm -U --nodeps /pkgs/v2.rpm

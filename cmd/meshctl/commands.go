@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/localclient"
-	"github.com/meshd/meshd/codes"
 )
 
 func (a *app) rootCommand() *cobra.Command {
@@ -25,7 +23,7 @@ func (a *app) rootCommand() *cobra.Command {
 		Args:          cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if len(argv) > 0 {
-				return usageError{fmt.Errorf("unknown command %q", argv[0])}
+				return unknownCommand(cmd, argv[0])
 			}
 			return cmd.Help()
 		},
@@ -36,6 +34,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
 	root.AddCommand(a.versionCommand()) // version.go
+	a.wireCompletion(root)              // completion.go: dynamic completion, "did you mean"
 	return root
 }
 
@@ -168,22 +167,6 @@ func (a *app) admitCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&req.Approve, "approve", false, "the join waits until an operator approves the code the new machine shows (`meshctl approve NAME CODE`)")
 	a.addOutput(cmd)
 	return cmd
-}
-
-func (a *app) explainCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "explain CODE",
-		Short: "Explain an error or event code (works offline)",
-		Args:  args(cobra.ExactArgs(1)),
-		RunE: func(_ *cobra.Command, argv []string) error {
-			c, info, ok := codes.Lookup(strings.ToUpper(strings.TrimSpace(argv[0])))
-			if !ok {
-				return codes.Errorf(codes.UnknownCode, "%q is not a meshd code", argv[0])
-			}
-			a.out.Printf("%s (status %d)\ncause:  %s\nremedy: %s\n", c, info.Status, info.Cause, info.Remedy)
-			return nil
-		},
-	}
 }
 
 func (a *app) warn(ws []apitype.Warning) {

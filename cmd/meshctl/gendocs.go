@@ -19,7 +19,7 @@ import (
 // completion for meshctl. The output depends only on the code, the version
 // and $SOURCE_DATE_EPOCH, so package builds stay reproducible.
 func (a *app) genDocsCommand() *cobra.Command {
-	var manDir, complDir string
+	var manDir, complDir, configDoc string
 	cmd := &cobra.Command{
 		Use:    "gen-docs --man DIR --completion DIR",
 		Short:  "Write man pages and shell completion files (for packaging)",
@@ -35,6 +35,9 @@ func (a *app) genDocsCommand() *cobra.Command {
 				if err := genMan(root, manDir); err != nil {
 					return err
 				}
+				if err := genConfigMan(manDir, configDoc); err != nil { // configman.go
+					return err
+				}
 			}
 			if complDir != "" {
 				if err := genCompletion(root, complDir); err != nil {
@@ -46,6 +49,7 @@ func (a *app) genDocsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&manDir, "man", "", "directory for meshctl*.1 and meshd.8")
 	cmd.Flags().StringVar(&complDir, "completion", "", "directory for meshctl.bash, _meshctl (zsh) and meshctl.fish")
+	cmd.Flags().StringVar(&configDoc, "config-doc", "", "the commented config file (packaging/config/meshd.yaml) to render as meshd.yaml.5 in the --man directory")
 	return cmd
 }
 

@@ -39,7 +39,8 @@ func (a *app) joinCommand() *cobra.Command {
 			"A token minted with `meshctl admit NAME --approve` makes the join wait after it has verified the cluster: " +
 			"it prints a 6-digit code and goes on once an operator runs `meshctl approve NAME CODE` on a control node " +
 			"with that code, or fails when the token expires. With -o json each line of the join is a JSON object " +
-			"(step, warning, approval with the code, and finally result).",
+			"as it happens (step, warning, approval with the code), and the last one is the result, or on a failure " +
+			"error (code, cause, remedy, detail; stderr and the exit code as without -o json).",
 		Example: "  meshctl join --plan --token-file /root/w1.token   # every preflight check; the token stays unused\n" +
 			"  meshctl join --token-file /root/w1.token\n" +
 			"  meshctl join --token-file - < /root/w1.token\n" +
@@ -61,7 +62,7 @@ func (a *app) joinCommand() *cobra.Command {
 			}
 			res, err := a.client().Join(cmd.Context(), req, func(l apitype.JoinLine) { a.printJoinLine(l, asJSON) })
 			if err != nil {
-				return err
+				return a.joinFailed(err, asJSON) // joinjson.go
 			}
 			if asJSON {
 				a.printJoinLine(apitype.JoinLine{Result: res}, true)

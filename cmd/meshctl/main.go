@@ -47,22 +47,30 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
-	return report(stderr, err)
+	help := root.CommandPath()
+	if cmd != nil {
+		help = cmd.CommandPath() // a usage error points at the subcommand's help
+	}
+	return reportFor(stderr, err, help)
 }
 
 // report prints err the way every meshctl failure is printed: the code and
 // cause first, then the remedy, then any detail; it returns the exit code.
 // The code, cause, remedy and detail may all come from meshd (or a node
 // behind it) and are cleaned like every other printed value.
-func report(stderr io.Writer, err error) int {
+func report(stderr io.Writer, err error) int { return reportFor(stderr, err, "meshctl") }
+
+// reportFor is report for a failure of the command at path (e.g. "meshctl
+// remove"), whose help a usage error points at.
+func reportFor(stderr io.Writer, err error, path string) int {
 	p := printer{stderr}
 	var u usageError
 	if errors.As(err, &u) {
-		p.Printf("usage: %v\nrun 'meshctl --help' for usage\n", u.err)
+		p.Printf("usage: %v\nrun '%s --help' for usage\n", u.err, path)
 		return exitUsage
 	}
 	c := codes.OrInternal(err)
