@@ -35,6 +35,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
+	root.AddCommand(a.pingCommand()) // ping.go
 	return root
 }
 
