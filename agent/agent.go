@@ -67,6 +67,9 @@ type Agent struct {
 	refusedFacts *nodeFacts
 
 	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
+	// reloaded is the firewall and MTU of the last reload (firewall.go),
+	// nil before one; guarded by mu.
+	reloaded *overlayPolicy
 
 	// finishing serialises step 10 of a join (finishJoin): the join
 	// itself, the same join run again, and a restart that resumes it.

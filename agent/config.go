@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
 )
@@ -37,8 +38,7 @@ type FileConfig struct {
 	TunDevice   string      `yaml:"tun_device"`   // kernel TUN device name
 	// OverlayMTU is the TUN device's MTU (kernel mode): 576-9001, default
 	// 1300. It must leave room for Nebula's 60 bytes of overhead inside
-	// the underlay's MTU. Like every field but log_level, a change takes
-	// effect at the next start (a reload answers RestartNeeded).
+	// the underlay's MTU. A reload applies a change (firewall.go).
 	OverlayMTU int `yaml:"overlay_mtu"`
 	// OverlayRoutines is Nebula's routines, the reader/writer pairs on
 	// the TUN device and the UDP socket: 1-64 (mesh.MaxRoutines), default
@@ -67,6 +67,8 @@ type FileConfig struct {
 	// refuses an enroll request whose claimed time is further off. Past
 	// 30 s the join goes on with a warning. 5s-1h, default 5m.
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Firewall is the overlay firewall (firewall.go); reloadable.
+	Firewall FirewallConfig `yaml:"firewall"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -123,6 +125,7 @@ func DefaultFileConfig() FileConfig {
 		TunDevice:         "meshd0",
 		OverlayMTU:        mesh.DefaultMTU,
 		OverlayRoutines:   mesh.DefaultRoutines,
+		Firewall:          defaultFirewall(),
 		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
 
@@ -294,6 +297,16 @@ func (c FileConfig) Validate() error {
 	}
 	if c.Ports.Nebula == c.Ports.Gossip && !failed("ports.nebula", "ports.gossip") {
 		bad("ports.nebula", fmt.Sprint(c.Ports.Nebula), errors.New("must differ from ports.gossip (both are UDP listeners)"))
+	}
+	if err := c.Firewall.validate(); err != nil {
+		// One problem, the first bad rule, under its direction's
+		// list key (which has a line in the file); the code says which
+		// check refused it.
+		field := "firewall"
+		if fe, ok := errors.AsType[*mesh.FirewallError](err); ok {
+			field += "." + strings.SplitN(fe.Field, "[", 2)[0]
+		}
+		bad(field, "", fmt.Errorf("%w (%s)", err, codes.Of(err)))
 	}
 	if c.Raft.LeaderLease > c.Raft.HeartbeatTimeout && !failed("raft.leader_lease", "raft.heartbeat_timeout") {
 		bad("raft.leader_lease", c.Raft.LeaderLease.String(), errors.New("must not exceed raft.heartbeat_timeout"))

@@ -215,7 +215,15 @@ func (d *configDecoder) decode(field string, n *yaml.Node, v reflect.Value) {
 		d.lines[field], d.values[field] = n.Line, n.Value
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-		return // `key:` with no value keeps the default, as yaml.v3 does
+		// `key:` with no value, as yaml.v3 reads it: a list, mapping or
+		// pointer becomes nil (which Validate may refuse: a firewall
+		// list written empty by mistake is not any/any), a scalar keeps
+		// the default.
+		switch v.Kind() {
+		case reflect.Slice, reflect.Map, reflect.Pointer, reflect.Interface:
+			v.Set(reflect.Zero(v.Type()))
+		}
+		return
 	}
 	switch {
 	case v.Type() == durationType:

@@ -2,31 +2,11 @@ package agent
 
 import (
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
-
-// yamlKeys lists the dotted paths of every key t (a config struct) takes,
-// nested structs included (ports.gossip); a duration, list or map is one key.
-func yamlKeys(t reflect.Type, prefix string) []string {
-	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		key := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if key == "" || key == "-" {
-			continue
-		}
-		out = append(out, prefix+key)
-		if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) && f.Type != reflect.TypeOf(time.Time{}) {
-			out = append(out, yamlKeys(f.Type, prefix+key+".")...)
-		}
-	}
-	return out
-}
 
 // TestConfigDocKeys: the commented config the packages install (and from
 // which meshd.yaml(5) is generated, cmd/meshctl TestConfigManPage)
@@ -51,7 +31,7 @@ func TestConfigDocKeys(t *testing.T) {
 		parents = append(parents[:depth], m[2])
 		documented = append(documented, strings.Join(parents, "."))
 	}
-	known := yamlKeys(reflect.TypeOf(FileConfig{}), "")
+	known := allKeyPaths() // configcheck.go: the checker's own list
 	if len(known) < 30 {
 		t.Fatalf("only %d keys found in FileConfig", len(known))
 	}

@@ -26,7 +26,8 @@ func (c FileConfig) meshBase(f *nodeFacts) mesh.Config {
 	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
 	m.AmLighthouse = f.Role == pki.RoleControl
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
-	m.MTU, m.Routines = c.OverlayMTU, c.OverlayRoutines
+	m.Routines = c.OverlayRoutines
+	c.overlayPolicy().apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never
 	// advertises loopback addresses, so on loopback it advertises nothing
 	// and lighthouses use the address they observe.

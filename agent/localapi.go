@@ -33,6 +33,7 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathCARestore, a.write(a.handleCARestore))
 	mux.HandleFunc("POST "+apitype.PathCARotate, a.write(a.handleCARotate)) // carotation.go
 	mux.HandleFunc("GET "+apitype.PathCAStatus, a.handleCAStatus)
+	mux.HandleFunc("POST "+apitype.PathPing, a.handlePing) // ping.go
 	return a.guard(mux)
 }
 

@@ -24,7 +24,7 @@ type ReloadableConfig struct {
 }
 
 // reloadableFields are the yaml names of ReloadableConfig's fields.
-var reloadableFields = []string{"log_level"}
+var reloadableFields = append([]string{"log_level"}, reloadableOverlay...)
 
 // Reloadable returns the reloadable subset of c.
 func (c FileConfig) Reloadable() ReloadableConfig {
@@ -78,7 +78,8 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 		applied = append(applied, "log_level")
 	}
 
-	var ws []apitype.Warning
+	overlay, ws := a.reloadOverlay(next) // firewall and overlay_mtu (firewall.go)
+	applied = append(applied, overlay...)
 	if len(restart) > 0 {
 		ws = append(ws, apitype.Warning{Code: codes.RestartNeeded,
 			Detail: "changed, not applied until restart: " + strings.Join(restart, ", ")})

@@ -49,6 +49,8 @@ type runtime struct {
 
 	// overlay and membership
 	meshBase    mesh.Config // from meshd.yaml and the facts; meshConfig adds identity and peers
+	policyMu    sync.Mutex
+	overlay     overlayPolicy // firewall and MTU in force (firewall.go), guarded by policyMu
 	mesh        *mesh.Mesh
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
@@ -91,7 +93,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	}
 	loadHeld(dir, live, a.log) // a CA rotation's leaf under the old CA (carotation.go)
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.meshBase(facts), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
+		meshBase: a.cfg.meshBase(facts), overlay: a.startPolicy(), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
 		ca:       caFollow{wake: make(chan struct{}, 1)},
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {

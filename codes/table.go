@@ -106,6 +106,10 @@ const (
 	CARotationStalled Code = "X504239CAROTS"
 	RevocationPending Code = "X200507RVKPND"
 	TunUnavailable    Code = "X503508TUNDEV"
+	// Overlay firewall, node groups and ping (issue 14 item 9).
+	FirewallRule Code = "X400520FWRULE"
+	BadGroup     Code = "X400521BADGRP"
+	PingLost     Code = "X504522PNGLST"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -191,6 +195,10 @@ var table = map[Code]Info{
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},
 	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
 	TunUnavailable:      {503, "the overlay's TUN device cannot be created (kernel mode)", "load the tun module (`modprobe tun`), run meshd with CAP_NET_ADMIN and /dev/net/tun (the packaged unit does), or set overlay_mode: userspace"},
+
+	FirewallRule: {400, "a firewall rule in meshd.yaml is invalid (port, proto, host, group, groups or cidr)", "fix the rule named in the message (see docs/operations.md, Overlay firewall); the running firewall was not changed"},
+	BadGroup:     {400, "the node group name is not valid or is reserved", "use 1-32 of a-z, 0-9 and '-', starting with a letter; control, worker and any are reserved (every certificate carries its role as a group)"},
+	PingLost:     {504, "no probe to the node was answered over the overlay", "check that the node runs (`meshctl nodes`), that UDP 4242 is open between the nodes, and that the node's firewall.inbound allows TCP to its gossip port from this node"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 

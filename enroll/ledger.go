@@ -49,6 +49,10 @@ type TokenRecord struct {
 	// --approve`, approval.go); Approval is its state.
 	Approve  bool     `json:"approve,omitempty"`
 	Approval Approval `json:"approval,omitzero"`
+	// Groups are node groups the node's Nebula certificate carries after
+	// its role (`meshctl admit NAME --group G`); the admission copies them
+	// into the node's record.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Consumed reports whether the token has been used.

@@ -100,6 +100,12 @@ type Config struct {
 	// needs a restart.
 	Routines int
 
+	// Inbound and Outbound are the overlay firewall (firewall.inbound,
+	// firewall.outbound): Nebula drops what no rule allows. DefaultConfig
+	// sets AnyAny for both; an empty list drops everything. Reload
+	// applies a change live.
+	Inbound, Outbound []FirewallRule
+
 	// Fast shortens Nebula's timers for tests: connection_alive_interval
 	// and pending_deletion_interval 2 s, lighthouse.interval 1 s.
 	Fast bool
@@ -116,6 +122,8 @@ func DefaultConfig() Config {
 		MTU:          DefaultMTU,
 		Routines:     DefaultRoutines,
 		SocketBuffer: DefaultSocketBuffer,
+		Inbound:      AnyAny(),
+		Outbound:     AnyAny(),
 	}
 }
 
@@ -140,9 +148,13 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // hold blocks of the right kind, addresses and ports are valid, names fit.
 // Start and Reload additionally check that the certificate chains to the
 // CA, is current, is not blocklisted and matches the key. The error
-// carries codes.ConfigInvalid and a *ConfigError.
+// carries codes.ConfigInvalid and a *ConfigError, or for a bad firewall
+// rule codes.FirewallRule and a *FirewallError.
 func (c Config) Validate() error {
 	if err := c.validate(); err != nil {
+		if codes.Of(err) != "" { // a firewall rule: codes.FirewallRule
+			return err
+		}
 		return codes.Wrap(codes.ConfigInvalid, err)
 	}
 	return nil
@@ -221,6 +233,14 @@ func (c Config) validate() error {
 	}
 	if c.SocketBuffer < 0 {
 		return bad("SocketBuffer", fmt.Sprint(c.SocketBuffer), "negative")
+	}
+	for _, fw := range []struct {
+		dir   string
+		rules []FirewallRule
+	}{{"inbound", c.Inbound}, {"outbound", c.Outbound}} {
+		if err := CheckFirewall(fw.dir, fw.rules); err != nil {
+			return err
+		}
 	}
 	for i, p := range c.LocalAllowList {
 		if !p.IsValid() {

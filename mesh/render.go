@@ -59,22 +59,11 @@ type nebulaTun struct {
 	MTU int    `yaml:"mtu"`
 }
 
-// nebulaFirewall is the overlay firewall. Nebula drops anything no rule
-// allows; extend it with group rules here when roles need to differ.
+// nebulaFirewall is the overlay firewall (Config.Inbound, Config.Outbound).
+// Nebula drops anything no rule allows.
 type nebulaFirewall struct {
-	Outbound []firewallRule `yaml:"outbound"`
-	Inbound  []firewallRule `yaml:"inbound"`
-}
-
-// firewallRule is one Nebula firewall rule. Host "any" matches every peer
-// whose certificate the CA pool accepts (signed by the cluster CA, current,
-// not blocklisted); Groups narrows a rule to certificates carrying all of
-// the groups.
-type firewallRule struct {
-	Port   string   `yaml:"port"`
-	Proto  string   `yaml:"proto"`
-	Host   string   `yaml:"host,omitempty"`
-	Groups []string `yaml:"groups,omitempty"`
+	Outbound []FirewallRule `yaml:"outbound"`
+	Inbound  []FirewallRule `yaml:"inbound"`
 }
 
 type nebulaTimers struct {
@@ -88,11 +77,17 @@ type nebulaLogging struct {
 	DisableTimestamp bool   `yaml:"disable_timestamp"`
 }
 
-// clusterFirewall is meshd's policy for now: every holder of a valid
-// cluster certificate may reach every port, both ways.
-func clusterFirewall() nebulaFirewall {
-	all := []firewallRule{{Port: "any", Proto: "any", Host: "any"}}
-	return nebulaFirewall{Outbound: all, Inbound: slices.Clone(all)}
+// firewall is c's firewall as Nebula reads it; nil renders as an empty
+// list (drop everything), never as a missing key.
+func firewall(c Config) nebulaFirewall {
+	fw := nebulaFirewall{Outbound: slices.Clone(c.Outbound), Inbound: slices.Clone(c.Inbound)}
+	if fw.Outbound == nil {
+		fw.Outbound = []FirewallRule{}
+	}
+	if fw.Inbound == nil {
+		fw.Inbound = []FirewallRule{}
+	}
+	return fw
 }
 
 // Render returns the Nebula YAML for c, after Validate. The same Config
@@ -150,7 +145,7 @@ func Render(c Config) (string, error) {
 		},
 		Punchy:   nebulaPunchy{Punch: true, Respond: true},
 		Tun:      tun,
-		Firewall: clusterFirewall(),
+		Firewall: firewall(c),
 		Timers:   timers,
 		Routines: c.Routines,
 		Cipher:   "aes",

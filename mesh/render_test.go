@@ -70,6 +70,7 @@ func goldenCases() map[string]Config {
 		"lighthouse": lighthouse,
 		"blocklist":  blocklist,
 		"userspace":  userspace,
+		"firewall":   goldenFirewall(),
 	}
 }
 

@@ -24,7 +24,11 @@ type Node struct {
 	Client *localclient.Client
 	Clock  *Clock
 
-	cfg    agent.FileConfig
+	cfg agent.FileConfig
+	// file is what a reload reads as the config file (SetConfigFile);
+	// it starts as cfg.
+	fileMu sync.Mutex
+	file   agent.FileConfig
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
@@ -50,7 +54,7 @@ func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*agent
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	n := &Node{Name: name, IP: ip, Dir: cfg.StateDir, Socket: cfg.Socket, Clock: clock, cfg: cfg,
+	n := &Node{Name: name, IP: ip, Dir: cfg.StateDir, Socket: cfg.Socket, Clock: clock, cfg: cfg, file: cfg,
 		logs: &syncBuffer{}, Client: &localclient.Client{Socket: cfg.Socket, Version: "test"}}
 	n.Start(t)
 	t.Cleanup(func() {
@@ -79,7 +83,11 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
 	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true), LogOutput: n.logs,
-		Now: n.Clock.Now, Version: "test"})
+		Now: n.Clock.Now, Version: "test", ReadConfig: func() (agent.FileConfig, error) {
+			n.fileMu.Lock()
+			defer n.fileMu.Unlock()
+			return n.file, nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +117,14 @@ func (n *Node) Stop(t testing.TB) {
 		t.Errorf("%s did not stop within 20s", n.Name)
 	}
 	n.cancel = nil
+}
+
+// SetConfigFile edits what the agent's next reload reads as its config
+// file (the running config is not changed until then).
+func (n *Node) SetConfigFile(edit func(*agent.FileConfig)) {
+	n.fileMu.Lock()
+	defer n.fileMu.Unlock()
+	edit(&n.file)
 }
 
 // Logs returns everything the agent logged.

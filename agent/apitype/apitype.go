@@ -179,6 +179,8 @@ type Node struct {
 	// LastSeen is, for a node not alive in gossip, when the answering
 	// control node saw it fail or leave; zero when it never saw that.
 	LastSeen time.Time `json:"last_seen,omitzero"`
+	// Groups are the node groups it was admitted with (`admit --group`).
+	Groups []string `json:"groups,omitempty"`
 }
 
 // RemoveRequest is POST /v0/nodes/{name}/remove's optional body.
@@ -287,6 +289,10 @@ type AdmitRequest struct {
 	// Approve: the join waits until an operator approves it with the code
 	// the joiner shows (`meshctl approve NAME CODE`).
 	Approve bool `json:"approve,omitempty"`
+	// Groups are node groups the node's Nebula certificate carries after
+	// its role (`--group G`, repeatable; pki.CheckNodeGroups), for
+	// firewall rules.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // AdmitResponse answers POST /v0/admit.
@@ -303,6 +309,8 @@ type AdmitResponse struct {
 	Reuses string `json:"reuses,omitempty"`
 	// Approve says the join needs an operator's approval.
 	Approve bool `json:"approve,omitempty"`
+	// Groups are the node groups the token admits the node into.
+	Groups []string `json:"groups,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.

@@ -189,7 +189,7 @@ func TestNodeJSON(t *testing.T) {
 				t.Errorf("cert_expires = %v, want %v", got.CertExpires, tt.n.CertExpires)
 			}
 			got.CertExpires = tt.n.CertExpires
-			if got != tt.n {
+			if !reflect.DeepEqual(got, tt.n) {
 				t.Errorf("round trip = %+v, want %+v", got, tt.n)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -40,6 +41,9 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err := enroll.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
+	if err := pki.CheckNodeGroups(req.Groups); err != nil {
+		return nil, err
+	}
 	if req.Addr != "" {
 		ip, err := netip.ParseAddr(req.Addr)
 		if err != nil {
@@ -71,6 +75,7 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	rec := enroll.TokenRecord{
 		Hash: secret.Hash(), Name: req.Name, Role: role, Addr: req.Addr,
 		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID, Approve: req.Approve,
+		Groups: req.Groups,
 	}
 	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: p.Seeds(), Name: req.Name,
 		Role: role, Expires: rec.Expires, Secret: secret}
@@ -87,10 +92,10 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		return nil, err
 	}
 	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
-		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "actor", actor)
+		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "groups", strings.Join(req.Groups, ","), "actor", actor)
 	return &apitype.AdmitResponse{
 		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
-		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve,
+		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups,
 	}, nil
 }
 

@@ -58,7 +58,7 @@ func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) 
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
 	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: p.cfg.NebulaLifetime}, p.now())
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: p.cfg.NebulaLifetime}, p.now())
 }
 
 // admittedFor returns the record of the joining node req names and the

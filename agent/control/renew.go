@@ -57,7 +57,7 @@ func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now 
 		return err
 	}
 	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: []string{string(n.Role)}, Lifetime: lifetime}, now)
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}

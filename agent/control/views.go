@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/raftnode"
@@ -55,7 +56,7 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	row := apitype.Node{
 		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
 		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
-		CertExpires: n.TLSExpires, Version: n.Version, Cause: n.Cause,
+		CertExpires: n.TLSExpires, Version: n.Version, Cause: n.Cause, Groups: slices.Clone(n.Groups),
 	}
 	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
 		row.CertExpires = n.NebulaExpires

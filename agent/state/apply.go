@@ -80,6 +80,9 @@ func (s *Snapshot) mintToken(c MintToken) error {
 	if err := enroll.CheckTTL(r.Expires.Sub(r.Created)); err != nil {
 		return err
 	}
+	if err := pki.CheckNodeGroups(r.Groups); err != nil {
+		return err
+	}
 	if r.Addr != "" {
 		if _, err := netip.ParseAddr(r.Addr); err != nil {
 			return codes.Wrap(codes.BadRequest, fmt.Errorf("mint token: bound address %q: %w", r.Addr, err))
@@ -165,6 +168,7 @@ func (s *Snapshot) admit(c Admit) error {
 	}
 
 	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, rec.Name, rec.Role, ip
+	n.Groups = slices.Clone(rec.Groups)
 	n.State = NodeJoining
 	if v1 {
 		n.State = NodeActive

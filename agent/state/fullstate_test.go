@@ -160,7 +160,19 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: RotateCA{Step: CAReissue, Next: next1.Fingerprint().String(), At: t0.Add(7 * time.Minute), Actor: "uid:0"}},
 		{cmd: RotateCA{Step: CAFinish, Next: next1.Fingerprint().String(), At: t0.Add(8 * time.Minute), Actor: "node:n-c17"}},
 		{cmd: rotateBegin(t, next2, true)},
+		// Issue 14: node groups carried by a token into the node's record;
+		// a role name as a node group is refused.
+		{cmd: MintToken{Record: groupRecord(18, "w18", "control"), Actor: "uid:0"}, want: codes.BadGroup},
+		{cmd: MintToken{Record: groupRecord(18, "w18", "db", "eu-west"), Actor: "uid:0"}},
+		{cmd: admitCmd(18, "n-w18", "w18", pki.RoleWorker, "10.42.0.18")},
 	}
+}
+
+// groupRecord is tokenRecord for a token minted with --group.
+func groupRecord(seed byte, name string, groups ...string) enroll.TokenRecord {
+	r := tokenRecord(seed, name, pki.RoleWorker)
+	r.Groups = groups
+	return r
 }
 
 // approveRecord is tokenRecord for a token minted with --approve.

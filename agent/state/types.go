@@ -108,7 +108,10 @@ type Node struct {
 	// Prior is the state a reused record was in before the admission that
 	// reused it (left, removed or failed); an abort puts it back. Empty
 	// for a record admitted fresh.
-	Prior   NodeState `json:"prior,omitempty"`
+	Prior NodeState `json:"prior,omitempty"`
+	// Groups are the node groups from the token that admitted it: its
+	// Nebula certificates carry its role, then these (pki.NebulaGroups).
+	Groups  []string  `json:"groups,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
 	root.AddCommand(a.versionCommand()) // version.go
+	root.AddCommand(a.pingCommand())    // ping.go
 	a.wireCompletion(root)              // completion.go: dynamic completion, "did you mean"
 	return root
 }
@@ -146,10 +148,16 @@ func (a *app) admitCommand() *cobra.Command {
 				if resp.Approve {
 					out["approve"] = true
 				}
+				if len(resp.Groups) > 0 {
+					out["groups"] = resp.Groups
+				}
 				return a.printJSON(out)
 			}
 			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 				resp.Expires.Local().Format(time.RFC3339), resp.ID)
+			if len(resp.Groups) > 0 {
+				a.out.Printf("node groups: %s (its Nebula certificate carries %s and these, for firewall rules)\n", strings.Join(resp.Groups, ", "), resp.Role)
+			}
 			if resp.Reuses != "" {
 				a.out.Println(resp.Reuses)
 			}
@@ -164,6 +172,7 @@ func (a *app) admitCommand() *cobra.Command {
 	cmd.Flags().StringVar(&role, "role", "worker", "role to admit: worker or control")
 	cmd.Flags().DurationVar(&req.TTL, "ttl", 15*time.Minute, "token lifetime (at most 1h)")
 	cmd.Flags().StringVar(&req.Addr, "addr", "", "bind the token to the joiner's source IP as the control node sees it")
+	cmd.Flags().StringArrayVar(&req.Groups, "group", nil, "put the node in node group `G` (repeatable): its Nebula certificate carries it, for firewall rules")
 	cmd.Flags().BoolVar(&req.Approve, "approve", false, "the join waits until an operator approves the code the new machine shows (`meshctl approve NAME CODE`)")
 	a.addOutput(cmd)
 	return cmd

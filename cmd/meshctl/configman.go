@@ -27,7 +27,13 @@ var (
 	configKeyLine = regexp.MustCompile(`^#((?:  )*)([a-z][a-z0-9_]*):(?: (.*))?$`)
 	trailingNote  = regexp.MustCompile(`^(.*?)\s+#\s+(.*)$`)
 	backquoted    = regexp.MustCompile("`([^`]+)`")
+	// configListItem is an item of a key's list default ("#    - {...}").
+	configListItem = regexp.MustCompile(`^#(?:  )+- (.*)$`)
 )
+
+// preformatted starts a prose paragraph kept line by line (an example
+// indented by three spaces or more in the file).
+const preformatted = "\x00"
 
 // configKey is one documented key: its dotted path, default and note.
 type configKey struct{ path, value, note string }
@@ -93,7 +99,33 @@ func parseConfigDoc(src []byte) (header []string, groups []configGroup, err erro
 				k.value, k.note = t[1], t[2]
 			}
 			cur.keys = append(cur.keys, k)
+		case configListItem.MatchString(line) && cur != nil && len(cur.keys) > 0 && para.Len() == 0 && len(prose) == 0:
+			// A list default, under the key above it: [a, b].
+			k := &cur.keys[len(cur.keys)-1]
+			item := configListItem.FindStringSubmatch(line)[1]
+			if k.value == "" {
+				k.value = "[" + item + "]"
+			} else {
+				k.value = strings.TrimSuffix(k.value, "]") + ", " + item + "]"
+			}
+		case strings.HasPrefix(line, "#   "):
+			// An example in the prose, kept as written.
+			if cur != nil && len(cur.keys) > 0 {
+				cur = nil
+			}
+			if para.Len() > 0 && !strings.HasPrefix(para.String(), preformatted) {
+				flushPara()
+			}
+			if para.Len() == 0 {
+				para.WriteString(preformatted)
+			} else {
+				para.WriteByte('\n')
+			}
+			para.WriteString(strings.TrimPrefix(line, "#   "))
 		case strings.HasPrefix(line, "# "):
+			if strings.HasPrefix(para.String(), preformatted) {
+				flushPara()
+			}
 			if cur != nil && len(cur.keys) > 0 {
 				cur = nil // prose after keys starts the next group
 			}
@@ -171,7 +203,15 @@ func configManPage(src []byte, date time.Time, source string) ([]byte, error) {
 			if body {
 				w(".IP\n")
 			}
-			w("%s\n", roff(p))
+			if ex, ok := strings.CutPrefix(p, preformatted); ok {
+				w(".nf\n")
+				for _, l := range strings.Split(ex, "\n") {
+					w("%s\n", roff(l))
+				}
+				w(".fi\n")
+			} else {
+				w("%s\n", roff(p))
+			}
 			body = true
 		}
 	}

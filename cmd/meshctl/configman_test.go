@@ -77,7 +77,8 @@ func TestConfigManPage(t *testing.T) {
 func TestParseConfigDoc(t *testing.T) {
 	src := "# head one\n# head two\n#\n# para two\n\n" +
 		"# Prose of a.\n#a: 1\n# Prose of b,\n# on two lines.\n#b: x  # b's note\n\n" +
-		"#sect:\n#  inner: 2s\n#  deep:\n#    leaf: y\n"
+		"#sect:\n#  inner: 2s\n#  deep:\n#    leaf: y\n\n" +
+		"# Lists, e.g.\n#   l:\n#     - 1\n#list:\n#  l:\n#    - {p: 1}\n#    - {p: 2}\n"
 	head, groups, err := parseConfigDoc([]byte(src))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,8 @@ func TestParseConfigDoc(t *testing.T) {
 		}
 		got = append(got, strings.Join(g.prose, "|")+": "+strings.Join(ks, ", "))
 	}
-	want := []string{"Prose of a.: a=1/", "Prose of b, on two lines.: b=x/b's note", ": sect=/, sect.inner=2s/, sect.deep=/, sect.deep.leaf=y/"}
+	want := []string{"Prose of a.: a=1/", "Prose of b, on two lines.: b=x/b's note", ": sect=/, sect.inner=2s/, sect.deep=/, sect.deep.leaf=y/",
+		"Lists, e.g.|\x00l:\n  - 1: list=/, list.l=[{p: 1}, {p: 2}]/"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("groups:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -352,6 +353,8 @@ func TestAdmit(t *testing.T) {
 		{"ok/flags", []string{"admit", "c2", "--role", "control", "--ttl", "30m", "--addr", "192.0.2.9"},
 			apitype.AdmitRequest{Name: "c2", Role: "control", TTL: 30 * time.Minute, Addr: "192.0.2.9"}, false},
 		{"ok/json", []string{"admit", "w1", "-o", "json"}, apitype.AdmitRequest{Name: "w1", Role: "worker", TTL: 15 * time.Minute}, true},
+		{"ok/groups", []string{"admit", "w1", "--group", "db", "--group", "eu-west"},
+			apitype.AdmitRequest{Name: "w1", Role: "worker", TTL: 15 * time.Minute, Groups: []string{"db", "eu-west"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -371,7 +374,7 @@ func TestAdmit(t *testing.T) {
 			}
 			select {
 			case got := <-reqs:
-				if got != tt.wantReq {
+				if !reflect.DeepEqual(got, tt.wantReq) {
 					t.Errorf("meshd got %+v, want %+v", got, tt.wantReq)
 				}
 			default:

@@ -12,7 +12,8 @@ func (a *app) reloadCommand() *cobra.Command {
 		Short: "Make meshd re-read its config file",
 		Long: "reload makes meshd re-read and validate its config file, as `systemctl reload meshd` (SIGHUP) does. " +
 			"A config that does not validate is refused with its code and the running config stays. " +
-			"Only log_level applies at once; other changed fields are named in a restart-needed warning.",
+			"log_level, the overlay firewall (firewall.inbound, firewall.outbound) and overlay_mtu apply at once, without restarting Nebula; " +
+			"other changed fields are named in a restart-needed warning.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := a.json()

@@ -1,0 +1,110 @@
+package agenttest_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/agent"
+	"github.com/meshd/meshd/agent/agenttest"
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/mesh"
+)
+
+// TestPingGroupsFirewall runs a cluster of userspace nodes (origin, w1 in
+// node group db, w2 in ops) and checks, through the local API:
+//   - the node groups reach the record and w1's Nebula certificate;
+//   - ping answers with an RTT between members, NodeUnknown for a name
+//     nobody holds;
+//   - w2's inbound rule for group db lets w1's probes in and drops the
+//     origin's; a reload of w2 switching the rule to group control flips
+//     both, without restarting anything; a bad rule is refused with
+//     FirewallRule and changes nothing.
+func TestPingGroupsFirewall(t *testing.T) {
+	clock := &agenttest.Clock{}
+	origin := agenttest.NewNode(t, "origin", clock)
+	w1 := agenttest.NewNode(t, "w1", clock)
+	w2 := agenttest.NewNode(t, "w2", clock)
+	origin.Init(t, "alpha")
+	for _, j := range []struct {
+		n     *agenttest.Node
+		group string
+	}{{w1, "db"}, {w2, "ops"}} {
+		tok := origin.Admit(t, apitype.AdmitRequest{Name: j.n.Name, Groups: []string{j.group}})
+		if _, err := j.n.Join(t, tok); err != nil {
+			t.Fatalf("join %s: %v", j.n.Name, err)
+		}
+	}
+
+	crtPEM, err := os.ReadFile(filepath.Join(w1.Dir, "identity", "nebula", "host.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crt, _, err := cert.UnmarshalCertificateFromPEM(crtPEM)
+	if err != nil || !slices.Equal(crt.Groups(), []string{"worker", "db"}) {
+		t.Fatalf("w1's Nebula certificate groups %v (%v), want [worker db]", crt.Groups(), err)
+	}
+	for _, n := range origin.Nodes(t) {
+		if n.Name == "w1" && !slices.Equal(n.Groups, []string{"db"}) {
+			t.Errorf("w1's row groups %v, want [db]", n.Groups)
+		}
+	}
+
+	// probe pings from `from` to `to` until the answer is want (the first
+	// probe may wait for a handshake or a reload), within 15 s.
+	probe := func(from *agenttest.Node, to string, want bool) apitype.PingReply {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			r, err := from.Client.Ping(t.Context(), apitype.PingRequest{Name: to, Timeout: 500 * time.Millisecond})
+			if err != nil {
+				t.Fatalf("ping %s from %s: %v", to, from.Name, err)
+			}
+			if r.Answered == want {
+				return *r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ping %s from %s: answered %t, want %t", to, from.Name, r.Answered, want)
+			}
+		}
+	}
+	r := probe(origin, "w1", true)
+	if r.RTT <= 0 || r.OverlayIP == "" || r.Port == 0 || (r.Answer != "accepted" && r.Answer != "refused") {
+		t.Errorf("answered probe %+v: want an RTT, the overlay IP, the port and the kind of answer", r)
+	}
+	t.Logf("origin -> w1: %+v", r)
+	probe(w1, "origin", true)
+	if _, err := origin.Client.Ping(t.Context(), apitype.PingRequest{Name: "nobody"}); codes.Of(err) != codes.NodeUnknown {
+		t.Errorf("ping nobody: %v, want %s", err, codes.NodeUnknown)
+	}
+
+	reload := func(rule mesh.FirewallRule) {
+		t.Helper()
+		w2.SetConfigFile(func(c *agent.FileConfig) { c.Firewall.Inbound = []mesh.FirewallRule{rule} })
+		ws, err := w2.Client.Reload(t.Context())
+		if err != nil || len(ws) != 0 {
+			t.Fatalf("reload w2: %v %v", ws, err)
+		}
+	}
+	reload(mesh.FirewallRule{Port: "any", Proto: "tcp", Group: "db"})
+	probe(w1, "w2", true)
+	probe(origin, "w2", false)
+
+	reload(mesh.FirewallRule{Port: "any", Proto: "tcp", Group: "control"})
+	probe(origin, "w2", true)
+	probe(w1, "w2", false)
+
+	w2.SetConfigFile(func(c *agent.FileConfig) {
+		c.Firewall.Inbound = []mesh.FirewallRule{{Port: "any", Proto: "tcp", Group: "no_such"}}
+	})
+	if _, err := w2.Client.Reload(t.Context()); codes.Of(err) != codes.FirewallRule {
+		t.Fatalf("reload with a bad rule: %v, want %s", err, codes.FirewallRule)
+	}
+	probe(origin, "w2", true)
+	probe(w1, "w2", false)
+}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+)
+
+// `meshctl ping` asks the daemon for one probe at a time: a TCP
+// connection attempt to the peer's overlay address on its gossip port
+// (every node listens there). Why TCP and not ICMP: it works the same in
+// userspace mode, where there is no kernel TUN to send ICMP from and
+// Nebula's netstack offers only TCP/UDP dialling; it needs no raw socket
+// or ping_group_range in the daemon; and the peer's kernel (or netstack)
+// answers a connection attempt even on a closed port, with a reset. Either
+// answer crossed the overlay both ways: the probe measures the round trip
+// of the SYN and its answer, the first one including Nebula's handshake
+// when no tunnel existed yet. The peer's inbound firewall must allow TCP
+// to that port from this node, or the probe is dropped like any other
+// packet (which is what an operator checking a firewall wants to see).
+
+const (
+	defaultPingTimeout = time.Second
+	maxPingTimeout     = 30 * time.Second
+)
+
+// pingTarget is where a probe goes.
+type pingTarget struct {
+	overlay netip.Addr
+	port    int
+}
+
+// ping runs one probe of req.Name.
+func (a *Agent) ping(ctx context.Context, req apitype.PingRequest) (apitype.PingReply, error) {
+	rt, err := a.running()
+	if err != nil {
+		return apitype.PingReply{}, err
+	}
+	timeout := req.Timeout
+	if timeout == 0 {
+		timeout = defaultPingTimeout
+	}
+	if timeout < 0 || timeout > maxPingTimeout {
+		return apitype.PingReply{}, codes.Wrap(codes.BadRequest, fmt.Errorf("probe timeout %s: want up to %s", timeout, maxPingTimeout))
+	}
+	tg, err := rt.pingTarget(req.Name, a.cfg.Ports.Gossip)
+	if err != nil {
+		return apitype.PingReply{}, err
+	}
+	out := apitype.PingReply{Name: req.Name, OverlayIP: tg.overlay.String(), Port: tg.port, Timeout: timeout}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := netip.AddrPortFrom(tg.overlay, uint16(tg.port)).String()
+	start := time.Now()
+	var conn net.Conn
+	if rt.meshBase.Userspace {
+		conn, err = rt.mesh.DialContext(pctx, "tcp", addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(pctx, "tcp", addr)
+	}
+	rtt := time.Since(start)
+	switch {
+	case err == nil:
+		_ = conn.Close()
+		out.Answered, out.Answer, out.RTT = true, "accepted", rtt
+	case refused(err):
+		out.Answered, out.Answer, out.RTT = true, "refused", rtt
+	case ctx.Err() != nil:
+		return out, ctx.Err()
+	case pctx.Err() != nil:
+		// No answer within the timeout: a lost probe, not an error.
+	default:
+		return out, codes.Wrap(codes.PingLost, fmt.Errorf("probe %s (%s): %w", req.Name, addr, err))
+	}
+	return out, nil
+}
+
+// refused reports whether a dial failed because the peer answered with a
+// reset: ECONNREFUSED from the kernel, gvisor's "connection was refused"
+// in userspace mode.
+func refused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection was refused")
+}
+
+// pingTarget looks name up in the records this node holds (the FSM on a
+// control node, the node list on a worker): an active node's overlay
+// address and gossip port (the recorded one, else this node's
+// ports.gossip). Anything else is codes.NodeUnknown.
+func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) {
+	var (
+		found bool
+		st    string
+		ovl   netip.Addr
+		serf  string
+	)
+	if rt.ctl != nil {
+		for _, n := range rt.ctl.Raft().FSM().Nodes() {
+			if n.Name == name && (!found || n.State == state.NodeActive) {
+				found, st, ovl, serf = true, string(n.State), n.OverlayIP, n.SerfAddr
+			}
+		}
+	} else {
+		list, _ := rt.nodeList()
+		for _, n := range list {
+			if n.Name == name && (!found || n.State == string(state.NodeActive)) {
+				found, st, serf = true, n.State, n.SerfAddr
+				ovl, _ = netip.ParseAddr(n.OverlayIP)
+			}
+		}
+	}
+	switch {
+	case !found:
+		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
+	case st != string(state.NodeActive):
+		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("node %s is %s, not active: it has no overlay to probe", name, st))
+	case !ovl.IsValid():
+		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("node %s has no overlay address on record", name))
+	}
+	port := defaultPort
+	if _, p, err := net.SplitHostPort(serf); err == nil {
+		if n, err := strconv.Atoi(p); err == nil && n > 0 && n <= 65535 {
+			port = n
+		}
+	}
+	return pingTarget{overlay: ovl, port: port}, nil
+}
+
+// handlePing is POST /v0/ping: one probe (a read: no write permission
+// needed, as `meshctl ping` needs no privileges).
+func (a *Agent) handlePing(w http.ResponseWriter, r *http.Request) {
+	var req apitype.PingRequest
+	if err := apitype.DecodeBody(r, &req); err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	out, err := a.ping(r.Context(), req)
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, out)
+}
