@@ -122,6 +122,10 @@ func (a *app) statusCommand() *cobra.Command {
 			row("underlay", s.Underlay)
 			row("raft", s.Raft)
 			row("leader", s.Leader)
+			if s.Quorum != nil && s.Leader == "" {
+				row("leader", "none")
+			}
+			quorumRows(row, s.Quorum) // quorum.go
 			if s.CertExpiresOf != "" {
 				row("cert expires", fmt.Sprintf("%s (%s, the earlier of TLS and Nebula)", s.CertExpires.Local().Format(time.RFC3339), s.CertExpiresOf))
 			} else {
