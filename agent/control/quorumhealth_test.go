@@ -15,7 +15,9 @@ import (
 // QuorumAtRisk naming the unreachable; a full or a one-voter quorum warns
 // nothing.
 func TestQuorumWarnings(t *testing.T) {
-	v := func(name string, up bool) apitype.Voter { return apitype.Voter{Name: name, Reachable: up, LastContactMS: -1} }
+	v := func(name string, up bool) apitype.Voter {
+		return apitype.Voter{Name: name, Reachable: up, LastContactMS: -1}
+	}
 	q := func(leader string, vs ...apitype.Voter) apitype.Quorum {
 		out := apitype.Quorum{Leader: leader, Voters: vs, Needed: len(vs)/2 + 1}
 		for _, x := range vs {
