@@ -34,8 +34,10 @@ func quorumView(t testing.TB, nd *Node) (*apitype.Quorum, []codes.Code, error) {
 // the leader and 3 of 3 voters reachable, no warning; with one stopped, the
 // others warn QuorumAtRisk naming it (one more loss costs the quorum);
 // with two stopped, the last one warns NoLeaderWarning and shows no leader.
+// Their metrics show one raft leader and followers in contact with it.
 func TestStatusQuorumHealth(t *testing.T) {
 	n := NewNet(t)
+	n.ExtraConfig = "metrics_addr: 127.0.0.1:9464\n" // each namespace has its own loopback
 	nodes := controlCluster(t, n)
 	origin, c2, c3 := nodes[0], nodes[1], nodes[2]
 	Eventually(t, 10*time.Second, "3 of 3 voters reachable, no warning, on every control node", func() error {
@@ -50,6 +52,32 @@ func TestStatusQuorumHealth(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Raft's series on three control nodes: one leader, followers in
+	// contact with it, the writes that formed the cluster timed (by whoever
+	// led them).
+	leaders, applies := 0.0, 0.0
+	for _, nd := range nodes {
+		m, err := scrape(t.Context(), nd, "127.0.0.1:9464")
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaders += m["meshd_raft_leader"]
+		if m["meshd_raft_voters"] != 3 {
+			t.Errorf("%s: meshd_raft_voters %v", nd.NodeName, m["meshd_raft_voters"])
+		}
+		lc, follower := m["meshd_raft_last_contact_seconds"]
+		if follower == (m["meshd_raft_leader"] == 1) || (follower && (lc < 0 || lc > 1)) {
+			t.Errorf("%s: leader %v, last contact %v (present %v)", nd.NodeName, m["meshd_raft_leader"], lc, follower)
+		}
+		applies += m["meshd_raft_apply_duration_seconds_count"]
+	}
+	if applies < 3 { // the admissions and joins of c2 and c3 at least
+		t.Errorf("%v raft writes timed", applies)
+	}
+	if leaders != 1 {
+		t.Errorf("%v nodes report meshd_raft_leader 1", leaders)
+	}
 
 	c3.Stop(t)
 	start := time.Now()
