@@ -28,7 +28,7 @@ import (
 type metricsCollector struct{ a *Agent }
 
 var (
-	descUp             = prometheus.NewDesc("meshd_up", "1 for this meshd, labelled with its state (starting, unjoined, running).", []string{"state"}, nil)
+	descUp             = prometheus.NewDesc("meshd_up", "1 for this meshd, labelled with its state (starting, unjoined, running, refused).", []string{"state"}, nil)
 	descNodes          = prometheus.NewDesc("meshd_cluster_nodes", "Nodes in the cluster record by role and state (control nodes only).", []string{"role", "state"}, nil)
 	descRaftLeader     = prometheus.NewDesc("meshd_raft_leader", "1 if this node is the raft leader (control nodes only).", nil, nil)
 	descRaftVoters     = prometheus.NewDesc("meshd_raft_voters", "Voters in this node's raft configuration (control nodes only).", nil, nil)
