@@ -71,6 +71,8 @@ type Agent struct {
 	// nil before one; guarded by mu.
 	reloaded *overlayPolicy
 
+	met *agentMetrics // metrics.go
+
 	// finishing serialises step 10 of a join (finishJoin): the join
 	// itself, the same join run again, and a restart that resumes it.
 	finishing sync.Mutex
@@ -94,6 +96,7 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 		d.Notify = func(string) {}
 	}
 	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
+	a.met = newAgentMetrics(a)
 	if cfg.OverlayMode == OverlayUserspace {
 		a.parked = &parkedMesh{}
 	}
@@ -135,7 +138,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-serveErr
 	}()
 
-	if a.cfg.MetricsAddr != "" {
+	if _, loopback, _ := a.cfg.metricsAddr(); loopback { // the overlay's: startOverlayMetrics
 		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
 		if err != nil {
 			return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("metrics_addr %s: %w", a.cfg.MetricsAddr, err))
@@ -196,6 +199,9 @@ func (a *Agent) start(ctx context.Context) error {
 		a.mu.Unlock()
 		return nil
 	}
+	if err := a.cfg.checkMetricsOverlay(facts.Overlay.Addr()); err != nil {
+		return err
+	}
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", facts, err)
@@ -249,7 +255,8 @@ func (a *Agent) controlPlane() (*control.Plane, error) {
 
 // Admit mints a one-time join token on a control node
 // (control.Plane.Admit).
-func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (*apitype.AdmitResponse, error) {
+func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (_ *apitype.AdmitResponse, err error) {
+	defer func() { a.met.observeAdmit(err) }() // meshd_admissions_total
 	ctl, err := a.controlPlane()
 	if err != nil {
 		return nil, err

@@ -59,7 +59,9 @@ type FileConfig struct {
 	// records stay in raft before the leader prunes them.
 	TokenRetention time.Duration `yaml:"token_retention"`
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
-	// loopback host:port (opt-in; off by default).
+	// host:port: a loopback IP, or this node's overlay IP (kernel overlay
+	// mode; anything else is refused with codes.MetricsAddrRefused).
+	// Opt-in; off by default.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// MaxClockSkew is how far two clocks may differ at a join: a joiner
 	// whose clock differs from the seed's by more is refused with
@@ -259,9 +261,8 @@ func (c FileConfig) Validate() error {
 		bad("reconcile_interval", c.ReconcileInterval.String(), errors.New("must be between 100ms and 1h"))
 	}
 	if c.MetricsAddr != "" {
-		ap, err := netip.ParseAddrPort(c.MetricsAddr)
-		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
-			bad("metrics_addr", c.MetricsAddr, errors.New("must be a loopback IP:port, e.g. 127.0.0.1:9464"))
+		if err := c.validMetricsAddr(); err != nil { // metrics.go
+			bad("metrics_addr", c.MetricsAddr, err)
 		}
 	}
 	if c.NebulaCertLifetime < 5*time.Second || c.NebulaCertLifetime > 10*365*24*time.Hour {

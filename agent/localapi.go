@@ -62,7 +62,7 @@ func (a *Agent) write(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
-	apitype.WriteJSON(w, http.StatusOK, a.status())
+	apitype.WriteJSON(w, http.StatusOK, a.status(r.Context()))
 }
 
 func (a *Agent) handleNodes(w http.ResponseWriter, r *http.Request) {

@@ -156,6 +156,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		defer rt.wg.Done()
 		rt.runCAReports(loopCtx)
 	}()
+	a.startOverlayMetrics(loopCtx, rt)
 	return rt, nil
 }
 
@@ -187,7 +188,8 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput})
+		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput,
+		ObserveApply: func(d time.Duration) { a.met.raftApply.Observe(d.Seconds()) }})
 	if err != nil {
 		return err
 	}
@@ -238,7 +240,7 @@ func (a *Agent) startControl(rt *runtime) error {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
 	es := enroll.NewServer(a.cfg.enrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
-		enroll.Deps{Log: a.log, Now: a.d.Now})
+		enroll.Deps{Log: a.log, Now: a.d.Now, Observe: a.met.observeJoin})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln

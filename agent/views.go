@@ -12,7 +12,7 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-func (a *Agent) status() apitype.Status {
+func (a *Agent) status(ctx context.Context) apitype.Status {
 	a.mu.Lock()
 	ph, rt, refused, rf := a.phase, a.rt, a.refused, a.refusedFacts
 	a.mu.Unlock()
@@ -56,6 +56,11 @@ func (a *Agent) status() apitype.Status {
 			} else {
 				s.Leader = id
 			}
+		}
+		if r.IsVoter(f.NodeID) { // quorum health: what a voter's loss would cost
+			q := rt.ctl.QuorumHealth(ctx)
+			s.Quorum = &q
+			s.Warnings = append(s.Warnings, control.QuorumWarnings(q)...)
 		}
 	}
 	return s

@@ -66,6 +66,12 @@ const (
 	// does not hold the rotation's next CA.
 	CABackupNoNext Code = "X409240CABKNX"
 
+	// Metrics and quorum health (issue 14).
+	MetricsAddrRefused Code = "X400250MTRADR"
+	// QuorumAtRisk, NoLeaderWarning: warnings in `meshctl status`.
+	QuorumAtRisk    Code = "X200251QRMRSK"
+	NoLeaderWarning Code = "X200252NOLDRW"
+
 	// Local daemon and API.
 	DaemonStarting    Code = "X503301STRTNG"
 	DaemonUnreachable Code = "X503302DMNUNR"
@@ -168,6 +174,10 @@ var table = map[Code]Info{
 	CAPassphrase:     {400, "the passphrase file cannot be read, or holds fewer than 12 characters", "give --passphrase-file a readable file with a passphrase of at least 12 characters"},
 	CAHolderChanged:  {409, "the CA holder on record changed while this custody move was prepared; nothing was changed", "check `meshctl status` for the holder now, then run the command again if it is still needed"},
 	CABackupNoNext:   {409, "a CA rotation is in progress and the backup was taken before it began: it lacks the next CA's keys, without which the holder can neither sign in phase reissue nor finish the rotation; nothing was changed", "restore a backup taken after `meshctl ca rotate` began (`meshctl ca status` shows when); take one on the holder during every rotation"},
+
+	MetricsAddrRefused: {400, "metrics_addr is neither a loopback address nor this node's overlay address, or it could not be bound", "set metrics_addr to 127.0.0.1:PORT or to this node's overlay IP (`meshctl status` shows it) and a free port, then restart meshd"},
+	QuorumAtRisk:       {200, "a raft voter is unreachable: one more lost voter and the control plane loses its quorum", "bring the unreachable voter back (`meshctl nodes` shows it), or remove it with `meshctl remove NAME` while a quorum remains"},
+	NoLeaderWarning:    {200, "this control node sees no raft leader: the cluster cannot change (no admit, join or remove) until one is elected", "wait a few seconds for an election; if it persists, bring control nodes back until a majority of the voters runs"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},

@@ -80,6 +80,10 @@ type Deps struct {
 	Log       *slog.Logger     // nil discards
 	Now       func() time.Time // nil means time.Now
 	NewNodeID func() string    // nil means 16 random bytes, hex
+	// Observe, if set, is told the outcome of every join request served
+	// at Path (observe.go): "ok", "pending" or the refusal's code, and
+	// how long it took. The agent counts them for its metrics.
+	Observe func(outcome string, elapsed time.Duration)
 }
 
 // Server admits joiners: it checks an enroll request against the ledger,
@@ -95,6 +99,7 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	nodeID   func() string
+	observe  func(outcome string, elapsed time.Duration)
 }
 
 // NewServer returns a server that admits against l and signs with s.
@@ -124,6 +129,7 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	return &Server{
 		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
 		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
+		observe: d.Observe,
 	}
 }
 
@@ -456,9 +462,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	source := ap.Addr().Unmap()
+	if r.URL.Path == Path {
+		defer s.observed(time.Now())(&err)
+	}
 	// A throttled source is answered before its body is read, and only its
 	// first refusal is logged.
-	if err := s.throttled(source); err != nil {
+	if err = s.throttled(source); err != nil {
 		s.writeError(w, codes.TokenThrottled.Status(), err)
 		return
 	}

@@ -12,6 +12,7 @@ if [ "$(id -u)" = 0 ]; then
 	command -v ip >/dev/null || need+=(iproute2)
 	command -v ping >/dev/null || need+=(iputils-ping)
 	command -v iperf3 >/dev/null || need+=(iperf3) # BenchmarkOverlayThroughput (make bench)
+	command -v curl >/dev/null || need+=(curl)     # e2e TestMetricsScrape scrapes from inside a namespace
 	if [ ${#need[@]} -gt 0 ]; then
 		echo "install-deps: apt-get install ${need[*]}"
 		apt-get -o DPkg::Lock::Timeout=300 update -qq

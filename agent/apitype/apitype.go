@@ -118,6 +118,9 @@ type Status struct {
 	// CABackedUp is when its last sealed backup was taken (zero: never).
 	CAHolderNode string    `json:"ca_holder_node,omitempty"`
 	CABackedUp   time.Time `json:"ca_backed_up,omitzero"`
+	// Quorum is raft's quorum as this node sees it (raft voters only;
+	// quorum.go).
+	Quorum *Quorum `json:"quorum,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.

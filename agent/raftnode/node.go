@@ -33,6 +33,7 @@ type Node struct {
 	store     *raftboltdb.BoltStore
 	trans     *raft.NetworkTransport
 	stream    *TLSStreamLayer
+	observe   func(time.Duration) // Options.ObserveApply; nil: none
 }
 
 // Timing tunes raft's timers.
@@ -49,6 +50,10 @@ type Options struct {
 	Timing    Timing
 	Stream    *TLSStreamLayer // owned by the Node from Open on
 	LogOutput io.Writer       // raft's and the transport's own logs (warnings only)
+	// ObserveApply, if set, is told how long each write this node led
+	// took from Apply to applied (commit by a quorum, then the FSM): the
+	// agent's meshd_raft_apply_duration_seconds.
+	ObserveApply func(time.Duration)
 }
 
 // HasState reports whether dir holds raft state from an earlier run.
@@ -113,7 +118,8 @@ func Open(o Options) (_ *Node, err error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream}, nil
+	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream,
+		observe: o.ObserveApply}, nil
 }
 
 // openStore opens raft.db and reads every log entry in it once, so that a

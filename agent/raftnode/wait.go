@@ -80,6 +80,7 @@ func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
+	start := time.Now()
 	f := n.r.Apply(b, timeout)
 	if err := f.Error(); err != nil {
 		switch {
@@ -90,6 +91,9 @@ func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
 		default:
 			return codes.Wrap(codes.RaftApply, err)
 		}
+	}
+	if n.observe != nil {
+		n.observe(time.Since(start))
 	}
 	if resp, ok := f.Response().(error); ok && resp != nil {
 		return resp

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +13,7 @@ import (
 )
 
 func (a *app) nodesCommand() *cobra.Command {
+	var w watchFlags
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the cluster's nodes",
@@ -20,6 +22,9 @@ func (a *app) nodesCommand() *cobra.Command {
 			asJSON, err := a.json()
 			if err != nil {
 				return err
+			}
+			if w.watch {
+				return a.watchNodes(cmd.Context(), w.interval, asJSON) // watch.go
 			}
 			nodes, err := a.client().Nodes(cmd.Context())
 			if err != nil {
@@ -31,39 +36,45 @@ func (a *app) nodesCommand() *cobra.Command {
 				}
 				return a.printJSON(nodes)
 			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			p := printer{tw}
-			p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
-			now, self := time.Now(), false
-			for _, n := range nodes {
-				self = self || n.Self
-				name, st, g := n.Name, n.State, n.Gossip
-				if n.Self {
-					name += " *"
-				}
-				if n.Revocation != "" {
-					st += " (revocation " + n.Revocation + ")"
-				}
-				if n.Cause != "" {
-					st += " (" + n.Cause + ")"
-				}
-				if !n.LastSeen.IsZero() {
-					g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
-				}
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, n.Role, st, g,
-					n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if self {
-				a.out.Println("* this node")
-			}
-			return nil
+			return printNodes(a.stdout, nodes, time.Now())
 		},
 	}
 	a.addOutput(cmd)
+	w.add(cmd)
 	return cmd
+}
+
+// printNodes writes the nodes table to out, "last seen" counted from now.
+func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	p := printer{tw}
+	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
+	self := false
+	for _, n := range nodes {
+		self = self || n.Self
+		name, st, g := n.Name, n.State, n.Gossip
+		if n.Self {
+			name += " *"
+		}
+		if n.Revocation != "" {
+			st += " (revocation " + n.Revocation + ")"
+		}
+		if n.Cause != "" {
+			st += " (" + n.Cause + ")"
+		}
+		if !n.LastSeen.IsZero() {
+			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
+		}
+		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, n.Role, st, g,
+			n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if self {
+		printer{out}.Printf("* this node\n")
+	}
+	return nil
 }
 
 func (a *app) statusCommand() *cobra.Command {
@@ -122,6 +133,10 @@ func (a *app) statusCommand() *cobra.Command {
 			row("underlay", s.Underlay)
 			row("raft", s.Raft)
 			row("leader", s.Leader)
+			if s.Quorum != nil && s.Leader == "" {
+				row("leader", "none")
+			}
+			quorumRows(row, s.Quorum) // quorum.go
 			if s.CertExpiresOf != "" {
 				row("cert expires", fmt.Sprintf("%s (%s, the earlier of TLS and Nebula)", s.CertExpires.Local().Format(time.RFC3339), s.CertExpiresOf))
 			} else {
