@@ -86,6 +86,13 @@ const (
 	// AmbiguousCode: `meshctl explain` was given text that names more than
 	// one code (e.g. TKN); the detail lists them.
 	AmbiguousCode Code = "X400340AMBCOD"
+	// The web console, `meshctl ui` (issue 15; console/).
+	ConsoleAddr   Code = "X400360UIADDR"
+	ConsoleSecret Code = "X403361UISECR"
+	ConsoleCSRF   Code = "X403362UICSRF"
+	ConsoleOrigin Code = "X403363UIORIG"
+	ConsoleHost   Code = "X403364UIHOST"
+	ConsoleForm   Code = "X400365UIFORM"
 
 	// Files and config.
 	KeyPermissions Code = "X400401KEYPRM"
@@ -187,6 +194,12 @@ var table = map[Code]Info{
 	Busy:              {409, "another init, join or leave is in progress on this node", "wait for it to finish"},
 	AlreadyRunning:    {409, "another meshd is already running on this state dir or socket (the message names its PID)", "use the running meshd (`meshctl status`), or stop it first (`systemctl stop meshd`, or kill the PID named); two meshd must not share a state dir or a socket"},
 	AmbiguousCode:     {400, "the text given to `meshctl explain` names more than one code", "give more of the code: the whole code, its mnemonic (TKNCNS) or its number (X401004); the detail lists the codes it matched, `meshctl explain --list` all of them"},
+	ConsoleAddr:       {400, "the console's --addr is not a loopback address (127.0.0.0/8, ::1 or localhost) with a port, or it could not be bound", "run `meshctl ui` without --addr (a free port on 127.0.0.1), or give --addr 127.0.0.1:PORT with a free PORT; the console is never served beyond this machine"},
+	ConsoleSecret:     {403, "the request carries neither the console's session cookie nor its one-time secret (a URL's secret works once: in the browser that opened it first)", "open the URL `meshctl ui` printed, in the browser you use for the console; if it was used already, stop `meshctl ui` and start it again for a new URL"},
+	ConsoleCSRF:       {403, "the form was sent without this session's CSRF token, or with another one; nothing was changed", "reload the console's page and send the form again from it"},
+	ConsoleOrigin:     {403, "the form was sent from another origin than the console's own (the Origin or Referer header names another site, or neither is present); nothing was changed", "use the console's own pages to change the cluster; a page of another site cannot"},
+	ConsoleHost:       {403, "the request names another host than the address the console is bound to (the Host header differs: DNS rebinding, or a proxy)", "open the console at the exact address `meshctl ui` printed (the IP and port, not a host name)"},
+	ConsoleForm:       {400, "a field of the console's form is missing or not valid (the detail names it)", "correct the field named in the detail and send the form again"},
 	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},

@@ -36,6 +36,7 @@ func (a *app) rootCommand() *cobra.Command {
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
 	root.AddCommand(a.versionCommand()) // version.go
 	root.AddCommand(a.pingCommand())    // ping.go
+	root.AddCommand(a.uiCommand())      // ui.go: the web console
 	a.wireCompletion(root)              // completion.go: dynamic completion, "did you mean"
 	return root
 }

@@ -1,0 +1,450 @@
+package console
+
+import (
+	"context"
+	"html"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient"
+	"github.com/meshd/meshd/codes"
+)
+
+// TestSecretRequired: without the session cookie or the URL's secret every
+// page and form is refused with ConsoleSecret and shows nothing of the
+// cluster; a wrong secret is refused the same way.
+func TestSecretRequired(t *testing.T) {
+	c := startConsole(t, newFake())
+	for _, path := range []string{"/", "/node/cp1", "/admit", "/tokens", "/approvals", "/audit", "/nope", "/?token=wrong"} {
+		status, body, _ := c.do(c.request("GET", path, nil))
+		wantRefused(t, "GET "+path, status, body, codes.ConsoleSecret)
+		if strings.Contains(body, "cp1") || strings.Contains(body, "0123456789ab") {
+			t.Errorf("GET %s without a session shows the cluster:\n%s", path, body)
+		}
+	}
+	req := c.request("POST", "/admit", url.Values{"name": {"w7"}, "ttl": {"15m"}, "role": {"worker"}})
+	req.Header.Set("Origin", c.base)
+	status, body, _ := c.do(req)
+	wantRefused(t, "POST /admit", status, body, codes.ConsoleSecret)
+	// A cookie of the right name with a made-up value is no session.
+	req = c.request("GET", "/", nil)
+	req.AddCookie(&http.Cookie{Name: cookieName, Value: "guess"})
+	status, body, _ = c.do(req)
+	wantRefused(t, "a forged cookie", status, body, codes.ConsoleSecret)
+	if n := c.fake.writes(); n != 0 {
+		t.Errorf("meshd saw %d writes", n)
+	}
+}
+
+// TestCookieFlow: the URL's secret sets an HttpOnly, SameSite=Strict,
+// Path=/ cookie and redirects to the same page without the secret; the
+// cookie then opens every page; the secret works once.
+func TestCookieFlow(t *testing.T) {
+	c := startConsole(t, newFake())
+	secret := strings.TrimPrefix(c.srv.URL(), c.base+"/?token=")
+	if len(secret) != 43 { // 32 bytes, base64url without padding
+		t.Fatalf("secret %q: want 43 characters of base64url", secret)
+	}
+	// The secret on a deeper page: the redirect keeps the page and its
+	// other parameters and drops the secret.
+	status, _, resp := c.do(c.request("GET", "/audit?q=remove&token="+secret, nil))
+	if loc := resp.Header.Get("Location"); status != http.StatusSeeOther || loc != "/audit?q=remove" {
+		t.Fatalf("opening the URL: %d Location %q, want 303 to /audit?q=remove", status, loc)
+	}
+	var ck *http.Cookie
+	for _, k := range resp.Cookies() {
+		if k.Name == cookieName {
+			ck = k
+		}
+	}
+	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Value == secret || len(ck.Value) < 43 {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, a value of its own", ck)
+	}
+	c.cookie = ck
+	for _, path := range []string{"/", "/node/w1", "/admit", "/tokens", "/approvals", "/audit"} {
+		if status, body := c.get(path); status != http.StatusOK || strings.Contains(body, secret) {
+			t.Errorf("GET %s with the cookie: %d (or the secret shows on the page)", path, status)
+		}
+	}
+	// The same URL again, in another browser (no cookie): refused.
+	status, body, _ := c.do(c.request("GET", "/?token="+secret, nil))
+	wantRefused(t, "the secret a second time", status, body, codes.ConsoleSecret)
+	// The first browser opening it again just drops the secret.
+	req := c.request("GET", "/?token="+secret, nil)
+	req.AddCookie(ck)
+	if status, _, resp := c.do(req); status != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Errorf("the session's browser opening the URL again: %d %q", status, resp.Header.Get("Location"))
+	}
+}
+
+// TestSecurityHeaders: every answer, refusals too, forbids framing,
+// sniffing, caching and any script or resource from elsewhere.
+func TestSecurityHeaders(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	for _, path := range []string{"/", "/admit", "/static/style.css"} {
+		req := c.request("GET", path, nil)
+		if path != "/static/style.css" {
+			req.AddCookie(c.cookie)
+		}
+		status, _, resp := c.do(req)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: %d", path, status)
+		}
+		h := resp.Header
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("GET %s: CSP %q", path, csp)
+		}
+		if h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("GET %s: headers %v", path, h)
+		}
+	}
+	status, _, resp := c.do(c.request("GET", "/", nil))
+	if status != http.StatusForbidden || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("a refusal: %d, headers %v", status, resp.Header)
+	}
+}
+
+// TestCSRF: a POST with the session cookie and the right Origin but a
+// missing or wrong CSRF token is refused, and meshd sees nothing.
+func TestCSRF(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	for name, csrf := range map[string]string{"missing": "", "wrong": "x" + c.csrf[1:], "the URL's secret": strings.TrimPrefix(c.srv.URL(), c.base+"/?token=")} {
+		for path, form := range map[string]url.Values{
+			"/tokens/revoke":     {"id": {"0123456789ab"}},
+			"/admit":             {"name": {"w7"}, "role": {"worker"}, "ttl": {"15m"}},
+			"/approvals/approve": {"name": {"w9"}, "code": {"123456"}},
+		} {
+			if csrf != "" {
+				form.Set("csrf", csrf)
+			}
+			req := c.request("POST", path, form)
+			req.AddCookie(c.cookie)
+			req.Header.Set("Origin", c.base)
+			status, body, _ := c.do(req)
+			wantRefused(t, name+" CSRF token on "+path, status, body, codes.ConsoleCSRF)
+		}
+	}
+	if n := c.fake.writes(); n != 0 {
+		t.Errorf("meshd saw %d writes", n)
+	}
+}
+
+// TestCrossOrigin: a POST with the cookie and the right CSRF token is still
+// refused when it comes from another origin, or names none.
+func TestCrossOrigin(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	_, port, _ := net.SplitHostPort(c.srv.Addr())
+	otherPort := "http://127.0.0.1:1"
+	if port == "1" {
+		otherPort = "http://127.0.0.1:2"
+	}
+	for _, tc := range []struct{ name, origin, referer string }{
+		{"evil Origin", "http://evil.example", ""},
+		{"another port of loopback", otherPort, ""},
+		{"null Origin (a sandboxed frame)", "null", ""},
+		{"evil Referer", "", "http://evil.example/page"},
+		{"Referer of a look-alike host", "", c.base + ".evil.example/"},
+		{"neither", "", ""},
+		{"evil Origin, own Referer", "http://evil.example", c.base + "/tokens"},
+	} {
+		req := c.request("POST", "/tokens/revoke", url.Values{"id": {"0123456789ab"}, "csrf": {c.csrf}})
+		req.AddCookie(c.cookie)
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		if tc.referer != "" {
+			req.Header.Set("Referer", tc.referer)
+		}
+		status, body, _ := c.do(req)
+		wantRefused(t, tc.name, status, body, codes.ConsoleOrigin)
+	}
+	if n := c.fake.writes(); n != 0 {
+		t.Fatalf("meshd saw %d writes", n)
+	}
+	// The console's own page without an Origin header (older browsers):
+	// the Referer is enough.
+	req := c.request("POST", "/tokens/revoke", url.Values{"id": {"0123456789ab"}, "csrf": {c.csrf}})
+	req.AddCookie(c.cookie)
+	req.Header.Set("Referer", c.base+"/tokens")
+	if status, body, _ := c.do(req); status != http.StatusOK || len(c.fake.revokes) != 1 {
+		t.Errorf("own Referer: %d, revokes %v\n%.400s", status, c.fake.revokes, body)
+	}
+}
+
+// TestHostChecked: a request whose Host is not the bound address (DNS
+// rebinding: evil.example resolving to 127.0.0.1) is refused before
+// anything else, even with the session cookie.
+func TestHostChecked(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	_, port, _ := net.SplitHostPort(c.srv.Addr())
+	for _, host := range []string{"evil.example:" + port, "localhost:" + port, "127.0.0.1", "127.0.0.2:" + port, ""} {
+		req := c.request("GET", "/", nil)
+		req.Host = host
+		req.AddCookie(c.cookie)
+		status, body, _ := c.do(req)
+		if host == "" { // Go's client sends the URL's host then
+			if status != http.StatusOK {
+				t.Errorf("Host from the URL: %d", status)
+			}
+			continue
+		}
+		wantRefused(t, "Host "+host, status, body, codes.ConsoleHost)
+		if strings.Contains(body, "w1") {
+			t.Errorf("Host %s: the page shows the cluster", host)
+		}
+		// The secret is not exchanged under another Host either.
+		req = c.request("GET", strings.TrimPrefix(c.srv.URL(), c.base), nil)
+		req.Host = host
+		status, body, _ = c.do(req)
+		wantRefused(t, "the secret under Host "+host, status, body, codes.ConsoleHost)
+	}
+}
+
+// TestAdmitShowsTokenOnce: minting shows the token and the exact join
+// command on the answer to the POST, and on no page after it.
+func TestAdmitShowsTokenOnce(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	status, body := c.post("/admit", url.Values{"name": {"db1"}, "role": {"control"}, "ttl": {"30m"},
+		"addr": {"192.0.2.7"}, "groups": {"db, eu"}, "approve": {"1"}})
+	if status != http.StatusOK || !strings.Contains(body, "<pre id=\"command\" class=\"secret\" tabindex=\"0\">meshctl join "+secretToken+"</pre>") {
+		t.Fatalf("admit: %d\n%s", status, body)
+	}
+	if len(c.fake.admits) != 1 {
+		t.Fatalf("meshd saw %d admits", len(c.fake.admits))
+	}
+	got := c.fake.admits[0]
+	if got.Name != "db1" || got.Role != "control" || got.TTL.String() != "30m0s" || got.Addr != "192.0.2.7" ||
+		!got.Approve || strings.Join(got.Groups, ",") != "db,eu" {
+		t.Errorf("meshd got %+v", got)
+	}
+	for _, path := range []string{"/", "/admit", "/tokens", "/approvals", "/audit"} {
+		if _, body := c.get(path); strings.Contains(body, secretToken) {
+			t.Errorf("GET %s after the admit shows the token", path)
+		}
+	}
+}
+
+// TestAdmitRefusals: a bad form is refused by the console with
+// ConsoleForm before meshd is asked; meshd's refusal shows its code,
+// cause and remedy, with the form kept.
+func TestAdmitRefusals(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	status, body := c.post("/admit", url.Values{"name": {"w7"}, "role": {"worker"}, "ttl": {"soon"}})
+	wantRefused(t, "ttl soon", status, body, codes.ConsoleForm)
+	status, body = c.post("/admit", url.Values{"name": {""}, "role": {"worker"}, "ttl": {"15m"}})
+	wantRefused(t, "no name", status, body, codes.ConsoleForm)
+	if len(c.fake.admits) != 0 {
+		t.Fatalf("meshd was asked: %+v", c.fake.admits)
+	}
+	status, body = c.post("/admit", url.Values{"name": {"taken"}, "role": {"worker"}, "ttl": {"15m"}})
+	wantRefused(t, "a name taken", status, body, codes.NameTaken)
+	for _, want := range []string{codes.NameTaken.Cause(), codes.NameTaken.Remedy(), "node taken is active"} {
+		if !strings.Contains(body, html.EscapeString(want)) {
+			t.Errorf("the refused admit's page lacks %q", want)
+		}
+	}
+	if !strings.Contains(body, `value="taken"`) {
+		t.Errorf("the refused admit's form lost the name")
+	}
+}
+
+// TestRevoke: the Tokens page offers revoke for an unused token only; the
+// form revokes it through meshd and the list shows it revoked.
+func TestRevoke(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	_, body := c.get("/tokens")
+	if n := strings.Count(body, `action="/tokens/revoke"`); n != 1 {
+		t.Errorf("%d revoke forms, want 1 (one unused token)", n)
+	}
+	status, body := c.post("/tokens/revoke", url.Values{"id": {"0123456789ab"}})
+	if status != http.StatusOK || !strings.Contains(body, "Revoked token <code>0123456789ab</code>") {
+		t.Fatalf("revoke: %d\n%s", status, body)
+	}
+	if strings.Join(c.fake.revokes, ",") != "0123456789ab" {
+		t.Errorf("meshd revoked %v", c.fake.revokes)
+	}
+	if _, body := c.get("/tokens"); strings.Contains(body, `action="/tokens/revoke"`) || !strings.Contains(body, "<td>revoked</td>") {
+		t.Errorf("after the revoke the list still offers it or does not show it revoked:\n%s", body)
+	}
+	status, body = c.post("/tokens/revoke", url.Values{"id": {"ffffffffffff"}})
+	wantRefused(t, "an unknown token", status, body, codes.TokenUnknown)
+}
+
+// TestApprove: the Approvals page lists the waiting join, and the form
+// sends the name and code to meshd.
+func TestApprove(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	if _, body := c.get("/approvals"); !strings.Contains(body, "<td>w9</td>") || !strings.Contains(body, `name="code"`) {
+		t.Fatalf("approvals page:\n%s", body)
+	}
+	status, body := c.post("/approvals/approve", url.Values{"name": {"w9"}, "code": {"123456"}})
+	if status != http.StatusOK || !strings.Contains(body, "Approved the join of <strong>w9</strong>") {
+		t.Fatalf("approve: %d\n%s", status, body)
+	}
+	if len(c.fake.approves) != 1 || c.fake.approves[0] != (apitype.ApproveRequest{Name: "w9", Code: "123456"}) {
+		t.Errorf("meshd got %+v", c.fake.approves)
+	}
+	status, body = c.post("/approvals/approve", url.Values{"name": {"w9"}})
+	wantRefused(t, "no code", status, body, codes.ConsoleForm)
+}
+
+// TestHostileNames: markup in a node's name, version, token or audit
+// fields is shown as text on every page, never run; control and bidi
+// characters are replaced.
+func TestHostileNames(t *testing.T) {
+	fake := newFake()
+	const script = `<script>alert(1)</script>`
+	const img = `"><img src=x onerror=alert(2)>`
+	const svg = `</text></svg><svg onload=alert(3)>`
+	fake.nodes = append(fake.nodes,
+		apitype.Node{Name: script, Role: "worker", State: "active", Gossip: "alive", OverlayIP: "10.42.0.9", Version: img},
+		apitype.Node{Name: svg, Role: `worker" onmouseover="alert(4)`, State: "failed", Gossip: "failed", Cause: script},
+		apitype.Node{Name: "bidi\u202egnp.exe\x1b[31m", Role: "worker", State: "active", Gossip: "alive"})
+	fake.status.Overlay.Tunnels = append(fake.status.Overlay.Tunnels, apitype.Tunnel{Name: script, OverlayIP: "10.42.0.9", Remote: img})
+	fake.tokens[0].Name, fake.tokens[0].MintedBy = script, img
+	fake.audit[0].Subject, fake.audit[0].Detail = svg, script
+	fake.status.Approvals[0].Name = img
+	c := startConsole(t, fake)
+	c.login()
+	pages := []string{"/", "/tokens", "/audit", "/approvals", "/node/" + url.PathEscape(script), "/node/" + url.PathEscape(svg)}
+	for _, path := range pages {
+		status, body := c.get(path)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: %d", path, status)
+		}
+		for _, bad := range []string{"<script>alert", "<img src=x", "<svg onload", `" onmouseover="`, "\u202e", "\x1b"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s: the page carries %q unescaped", path, bad)
+			}
+		}
+	}
+	if _, body := c.get("/"); !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(body, "bidi\ufffdgnp.exe\ufffd[31m") {
+		t.Errorf("the mesh page does not show the hostile names as text")
+	}
+}
+
+// TestMeshPicture: the picture has a node for every node and an edge for
+// every tunnel of the node the console talks to; without an overlay it
+// draws the nodes only and says so.
+func TestMeshPicture(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	c.login()
+	_, body := c.get("/")
+	if n := strings.Count(body, `<line class="edge"`); n != 2 {
+		t.Errorf("%d edges, want 2 (cp1's tunnels to w1 and w2)", n)
+	}
+	if n := strings.Count(body, `<a href="/node/`); n != 7 { // 3 in the picture, 3 in the table, the summary's
+		t.Errorf("%d node links, want 7", n)
+	}
+	for _, want := range []string{`class="node role-worker cond-down"`, `class="node role-control cond-ok self lighthouse"`, "Edges are the Nebula tunnels of cp1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the mesh page lacks %q", want)
+		}
+	}
+	fake.mu.Lock()
+	fake.status.Overlay = nil
+	fake.mu.Unlock()
+	_, body = c.get("/")
+	if strings.Contains(body, `<line class="edge"`) || !strings.Contains(body, "No tunnels drawn: cp1 reports no overlay.") {
+		t.Errorf("without an overlay: edges drawn or not said")
+	}
+}
+
+// TestErrorsShowCodeCauseRemedy: a page whose local API call fails shows
+// the code, cause and remedy, as the CLI prints them.
+func TestErrorsShowCodeCauseRemedy(t *testing.T) {
+	fake := newFake()
+	fake.failPaths[apitype.PathTokens] = codes.NotControl
+	fake.failPaths[apitype.PathAudit] = codes.NoLeader
+	c := startConsole(t, fake)
+	c.login()
+	for path, code := range map[string]codes.Code{"/tokens": codes.NotControl, "/audit": codes.NoLeader, "/node/nobody": codes.NodeUnknown} {
+		_, body := c.get(path)
+		for _, want := range []string{string(code), code.Cause(), code.Remedy()} {
+			if !strings.Contains(body, html.EscapeString(want)) {
+				t.Errorf("GET %s lacks %q", path, want)
+			}
+		}
+	}
+}
+
+// TestAuditFilter: the filter keeps the events that contain the text, in
+// any field, newest first.
+func TestAuditFilter(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	_, body := c.get("/audit?q=REMOVE")
+	if !strings.Contains(body, "1 of 2 events") || !strings.Contains(body, "<td>w3</td>") || strings.Contains(body, "<td>w1</td>") {
+		t.Errorf("filter remove:\n%s", body)
+	}
+	_, body = c.get("/audit")
+	if i, j := strings.Index(body, "<td>w3</td>"), strings.Index(body, "<td>w1</td>"); i < 0 || j < 0 || i > j {
+		t.Errorf("unfiltered: want both, newest (w3) first")
+	}
+}
+
+// TestNonLoopbackAddrRefused: --addr must be a loopback IP (or localhost)
+// with a port; anything else is ConsoleAddr and nothing is bound.
+func TestNonLoopbackAddrRefused(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", ":8080", "192.0.2.1:8080", "example.com:80", "[::]:0", "127.0.0.1", "127.0.0.1:http-alt-x", "[fe80::1]:0", "localhost.evil.example:80"} {
+		if _, err := CheckAddr(addr); codes.Of(err) != codes.ConsoleAddr {
+			t.Errorf("CheckAddr(%q): %v, want %s", addr, err, codes.ConsoleAddr)
+		}
+		if s, err := Listen(addr, &localclient.Client{}); codes.Of(err) != codes.ConsoleAddr || s != nil {
+			t.Errorf("Listen(%q): %v, want %s", addr, err, codes.ConsoleAddr)
+		}
+	}
+	for addr, want := range map[string]string{"127.0.0.1:0": "127.0.0.1:0", "localhost:8080": "127.0.0.1:8080", "[::1]:0": "[::1]:0", "127.9.8.7:80": "127.9.8.7:80"} {
+		if got, err := CheckAddr(addr); err != nil || got != want {
+			t.Errorf("CheckAddr(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+	// A port taken: ConsoleAddr too, naming the cause.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if _, err := Listen(ln.Addr().String(), &localclient.Client{}); codes.Of(err) != codes.ConsoleAddr {
+		t.Errorf("Listen on a taken port: %v", err)
+	}
+}
+
+// TestStopsWithContext: Run returns when its context ends and the port is
+// closed afterwards.
+func TestStopsWithContext(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", &localclient.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5 s")
+	}
+	if conn, err := net.Dial("tcp", srv.Addr()); err == nil {
+		conn.Close()
+		t.Errorf("the port still accepts connections after Run returned")
+	}
+}

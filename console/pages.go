@@ -1,0 +1,307 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient"
+	"github.com/meshd/meshd/codes"
+)
+
+// callTimeout bounds every local API call a page makes.
+const callTimeout = 10 * time.Second
+
+// pages renders the console's pages from the local API.
+type pages struct {
+	client    *localclient.Client
+	templates map[string]*template.Template
+}
+
+func newPages(client *localclient.Client) (*pages, error) {
+	ts, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	return &pages{client: client, templates: ts}, nil
+}
+
+func (p *pages) routes(mux *http.ServeMux) {
+	static, _ := fs.Sub(assets, "assets/static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", p.mesh)
+	mux.HandleFunc("GET /node/{name}", p.node)
+	mux.HandleFunc("GET /admit", p.admitForm)
+	mux.HandleFunc("POST /admit", p.admit)
+	mux.HandleFunc("GET /tokens", p.tokens)
+	mux.HandleFunc("POST /tokens/revoke", p.revoke)
+	mux.HandleFunc("GET /approvals", p.approvals)
+	mux.HandleFunc("POST /approvals/approve", p.approve)
+	mux.HandleFunc("GET /audit", p.audit)
+}
+
+func (p *pages) call(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), callTimeout)
+}
+
+// meshView is the Mesh page: the picture and the table of the same nodes.
+type meshView struct {
+	Status  *apitype.Status
+	Nodes   []nodeRow
+	Picture *picture
+}
+
+// nodeRow is a node as the pages show it.
+type nodeRow struct {
+	apitype.Node
+	Lighthouse bool
+	Condition  string // ok, warn, down, gone: the picture's and the table's colour
+}
+
+func (p *pages) mesh(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := p.call(r)
+	defer cancel()
+	v := view{Title: "Mesh", Nav: "mesh", CSRF: csrfOf(r.Context())}
+	st, err := p.client.Status(ctx)
+	if err != nil {
+		v.Problem = problemOf(err)
+		p.render(w, http.StatusOK, "mesh", v)
+		return
+	}
+	nodes, err := p.client.Nodes(ctx)
+	if err != nil {
+		v.Problem = problemOf(err)
+	}
+	rows := rowsOf(st, nodes)
+	v.Data = meshView{Status: st, Nodes: rows, Picture: draw(st, rows)}
+	p.render(w, http.StatusOK, "mesh", v)
+}
+
+func rowsOf(st *apitype.Status, nodes []apitype.Node) []nodeRow {
+	var lighthouses []string
+	if st != nil && st.Overlay != nil {
+		lighthouses = st.Overlay.Lighthouses
+	}
+	rows := make([]nodeRow, 0, len(nodes))
+	for _, n := range nodes {
+		rows = append(rows, nodeRow{Node: n, Lighthouse: slices.Contains(lighthouses, n.OverlayIP), Condition: condition(n)})
+	}
+	slices.SortFunc(rows, func(a, b nodeRow) int { return strings.Compare(a.Name, b.Name) })
+	return rows
+}
+
+// condition sums up a node for its colour: ok (active and alive), gone
+// (left or removed), down (failed in raft or in gossip), warn (anything
+// between: joining, suspect, not yet seen by gossip).
+func condition(n apitype.Node) string {
+	switch {
+	case n.State == "left" || n.State == "removed":
+		return "gone"
+	case n.State == "failed" || n.Gossip == "failed":
+		return "down"
+	case n.State == "active" && n.Gossip == "alive":
+		return "ok"
+	}
+	return "warn"
+}
+
+// nodeView is the Node page.
+type nodeView struct {
+	Node   nodeRow
+	Status *apitype.Status // set when the node is the one the console talks to
+}
+
+func (p *pages) node(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := p.call(r)
+	defer cancel()
+	name := r.PathValue("name")
+	v := view{Title: "Node " + name, Nav: "mesh", CSRF: csrfOf(r.Context())}
+	st, err := p.client.Status(ctx)
+	if err != nil {
+		v.Problem = problemOf(err)
+		p.render(w, http.StatusOK, "node", v)
+		return
+	}
+	nodes, err := p.client.Nodes(ctx)
+	if err != nil {
+		v.Problem = problemOf(err)
+		p.render(w, http.StatusOK, "node", v)
+		return
+	}
+	for _, n := range rowsOf(st, nodes) {
+		if n.Name == name {
+			nv := nodeView{Node: n}
+			if n.Self {
+				nv.Status = st
+			}
+			v.Data = nv
+			p.render(w, http.StatusOK, "node", v)
+			return
+		}
+	}
+	v.Problem = problemOf(codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node %q", name)))
+	p.render(w, http.StatusNotFound, "node", v)
+}
+
+// admitFormView is the Admit form's values (kept when a mint fails).
+type admitFormView struct {
+	Name, Role, TTL, Addr, Groups string
+	Approve                       bool
+}
+
+func (p *pages) admitForm(w http.ResponseWriter, r *http.Request) {
+	p.render(w, http.StatusOK, "admit", view{Title: "Admit", Nav: "admit", CSRF: csrfOf(r.Context()),
+		Data: admitFormView{Role: "worker", TTL: "15m"}})
+}
+
+// admit mints a token and shows it on this answer only: the console keeps
+// no copy, and no later page shows it.
+func (p *pages) admit(w http.ResponseWriter, r *http.Request) {
+	f := admitFormView{Name: strings.TrimSpace(r.PostForm.Get("name")), Role: r.PostForm.Get("role"),
+		TTL: strings.TrimSpace(r.PostForm.Get("ttl")), Addr: strings.TrimSpace(r.PostForm.Get("addr")),
+		Groups: r.PostForm.Get("groups"), Approve: r.PostForm.Get("approve") != ""}
+	v := view{Title: "Admit", Nav: "admit", CSRF: csrfOf(r.Context()), Data: f}
+	req, err := f.request()
+	if err == nil {
+		ctx, cancel := p.call(r)
+		defer cancel()
+		var resp *apitype.AdmitResponse
+		if resp, err = p.client.Admit(ctx, req); err == nil {
+			v.Data = resp
+			p.render(w, http.StatusOK, "admitted", v)
+			return
+		}
+	}
+	v.Problem = problemOf(err)
+	p.render(w, codes.OrInternal(err).Status(), "admit", v)
+}
+
+func (f admitFormView) request() (apitype.AdmitRequest, error) {
+	req := apitype.AdmitRequest{Name: f.Name, Role: f.Role, Addr: f.Addr, Approve: f.Approve}
+	if f.Name == "" {
+		return req, codes.Wrap(codes.ConsoleForm, fmt.Errorf("name: required"))
+	}
+	ttl, err := time.ParseDuration(f.TTL)
+	if err != nil {
+		return req, codes.Wrap(codes.ConsoleForm, fmt.Errorf("ttl: want a duration such as 15m or 1h"))
+	}
+	req.TTL = ttl
+	req.Groups = strings.FieldsFunc(f.Groups, func(r rune) bool { return r == ',' || r == ' ' })
+	return req, nil
+}
+
+// tokensView is the Tokens page.
+type tokensView struct {
+	Tokens  []apitype.Token
+	Revoked *apitype.RevokeResponse
+}
+
+func (p *pages) tokens(w http.ResponseWriter, r *http.Request) {
+	p.renderTokens(w, r, http.StatusOK, nil, nil)
+}
+
+func (p *pages) renderTokens(w http.ResponseWriter, r *http.Request, status int, revoked *apitype.RevokeResponse, failed error) {
+	ctx, cancel := p.call(r)
+	defer cancel()
+	v := view{Title: "Tokens", Nav: "tokens", CSRF: csrfOf(r.Context()), Problem: problemOf(failed)}
+	ts, err := p.client.Tokens(ctx)
+	if err != nil && failed == nil {
+		v.Problem = problemOf(err)
+	}
+	slices.SortFunc(ts, func(a, b apitype.Token) int { return b.Created.Compare(a.Created) })
+	v.Data = tokensView{Tokens: ts, Revoked: revoked}
+	p.render(w, status, "tokens", v)
+}
+
+func (p *pages) revoke(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.PostForm.Get("id"))
+	if id == "" {
+		p.renderTokens(w, r, http.StatusBadRequest, nil, codes.Wrap(codes.ConsoleForm, fmt.Errorf("id: required")))
+		return
+	}
+	ctx, cancel := p.call(r)
+	defer cancel()
+	resp, err := p.client.RevokeToken(ctx, id)
+	if err != nil {
+		p.renderTokens(w, r, codes.OrInternal(err).Status(), nil, err)
+		return
+	}
+	p.renderTokens(w, r, http.StatusOK, resp, nil)
+}
+
+// approvalsView is the Approvals page.
+type approvalsView struct {
+	Waiting  []apitype.WaitingJoin
+	Approved *apitype.ApproveResponse
+}
+
+func (p *pages) approvals(w http.ResponseWriter, r *http.Request) {
+	p.renderApprovals(w, r, http.StatusOK, nil, nil)
+}
+
+func (p *pages) renderApprovals(w http.ResponseWriter, r *http.Request, status int, approved *apitype.ApproveResponse, failed error) {
+	ctx, cancel := p.call(r)
+	defer cancel()
+	v := view{Title: "Approvals", Nav: "approvals", CSRF: csrfOf(r.Context()), Problem: problemOf(failed)}
+	st, err := p.client.Status(ctx)
+	av := approvalsView{Approved: approved}
+	if err != nil && failed == nil {
+		v.Problem = problemOf(err)
+	}
+	if err == nil {
+		av.Waiting = st.Approvals
+	}
+	v.Data = av
+	p.render(w, status, "approvals", v)
+}
+
+func (p *pages) approve(w http.ResponseWriter, r *http.Request) {
+	req := apitype.ApproveRequest{Name: strings.TrimSpace(r.PostForm.Get("name")), Code: strings.TrimSpace(r.PostForm.Get("code"))}
+	if req.Name == "" || req.Code == "" {
+		p.renderApprovals(w, r, http.StatusBadRequest, nil, codes.Wrap(codes.ConsoleForm, fmt.Errorf("name and code: required")))
+		return
+	}
+	ctx, cancel := p.call(r)
+	defer cancel()
+	resp, err := p.client.Approve(ctx, req)
+	if err != nil {
+		p.renderApprovals(w, r, codes.OrInternal(err).Status(), nil, err)
+		return
+	}
+	p.renderApprovals(w, r, http.StatusOK, resp, nil)
+}
+
+// auditView is the Audit page: the events that contain Filter, newest first.
+type auditView struct {
+	Filter string
+	Events []apitype.AuditEvent
+	Total  int
+}
+
+func (p *pages) audit(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := p.call(r)
+	defer cancel()
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	v := view{Title: "Audit", Nav: "audit", CSRF: csrfOf(r.Context())}
+	events, err := p.client.Audit(ctx, 0)
+	if err != nil {
+		v.Problem = problemOf(err)
+	}
+	av := auditView{Filter: q, Total: len(events)}
+	lq := strings.ToLower(q)
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		hay := strings.ToLower(strings.Join([]string{string(e.Code), e.Event, e.Actor, e.Subject, e.Detail}, "\x00"))
+		if lq == "" || strings.Contains(hay, lq) {
+			av.Events = append(av.Events, e)
+		}
+	}
+	v.Data = av
+	p.render(w, http.StatusOK, "audit", v)
+}
