@@ -301,6 +301,52 @@ func TestApprove(t *testing.T) {
 	wantRefused(t, "no code", status, body, codes.ConsoleForm)
 }
 
+// TestRemove: a control node's Node page offers remove for another node
+// that is not gone; the removal runs only when the operator typed the
+// node's name, and the page shows who acknowledged it.
+func TestRemove(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	c.login()
+	const form = `action="/node/w1/remove"`
+	if _, body := c.get("/node/w1"); !strings.Contains(body, form) {
+		t.Fatalf("no remove form on a control node's page of w1:\n%s", body)
+	}
+	if _, body := c.get("/node/cp1"); strings.Contains(body, "/remove") {
+		t.Errorf("remove offered for the node the console talks to")
+	}
+	for _, confirm := range []string{"", "w2", "W1"} {
+		status, body := c.post("/node/w1/remove", url.Values{"confirm": {confirm}})
+		wantRefused(t, "confirm "+confirm, status, body, codes.ConsoleForm)
+	}
+	if len(fake.removes) != 0 {
+		t.Fatalf("meshd removed %v without the name typed", fake.removes)
+	}
+	status, body := c.post("/node/w1/remove", url.Values{"confirm": {"w1"}})
+	if status != http.StatusOK || !strings.Contains(body, "Removed <strong>w1</strong>") || !strings.Contains(body, "from: w2") {
+		t.Fatalf("remove: %d\n%s", status, body)
+	}
+	if strings.Join(fake.removes, ",") != "w1" {
+		t.Errorf("meshd removed %v", fake.removes)
+	}
+	if _, body := c.get("/node/w1"); strings.Contains(body, form) {
+		t.Errorf("remove still offered for a removed node")
+	}
+	// Without the session's CSRF token: refused like every form.
+	req := c.request("POST", "/node/w2/remove", url.Values{"confirm": {"w2"}})
+	req.AddCookie(c.cookie)
+	req.Header.Set("Origin", c.base)
+	status, body, _ = c.do(req)
+	wantRefused(t, "remove without CSRF", status, body, codes.ConsoleCSRF)
+	// On a worker the page offers nothing.
+	fake.mu.Lock()
+	fake.status.Role = "worker"
+	fake.mu.Unlock()
+	if _, body := c.get("/node/w2"); strings.Contains(body, "/remove") {
+		t.Errorf("remove offered on a worker")
+	}
+}
+
 // TestHostileNames: markup in a node's name, version, token or audit
 // fields is shown as text on every page, never run; control and bidi
 // characters are replaced.

@@ -30,6 +30,7 @@ type fakeMeshd struct {
 	admits    []apitype.AdmitRequest
 	revokes   []string
 	approves  []apitype.ApproveRequest
+	removes   []string
 	failPaths map[string]codes.Code // path → the error meshd answers with
 }
 
@@ -122,13 +123,32 @@ func (f *fakeMeshd) handler() http.Handler {
 		f.approves = append(f.approves, req)
 		apitype.WriteJSON(w, http.StatusOK, apitype.ApproveResponse{Name: req.Name, TokenID: "aaaabbbbcccc", Source: "192.0.2.9", Via: "cp1", Actor: "uid=0@cp1"})
 	})
+	mux.HandleFunc("POST "+apitype.PathRemove, func(w http.ResponseWriter, r *http.Request) {
+		var req apitype.RemoveRequest
+		if err := apitype.DecodeBody(r, &req); err != nil {
+			apitype.WriteError(w, err)
+			return
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		name := r.PathValue("name")
+		f.removes = append(f.removes, name)
+		for i := range f.nodes {
+			if f.nodes[i].Name == name {
+				f.nodes[i].State = "removed"
+				apitype.WriteJSON(w, http.StatusOK, apitype.RemoveResponse{Name: name, Version: 7, Acked: []string{"cp1"}, Pending: []string{"w2"}, Bound: 5 * time.Second})
+				return
+			}
+		}
+		apitype.WriteError(w, codes.Wrap(codes.NodeUnknown, nil))
+	})
 	return mux
 }
 
 func (f *fakeMeshd) writes() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.admits) + len(f.revokes) + len(f.approves)
+	return len(f.admits) + len(f.revokes) + len(f.approves) + len(f.removes)
 }
 
 // consoleRun is a console serving on a free loopback port in front of a

@@ -15,8 +15,13 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
-// callTimeout bounds every local API call a page makes.
-const callTimeout = 10 * time.Second
+// callTimeout bounds every local API call a page makes; removeTimeout a
+// removal, which waits up to revocation_ack_timeout (at most 1m) for the
+// members' acknowledgements.
+const (
+	callTimeout   = 10 * time.Second
+	removeTimeout = 75 * time.Second
+)
 
 // pages renders the console's pages from the local API.
 type pages struct {
@@ -37,6 +42,7 @@ func (p *pages) routes(mux *http.ServeMux) {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", p.mesh)
 	mux.HandleFunc("GET /node/{name}", p.node)
+	mux.HandleFunc("POST /node/{name}/remove", p.remove)
 	mux.HandleFunc("GET /admit", p.admitForm)
 	mux.HandleFunc("POST /admit", p.admit)
 	mux.HandleFunc("GET /tokens", p.tokens)
@@ -115,13 +121,23 @@ func condition(n apitype.Node) string {
 type nodeView struct {
 	Node   nodeRow
 	Status *apitype.Status // set when the node is the one the console talks to
+	// Removable: the console talks to a control node, and the node is
+	// neither that node nor gone; the page offers remove.
+	Removable bool
+	Removed   *apitype.RemoveResponse
 }
 
 func (p *pages) node(w http.ResponseWriter, r *http.Request) {
+	p.renderNode(w, r, http.StatusOK, nil, nil)
+}
+
+// renderNode shows the Node page, after a removal (removed) or a refused
+// one (failed) when there was one.
+func (p *pages) renderNode(w http.ResponseWriter, r *http.Request, status int, removed *apitype.RemoveResponse, failed error) {
 	ctx, cancel := p.call(r)
 	defer cancel()
 	name := r.PathValue("name")
-	v := view{Title: "Node " + name, Nav: "mesh", CSRF: csrfOf(r.Context())}
+	v := view{Title: "Node " + name, Nav: "mesh", CSRF: csrfOf(r.Context()), Problem: problemOf(failed)}
 	st, err := p.client.Status(ctx)
 	if err != nil {
 		v.Problem = problemOf(err)
@@ -136,17 +152,40 @@ func (p *pages) node(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, n := range rowsOf(st, nodes) {
 		if n.Name == name {
-			nv := nodeView{Node: n}
+			nv := nodeView{Node: n, Removed: removed,
+				Removable: st.Role == "control" && !n.Self && n.Condition != "gone"}
 			if n.Self {
 				nv.Status = st
 			}
 			v.Data = nv
-			p.render(w, http.StatusOK, "node", v)
+			p.render(w, status, "node", v)
 			return
 		}
 	}
-	v.Problem = problemOf(codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node %q", name)))
-	p.render(w, http.StatusNotFound, "node", v)
+	if v.Problem == nil {
+		v.Problem = problemOf(codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node %q", name)))
+		status = http.StatusNotFound
+	}
+	p.render(w, status, "node", v)
+}
+
+// remove takes the node out of the cluster, as `meshctl remove NAME`, once
+// the operator has typed its name into the confirm field.
+func (p *pages) remove(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if r.PostForm.Get("confirm") != name {
+		p.renderNode(w, r, http.StatusBadRequest, nil,
+			codes.Wrap(codes.ConsoleForm, fmt.Errorf("confirm: type the node's name, %s, to remove it", name)))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), removeTimeout)
+	defer cancel()
+	resp, err := p.client.RemoveWait(ctx, name, 0)
+	if err != nil {
+		p.renderNode(w, r, codes.OrInternal(err).Status(), nil, err)
+		return
+	}
+	p.renderNode(w, r, http.StatusOK, resp, nil)
 }
 
 // admitFormView is the Admit form's values (kept when a mint fails).
