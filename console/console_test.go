@@ -265,8 +265,8 @@ func TestRevoke(t *testing.T) {
 	c := startConsole(t, newFake())
 	c.login()
 	_, body := c.get("/tokens")
-	if n := strings.Count(body, `action="/tokens/revoke"`); n != 1 {
-		t.Errorf("%d revoke forms, want 1 (one unused token)", n)
+	if n := strings.Count(body, `action="/tokens/revoke"`); n != 2 {
+		t.Errorf("%d revoke forms, want 2 (the unused tokens)", n)
 	}
 	status, body := c.post("/tokens/revoke", url.Values{"id": {"0123456789ab"}})
 	if status != http.StatusOK || !strings.Contains(body, "Revoked token <code>0123456789ab</code>") {
@@ -275,7 +275,7 @@ func TestRevoke(t *testing.T) {
 	if strings.Join(c.fake.revokes, ",") != "0123456789ab" {
 		t.Errorf("meshd revoked %v", c.fake.revokes)
 	}
-	if _, body := c.get("/tokens"); strings.Contains(body, `action="/tokens/revoke"`) || !strings.Contains(body, "<td>revoked</td>") {
+	if _, body := c.get("/tokens"); strings.Count(body, `action="/tokens/revoke"`) != 1 || !strings.Contains(body, "<td>revoked</td>") {
 		t.Errorf("after the revoke the list still offers it or does not show it revoked:\n%s", body)
 	}
 	status, body = c.post("/tokens/revoke", url.Values{"id": {"ffffffffffff"}})
@@ -299,6 +299,25 @@ func TestApprove(t *testing.T) {
 	}
 	status, body = c.post("/approvals/approve", url.Values{"name": {"w9"}})
 	wantRefused(t, "no code", status, body, codes.ConsoleForm)
+}
+
+// TestReject: Reject on a waiting join revokes its token (the local API has
+// no reject of its own; the waiting join then ends with TokenRevoked).
+func TestReject(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	if _, body := c.get("/approvals"); !strings.Contains(body, `<input type="hidden" name="token_id" value="aaaabbbbcccc">`) {
+		t.Fatalf("no reject form for w9's token:\n%s", body)
+	}
+	status, body := c.post("/approvals/reject", url.Values{"token_id": {"aaaabbbbcccc"}})
+	if status != http.StatusOK || !strings.Contains(body, "Rejected the join of <strong>w9</strong>") {
+		t.Fatalf("reject: %d\n%s", status, body)
+	}
+	if strings.Join(c.fake.revokes, ",") != "aaaabbbbcccc" || len(c.fake.approves) != 0 {
+		t.Errorf("meshd revoked %v, approved %v", c.fake.revokes, c.fake.approves)
+	}
+	status, body = c.post("/approvals/reject", url.Values{})
+	wantRefused(t, "no token id", status, body, codes.ConsoleForm)
 }
 
 // TestRemove: a control node's Node page offers remove for another node

@@ -54,6 +54,8 @@ func newFake() *fakeMeshd {
 		},
 		tokens: []apitype.Token{
 			{ID: "0123456789ab", Name: "w5", Role: "worker", Created: now, Expires: now.Add(15 * time.Minute), MintedBy: "uid=0@cp1", State: apitype.TokenUnused},
+			{ID: "aaaabbbbcccc", Name: "w9", Role: "worker", Created: now.Add(-time.Minute), Expires: now.Add(time.Hour), MintedBy: "uid=0@cp1", State: apitype.TokenUnused,
+				Approval: &apitype.TokenApproval{State: apitype.ApprovalStateWaiting}},
 			{ID: "ba9876543210", Name: "w1", Role: "worker", Created: now.Add(-time.Hour), Expires: now, MintedBy: "uid=0@cp1", State: apitype.TokenUsed, ConsumedBy: "w1"},
 		},
 		audit: []apitype.AuditEvent{

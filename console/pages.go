@@ -49,6 +49,7 @@ func (p *pages) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /tokens/revoke", p.revoke)
 	mux.HandleFunc("GET /approvals", p.approvals)
 	mux.HandleFunc("POST /approvals/approve", p.approve)
+	mux.HandleFunc("POST /approvals/reject", p.reject)
 	mux.HandleFunc("GET /audit", p.audit)
 }
 
@@ -278,18 +279,18 @@ func (p *pages) revoke(w http.ResponseWriter, r *http.Request) {
 type approvalsView struct {
 	Waiting  []apitype.WaitingJoin
 	Approved *apitype.ApproveResponse
+	Rejected *apitype.RevokeResponse
 }
 
 func (p *pages) approvals(w http.ResponseWriter, r *http.Request) {
-	p.renderApprovals(w, r, http.StatusOK, nil, nil)
+	p.renderApprovals(w, r, http.StatusOK, approvalsView{}, nil)
 }
 
-func (p *pages) renderApprovals(w http.ResponseWriter, r *http.Request, status int, approved *apitype.ApproveResponse, failed error) {
+func (p *pages) renderApprovals(w http.ResponseWriter, r *http.Request, status int, av approvalsView, failed error) {
 	ctx, cancel := p.call(r)
 	defer cancel()
 	v := view{Title: "Approvals", Nav: "approvals", CSRF: csrfOf(r.Context()), Problem: problemOf(failed)}
 	st, err := p.client.Status(ctx)
-	av := approvalsView{Approved: approved}
 	if err != nil && failed == nil {
 		v.Problem = problemOf(err)
 	}
@@ -303,17 +304,36 @@ func (p *pages) renderApprovals(w http.ResponseWriter, r *http.Request, status i
 func (p *pages) approve(w http.ResponseWriter, r *http.Request) {
 	req := apitype.ApproveRequest{Name: strings.TrimSpace(r.PostForm.Get("name")), Code: strings.TrimSpace(r.PostForm.Get("code"))}
 	if req.Name == "" || req.Code == "" {
-		p.renderApprovals(w, r, http.StatusBadRequest, nil, codes.Wrap(codes.ConsoleForm, fmt.Errorf("name and code: required")))
+		p.renderApprovals(w, r, http.StatusBadRequest, approvalsView{}, codes.Wrap(codes.ConsoleForm, fmt.Errorf("name and code: required")))
 		return
 	}
 	ctx, cancel := p.call(r)
 	defer cancel()
 	resp, err := p.client.Approve(ctx, req)
 	if err != nil {
-		p.renderApprovals(w, r, codes.OrInternal(err).Status(), nil, err)
+		p.renderApprovals(w, r, codes.OrInternal(err).Status(), approvalsView{}, err)
 		return
 	}
-	p.renderApprovals(w, r, http.StatusOK, resp, nil)
+	p.renderApprovals(w, r, http.StatusOK, approvalsView{Approved: resp}, nil)
+}
+
+// reject turns a waiting join down by revoking its token: the local API
+// has no reject of its own, and a revoked token ends the waiting join
+// with TokenRevoked on the joiner.
+func (p *pages) reject(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.PostForm.Get("token_id"))
+	if id == "" {
+		p.renderApprovals(w, r, http.StatusBadRequest, approvalsView{}, codes.Wrap(codes.ConsoleForm, fmt.Errorf("token_id: required")))
+		return
+	}
+	ctx, cancel := p.call(r)
+	defer cancel()
+	resp, err := p.client.RevokeToken(ctx, id)
+	if err != nil {
+		p.renderApprovals(w, r, codes.OrInternal(err).Status(), approvalsView{}, err)
+		return
+	}
+	p.renderApprovals(w, r, http.StatusOK, approvalsView{Rejected: resp}, nil)
 }
 
 // auditView is the Audit page: the events that contain Filter, newest first.
