@@ -97,7 +97,8 @@ func TestSecurityHeaders(t *testing.T) {
 			t.Errorf("GET %s: %d", path, status)
 		}
 		h := resp.Header
-		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+			!strings.Contains(csp, "script-src 'self';") || strings.Contains(csp, "unsafe") {
 			t.Errorf("GET %s: CSP %q", path, csp)
 		}
 		if h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" || h.Get("X-Content-Type-Options") != "nosniff" {
@@ -107,6 +108,46 @@ func TestSecurityHeaders(t *testing.T) {
 	status, _, resp := c.do(c.request("GET", "/", nil))
 	if status != http.StatusForbidden || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Errorf("a refusal: %d, headers %v", status, resp.Header)
+	}
+	// The one script is the embedded file; no page has an inline one.
+	status, _, resp = c.do(c.request("GET", "/static/console.js", nil))
+	if ct := resp.Header.Get("Content-Type"); status != http.StatusOK || !strings.HasPrefix(ct, "text/javascript") {
+		t.Errorf("console.js: %d %q", status, ct)
+	}
+	for _, path := range []string{"/", "/admit", "/tokens", "/approvals", "/audit", "/node/w1"} {
+		_, body := c.get(path)
+		if strings.Count(body, "<script") != 1 || !strings.Contains(body, `<script src="/static/console.js" defer></script>`) {
+			t.Errorf("GET %s: scripts other than console.js", path)
+		}
+	}
+}
+
+// TestLiveFragment: /live/mesh is the Mesh page's live part alone (what
+// console.js swaps in every 2 s), behind the same guard; it shows a node
+// that joined since the page loaded, and a failure of meshd that came later.
+func TestLiveFragment(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	status, body, _ := c.do(c.request("GET", "/live/mesh", nil))
+	wantRefused(t, "the fragment without a session", status, body, codes.ConsoleSecret)
+	c.login()
+	_, page := c.get("/")
+	if !strings.Contains(page, `<div id="live" data-live="/live/mesh">`) {
+		t.Fatalf("the mesh page has no live part")
+	}
+	fake.mu.Lock()
+	fake.nodes = append(fake.nodes, apitype.Node{Name: "w4", Role: "worker", State: "joining", Gossip: "unknown"})
+	fake.mu.Unlock()
+	status, body = c.get("/live/mesh")
+	if status != http.StatusOK || !strings.HasPrefix(body, `<div id="live">`) || strings.Contains(body, "<html") ||
+		!strings.Contains(body, `<a href="/node/w4" class="node role-worker cond-warn">`) || !strings.Contains(body, `<line class="edge"`) {
+		t.Fatalf("fragment: %d\n%s", status, body)
+	}
+	fake.mu.Lock()
+	fake.failPaths[apitype.PathStatus] = codes.DaemonStarting
+	fake.mu.Unlock()
+	if _, body = c.get("/live/mesh"); !strings.Contains(body, string(codes.DaemonStarting)) || strings.Contains(body, "w4") {
+		t.Errorf("fragment after meshd failed: want the code and no stale nodes\n%s", body)
 	}
 }
 

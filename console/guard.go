@@ -42,9 +42,10 @@ func csrfOf(ctx context.Context) string {
 }
 
 // securityHeaders go on every answer: nothing may frame, embed or cache a
-// page, and a page may load only the console's own stylesheet.
+// page, and a page may load only the console's own stylesheet and script
+// (no inline script, no eval) and fetch only from the console.
 func securityHeaders(h http.Header) {
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")

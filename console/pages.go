@@ -41,6 +41,7 @@ func (p *pages) routes(mux *http.ServeMux) {
 	static, _ := fs.Sub(assets, "assets/static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /{$}", p.mesh)
+	mux.HandleFunc("GET /live/mesh", p.meshLive)
 	mux.HandleFunc("GET /node/{name}", p.node)
 	mux.HandleFunc("POST /node/{name}/remove", p.remove)
 	mux.HandleFunc("GET /admit", p.admitForm)
@@ -58,7 +59,10 @@ func (p *pages) call(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 // meshView is the Mesh page: the picture and the table of the same nodes.
+// Its Problem is part of the live fragment, so a refresh shows a failure
+// that comes later (meshd stopped) and clears one that went away.
 type meshView struct {
+	Problem *problem
 	Status  *apitype.Status
 	Nodes   []nodeRow
 	Picture *picture
@@ -72,22 +76,24 @@ type nodeRow struct {
 }
 
 func (p *pages) mesh(w http.ResponseWriter, r *http.Request) {
+	p.render(w, http.StatusOK, "mesh", view{Title: "Mesh", Nav: "mesh", CSRF: csrfOf(r.Context()), Data: p.meshData(r)})
+}
+
+// meshLive is the Mesh page's live part alone, for console.js.
+func (p *pages) meshLive(w http.ResponseWriter, r *http.Request) {
+	p.renderFragment(w, "mesh", "live", view{Data: p.meshData(r)})
+}
+
+func (p *pages) meshData(r *http.Request) meshView {
 	ctx, cancel := p.call(r)
 	defer cancel()
-	v := view{Title: "Mesh", Nav: "mesh", CSRF: csrfOf(r.Context())}
 	st, err := p.client.Status(ctx)
 	if err != nil {
-		v.Problem = problemOf(err)
-		p.render(w, http.StatusOK, "mesh", v)
-		return
+		return meshView{Problem: problemOf(err)}
 	}
 	nodes, err := p.client.Nodes(ctx)
-	if err != nil {
-		v.Problem = problemOf(err)
-	}
 	rows := rowsOf(st, nodes)
-	v.Data = meshView{Status: st, Nodes: rows, Picture: draw(st, rows)}
-	p.render(w, http.StatusOK, "mesh", v)
+	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: draw(st, rows)}
 }
 
 func rowsOf(st *apitype.Status, nodes []apitype.Node) []nodeRow {

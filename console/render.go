@@ -102,6 +102,20 @@ func (p *pages) render(w http.ResponseWriter, status int, name string, v view) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// renderFragment writes the block of page name alone, inside the element
+// whose id is the block's name (the element console.js replaces).
+func (p *pages) renderFragment(w http.ResponseWriter, name, block string, v view) {
+	var b bytes.Buffer
+	b.WriteString(`<div id="` + block + `">`)
+	if err := p.templates[name].ExecuteTemplate(&b, block, v); err != nil {
+		http.Error(w, string(codes.Internal)+": "+codes.Internal.Cause(), http.StatusInternalServerError)
+		return
+	}
+	b.WriteString("</div>\n")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
 // refuse answers a request the guard turned away: the code's HTTP status and
 // a page with its code, cause and remedy, and no data of the cluster.
 func (p *pages) refuse(w http.ResponseWriter, err error) {
