@@ -33,7 +33,7 @@ func TestSecretRequired(t *testing.T) {
 	wantRefused(t, "POST /admit", status, body, codes.ConsoleSecret)
 	// A cookie of the right name with a made-up value is no session.
 	req = c.request("GET", "/", nil)
-	req.AddCookie(&http.Cookie{Name: cookieName, Value: "guess"})
+	req.AddCookie(&http.Cookie{Name: c.srv.guard.cookie, Value: "guess"})
 	status, body, _ = c.do(req)
 	wantRefused(t, "a forged cookie", status, body, codes.ConsoleSecret)
 	if n := c.fake.writes(); n != 0 {
@@ -58,12 +58,16 @@ func TestCookieFlow(t *testing.T) {
 	}
 	var ck *http.Cookie
 	for _, k := range resp.Cookies() {
-		if k.Name == cookieName {
+		if k.Name == c.srv.guard.cookie {
 			ck = k
 		}
 	}
 	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.Value == secret || len(ck.Value) < 43 {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, a value of its own", ck)
+	}
+	// Named after the port: a second console on 127.0.0.1 keeps its own.
+	if _, port, _ := net.SplitHostPort(c.srv.Addr()); ck.Name != "meshctl_ui_"+port {
+		t.Errorf("cookie name %q, want meshctl_ui_%s", ck.Name, port)
 	}
 	c.cookie = ck
 	for _, path := range []string{"/", "/node/w1", "/admit", "/tokens", "/approvals", "/audit"} {

@@ -235,7 +235,7 @@ func (c *consoleRun) login() {
 		c.t.Fatalf("opening the URL: %d Location %q, want 303 to /", status, resp.Header.Get("Location"))
 	}
 	for _, ck := range resp.Cookies() {
-		if ck.Name == cookieName {
+		if ck.Name == c.srv.guard.cookie {
 			c.cookie = ck
 		}
 	}

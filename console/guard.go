@@ -12,10 +12,12 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
-// cookieName is the session cookie: HttpOnly, SameSite=Strict, Path=/, no
-// expiry (it ends with the browser session, and is worthless once meshctl
-// ui stops).
-const cookieName = "meshctl_ui"
+// cookiePrefix names the session cookie, followed by the bound port:
+// cookies are kept per host, not per port, so two consoles on 127.0.0.1 (two
+// clusters, or another user's) would otherwise overwrite each other's
+// session. HttpOnly, SameSite=Strict, Path=/, no expiry (it ends with the
+// browser session, and is worthless once meshctl ui stops).
+const cookiePrefix = "meshctl_ui_"
 
 // maxForm bounds a POST body.
 const maxForm = 64 << 10
@@ -25,6 +27,7 @@ const maxForm = 64 << 10
 // with the session's CSRF token from the console's own origin.
 type guard struct {
 	host, origin string
+	cookie       string // the session cookie's name
 	secret       string // the URL's; exchanged once
 
 	mu      sync.Mutex
@@ -110,7 +113,7 @@ func (g *guard) wrap(next http.Handler, p *pages) http.Handler {
 // sessionOf returns the session's CSRF token when r carries the session
 // cookie.
 func (g *guard) sessionOf(r *http.Request) (string, bool) {
-	c, err := r.Cookie(cookieName)
+	c, err := r.Cookie(g.cookie)
 	if err != nil {
 		return "", false
 	}
@@ -139,7 +142,7 @@ func (g *guard) exchange(w http.ResponseWriter, secret string) (string, bool) {
 		return "", false
 	}
 	g.used, g.session, g.csrf = true, session, csrf
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	return csrf, true
 }
 

@@ -60,7 +60,11 @@ func newServer(bound string, client *localclient.Client) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{client: client, host: bound, origin: "http://" + bound}
-	s.guard = &guard{host: bound, origin: s.origin, secret: secret}
+	_, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return nil, err
+	}
+	s.guard = &guard{host: bound, origin: s.origin, cookie: cookiePrefix + port, secret: secret}
 	s.pages, err = newPages(client)
 	if err != nil {
 		return nil, err
