@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"os/exec"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/console"
 )
 
@@ -35,6 +38,7 @@ func (a *app) uiCommand() *cobra.Command {
 			a.out.Printf("meshctl ui: the console is at http://%s/ until this command stops (Ctrl-C)\n", srv.Addr())
 			a.out.Println("open this URL; its secret works once, in the first browser that opens it:")
 			a.out.Printf("  %s\n", srv.URL())
+			a.checkDaemon(cmd.Context())
 			if open {
 				a.open(srv.URL())
 			}
@@ -44,6 +48,18 @@ func (a *app) uiCommand() *cobra.Command {
 	cmd.Flags().StringVar(&addr, "addr", console.DefaultAddr, "loopback `HOST:PORT` to serve on (port 0: a free one)")
 	cmd.Flags().BoolVar(&open, "open", false, "open the URL with xdg-open (never done without this flag)")
 	return cmd
+}
+
+// checkDaemon asks meshd for its status once: the console runs either way
+// (meshd may be starting), but a console that cannot reach meshd, or may not,
+// says so at once rather than only on its pages.
+func (a *app) checkDaemon(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := a.client().Status(ctx); err != nil {
+		c := codes.OrInternal(err)
+		a.errOut.Printf("warning %s: %s\nremedy: %s\n(the console runs, and shows this on its pages until it is fixed)\n", c, c.Cause(), c.Remedy())
+	}
 }
 
 // open hands url to xdg-open when there is one; the console runs either way.

@@ -83,4 +83,64 @@ func TestUIServesUntilStopped(t *testing.T) {
 	if _, err := client.Get(strings.SplitN(url, "?", 2)[0]); err == nil {
 		t.Error("the console still answers after meshctl ui returned")
 	}
+	if stderr.String() != "" {
+		t.Errorf("stderr with meshd answering:\n%s", stderr.String())
+	}
+}
+
+// TestUIWarnsWhenDaemonDown: with meshd unreachable, `meshctl ui` still
+// serves (meshd may be starting) and says so on stderr with the code.
+func TestUIWarnsWhenDaemonDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run(ctx, []string{"--socket", nowhere(t), "ui"}, strings.NewReader(""), outW, errW)
+		_ = outW.Close()
+		_ = errW.Close()
+	}()
+	var base string
+	out := bufio.NewScanner(outR)
+	for base == "" && out.Scan() {
+		if l := strings.TrimSpace(out.Text()); strings.HasPrefix(l, "http://127.0.0.1:") {
+			base, _, _ = strings.Cut(l, "?")
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, outR) }()
+	first := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(errR)
+		sc.Scan()
+		first <- sc.Text()
+		_, _ = io.Copy(io.Discard, errR)
+	}()
+	select {
+	case l := <-first:
+		if !strings.HasPrefix(l, "warning "+string(codes.DaemonUnreachable)+": ") {
+			t.Fatalf("stderr first line %q, want the DaemonUnreachable warning", l)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no warning on stderr within 5 s")
+	}
+	// It serves after the warning: a request without the secret gets the
+	// console's refusal.
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(base)
+	if err != nil {
+		t.Fatalf("the console does not answer after the warning: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET %s: %d, want 403", base, resp.StatusCode)
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != exitOK {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("meshctl ui did not stop")
+	}
 }
