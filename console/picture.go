@@ -6,11 +6,16 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 )
 
-// The picture's canvas, in SVG user units; the page scales it.
+// The picture's canvas, in SVG user units; the page scales it. A node is a
+// circle of radius nodeR, smaller when many share the ring (never under
+// minNodeR); below labelR the names are left to the tooltips and the table.
 const (
 	pictureW = 720
 	pictureH = 480
 	nodeR    = 18
+	minNodeR = 3
+	labelR   = 10
+	margin   = 40 // room for the labels of the nodes at the ring's edge
 )
 
 // picture is the Mesh page's SVG: a node a circle on a ring, coloured by
@@ -30,7 +35,7 @@ type picture struct {
 type pictureNode struct {
 	nodeRow
 	X, Y    int
-	LabelY  int
+	LabelY  int // 0: no label (too many nodes to name them all)
 	R       int
 	BeaconR int // the lighthouse's outer ring
 }
@@ -45,7 +50,13 @@ type pictureEdge struct {
 func draw(st *apitype.Status, rows []nodeRow) *picture {
 	p := &picture{W: pictureW, H: pictureH}
 	cx, cy := pictureW/2, pictureH/2
-	ring := float64(min(pictureW, pictureH))/2 - 3*nodeR
+	ring := float64(min(pictureW, pictureH))/2 - margin
+	r := nodeR
+	if n := len(rows); n > 1 {
+		// Neighbours on the ring are 2·ring·sin(π/n) apart, centre to
+		// centre; a node and its lighthouse ring take a third of that.
+		r = max(minNodeR, min(nodeR, int(ring*math.Sin(math.Pi/float64(n))/3)))
+	}
 	at := map[string]int{} // name and overlay IP → index
 	for i, n := range rows {
 		x, y := cx, cy
@@ -53,7 +64,11 @@ func draw(st *apitype.Status, rows []nodeRow) *picture {
 			a := 2*math.Pi*float64(i)/float64(len(rows)) - math.Pi/2
 			x, y = cx+int(math.Round(ring*math.Cos(a))), cy+int(math.Round(ring*math.Sin(a)))
 		}
-		p.Nodes = append(p.Nodes, pictureNode{nodeRow: n, X: x, Y: y, LabelY: y + nodeR + 16, R: nodeR, BeaconR: nodeR + 6})
+		labelY := 0
+		if r >= labelR {
+			labelY = y + r + 16
+		}
+		p.Nodes = append(p.Nodes, pictureNode{nodeRow: n, X: x, Y: y, LabelY: labelY, R: r, BeaconR: r + max(2, r/3)})
 		at[n.Name] = i
 		if n.OverlayIP != "" {
 			at[n.OverlayIP] = i
