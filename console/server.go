@@ -23,7 +23,6 @@ const DefaultAddr = "127.0.0.1:0"
 // Server is one run of the console: a bound loopback listener, the one-time
 // secret of its URL and at most one browser session.
 type Server struct {
-	client *localclient.Client
 	ln     net.Listener
 	origin string // "http://" + the bound host:port, the only Host and Origin accepted
 	host   string // the bound host:port, as the Host header must carry it
@@ -52,14 +51,13 @@ func Listen(addr string, client *localclient.Client) (*Server, error) {
 	return s, nil
 }
 
-// newServer builds the server for the bound address host:port (tests use
-// it with a handler and no listener).
+// newServer builds the server for the bound address host:port.
 func newServer(bound string, client *localclient.Client) (*Server, error) {
 	secret, err := randomToken()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{client: client, host: bound, origin: "http://" + bound}
+	s := &Server{host: bound, origin: "http://" + bound}
 	_, port, err := net.SplitHostPort(bound)
 	if err != nil {
 		return nil, err
