@@ -261,7 +261,7 @@ func TestAdmitShowsTokenOnce(t *testing.T) {
 	c.login()
 	status, body := c.post("/admit", url.Values{"name": {"db1"}, "role": {"control"}, "ttl": {"30m"},
 		"addr": {"192.0.2.7"}, "groups": {"db, eu"}, "approve": {"1"}})
-	if status != http.StatusOK || !strings.Contains(body, "<pre id=\"command\" class=\"secret\" tabindex=\"0\">meshctl join "+secretToken+"</pre>") {
+	if status != http.StatusOK || !strings.Contains(body, `<pre id="command" class="secret" tabindex="0" aria-labelledby="command-label">meshctl join `+secretToken+`</pre>`) {
 		t.Fatalf("admit: %d\n%s", status, body)
 	}
 	if len(c.fake.admits) != 1 {
