@@ -492,6 +492,52 @@ func TestErrorsShowCodeCauseRemedy(t *testing.T) {
 	}
 }
 
+// TestProblemWords: meshd's own cause and remedy win over this console's
+// table (a newer meshd may send a code the console does not know); the
+// detail line shows only when there is a detail; a failed write's problem
+// is the one shown even when reading the page's data fails as well.
+func TestProblemWords(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	c.login()
+	fake.mu.Lock()
+	fake.failWith[apitype.PathAudit] = &apitype.Error{ErrCode: "X409399NEWCOD", Cause: "a newer meshd's cause", Remedy: "a newer meshd's remedy"}
+	fake.mu.Unlock()
+	_, body := c.get("/audit")
+	for _, want := range []string{"X409399NEWCOD", "a newer meshd&#39;s cause", "a newer meshd&#39;s remedy"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("audit page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "detail:") {
+		t.Errorf("a detail line without a detail")
+	}
+	// A refusal without a detail has no detail line; one with a detail shows it.
+	req := c.request("POST", "/tokens/revoke", url.Values{"id": {"x"}})
+	req.AddCookie(c.cookie)
+	req.Header.Set("Origin", c.base)
+	if _, body, _ := c.do(req); !strings.Contains(body, string(codes.ConsoleCSRF)) || strings.Contains(body, "detail:") {
+		t.Errorf("CSRF refusal: want the code and no detail line")
+	}
+	if _, body := c.post("/admit", url.Values{"name": {"w7"}, "ttl": {"soon"}}); !strings.Contains(body, "<strong>detail:</strong> ttl: want a duration") {
+		t.Errorf("form refusal without its detail")
+	}
+	// The approve fails and so does the status the page then reads: the
+	// approve's problem is shown.
+	fake.mu.Lock()
+	fake.failWith[apitype.PathApprove] = apitype.NewError(codes.TokenRevoked, nil)
+	fake.failPaths[apitype.PathStatus] = codes.NoLeader
+	fake.mu.Unlock()
+	status, body := c.post("/approvals/approve", url.Values{"name": {"w9"}, "code": {"123456"}})
+	if !strings.Contains(body, string(codes.TokenRevoked)) || strings.Contains(body, string(codes.NoLeader)) {
+		t.Errorf("approve refused: %d, want TokenRevoked shown, not the later NoLeader", status)
+	}
+	// Reading alone fails: that is shown.
+	if _, body := c.get("/approvals"); !strings.Contains(body, string(codes.NoLeader)) {
+		t.Errorf("approvals page without status: NoLeader not shown")
+	}
+}
+
 // TestAuditFilter: the filter keeps the events that contain the text, in
 // any field, newest first.
 func TestAuditFilter(t *testing.T) {

@@ -31,7 +31,10 @@ type fakeMeshd struct {
 	revokes   []string
 	approves  []apitype.ApproveRequest
 	removes   []string
-	failPaths map[string]codes.Code // path → the error meshd answers with
+	failPaths map[string]codes.Code // path → the error meshd answers with (reads)
+	// failWith answers any route of the path with this error, as a meshd
+	// newer than this console may (its own code, cause and remedy).
+	failWith map[string]*apitype.Error
 }
 
 // secretToken is what the fake's admit mints: the tests look for it on
@@ -63,6 +66,7 @@ func newFake() *fakeMeshd {
 			{At: now, Code: "X200000REMOVE", Event: "remove", Actor: "uid=1000@cp1", Subject: "w3"},
 		},
 		failPaths: map[string]codes.Code{},
+		failWith:  map[string]*apitype.Error{},
 	}
 }
 
@@ -144,7 +148,16 @@ func (f *fakeMeshd) handler() http.Handler {
 		}
 		apitype.WriteError(w, codes.Wrap(codes.NodeUnknown, nil))
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		e := f.failWith[r.URL.Path]
+		f.mu.Unlock()
+		if e != nil {
+			apitype.WriteJSON(w, http.StatusConflict, e)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (f *fakeMeshd) writes() int {

@@ -160,7 +160,7 @@ func (g *guard) checkOrigin(r *http.Request) error {
 	if ref == "" {
 		return codes.Wrap(codes.ConsoleOrigin, fmt.Errorf("no Origin and no Referer"))
 	}
-	if u, err := url.Parse(ref); err != nil || !sameOrigin(ref, g.origin) || u.Host != g.host {
+	if u, err := url.Parse(ref); err != nil || !strings.HasPrefix(ref, g.origin+"/") || u.Host != g.host {
 		return codes.Wrap(codes.ConsoleOrigin, fmt.Errorf("Referer from another origin"))
 	}
 	return nil

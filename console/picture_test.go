@@ -36,5 +36,49 @@ func TestDrawScales(t *testing.T) {
 		if labelled := p.Nodes[0].LabelY != 0; labelled != (n <= 20) {
 			t.Errorf("%d nodes: labelled %v (radius %d)", n, labelled, p.Nodes[0].R)
 		}
+		for _, a := range p.Nodes {
+			if a.LabelY != 0 && a.LabelY <= a.Y+a.R || a.BeaconR <= a.R {
+				t.Fatalf("%d nodes: label at %d for a node at %d radius %d, lighthouse ring %d: want the label below, the ring outside", n, a.LabelY, a.Y, a.R, a.BeaconR)
+			}
+		}
+	}
+}
+
+// TestDrawPlaces: one node sits in the middle; more start at the top and go
+// clockwise in name order, so a node keeps its place between two loads.
+func TestDrawPlaces(t *testing.T) {
+	one := draw(nil, []nodeRow{{Node: apitype.Node{Name: "a"}}})
+	if a := one.Nodes[0]; a.X != pictureW/2 || a.Y != pictureH/2 {
+		t.Errorf("one node at (%d,%d), want the middle", a.X, a.Y)
+	}
+	rows := []nodeRow{{Node: apitype.Node{Name: "a"}}, {Node: apitype.Node{Name: "b"}}, {Node: apitype.Node{Name: "c"}}, {Node: apitype.Node{Name: "d"}}}
+	p := draw(nil, rows)
+	ring := pictureH/2 - margin
+	want := [][2]int{{360, 240 - ring}, {360 + ring, 240}, {360, 240 + ring}, {360 - ring, 240}}
+	for i, a := range p.Nodes {
+		if a.X != want[i][0] || a.Y != want[i][1] {
+			t.Errorf("node %s at (%d,%d), want (%d,%d)", a.Name, a.X, a.Y, want[i][0], want[i][1])
+		}
+	}
+}
+
+// TestDrawTunnels: a tunnel is matched to its node by name, or by overlay
+// IP when it has no name; a tunnel to a node not in the list, or to the
+// node itself, draws nothing.
+func TestDrawTunnels(t *testing.T) {
+	rows := []nodeRow{{Node: apitype.Node{Name: "a", OverlayIP: "10.0.0.1"}}, {Node: apitype.Node{Name: "b", OverlayIP: "10.0.0.2"}},
+		{Node: apitype.Node{Name: "c", OverlayIP: "10.0.0.3"}}}
+	st := &apitype.Status{Node: "a", Overlay: &apitype.Overlay{Tunnels: []apitype.Tunnel{
+		{Name: "b", OverlayIP: "10.9.9.9"}, {OverlayIP: "10.0.0.3"}, {Name: "zz", OverlayIP: "10.0.0.99"}, {Name: "a"}}}}
+	p := draw(st, rows)
+	if len(p.Edges) != 2 || p.NoTunnels || p.TunnelsOf != "a" {
+		t.Fatalf("edges %+v, NoTunnels %v, of %q: want a-b and a-c", p.Edges, p.NoTunnels, p.TunnelsOf)
+	}
+	b, c := p.Nodes[1], p.Nodes[2]
+	if e := p.Edges[0]; e.X2 != b.X || e.Y2 != b.Y {
+		t.Errorf("first edge ends at (%d,%d), want b at (%d,%d)", e.X2, e.Y2, b.X, b.Y)
+	}
+	if e := p.Edges[1]; e.X2 != c.X || e.Y2 != c.Y {
+		t.Errorf("second edge ends at (%d,%d), want c at (%d,%d)", e.X2, e.Y2, c.X, c.Y)
 	}
 }

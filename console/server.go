@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/meshd/meshd/agent/localclient"
@@ -140,10 +139,4 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// sameOrigin reports whether u (an Origin or Referer value) belongs to
-// origin.
-func sameOrigin(u, origin string) bool {
-	return u == origin || strings.HasPrefix(u, origin+"/")
 }
