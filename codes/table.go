@@ -93,6 +93,7 @@ const (
 	ConsoleOrigin Code = "X403363UIORIG"
 	ConsoleHost   Code = "X403364UIHOST"
 	ConsoleForm   Code = "X400365UIFORM"
+	ConsolePage   Code = "X404366UIPAGE"
 
 	// Files and config.
 	KeyPermissions Code = "X400401KEYPRM"
@@ -200,6 +201,7 @@ var table = map[Code]Info{
 	ConsoleOrigin:     {403, "the form was sent from another origin than the console's own (the Origin or Referer header names another site, or neither is present); nothing was changed", "use the console's own pages to change the cluster; a page of another site cannot"},
 	ConsoleHost:       {403, "the request names another host than the address the console is bound to (the Host header differs: DNS rebinding, or a proxy)", "open the console at the exact address `meshctl ui` printed (the IP and port, not a host name)"},
 	ConsoleForm:       {400, "a field of the console's form is missing or not valid (the detail names it)", "correct the field named in the detail and send the form again"},
+	ConsolePage:       {404, "the console has no such page, or not for this method", "use the console's menu: Mesh, Admit, Tokens, Approvals, Audit"},
 	PortInUse:         {409, "a port meshd must listen on is taken by another process", "stop what holds it (`ss -lntup` names it), or change the port in /etc/meshd/meshd.yaml (ports:) on every node"},
 
 	KeyPermissions: {400, "a key file is readable or writable by group or others", "chmod 600 the file named in the message, or remove it and recreate the identity"},

@@ -538,6 +538,31 @@ func TestProblemWords(t *testing.T) {
 	}
 }
 
+// TestNotFound: a path or method no route takes is ConsolePage in the
+// layout, after the guard (without a session it is ConsoleSecret).
+func TestNotFound(t *testing.T) {
+	c := startConsole(t, newFake())
+	c.login()
+	for _, path := range []string{"/nope", "/node/", "/static/nope.css", "/admit/x"} {
+		status, body := c.get(path)
+		if path == "/static/nope.css" {
+			if status != http.StatusNotFound {
+				t.Errorf("GET %s: %d", path, status)
+			}
+			continue
+		}
+		wantRefused(t, "GET "+path, status, body, codes.ConsolePage)
+		if !strings.Contains(body, `<nav aria-label="pages">`) {
+			t.Errorf("GET %s: not in the layout", path)
+		}
+	}
+	req := c.request("PUT", "/admit", url.Values{"csrf": {c.csrf}})
+	req.AddCookie(c.cookie)
+	req.Header.Set("Origin", c.base)
+	status, body, _ := c.do(req)
+	wantRefused(t, "PUT /admit", status, body, codes.ConsolePage)
+}
+
 // TestAuditFilter: the filter keeps the events that contain the text, in
 // any field, newest first.
 func TestAuditFilter(t *testing.T) {

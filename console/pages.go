@@ -52,6 +52,14 @@ func (p *pages) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /approvals/approve", p.approve)
 	mux.HandleFunc("POST /approvals/reject", p.reject)
 	mux.HandleFunc("GET /audit", p.audit)
+	mux.HandleFunc("/", p.notFound)
+}
+
+// notFound answers every path and method no route takes, in the layout and
+// with a code like every other failure.
+func (p *pages) notFound(w http.ResponseWriter, r *http.Request) {
+	p.render(w, http.StatusNotFound, "refused", view{Title: "Not found", CSRF: csrfOf(r.Context()),
+		Problem: problemOf(codes.Wrap(codes.ConsolePage, fmt.Errorf("%s %s", r.Method, r.URL.Path)))})
 }
 
 func (p *pages) call(r *http.Request) (context.Context, context.CancelFunc) {
