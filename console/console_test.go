@@ -460,7 +460,7 @@ func TestMeshPicture(t *testing.T) {
 	if n := strings.Count(body, `<a href="/node/`); n != 7 { // 3 in the picture, 3 in the table, the summary's
 		t.Errorf("%d node links, want 7", n)
 	}
-	for _, want := range []string{`class="node role-worker cond-down"`, `class="node role-control cond-ok self lighthouse"`, "Edges are the Nebula tunnels of cp1"} {
+	for _, want := range []string{"3 nodes: 2 active and alive, 0 joining or suspect, 1 failed, 0 left or removed.", `class="node role-worker cond-down"`, `class="node role-control cond-ok self lighthouse"`, "Edges are the Nebula tunnels of cp1"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the mesh page lacks %q", want)
 		}

@@ -74,6 +74,7 @@ type meshView struct {
 	Status  *apitype.Status
 	Nodes   []nodeRow
 	Picture *picture
+	Count   map[string]int // nodes by condition
 }
 
 // nodeRow is a node as the pages show it.
@@ -101,7 +102,11 @@ func (p *pages) meshData(r *http.Request) meshView {
 	}
 	nodes, err := p.client.Nodes(ctx)
 	rows := rowsOf(st, nodes)
-	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: draw(st, rows)}
+	count := map[string]int{}
+	for _, n := range rows {
+		count[n.Condition]++
+	}
+	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: draw(st, rows), Count: count}
 }
 
 func rowsOf(st *apitype.Status, nodes []apitype.Node) []nodeRow {
