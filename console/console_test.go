@@ -576,6 +576,18 @@ func TestAuditFilter(t *testing.T) {
 	if i, j := strings.Index(body, "<td>w3</td>"), strings.Index(body, "<td>w1</td>"); i < 0 || j < 0 || i > j {
 		t.Errorf("unfiltered: want both, newest (w3) first")
 	}
+	// The period goes to meshd as `audit --since` does.
+	if _, body = c.get("/audit?since=24h&q=w"); !strings.Contains(body, `<option value="24h" selected>`) {
+		t.Errorf("the period is not kept in the form")
+	}
+	c.fake.mu.Lock()
+	last := c.fake.queries[len(c.fake.queries)-1]
+	c.fake.mu.Unlock()
+	if last != apitype.PathAudit+"?since=24h0m0s" {
+		t.Errorf("meshd was asked %q", last)
+	}
+	status, body := c.get("/audit?since=forever")
+	wantRefused(t, "since forever", status, body, codes.ConsoleForm)
 }
 
 // TestNonLoopbackAddrRefused: --addr must be a loopback IP (or localhost)

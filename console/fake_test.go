@@ -31,6 +31,7 @@ type fakeMeshd struct {
 	revokes   []string
 	approves  []apitype.ApproveRequest
 	removes   []string
+	queries   []string              // every read's path and query
 	failPaths map[string]codes.Code // path → the error meshd answers with (reads)
 	// failWith answers any route of the path with this error, as a meshd
 	// newer than this console may (its own code, cause and remedy).
@@ -76,6 +77,7 @@ func (f *fakeMeshd) handler() http.Handler {
 		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			f.queries = append(f.queries, r.URL.RequestURI())
 			if c, ok := f.failPaths[path]; ok {
 				apitype.WriteError(w, codes.Wrap(c, nil))
 				return

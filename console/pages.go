@@ -355,23 +355,40 @@ func (p *pages) reject(w http.ResponseWriter, r *http.Request) {
 	p.renderApprovals(w, r, http.StatusOK, approvalsView{Rejected: resp}, nil)
 }
 
-// auditView is the Audit page: the events that contain Filter, newest first.
+// auditView is the Audit page: the events of the last Since (all when
+// empty) that contain Filter, newest first.
 type auditView struct {
 	Filter string
+	Since  string
 	Events []apitype.AuditEvent
 	Total  int
 }
+
+// auditSince are the periods the Audit page offers, as `meshctl audit
+// --since` takes them.
+var auditSince = []string{"1h", "24h", "168h"}
 
 func (p *pages) audit(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := p.call(r)
 	defer cancel()
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	since := r.URL.Query().Get("since")
 	v := view{Title: "Audit", Nav: "audit", CSRF: csrfOf(r.Context())}
-	events, err := p.client.Audit(ctx, 0)
+	var d time.Duration
+	if since != "" {
+		if !slices.Contains(auditSince, since) {
+			v.Problem = problemOf(codes.Wrap(codes.ConsoleForm, fmt.Errorf("since: want one of %s", strings.Join(auditSince, ", "))))
+			v.Data = auditView{Filter: q}
+			p.render(w, http.StatusBadRequest, "audit", v)
+			return
+		}
+		d, _ = time.ParseDuration(since)
+	}
+	events, err := p.client.Audit(ctx, d)
 	if err != nil {
 		v.Problem = problemOf(err)
 	}
-	av := auditView{Filter: q, Total: len(events)}
+	av := auditView{Filter: q, Since: since, Total: len(events)}
 	lq := strings.ToLower(q)
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
