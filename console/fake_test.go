@@ -246,8 +246,8 @@ func (c *consoleRun) request(method, path string, form url.Values) *http.Request
 func (c *consoleRun) login() {
 	c.t.Helper()
 	status, _, resp := c.do(c.request("GET", strings.TrimPrefix(c.srv.URL(), c.base), nil))
-	if status != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
-		c.t.Fatalf("opening the URL: %d Location %q, want 303 to /", status, resp.Header.Get("Location"))
+	if status != http.StatusOK || resp.Header.Get("Refresh") != "0; url=/" {
+		c.t.Fatalf("opening the URL: %d Refresh %q, want 200 moving on to /", status, resp.Header.Get("Refresh"))
 	}
 	for _, ck := range resp.Cookies() {
 		if ck.Name == c.srv.guard.cookie {

@@ -78,13 +78,7 @@ func (g *guard) wrap(next http.Handler, p *pages) http.Handler {
 					return
 				}
 			}
-			// Drop the secret from the address bar and the history.
-			q.Del("token")
-			loc := r.URL.Path
-			if len(q) > 0 {
-				loc += "?" + q.Encode()
-			}
-			http.Redirect(w, r, loc, http.StatusSeeOther)
+			p.signedIn(w, localTarget(r.URL.Path, q))
 			return
 		}
 		if !ok {
@@ -108,6 +102,20 @@ func (g *guard) wrap(next http.Handler, p *pages) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey{}, csrf)))
 	})
+}
+
+// localTarget is the page to go on to after the secret: the same path and
+// query without the secret, and "/" for a path a browser would read as
+// another host ("//evil.example", "/\\evil.example").
+func localTarget(path string, q url.Values) string {
+	q.Del("token")
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || strings.HasPrefix(path, "/\\") {
+		path = "/"
+	}
+	if len(q) > 0 {
+		return path + "?" + q.Encode()
+	}
+	return path
 }
 
 // sessionOf returns the session's CSRF token when r carries the session

@@ -20,7 +20,7 @@ import (
 var assets embed.FS
 
 // pageNames are the templates in assets/, each rendered inside layout.html.
-var pageNames = []string{"mesh", "node", "admit", "admitted", "tokens", "approvals", "audit", "refused"}
+var pageNames = []string{"mesh", "node", "admit", "admitted", "tokens", "approvals", "audit", "refused", "signedin"}
 
 // problem is an error as every console page shows it: the code, its cause
 // and remedy (meshd's words when meshd sent them), and the detail.
@@ -114,6 +114,17 @@ func (p *pages) renderFragment(w http.ResponseWriter, name, block string, v view
 	b.WriteString("</div>\n")
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	_, _ = w.Write(b.Bytes())
+}
+
+// signedIn answers the request that carried the URL's secret: a page that
+// moves on at once to target, the same page without the secret. It is a
+// Refresh, not a 303: a refresh is a navigation by the console's own page,
+// so the browser sends the SameSite=Strict cookie with it even when the URL
+// was opened from another site's page (a link in a web chat), where a
+// redirect would still count as that site's navigation and go without it.
+func (p *pages) signedIn(w http.ResponseWriter, target string) {
+	w.Header().Set("Refresh", "0; url="+target)
+	p.render(w, http.StatusOK, "signedin", view{Title: "Signed in", Data: target})
 }
 
 // refuse answers a request the guard turned away: the code's HTTP status and
