@@ -185,7 +185,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput})
+		Timing: a.cfg.raftTiming(), Log: a.log})
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 // other than "starting".
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
-	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true), LogOutput: n.logs,
+	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true),
 		Now: n.Clock.Now, Version: "test"})
 	if err != nil {
 		t.Fatal(err)

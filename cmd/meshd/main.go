@@ -80,7 +80,7 @@ func run(args []string, stderr io.Writer) int {
 	underJournal, _ := journal.StderrIsJournalStream()
 	log, level := cfg.NewReloadableLogger(stderr, !underJournal)
 	a, err := agent.New(cfg, agent.Deps{
-		Log: log, LogOutput: stderr, Version: version,
+		Log: log, Version: version,
 		Notify: notify, LevelVar: level, ReadConfig: readConfig,
 	})
 	if err != nil {
