@@ -78,7 +78,7 @@ func run(args []string, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	underJournal, _ := journal.StderrIsJournalStream()
-	log, level := cfg.NewReloadableLogger(stderr, !underJournal)
+	log, level := cfg.NewDaemonLogger(stderr, underJournal)
 	a, err := agent.New(cfg, agent.Deps{
 		Log: log, Version: version,
 		Notify: notify, LevelVar: level, ReadConfig: readConfig,
