@@ -79,6 +79,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	underJournal, _ := journal.StderrIsJournalStream()
 	log, level := cfg.NewDaemonLogger(stderr, underJournal)
+	routeStdLog(log)
 	a, err := agent.New(cfg, agent.Deps{
 		Log: log, Version: version,
 		Notify: notify, LevelVar: level, ReadConfig: readConfig,
