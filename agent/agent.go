@@ -18,11 +18,10 @@ import (
 
 // Deps are the agent's collaborators.
 type Deps struct {
-	Log       *slog.Logger
-	LogOutput io.Writer        // raft's own log lines go here (warnings and up)
-	Now       func() time.Time // nil: time.Now
-	Version   string
-	Commit    string // the VCS commit meshd was built from (GET /v0/version)
+	Log     *slog.Logger
+	Now     func() time.Time // nil: time.Now
+	Version string
+	Commit  string // the VCS commit meshd was built from (GET /v0/version)
 	// Notify is told "READY", "RELOADING", "STOPPING" (sd_notify); may be nil.
 	Notify func(state string)
 	// LevelVar, if set, is the level Log filters on; Reload sets it from
@@ -85,9 +84,6 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if d.LogOutput == nil {
-		d.LogOutput = io.Discard
 	}
 	if d.Now == nil {
 		d.Now = time.Now

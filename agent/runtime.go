@@ -188,7 +188,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.raftTiming(), LogOutput: a.d.LogOutput,
+		Timing: a.cfg.raftTiming(), Log: a.log,
 		ObserveApply: func(d time.Duration) { a.met.raftApply.Observe(d.Seconds()) }})
 	if err != nil {
 		return err

@@ -98,9 +98,9 @@ func TestLogSink(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
-		`level=DEBUG msg="Stream connection from=127.0.0.1:5" lib=memberlist`,
+		`level=DEBUG msg="Stream connection" lib=memberlist from=127.0.0.1:5`,
 		`level=WARN msg="Shutdown without a Leave" lib=serf`,
-		`level=WARN msg="failed to receive: no installed keys could decrypt the message from=127.0.0.1:6" lib=memberlist code=` + string(codes.GossipKey),
+		`level=WARN msg="failed to receive: no installed keys could decrypt the message" lib=memberlist from=127.0.0.1:6 code=` + string(codes.GossipKey),
 		`level=INFO msg="Err: Could not set the deadline: x" lib=""`,
 	} {
 		if !bytes.Contains([]byte(out), []byte(want)) {

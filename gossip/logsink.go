@@ -15,6 +15,7 @@ import (
 const (
 	logKeyLib  = "lib"  // which library printed the line: serf or memberlist
 	logKeyCode = "code" // the meshd code of a user-visible failure
+	logKeyFrom = "from" // the peer address memberlist appends as "from=ADDR"
 )
 
 // keyErrorMarkers are fragments of memberlist log lines that report a
@@ -64,16 +65,38 @@ func (s *logSink) Write(p []byte) (int, error) {
 // "[ERR] memberlist: Decrypt packet failed: ... from=1.2.3.4:7946".
 func (s *logSink) line(text string) {
 	level, lib, msg := parseLogLine(text)
-	if isKeyError(msg) {
+	key := isKeyError(msg)
+	if key {
 		s.keyErrors.Add(1)
-		s.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
-			slog.String(logKeyLib, lib), slog.String(logKeyCode, codes.GossipKey.String()))
-		return
+		level = slog.LevelWarn
 	}
 	if !s.log.Enabled(context.Background(), level) {
 		return
 	}
-	s.log.LogAttrs(context.Background(), level, msg, slog.String(logKeyLib, lib))
+	attrs := make([]slog.Attr, 1, 3)
+	attrs[0] = slog.String(logKeyLib, lib)
+	if m, from, ok := cutFrom(msg); ok {
+		msg = m
+		attrs = append(attrs, slog.String(logKeyFrom, from))
+	}
+	if key {
+		attrs = append(attrs, slog.String(logKeyCode, codes.GossipKey.String()))
+	}
+	s.log.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// cutFrom splits memberlist's trailing peer address, " from=1.2.3.4:7946"
+// (or " from=<unknown address>", memberlist.LogAddress), off a message.
+func cutFrom(msg string) (string, string, bool) {
+	i := strings.LastIndex(msg, " from=")
+	if i < 0 {
+		return msg, "", false
+	}
+	from := msg[i+len(" from="):]
+	if from == "" || (strings.Contains(from, " ") && from != "<unknown address>") {
+		return msg, "", false
+	}
+	return msg[:i], from, true
 }
 
 // parseLogLine splits "[LEVEL] lib: message" into its parts. A line without

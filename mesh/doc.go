@@ -62,7 +62,8 @@
 //     process must use the same one: Render always writes "aes".
 //   - nebula.Main rewrites its logger's level and formatter, so every
 //     instance gets its own logrus.Logger, bridged to slog with the tag
-//     component=mesh (warnings and errors as such, Nebula's info as debug).
+//     component=mesh and lib=nebula (warnings and errors as such, Nebula's
+//     info as debug; logrus fields as attributes).
 //     Values that look like PEM are redacted; the rendered YAML, which
 //     holds the private key, is never logged.
 //   - Nebula has data races of its own (noise.go's endianness global,

@@ -19,13 +19,15 @@ const (
 	keyUDP       = "udp"
 	keyCode      = "code"
 	keyErr       = "err"
+	keyLib       = "lib" // on Nebula's own lines: "nebula" (gossip and raft use the same key)
 )
 
 // maxCaptured bounds how many Nebula warnings and errors a reload keeps for
 // its error message.
 const maxCaptured = 5
 
-// logBridge forwards one Nebula instance's logrus entries to slog. Nebula
+// logBridge forwards one Nebula instance's logrus entries to slog, with
+// lib=nebula and each logrus field as an attribute. Nebula
 // errors and warnings arrive as slog errors and warnings, its info lines
 // as slog debug, anything finer below that. A value that looks like PEM
 // is replaced by "[redacted]".
@@ -71,7 +73,8 @@ func (b *logBridge) Fire(e *logrus.Entry) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	attrs := make([]slog.Attr, 0, len(keys))
+	attrs := make([]slog.Attr, 0, 1+len(keys))
+	attrs = append(attrs, slog.String(keyLib, "nebula"))
 	for _, k := range keys {
 		attrs = append(attrs, slog.String(k, redact(e.Data[k])))
 	}

@@ -6,11 +6,12 @@
 # READY; meshctl works through the socket; `meshctl init` works; an upgrade
 # keeps an edited conffile and restarts the service; reload (systemctl
 # reload and SIGHUP) applies log_level and sends RELOADING/READY; the
-# watchdog restarts a meshd whose health probe fails; bad config or key
-# permissions stop meshd with the code and the field in the journal and the
-# state dir untouched; the documents (/usr/share/doc/meshd, the errors.md
-# `meshctl explain` names) and meshd.yaml(5) are installed; purge leaves
-# nothing behind. Then rpm -i/-U/-e in the
+# watchdog restarts a meshd whose health probe fails; journald priorities
+# (journalctl -p warning shows meshd's warnings, not its info lines); bad
+# config or key permissions stop meshd with the code and the field in the
+# journal (at priority err) and the state dir untouched; the documents
+# (/usr/share/doc/meshd, the errors.md `meshctl explain` names) and
+# meshd.yaml(5) are installed; purge leaves nothing behind. Then rpm -i/-U/-e in the
 # same container. It also rebuilds the packages to check they are
 # reproducible. Every check is printed with its time, and a summary of the
 # steps at the end.
@@ -236,6 +237,24 @@ hasF() { # hasF TEXT CMD...: CMD succeeds and its output contains TEXT
 	out=$("$@" 2>&1) || { echo "$out"; return 1; }
 	grep -qF -- "$text" <<<"$out" || { echo "no '$text' in:"; echo "$out"; return 1; }
 }
+# warned PATTERN: `journalctl -p warning -u meshd` shows a line matching
+# PATTERN (ERE); waits up to 10 s.
+warned() {
+	local i
+	for i in $(seq 100); do
+		C journalctl -u meshd.service -p warning --no-pager -o cat | grep -qE "$1" && return 0
+		sleep 0.1
+	done
+	echo "no /$1/ in journalctl -p warning -u meshd:"
+	C journalctl -u meshd.service -p warning --no-pager -o cat | tail -20
+	return 1
+}
+# prio_of PATTERN: the PRIORITY of the meshd journal entries whose JSON
+# export matches PATTERN (ERE), e.g. "PRIORITY=4", one line per value.
+prio_of() {
+	C journalctl -u meshd.service -o json --no-pager | grep -E -- "$1" |
+		grep -oE '"PRIORITY" ?: ?"[0-9]"' | tr -d '" ' | tr : = | sort -u
+}
 fails_with() { # fails_with PATTERN CMD...: CMD fails and its output matches PATTERN
 	local pat=$1 out
 	shift
@@ -355,6 +374,15 @@ check "meshctl reload applies it" has "config reloaded" C meshctl reload
 check "meshd logged log_level=info" logged 'config reloaded.*applied=log_level.*log_level=info'
 check "a non-reloadable change: node_name" C sh -c 'echo "node_name: other" >>/etc/meshd/meshd.yaml'
 check "meshctl reload warns X200404RSTREQ naming node_name" has "X200404RSTREQ.*node_name" C meshctl reload
+# journald priorities: meshd prefixes each line with its priority (<4> for
+# a warning), journald strips it; the reload above logged a warning and an
+# info line.
+check "journalctl -p warning -u meshd shows that warning" warned 'config reloaded; some changes need a restart.*X200404RSTREQ'
+check "... and none of meshd's info or debug lines" is "" C sh -c \
+	'journalctl -u meshd.service -p warning --no-pager -o cat | grep -E "level=(INFO|DEBUG)" || true'
+check "the warning is PRIORITY=4" is "PRIORITY=4" prio_of 'some changes need a restart'
+check "the info line of the same reload is PRIORITY=6" is "PRIORITY=6" prio_of 'msg=\\"config reloaded\\" applied=[^ ]* log_level=info'
+check "journald stripped every <N> prefix" is "" C sh -c 'journalctl -u meshd.service --no-pager -o cat | grep -E "^<[0-7]>" || true'
 check "drop node_name again" C sed -i '/^node_name: other$/d' /etc/meshd/meshd.yaml
 check "an unknown key" C sh -c 'echo "bogus_key: 1" >>/etc/meshd/meshd.yaml'
 mark
@@ -410,6 +438,7 @@ shown() { { since | grep -E "$1" | head -"${2:-3}" | cut -c1-240 | sed 's/^/    
 mark
 check "unknown key: X400402BADCFG and bogus_key in the journal" refused X400402BADCFG bogus_key
 shown 'X400402BADCFG|bogus_key'
+check "the startup failure is PRIORITY=3 (SyslogLevel=err)" is "PRIORITY=3" prio_of '"MESSAGE" ?: ?"remedy: '
 restore_cfg
 C sed -i 's/^log_level: info$/log_level: loud/' /etc/meshd/meshd.yaml
 mark

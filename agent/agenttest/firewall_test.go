@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,8 +103,10 @@ func TestPingGroupsFirewall(t *testing.T) {
 	w2.SetConfigFile(func(c *agent.FileConfig) {
 		c.Firewall.Inbound = []mesh.FirewallRule{{Port: "any", Proto: "tcp", Group: "no_such"}}
 	})
-	if _, err := w2.Client.Reload(t.Context()); codes.Of(err) != codes.FirewallRule {
-		t.Fatalf("reload with a bad rule: %v, want %s", err, codes.FirewallRule)
+	// The config checker lists the bad rule, with its code, under
+	// ReloadRefused.
+	if _, err := w2.Client.Reload(t.Context()); codes.Of(err) != codes.ReloadRefused || !strings.Contains(err.Error(), string(codes.FirewallRule)) {
+		t.Fatalf("reload with a bad rule: %v, want %s naming %s", err, codes.ReloadRefused, codes.FirewallRule)
 	}
 	probe(origin, "w2", true)
 	probe(w1, "w2", false)

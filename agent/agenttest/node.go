@@ -82,7 +82,7 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 // other than "starting".
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
-	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true), LogOutput: n.logs,
+	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true),
 		Now: n.Clock.Now, Version: "test", ReadConfig: func() (agent.FileConfig, error) {
 			n.fileMu.Lock()
 			defer n.fileMu.Unlock()

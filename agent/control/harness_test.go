@@ -184,7 +184,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		t.Fatal(err)
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: filepath.Join(t.TempDir(), "raft"), NodeID: "id-" + name,
-		Timing: fastRaft, Stream: stream, LogOutput: io.Discard})
+		Timing: fastRaft, Stream: stream})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package raftnode_test
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -71,7 +70,7 @@ func TestCorruptSnapshotRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			n2, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: "id-origin", Timing: fast, Stream: stream, LogOutput: io.Discard})
+			n2, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: "id-origin", Timing: fast, Stream: stream})
 			if err == nil {
 				_ = n2.Close()
 				t.Fatalf("Open started from a %s snapshot", how)

@@ -3,6 +3,8 @@
 // the agent asks of raft (leadership, suffrage, indexes, membership changes,
 // apply, read waits). It is the only package besides agent/state that
 // imports github.com/hashicorp/raft; everything else sees raft through Node.
+// raft's own log lines go to Options.Log, the agent's slog logger, through
+// an hclog.Logger written over slog (hclog.go), with lib=raft.
 //
 // Imports: agent/state, codes.
 package raftnode

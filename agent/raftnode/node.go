@@ -3,7 +3,7 @@ package raftnode
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
@@ -45,11 +44,14 @@ type Timing struct {
 
 // Options are what Open needs.
 type Options struct {
-	Dir       string // raft.db and snapshots/
-	NodeID    string
-	Timing    Timing
-	Stream    *TLSStreamLayer // owned by the Node from Open on
-	LogOutput io.Writer       // raft's and the transport's own logs (warnings only)
+	Dir    string // raft.db and snapshots/
+	NodeID string
+	Timing Timing
+	Stream *TLSStreamLayer // owned by the Node from Open on
+	// Log receives raft's, its transport's and its snapshot store's own
+	// lines (hclog.go); its handler's level decides which are shown. nil
+	// discards them.
+	Log *slog.Logger
 	// ObserveApply, if set, is told how long each write this node led
 	// took from Apply to applied (commit by a quorum, then the FSM): the
 	// agent's meshd_raft_apply_duration_seconds.
@@ -78,7 +80,7 @@ func Open(o Options) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStore(o.Dir, 2, o.LogOutput)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(o.Dir, 2, newHCLog(o.Log, "raft-snapshot"))
 	if err != nil {
 		_ = store.Close()
 		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("open raft snapshots: %w", err))
@@ -96,7 +98,7 @@ func Open(o Options) (_ *Node, err error) {
 		Stream:  o.Stream,
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  hclog.New(&hclog.LoggerOptions{Name: "raft-net", Output: o.LogOutput, Level: hclog.Warn}),
+		Logger:  newHCLog(o.Log, "raft-net"),
 	})
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(o.NodeID)
@@ -104,7 +106,7 @@ func Open(o Options) (_ *Node, err error) {
 	conf.ElectionTimeout = o.Timing.ElectionTimeout
 	conf.LeaderLeaseTimeout = o.Timing.LeaderLease
 	conf.ShutdownOnRemove = false
-	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Output: o.LogOutput, Level: hclog.Warn})
+	conf.Logger = newHCLog(o.Log, "raft")
 	fsm := state.New()
 	r, err := raft.NewRaft(conf, fsm, logs, store, snaps, trans)
 	if err != nil {

@@ -1,13 +1,17 @@
 package raftnode_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
-	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +32,12 @@ var fast = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTim
 // ends (closing twice is harmless).
 func open(t *testing.T, ca *pki.CA, name, dir string) (*raftnode.Node, net.Addr) {
 	t.Helper()
+	return openLog(t, ca, name, dir, nil)
+}
+
+// openLog is open with raft's own lines going to log.
+func openLog(t *testing.T, ca *pki.CA, name, dir string, log *slog.Logger) (*raftnode.Node, net.Addr) {
+	t.Helper()
 	server, client := controlTLS(t, ca, name)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -39,7 +49,7 @@ func open(t *testing.T, ca *pki.CA, name, dir string) (*raftnode.Node, net.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: "id-" + name, Timing: fast, Stream: stream, LogOutput: io.Discard})
+	n, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: "id-" + name, Timing: fast, Stream: stream, Log: log})
 	if err != nil {
 		t.Fatalf("open raft: %v", err)
 	}
@@ -313,3 +323,63 @@ func TestStreamLayerNotStalledByIdlePeers(t *testing.T) {
 }
 
 type raftAddress = raft.ServerAddress
+
+// TestRaftLogsThroughSlog: a real raft node's own lines reach the slog
+// handler it is given, as JSON objects (one a line) at slog levels with
+// lib=raft; at info, none of raft's debug lines is printed.
+func TestRaftLogsThroughSlog(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil)) // info
+	ca := pkitest.NewCA(t, "alpha")
+	n, addr := openLog(t, ca, "origin", filepath.Join(t.TempDir(), "raft"), log)
+	if err := n.Bootstrap(addr); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	if err := n.WaitLeader(ctx(t, 10*time.Second)); err != nil {
+		t.Fatalf("wait leader: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leader := false
+	for line := range strings.SplitSeq(buf.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not one JSON object: %q: %v", line, err)
+		}
+		if rec["level"] == "DEBUG" || rec["level"] == "DEBUG-4" {
+			t.Errorf("debug line at info: %v", rec)
+		}
+		if lib, _ := rec["lib"].(string); !strings.HasPrefix(lib, "raft") {
+			t.Errorf("record without lib=raft*: %v", rec)
+		}
+		if rec["msg"] == "entering leader state" && rec["level"] == "INFO" && rec["lib"] == "raft" {
+			leader = true
+		}
+	}
+	if !leader {
+		t.Errorf("no INFO 'entering leader state' from lib=raft in:\n%s", buf.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer that raft's goroutines may write while the
+// test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

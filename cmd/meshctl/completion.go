@@ -172,6 +172,7 @@ func (a *app) wireCompletion(root *cobra.Command) {
 	activeControl := func(n apitype.Node) bool { return n.Role == "control" && n.State == "active" }
 	argsOf := map[string]cobra.CompletionFunc{
 		"meshctl remove":        a.completeNodes(notRemoved),
+		"meshctl ping":          a.completeNodes(notRemoved),
 		"meshctl ca handoff":    a.completeNodes(activeControl),
 		"meshctl approve":       a.completeTokens(waitingApproval, true),
 		"meshctl tokens revoke": a.completeTokens(unusedToken, false),

@@ -51,6 +51,7 @@ func TestCompletion(t *testing.T) {
 		{"complete/remove-prefix", []string{"remove", "w"}},
 		{"complete/remove-second-arg", []string{"remove", "w1", ""}},
 		{"complete/ca-handoff", []string{"ca", "handoff", ""}},
+		{"complete/ping", []string{"ping", ""}},
 		{"complete/tokens-revoke", []string{"tokens", "revoke", ""}},
 		{"complete/approve", []string{"approve", ""}},
 		{"complete/approve-code", []string{"approve", "w5", ""}},

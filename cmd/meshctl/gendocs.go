@@ -147,6 +147,14 @@ meshd.service is Type=notify: meshd sends READY=1 once its socket and state are 
 RELOADING=1 and READY=1 around a reload, STOPPING=1 on shutdown, and watchdog pings only
 while its loops answer a health probe.
 
+# LOGGING
+
+meshd logs to standard error in log_format (text or json) at log_level. The lines of raft,
+serf, memberlist and Nebula are records of the same stream, filtered by the same level, with
+lib naming the library. Under systemd each line carries its journald priority, so
+**journalctl -u meshd -p warning** shows only warnings and errors; what meshd prints before
+its logger exists (a refused start) is logged at priority err.
+
 # FILES
 
 */etc/meshd/meshd.yaml*: the config file, a conffile: upgrades keep the administrator's edits.

@@ -31,7 +31,7 @@ func TestGenDocs(t *testing.T) {
 		}
 	}
 	man, _ := os.ReadFile(filepath.Join(a, "man/meshd.8"))
-	for _, want := range []string{`.TH "MESHD" "8" "Nov 2025"`, "--state-dir", "SIGHUP", "/etc/meshd/meshd.yaml"} {
+	for _, want := range []string{`.TH "MESHD" "8" "Nov 2025"`, "--state-dir", "SIGHUP", "/etc/meshd/meshd.yaml", "LOGGING", "journalctl -u meshd -p warning"} {
 		if !strings.Contains(string(man), want) {
 			t.Errorf("meshd.8 lacks %q", want)
 		}

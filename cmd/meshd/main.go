@@ -60,10 +60,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	underJournal, _ := journal.StderrIsJournalStream()
-	log, level := cfg.NewReloadableLogger(stderr, !underJournal)
+	log, level := cfg.NewDaemonLogger(stderr, underJournal)
+	routeStdLog(log)
 	build := apitype.NewBuild(version, commit)
 	a, err := agent.New(cfg, agent.Deps{
-		Log: log, LogOutput: stderr, Version: build.Version, Commit: build.Commit,
+		Log: log, Version: build.Version, Commit: build.Commit,
 		Notify: notify, LevelVar: level, ReadConfig: readConfig,
 	})
 	if err != nil {

@@ -1,0 +1,60 @@
+package gossip
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/meshd/meshd/codes"
+)
+
+// TestLogSinkJSON: serf's and memberlist's lines, in json format, are one
+// JSON object each with the level their tag names, lib, and memberlist's
+// trailing peer address as the attribute from; log_level
+// filters them (a memberlist DEBUG line is not printed at info), except a
+// key error, which is always a warning with its code.
+func TestLogSinkJSON(t *testing.T) {
+	var buf bytes.Buffer
+	lv := new(slog.LevelVar) // info
+	s := newLogSink(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: lv})))
+	l := s.logger()
+	l.Printf("[DEBUG] memberlist: Stream connection from=127.0.0.1:5")
+	l.Printf("[INFO] serf: EventMemberJoin: b 10.0.0.2")
+	l.Printf("[WARN] memberlist: Was able to connect to b over TCP but UDP probes failed")
+	l.Printf("[ERR] serf: Failed to update snapshot: disk full")
+	l.Printf("[DEBUG] memberlist: failed to receive: No installed keys could decrypt the message from=127.0.0.1:6")
+	lv.Set(slog.LevelDebug)
+	l.Printf("[DEBUG] memberlist: Initiating push/pull sync with: b 10.0.0.2:7946")
+	l.Printf("[DEBUG] memberlist: Stream connection from=10.0.0.2:40204")
+	l.Printf("[ERR] memberlist: Failed to accept TCP connection: closed from=<unknown address>")
+	l.Printf("[INFO] serf: a message with from=x in the middle")
+
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	want := []map[string]any{
+		{"level": "INFO", "lib": "serf", "msg": "EventMemberJoin: b 10.0.0.2"},
+		{"level": "WARN", "lib": "memberlist", "msg": "Was able to connect to b over TCP but UDP probes failed"},
+		{"level": "ERROR", "lib": "serf", "msg": "Failed to update snapshot: disk full"},
+		{"level": "WARN", "lib": "memberlist", "code": string(codes.GossipKey), "from": "127.0.0.1:6",
+			"msg": "failed to receive: No installed keys could decrypt the message"},
+		{"level": "DEBUG", "lib": "memberlist", "msg": "Initiating push/pull sync with: b 10.0.0.2:7946", "from": nil},
+		{"level": "DEBUG", "lib": "memberlist", "msg": "Stream connection", "from": "10.0.0.2:40204"},
+		{"level": "ERROR", "lib": "memberlist", "msg": "Failed to accept TCP connection: closed", "from": "<unknown address>"},
+		{"level": "INFO", "lib": "serf", "msg": "a message with from=x in the middle", "from": nil},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for i, line := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("line %d is not one JSON object: %q: %v", i, line, err)
+		}
+		for k, v := range want[i] {
+			if rec[k] != v {
+				t.Errorf("line %d: %s = %#v, want %#v", i, k, rec[k], v)
+			}
+		}
+	}
+}
