@@ -256,6 +256,22 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("after the link from another site: at %s with failure %q, want %s/ and no failure", loc, problemCode(t, mesh), base)
 	}
 
+	// Keyboard focus on a node link stays put while the live refresh finds
+	// nothing new (the cluster is settled: origin has its tunnels).
+	if !eval[bool](t, mesh, `(() => { const a = document.querySelector('#live table a[href="/node/w1"]'); a.focus(); return document.activeElement === a; })()`) {
+		t.Fatal("cannot focus w1's link in the node table")
+	}
+	Eventually(t, 10*time.Second, "a live refresh of the Mesh page", func() error {
+		s, err := evalErr[string](mesh, `document.getElementById("live-status").textContent`)
+		if err == nil && !strings.HasPrefix(s, "checked ") {
+			err = fmt.Errorf("#live-status says %q", s)
+		}
+		return err
+	})
+	if f := eval[string](t, mesh, `document.activeElement.getAttribute("href") || document.activeElement.tagName`); f != "/node/w1" {
+		t.Fatalf("after a live refresh that changed nothing keyboard focus is on %q, want w1's link", f)
+	}
+
 	// Every node, and one edge per tunnel of origin's (the console's
 	// definition: the local API reports the asked node's tunnels only).
 	Eventually(t, 20*time.Second, "the Mesh page shows 3 nodes and origin's tunnels to w1 and w2", func() error {

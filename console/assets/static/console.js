@@ -11,7 +11,6 @@
     const url = el.dataset.live;
     const status = document.getElementById(el.id + "-status");
     let timer = 0;
-    let last = "";
     async function refresh() {
       if (document.hidden) {
         return;
@@ -34,8 +33,11 @@
       const fresh = doc.getElementById(el.id);
       say("checked " + new Date().toLocaleTimeString());
       // Replace only on a change, so keyboard focus stays put meanwhile.
-      if (fresh && text !== last) {
-        last = text;
+      // Both sides come from the same template through the same HTML
+      // parser, so their markup is equal when nothing changed (comparing
+      // with the previous answer instead replaced the page's own first
+      // rendering on the first refresh, and dropped the focus).
+      if (fresh && fresh.innerHTML !== el.innerHTML) {
         el.replaceChildren(...fresh.childNodes);
       }
     }
