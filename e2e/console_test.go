@@ -401,6 +401,47 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("the refused admit minted a token for w4 (%s)", s)
 	}
 
+	// Admit w4 with approval from the Admit page; its join waits until the
+	// code it shows is typed on the Approvals page.
+	do(t, ops, "admit page", chromedp.Navigate(base+"/admit"), chromedp.WaitVisible(chromedp.CSS("#name")))
+	do(t, ops, "admit w4 with approval",
+		chromedp.SendKeys(chromedp.CSS("#name"), "w4"),
+		chromedp.Click(chromedp.CSS("#approve")),
+		chromedp.Click(chromedp.CSS(`form[action="/admit"] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS("#token")))
+	tok = strings.TrimSpace(get(t, ops, "w4's token", chromedp.TextContent(chromedp.CSS("#token"))))
+	w4 := n.NewNode("w4")
+	w4.Start(t)
+	join := startJoin(t, w4, tok, false)
+	code := join.code(t)
+	row := `form[action="/approvals/approve"]:has(input[name=name][value=w4])`
+	Eventually(t, 15*time.Second, "w4 waiting on the Approvals page", func() error {
+		ctx, cancel := context.WithTimeout(ops, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("table"))); err != nil {
+			return err
+		}
+		if n, err := evalErr[int](ops, `document.querySelectorAll('`+row+`').length`); err != nil || n != 1 {
+			return fmt.Errorf("%d rows for w4 (%v)", n, err)
+		}
+		return nil
+	})
+	shot(t, ops, dir, "approvals")
+	accessible(t, ops, "approvals")
+	do(t, ops, "approve w4",
+		chromedp.SendKeys(chromedp.CSS(row+" input[name=code]"), code),
+		chromedp.Click(chromedp.CSS(row+" button[type=submit]")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if c := problemCode(t, ops); c != "" {
+		t.Fatalf("approve: %s", c)
+	}
+	if exit := join.wait(t, 60*time.Second); exit != 0 {
+		t.Fatalf("w4's join after approval in the console: exit %d\n%s%s", exit, &join.stdout, &join.stderr)
+	}
+	if r, _ := nodeRow(t, origin, "w4"); r.State != "active" {
+		t.Fatalf("w4 is %s after its approved join, want active", r.State)
+	}
+
 	// Remove the dead w2 from its Node page, typing its name to confirm.
 	do(t, ops, "node page of w2", chromedp.Navigate(base+"/node/w2"), chromedp.WaitVisible(chromedp.CSS("#confirm")))
 	shot(t, ops, dir, "node")
@@ -426,14 +467,19 @@ func TestConsoleBrowser(t *testing.T) {
 		return nil
 	})
 
-	// The other pages: screenshot and accessibility pass.
-	for _, p := range []string{"approvals", "audit"} {
-		do(t, ops, p+" page", chromedp.Navigate(base+"/"+p), chromedp.WaitVisible(chromedp.CSS("table")))
-		if c := problemCode(t, ops); c != "" {
-			t.Fatalf("%s page: %s", p, c)
+	// The Audit page, filtered with its form, has what was done here.
+	do(t, ops, "audit page", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("#q")))
+	shot(t, ops, dir, "audit")
+	accessible(t, ops, "audit")
+	do(t, ops, "filter the audit trail for w",
+		chromedp.SendKeys(chromedp.CSS("#q"), "w"),
+		chromedp.Click(chromedp.CSS(`form[action="/audit"] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/audit"]`)))
+	events := eval[[]string](t, ops, `[...document.querySelectorAll("tbody tr")].map(r => r.cells[1].textContent + " " + r.cells[3].textContent)`)
+	for _, want := range []string{"remove w2", "approve w4"} {
+		if !slices.Contains(events, want) {
+			t.Errorf("the audit page filtered for w lacks %q: %q", want, events)
 		}
-		shot(t, ops, dir, p)
-		accessible(t, ops, p)
 	}
 	do(t, ops, "node page of origin", chromedp.Navigate(base+"/node/origin"), chromedp.WaitVisible(chromedp.CSS("dl.record")))
 	shot(t, ops, dir, "node-self")
