@@ -47,7 +47,9 @@ func newFake() *fakeMeshd {
 	return &fakeMeshd{
 		status: apitype.Status{State: "running", Version: "1.2.3", Cluster: "prod", ClusterID: "c1", Node: "cp1",
 			Role: "control", Raft: "leader", Leader: "cp1", OverlayIP: "10.42.0.1",
-			Overlay: &apitype.Overlay{Mode: "userspace", Lighthouse: true, Lighthouses: []string{"10.42.0.1"},
+			// A lighthouse, as meshd reports one: Lighthouse set, and its
+			// own IP not among the lighthouses it knows (the others).
+			Overlay: &apitype.Overlay{Mode: "userspace", Lighthouse: true, Lighthouses: []string{},
 				Tunnels: []apitype.Tunnel{{OverlayIP: "10.42.0.2", Remote: "192.0.2.2:4242", Name: "w1"},
 					{OverlayIP: "10.42.0.3", Remote: "192.0.2.3:4242", Name: "w2"}}},
 			Approvals: []apitype.WaitingJoin{{Name: "w9", TokenID: "aaaabbbbcccc", Source: "192.0.2.9", Via: "cp1", Since: now, Expires: now.Add(time.Hour)}}},

@@ -109,14 +109,23 @@ func (p *pages) meshData(r *http.Request) meshView {
 	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: draw(st, rows), Count: count}
 }
 
+// rowsOf marks the lighthouses: those the asked node knows
+// (status.overlay.lighthouses, the others) and the asked node itself when it
+// is one (status.overlay.lighthouse: meshd does not list a lighthouse among
+// its own lighthouses).
 func rowsOf(st *apitype.Status, nodes []apitype.Node) []nodeRow {
 	var lighthouses []string
+	self := ""
 	if st != nil && st.Overlay != nil {
 		lighthouses = st.Overlay.Lighthouses
+		if st.Overlay.Lighthouse {
+			self = st.Node
+		}
 	}
 	rows := make([]nodeRow, 0, len(nodes))
 	for _, n := range nodes {
-		rows = append(rows, nodeRow{Node: n, Lighthouse: slices.Contains(lighthouses, n.OverlayIP), Condition: condition(n)})
+		lh := slices.Contains(lighthouses, n.OverlayIP) || self != "" && n.Name == self
+		rows = append(rows, nodeRow{Node: n, Lighthouse: lh, Condition: condition(n)})
 	}
 	slices.SortFunc(rows, func(a, b nodeRow) int { return strings.Compare(a.Name, b.Name) })
 	return rows

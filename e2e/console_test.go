@@ -271,6 +271,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if f := eval[string](t, mesh, `document.activeElement.getAttribute("href") || document.activeElement.tagName`); f != "/node/w1" {
 		t.Fatalf("after a live refresh that changed nothing keyboard focus is on %q, want w1's link", f)
 	}
+	eval[bool](t, mesh, `document.activeElement.blur(), true`)
 
 	// Every node, and one edge per tunnel of origin's (the console's
 	// definition: the local API reports the asked node's tunnels only).
@@ -302,6 +303,27 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return nil
 	})
+	// The lighthouses are ringed: as a worker sees them (w1's status names
+	// their overlay IPs) and as origin says of itself.
+	var want []string
+	for _, nd := range nodes[:2] {
+		var st apitype.Status
+		if err := nd.CtlJSON(t.Context(), &st, "status"); err != nil {
+			t.Fatal(err)
+		}
+		if st.Overlay.Lighthouse && !slices.Contains(want, nd.NodeName) {
+			want = append(want, nd.NodeName)
+		}
+		for name, ip := range ips {
+			if slices.Contains(st.Overlay.Lighthouses, ip) && !slices.Contains(want, name) {
+				want = append(want, name)
+			}
+		}
+	}
+	slices.Sort(want)
+	if got := eval[[]string](t, mesh, `[...document.querySelectorAll("#live a.node.lighthouse")].map(a => a.getAttribute("href").replace("/node/", "")).sort()`); !slices.Equal(got, want) || len(want) == 0 {
+		t.Errorf("lighthouses ringed on the Mesh page: %q, want %q (from origin's and w1's status)", got, want)
+	}
 	shot(t, mesh, dir, "mesh")
 	accessible(t, mesh, "mesh")
 
