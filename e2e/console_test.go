@@ -531,10 +531,17 @@ const a11yScan = `(() => {
 		const size = parseFloat(s.fontSize), large = size >= 24 || size >= 18.66 && Number(s.fontWeight) >= 700;
 		if (ratio < (large ? 3 : 4.5)) lowContrast.push(key(e) + " " + ratio.toFixed(2));
 	}
+	// Form controls' edges against their background: 3:1 (WCAG 1.4.11).
+	const faintControls = [...document.querySelectorAll("input:not([type=hidden]), select, textarea, button")].filter(visible).flatMap(e => {
+		const s = getComputedStyle(e);
+		if (parseFloat(s.borderTopWidth) === 0) return [];
+		const l1 = lum(rgb(s.borderTopColor)), l2 = lum(bg(e.parentElement)), ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+		return ratio < 3 ? [key(e) + " border " + s.borderTopColor + " " + ratio.toFixed(2)] : [];
+	});
 	// Every action, whatever its tabindex says, and what else asks for focus.
 	const focusable = [...document.querySelectorAll("a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex='-1'])")]
 		.filter(e => visible(e) && !e.disabled).map(key);
-	return {unlabeled, lowContrast, focusable};
+	return {unlabeled, lowContrast, faintControls, focusable};
 })()`
 
 // accessible checks the page in ctx: every form control has a label, text
@@ -546,6 +553,7 @@ func accessible(t *testing.T, ctx context.Context, page string) {
 	scan := eval[struct {
 		Unlabeled   []string `json:"unlabeled"`
 		LowContrast []string `json:"lowContrast"`
+		Faint       []string `json:"faintControls"`
 		Focusable   []string `json:"focusable"`
 	}](t, ctx, a11yScan)
 	if len(scan.Unlabeled) > 0 {
@@ -553,6 +561,9 @@ func accessible(t *testing.T, ctx context.Context, page string) {
 	}
 	if len(scan.LowContrast) > 0 {
 		t.Errorf("%s page: text under AA contrast as rendered: %q", page, scan.LowContrast)
+	}
+	if len(scan.Faint) > 0 {
+		t.Errorf("%s page: form controls whose edge is under 3:1 against the page: %q", page, scan.Faint)
 	}
 	eval[bool](t, ctx, `document.activeElement && document.activeElement.blur(), window.getSelection().removeAllRanges(), true`)
 	reached := map[string]bool{}
