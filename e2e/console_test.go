@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,8 +46,10 @@ func chromiumPath(t *testing.T) string {
 }
 
 // startUI runs `meshctl ui` against nd's socket and returns the URL it
-// prints (with its one-time secret). meshctl is interrupted when the test ends.
-func startUI(t *testing.T, nd *Node) string {
+// prints (with its one-time secret) and stop, which interrupts meshctl
+// (SIGINT, as Ctrl-C) and fails the test unless it exits 0 within 10 s;
+// stop runs when the test ends if not before.
+func startUI(t *testing.T, nd *Node) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "meshctl"), "--socket", nd.Socket, "ui", "--addr", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()
@@ -70,30 +73,34 @@ func startUI(t *testing.T, nd *Node) string {
 		_, _ = io.Copy(io.Discard, out)
 		done <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("meshctl ui after SIGINT: %v\n%s", err, stderr.String())
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("meshctl ui after SIGINT: %v\n%s", err, stderr.String())
+				}
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Errorf("meshctl ui still running 10s after SIGINT")
 			}
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("meshctl ui still running 10s after SIGINT")
-		}
-	})
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case u := <-urls:
 		if s := stderr.String(); s != "" {
 			t.Fatalf("meshctl ui warned on start:\n%s", s)
 		}
-		return u
+		return u, stop
 	case err := <-done:
 		t.Fatalf("meshctl ui ended before printing a URL: %v\n%s", err, stderr.String())
 	case <-time.After(20 * time.Second):
 		t.Fatal("meshctl ui printed no URL within 20s")
 	}
-	return ""
+	return "", nil
 }
 
 // browser starts a headless chromium with a fresh profile of its own and
@@ -225,7 +232,7 @@ func TestConsoleBrowser(t *testing.T) {
 	n := NewNet(t)
 	nodes := cluster(t, n, "w1", "w2")
 	origin := nodes[0]
-	url := startUI(t, origin)
+	url, stopUI := startUI(t, origin)
 	base, _, _ := strings.Cut(url, "?")
 	base = strings.TrimSuffix(base, "/")
 	dir := artifacts(t)
@@ -496,7 +503,10 @@ func TestConsoleBrowser(t *testing.T) {
 	do(t, ops, "filter the audit trail for w",
 		chromedp.SendKeys(chromedp.CSS("#q"), "w"),
 		chromedp.Click(chromedp.CSS(`form[action="/audit"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/audit"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/audit"] a[href="/audit"]`))) // "show all": the filtered page
+	if other := eval[int](t, ops, `[...document.querySelectorAll("tbody tr")].filter(r => !r.textContent.toLowerCase().includes("w")).length`); other != 0 {
+		t.Errorf("the audit page filtered for w shows %d rows without a w", other)
+	}
 	events := eval[[]string](t, ops, `[...document.querySelectorAll("tbody tr")].map(r => r.cells[1].textContent + " " + r.cells[3].textContent)`)
 	for _, want := range []string{"remove w2", "approve w4"} {
 		if !slices.Contains(events, want) {
@@ -506,6 +516,21 @@ func TestConsoleBrowser(t *testing.T) {
 	do(t, ops, "node page of origin", chromedp.Navigate(base+"/node/origin"), chromedp.WaitVisible(chromedp.CSS("dl.record")))
 	shot(t, ops, dir, "node-self")
 	accessible(t, ops, "node-self")
+
+	// meshctl ui stops (Ctrl-C): the open Mesh page says its live updates
+	// paused, and keeps what it showed.
+	shown := eval[int](t, mesh, `document.querySelectorAll("#live a.node").length`)
+	stopUI()
+	Eventually(t, 10*time.Second, "the open Mesh page notices meshctl ui stopped", func() error {
+		s, err := evalErr[string](mesh, `document.getElementById("live-status").textContent`)
+		if err == nil && s != "live updates paused: meshctl ui does not answer" {
+			err = fmt.Errorf("#live-status says %q", s)
+		}
+		return err
+	})
+	if n := eval[int](t, mesh, `document.querySelectorAll("#live a.node").length`); n != shown || n != 5 {
+		t.Fatalf("the Mesh page shows %d nodes after meshctl ui stopped, want the %d it showed (origin, w1 to w4)", n, shown)
+	}
 }
 
 // a11yScan runs in the page: the form controls without an accessible name,
