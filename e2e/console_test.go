@@ -332,7 +332,7 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("lighthouses ringed on the Mesh page: %q, want %q (from origin's and w1's status)", got, want)
 	}
 	shot(t, mesh, dir, "mesh")
-	accessible(t, mesh, "mesh")
+	accessible(t, mesh, dir, "mesh")
 
 	// A browser that never had the URL's secret is refused, and so is one
 	// that tries the spent secret.
@@ -354,7 +354,7 @@ func TestConsoleBrowser(t *testing.T) {
 	ops := tab(t, b)
 	do(t, ops, "admit page", chromedp.Navigate(base+"/admit"), chromedp.WaitVisible(chromedp.CSS("#name")))
 	shot(t, ops, dir, "admit")
-	accessible(t, ops, "admit")
+	accessible(t, ops, dir, "admit")
 	do(t, ops, "admit w3",
 		chromedp.SendKeys(chromedp.CSS("#name"), "w3"),
 		chromedp.Click(chromedp.CSS(`form[action="/admit"] button[type=submit]`)),
@@ -365,7 +365,7 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("the admit answer's command %q does not carry its token", command)
 	}
 	shot(t, ops, dir, "admitted")
-	accessible(t, ops, "admitted")
+	accessible(t, ops, dir, "admitted")
 	w3 := n.NewNode("w3")
 	w3.Start(t)
 	w3.MustCtl(t, "join", tok)
@@ -404,7 +404,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	do(t, ops, "tokens page", chromedp.Navigate(base+"/tokens"), chromedp.WaitVisible(chromedp.CSS("table")))
 	shot(t, ops, dir, "tokens")
-	accessible(t, ops, "tokens")
+	accessible(t, ops, dir, "tokens")
 	do(t, ops, "revoke spare",
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`button[aria-label^="revoke token %s "]`, spare.ID))),
 		chromedp.WaitVisible(chromedp.CSS(".notice")))
@@ -456,7 +456,7 @@ func TestConsoleBrowser(t *testing.T) {
 		return nil
 	})
 	shot(t, ops, dir, "approvals")
-	accessible(t, ops, "approvals")
+	accessible(t, ops, dir, "approvals")
 	do(t, ops, "approve w4",
 		chromedp.SendKeys(chromedp.CSS(row+" input[name=code]"), code),
 		chromedp.Click(chromedp.CSS(row+" button[type=submit]")),
@@ -474,7 +474,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// Remove the dead w2 from its Node page, typing its name to confirm.
 	do(t, ops, "node page of w2", chromedp.Navigate(base+"/node/w2"), chromedp.WaitVisible(chromedp.CSS("#confirm")))
 	shot(t, ops, dir, "node")
-	accessible(t, ops, "node")
+	accessible(t, ops, dir, "node")
 	do(t, ops, "remove w2",
 		chromedp.SendKeys(chromedp.CSS("#confirm"), "w2"),
 		chromedp.Click(chromedp.CSS(`form.danger button[type=submit]`)),
@@ -499,7 +499,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// The Audit page, filtered with its form, has what was done here.
 	do(t, ops, "audit page", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("#q")))
 	shot(t, ops, dir, "audit")
-	accessible(t, ops, "audit")
+	accessible(t, ops, dir, "audit")
 	do(t, ops, "filter the audit trail for w",
 		chromedp.SendKeys(chromedp.CSS("#q"), "w"),
 		chromedp.Click(chromedp.CSS(`form[action="/audit"] button[type=submit]`)),
@@ -515,7 +515,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	do(t, ops, "node page of origin", chromedp.Navigate(base+"/node/origin"), chromedp.WaitVisible(chromedp.CSS("dl.record")))
 	shot(t, ops, dir, "node-self")
-	accessible(t, ops, "node-self")
+	accessible(t, ops, dir, "node-self")
 
 	// meshctl ui stops (Ctrl-C): the open Mesh page says its live updates
 	// paused, and keeps what it showed.
@@ -573,7 +573,7 @@ const a11yScan = `(() => {
 // has AA contrast as rendered, and Tab from the top of the page reaches
 // every focusable element (the picture's node links too), each showing a
 // focus outline.
-func accessible(t *testing.T, ctx context.Context, page string) {
+func accessible(t *testing.T, ctx context.Context, dir, page string) {
 	t.Helper()
 	scan := eval[struct {
 		Unlabeled   []string `json:"unlabeled"`
@@ -592,6 +592,7 @@ func accessible(t *testing.T, ctx context.Context, page string) {
 	}
 	eval[bool](t, ctx, `document.activeElement && document.activeElement.blur(), window.getSelection().removeAllRanges(), true`)
 	reached := map[string]bool{}
+	svgShot := false
 	for range len(scan.Focusable) + 2 {
 		do(t, ctx, page+": Tab", chromedp.KeyEvent(kb.Tab))
 		f := eval[struct {
@@ -604,6 +605,10 @@ func accessible(t *testing.T, ctx context.Context, page string) {
 				visible: e.matches(":focus-visible") && s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2}; })()`)
 		if f.Key != "" && !f.Visible {
 			t.Errorf("%s page: keyboard focus on %q shows no outline", page, f.Key)
+		}
+		if strings.HasPrefix(f.Key, "svg:") && !reached[f.Key] && !svgShot {
+			shot(t, ctx, dir, page+"-focus-picture") // what the focus on a node of the picture looks like
+			svgShot = true
 		}
 		reached[f.Key] = true
 	}
