@@ -221,12 +221,15 @@ func nodeLinks(ctx context.Context) (map[string]string, error) {
 // TestConsoleBrowser: the console in chromium against origin (control) and
 // w1, w2 (workers). The URL is first opened by clicking a link on a page of
 // another site (the secret exchange must still leave a working session).
-// The Mesh page shows every node and one edge per tunnel origin reports; a
-// node admitted from the Admit page joins with the token shown there and
-// appears on an open Mesh page without a reload; a killed node turns
-// failed; Tokens revokes; the Node page removes; a browser without the
-// secret and a form without the CSRF token are refused with their codes.
-// Every page is saved as a screenshot and gets the accessibility pass.
+// The Mesh page shows every node, one edge per tunnel origin reports and
+// the lighthouses, and a refresh that finds nothing new keeps the keyboard
+// focus; a node admitted from the Admit page joins with the token shown
+// there and appears on an open Mesh page without a reload; a killed node
+// turns failed; Tokens revokes; Approvals approves and rejects waiting
+// joins; the Node page removes; the Audit page finds what was done; a
+// browser without the secret and a form without the CSRF token are refused
+// with their codes; when meshctl ui stops the open page says so. Every page
+// is saved as a screenshot and gets the accessibility pass.
 func TestConsoleBrowser(t *testing.T) {
 	exe := chromiumPath(t)
 	n := NewNet(t)
@@ -244,6 +247,29 @@ func TestConsoleBrowser(t *testing.T) {
 			return origin.Ping(t.Context(), ips[w])
 		})
 	}
+
+	// A settled cluster before the page opens: what it shows first is what
+	// later refreshes find, so they must leave the page (and focus) alone.
+	Eventually(t, 20*time.Second, "origin reports w1 and w2 active and alive, and tunnels to both", func() error {
+		var st apitype.Status
+		if err := origin.CtlJSON(t.Context(), &st, "status"); err != nil {
+			return err
+		}
+		var tunnels []string
+		for _, tu := range st.Overlay.Tunnels {
+			tunnels = append(tunnels, tu.Name)
+		}
+		slices.Sort(tunnels)
+		if !slices.Equal(tunnels, []string{"w1", "w2"}) {
+			return fmt.Errorf("tunnels to %q", tunnels)
+		}
+		for _, x := range origin.Nodes(t) {
+			if x.State != "active" || x.Gossip != "alive" {
+				return fmt.Errorf("%s is %s, gossip %s", x.Name, x.State, x.Gossip)
+			}
+		}
+		return nil
+	})
 
 	// Another site's page links to the console's URL; the operator clicks it.
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
