@@ -33,7 +33,8 @@ func (a *Agent) localHandler() http.Handler {
 	mux.HandleFunc("POST "+apitype.PathCARestore, a.write(a.handleCARestore))
 	mux.HandleFunc("POST "+apitype.PathCARotate, a.write(a.handleCARotate)) // carotation.go
 	mux.HandleFunc("GET "+apitype.PathCAStatus, a.handleCAStatus)
-	mux.HandleFunc("POST "+apitype.PathPing, a.handlePing) // ping.go
+	mux.HandleFunc("POST "+apitype.PathPing, a.handlePing)      // ping.go
+	mux.HandleFunc("GET "+apitype.PathTunnels, a.handleTunnels) // tunnels.go
 	return a.guard(mux)
 }
 

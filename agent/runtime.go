@@ -156,6 +156,13 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 		defer rt.wg.Done()
 		rt.runCAReports(loopCtx)
 	}()
+	if rt.ctl == nil {
+		rt.wg.Add(1)
+		go func() {
+			defer rt.wg.Done()
+			rt.runTunnelReports(loopCtx) // tunnels.go
+		}()
+	}
 	a.startOverlayMetrics(loopCtx, rt)
 	return rt, nil
 }
@@ -225,6 +232,7 @@ func (rt *runtime) controlHooks() control.Hooks {
 		NotifyCA:      func() error { return rt.gossip.Notify(notifyCA) },
 		KeyReports:    rt.keyReports,
 		AskMembers:    rt.gossip.Ask,
+		Tunnels:       rt.tunnels,
 	}
 }
 

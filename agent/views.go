@@ -123,9 +123,7 @@ func (rt *runtime) overlayStatus() *apitype.Overlay {
 	for _, l := range applied.Lighthouses {
 		o.Lighthouses = append(o.Lighthouses, l.OverlayIP.String())
 	}
-	for _, tn := range rt.mesh.Tunnels() {
-		o.Tunnels = append(o.Tunnels, apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Remote: tn.Remote.String(), Name: tn.CertName})
-	}
+	o.Tunnels = append(o.Tunnels, rt.tunnels()...) // tunnels.go
 	if b, ok := rt.overlayErr.Load().(errBox); ok && b.err != nil {
 		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)
 	}

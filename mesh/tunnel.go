@@ -23,6 +23,7 @@ type Tunnel struct {
 	Remote          netip.AddrPort // the underlay address the tunnel uses now
 	CertName        string         // name in the peer's certificate
 	CertFingerprint string         // fingerprint of the peer's certificate
+	Relayed         bool           // through a relay: no direct underlay path (Remote is not valid)
 }
 
 // Tunnels lists the established tunnels (Nebula's main host map, not the
@@ -43,7 +44,8 @@ func (m *Mesh) Tunnels() []Tunnel {
 			continue
 		}
 		seen[h.LocalIndex] = true
-		t := Tunnel{OverlayIP: h.VpnAddrs[0], Remote: h.CurrentRemote}
+		t := Tunnel{OverlayIP: h.VpnAddrs[0], Remote: h.CurrentRemote,
+			Relayed: !h.CurrentRemote.IsValid() && len(h.CurrentRelaysToMe) > 0}
 		if h.Cert != nil {
 			t.CertName = h.Cert.Name()
 			t.CertFingerprint, _ = h.Cert.Fingerprint()

@@ -118,6 +118,10 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		{method: "POST", path: "/v1/self/left", allow: members, harmfulBody: struct{}{}, changesCaller: true},
 		// An active member's confirmation is a no-op; anyone else's is refused.
 		{method: "POST", path: "/v1/self/confirm", allow: members, harmfulBody: struct{}{}},
+		// A member's report of its own tunnels; the view of all of them
+		// is for control nodes (issue 15).
+		{method: "POST", path: "/v1/self/tunnels", allow: members, harmfulBody: control.TunnelsRequest{}},
+		{method: "GET", path: "/v1/tunnels", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/index", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/stats", allow: controlOnly},
 		{method: "POST", path: "/v1/raft/apply", allow: controlOnly,

@@ -30,6 +30,9 @@ const (
 	// PathAudit is GET /v0/audit[?since=DURATION]: the audit trail
 	// (control node), oldest first.
 	PathAudit = "/v0/audit"
+	// PathTunnels is GET /v0/tunnels: the cluster-wide tunnel view
+	// (TunnelMap; control node).
+	PathTunnels = "/v0/tunnels"
 )
 
 // Host is the Host header every local API request must carry; anything
@@ -144,6 +147,40 @@ type Tunnel struct {
 	OverlayIP string `json:"overlay_ip"`
 	Remote    string `json:"remote"`
 	Name      string `json:"name"`
+	Relayed   bool   `json:"relayed,omitempty"` // through a Nebula relay, not a direct path
+}
+
+// TunnelMap answers GET /v0/tunnels on a control node: which node reaches
+// which, over which underlay path, from every node's own report.
+type TunnelMap struct {
+	Edges []TunnelEdge `json:"edges"`
+	Nodes []TunnelNode `json:"nodes"` // every active node, with why it has no report
+}
+
+// TunnelEdge is a tunnel between nodes A and B (A < B), as seen from one
+// or both ends.
+type TunnelEdge struct {
+	A        string       `json:"a"`
+	B        string       `json:"b"`
+	SeenFrom []string     `json:"seen_from"` // A, B or both
+	Paths    []TunnelPath `json:"paths"`
+}
+
+// TunnelPath is the underlay address one end of a tunnel sends to.
+type TunnelPath struct {
+	From    string `json:"from"`
+	Remote  string `json:"remote"`
+	Relayed bool   `json:"relayed,omitempty"`
+}
+
+// TunnelNode is one active node in the view: its report, or why none.
+type TunnelNode struct {
+	Name       string    `json:"name"`
+	Role       string    `json:"role"`
+	Reported   bool      `json:"reported"`
+	ReportedAt time.Time `json:"reported_at,omitzero"`
+	Tunnels    int       `json:"tunnels"`
+	Problem    string    `json:"problem,omitempty"` // e.g. "no answer: ..."
 }
 
 // Gossip is this node's membership view in GET /v0/status.

@@ -45,6 +45,7 @@ type hooks struct {
 	versions  map[string]string
 	keyNotes  int                // NotifyKeys calls
 	reports   func() []KeyReport // what gossip members report; nil: none
+	tunnels   []apitype.Tunnel   // this node's Nebula tunnels
 }
 
 func (h *hooks) hooks() Hooks {
@@ -73,6 +74,11 @@ func (h *hooks) hooks() Hooks {
 			return h.versions
 		},
 		NotifyKeys: func() error { h.mu.Lock(); h.keyNotes++; h.mu.Unlock(); return nil },
+		Tunnels: func() []apitype.Tunnel {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.tunnels
+		},
 		KeyReports: func() []KeyReport {
 			h.mu.Lock()
 			f := h.reports

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
@@ -80,6 +81,8 @@ type Hooks struct {
 	// (gossip.Gossip.Ask).
 	AskMembers func(ctx context.Context, name string, payload []byte, bound time.Duration,
 		done func(map[string][]byte) bool) (map[string][]byte, error)
+	// Tunnels is this node's established Nebula tunnels (tunnels.go).
+	Tunnels func() []apitype.Tunnel
 }
 
 // Deps are the control plane's collaborators.
@@ -107,6 +110,7 @@ type Plane struct {
 	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time
 	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
 	watch    sync.WaitGroup // watchNodes, watchJoins
+	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
 }
 
 // New is the control plane over an open raft node. ca is the CA keys this
@@ -150,6 +154,9 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	if h.KeyReports == nil {
 		h.KeyReports = func() []KeyReport { return nil }
+	}
+	if h.Tunnels == nil {
+		h.Tunnels = func() []apitype.Tunnel { return nil }
 	}
 	if h.AskMembers == nil {
 		h.AskMembers = func(context.Context, string, []byte, time.Duration, func(map[string][]byte) bool) (map[string][]byte, error) {

@@ -168,6 +168,13 @@ func (c *Client) Audit(ctx context.Context, since time.Duration) ([]apitype.Audi
 	return e, c.getJSON(ctx, path, &e)
 }
 
+// Tunnels returns GET /v0/tunnels: the cluster-wide tunnel view (a
+// control node; a worker answers codes.NotControl).
+func (c *Client) Tunnels(ctx context.Context) (apitype.TunnelMap, error) {
+	var m apitype.TunnelMap
+	return m, c.getJSON(ctx, apitype.PathTunnels, &m)
+}
+
 // Init creates a cluster on this node.
 func (c *Client) Init(ctx context.Context, req apitype.InitRequest) (*apitype.InitResponse, error) {
 	var r apitype.InitResponse

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+)
+
+// tunnels is this node's established Nebula tunnels, as the local and the
+// internal API show them.
+func (rt *runtime) tunnels() []apitype.Tunnel {
+	out := []apitype.Tunnel{}
+	if rt.mesh == nil {
+		return out
+	}
+	for _, tn := range rt.mesh.Tunnels() {
+		out = append(out, apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Remote: tn.Remote.String(),
+			Name: tn.CertName, Relayed: tn.Relayed})
+	}
+	return out
+}
+
+// handleTunnels answers GET /v0/tunnels: the cluster-wide tunnel view,
+// on a control node only (a worker answers codes.NotControl: it holds
+// no other node's tunnels; its own are in GET /v0/status).
+func (a *Agent) handleTunnels(w http.ResponseWriter, r *http.Request) {
+	ctl, err := a.controlPlane()
+	if err != nil {
+		apitype.WriteError(w, err)
+		return
+	}
+	apitype.WriteJSON(w, http.StatusOK, ctl.TunnelMap(r.Context()))
+}
+
+// runTunnelReports is a worker's report of its tunnels to a control node
+// (a worker serves no 7300: its leaf is a client leaf): looked at every
+// control.TunnelReportEvery, sent when they changed or
+// control.TunnelReportMax passed since the last report that went through.
+func (rt *runtime) runTunnelReports(ctx context.Context) {
+	tick := time.NewTicker(control.TunnelReportEvery)
+	defer tick.Stop()
+	var last []apitype.Tunnel
+	var sent time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := rt.tunnels()
+		if sent.IsZero() || !slices.Equal(now, last) || time.Since(sent) >= control.TunnelReportMax {
+			cctx, cancel := context.WithTimeout(ctx, control.TunnelReportEvery)
+			err := rt.client.PostSeeds(cctx, rt.seeds(), control.PathSelfTunnels, control.TunnelsRequest{Tunnels: now}, nil)
+			cancel()
+			if err != nil {
+				rt.log.Debug("tunnel report not sent", "err", err)
+				continue
+			}
+			last, sent = now, time.Now()
+		}
+	}
+}
