@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -459,16 +460,45 @@ func TestMeshPicture(t *testing.T) {
 	c := startConsole(t, fake)
 	c.login()
 	_, body := c.get("/")
-	if n := strings.Count(body, `<line class="edge"`); n != 2 {
-		t.Errorf("%d edges, want 2 (cp1's tunnels to w1 and w2)", n)
+	if n := strings.Count(body, `<line class="edge`); n != 3 {
+		t.Errorf("%d edges, want 3 (the cluster's tunnels: cp1-w1, cp1-w2, w1-w2)", n)
+	}
+	if n := strings.Count(body, `<line class="edge one-sided"`); n != 2 {
+		t.Errorf("%d one-sided edges, want 2 (cp1-w2, w1-w2)", n)
 	}
 	if n := strings.Count(body, `<a href="/node/`); n != 7 { // 3 in the picture, 3 in the table, the summary's
 		t.Errorf("%d node links, want 7", n)
 	}
-	for _, want := range []string{"3 nodes: 2 active and alive, 0 joining or suspect, 1 failed, 0 left or removed.", `class="node role-worker cond-down"`, `class="node role-control cond-ok self lighthouse"`, "Edges are the Nebula tunnels of cp1"} {
-		if !strings.Contains(body, want) {
+	for _, want := range []string{"3 nodes: 2 active and alive, 0 joining or suspect, 1 failed, 0 left or removed.", `class="node role-worker cond-down"`,
+		`class="node role-control cond-ok self lighthouse"`, "Edges are every Nebula tunnel of the cluster",
+		`No report from: <span class="missing">w2: gossip: failed</span>.`, "w1 ↔ w2: w1 → relayed (not reported by w2)",
+		"cp1 ↔ w1: cp1 → 192.0.2.2:4242, w1 → 192.0.2.1:4242</title>", "<td>2</td></tr>", "<td>gossip: failed</td></tr>"} {
+		if !strings.Contains(body, html.EscapeString(want)) && !strings.Contains(body, want) {
 			t.Errorf("the mesh page lacks %q", want)
 		}
+	}
+
+	// Without the cluster-wide view (a failure): the asked node's tunnels,
+	// and the caption says why.
+	fake.mu.Lock()
+	fake.failPaths[apitype.PathTunnels] = codes.NoLeader
+	fake.mu.Unlock()
+	_, body = c.get("/")
+	if n := strings.Count(body, `<line class="edge"`); n != 2 {
+		t.Errorf("%d edges without the view, want 2 (cp1's tunnels to w1 and w2)", n)
+	}
+	if want := "Edges are the Nebula tunnels of cp1 only: the cluster-wide view failed (" + string(codes.NoLeader); !strings.Contains(body, want) {
+		t.Errorf("without the view the caption lacks %q", want)
+	}
+	// A worker is not asked for the view.
+	fake.mu.Lock()
+	delete(fake.failPaths, apitype.PathTunnels)
+	fake.status.Role = "worker"
+	fake.queries = nil
+	fake.mu.Unlock()
+	_, body = c.get("/")
+	if !strings.Contains(body, "a worker has no view of the other nodes") || slices.Contains(fake.reads(), apitype.PathTunnels) {
+		t.Errorf("on a worker: the caption does not say so, or the view was asked for (%v)", fake.reads())
 	}
 	fake.mu.Lock()
 	fake.status.Overlay = nil
@@ -476,6 +506,29 @@ func TestMeshPicture(t *testing.T) {
 	_, body = c.get("/")
 	if strings.Contains(body, `<line class="edge"`) || !strings.Contains(body, "No tunnels drawn: cp1 reports no overlay.") {
 		t.Errorf("without an overlay: edges drawn or not said")
+	}
+}
+
+// TestNodeTunnels: the Node page of any node (not only the one asked) lists
+// its tunnels from the cluster-wide view: the path from each end, and a
+// tunnel one end did not report.
+func TestNodeTunnels(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	c.login()
+	_, body := c.get("/node/w1")
+	for _, want := range []string{`<table id="node-tunnels">`,
+		`<tr><td><a href="/node/cp1">cp1</a></td><td>w1 → 192.0.2.1:4242</td><td>cp1 → 192.0.2.2:4242</td><td>cp1, w1</td></tr>`,
+		`<tr class="one-sided"><td><a href="/node/w2">w2</a></td><td>w1 → relayed</td><td>not reported</td><td>w1</td></tr>`} {
+		if !strings.Contains(strings.ReplaceAll(body, "&#43;", "+"), want) {
+			t.Errorf("w1's page lacks %s", want)
+		}
+	}
+	fake.mu.Lock()
+	fake.tunnels.Edges = nil
+	fake.mu.Unlock()
+	if _, body = c.get("/node/w1"); !strings.Contains(body, "no tunnels reported") {
+		t.Errorf("w1's page without tunnels does not say so")
 	}
 }
 

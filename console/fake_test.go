@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ type fakeMeshd struct {
 	nodes     []apitype.Node
 	tokens    []apitype.Token
 	audit     []apitype.AuditEvent
+	tunnels   apitype.TunnelMap // GET /v0/tunnels, as a control node merges it
 	admits    []apitype.AdmitRequest
 	revokes   []string
 	approves  []apitype.ApproveRequest
@@ -68,6 +70,21 @@ func newFake() *fakeMeshd {
 			{At: now.Add(-time.Hour), Code: "X200000ADMIT", Event: "admit", Actor: "uid=0@cp1", Subject: "w1"},
 			{At: now, Code: "X200000REMOVE", Event: "remove", Actor: "uid=1000@cp1", Subject: "w3"},
 		},
+		// cp1 and w1 report each other; only cp1 reports w2 (w2 failed,
+		// its report dropped); w1 reports a relayed tunnel to w2.
+		tunnels: apitype.TunnelMap{
+			Edges: []apitype.TunnelEdge{
+				{A: "cp1", B: "w1", SeenFrom: []string{"cp1", "w1"}, Paths: []apitype.TunnelPath{
+					{From: "cp1", Remote: "192.0.2.2:4242"}, {From: "w1", Remote: "192.0.2.1:4242"}}},
+				{A: "cp1", B: "w2", SeenFrom: []string{"cp1"}, Paths: []apitype.TunnelPath{{From: "cp1", Remote: "192.0.2.3:4242"}}},
+				{A: "w1", B: "w2", SeenFrom: []string{"w1"}, Paths: []apitype.TunnelPath{{From: "w1", Relayed: true}}},
+			},
+			Nodes: []apitype.TunnelNode{
+				{Name: "cp1", Role: "control", Reported: true, ReportedAt: now, Tunnels: 2},
+				{Name: "w1", Role: "worker", Reported: true, ReportedAt: now, Tunnels: 2},
+				{Name: "w2", Role: "worker", Problem: "gossip: failed"},
+			},
+		},
 		failPaths: map[string]codes.Code{},
 		failWith:  map[string]*apitype.Error{},
 	}
@@ -91,6 +108,7 @@ func (f *fakeMeshd) handler() http.Handler {
 	read(apitype.PathNodes, func() any { return f.nodes })
 	read(apitype.PathTokens, func() any { return f.tokens })
 	read(apitype.PathAudit, func() any { return f.audit })
+	read(apitype.PathTunnels, func() any { return f.tunnels })
 	mux.HandleFunc("POST "+apitype.PathAdmit, func(w http.ResponseWriter, r *http.Request) {
 		var req apitype.AdmitRequest
 		if err := apitype.DecodeBody(r, &req); err != nil {
@@ -294,4 +312,11 @@ func wantRefused(t *testing.T, what string, status int, body string, c codes.Cod
 	if status != c.Status() || !strings.Contains(body, string(c)) {
 		t.Errorf("%s: %d, want %d with %s; body:\n%.600s", what, status, c.Status(), c, body)
 	}
+}
+
+// reads is every read's path and query so far.
+func (f *fakeMeshd) reads() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.queries)
 }

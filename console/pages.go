@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +83,9 @@ type nodeRow struct {
 	apitype.Node
 	Lighthouse bool
 	Condition  string // ok, warn, down, gone: the picture's and the table's colour
+	// Tunnels is what the cluster-wide view says of the node: how many
+	// tunnels it reported, or why it has no report; empty without a view.
+	Tunnels string
 }
 
 func (p *pages) mesh(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +110,46 @@ func (p *pages) meshData(r *http.Request) meshView {
 	for _, n := range rows {
 		count[n.Condition]++
 	}
-	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: draw(st, rows), Count: count}
+	tm, mapErr := p.tunnelMap(ctx, st)
+	withTunnels(rows, tm)
+	pic := draw(st, rows, tm)
+	pic.MapProblem = problemOf(mapErr)
+	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: pic, Count: count}
+}
+
+// tunnelMap is the cluster-wide tunnel view when the console talks to a
+// control node (a worker has none: nil, nil); a failure comes back with a
+// nil view, and the pages fall back to the asked node's tunnels.
+func (p *pages) tunnelMap(ctx context.Context, st *apitype.Status) (*apitype.TunnelMap, error) {
+	if st == nil || st.Role != "control" {
+		return nil, nil
+	}
+	tm, err := p.client.Tunnels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tm, nil
+}
+
+// withTunnels fills each row's Tunnels from tm.
+func withTunnels(rows []nodeRow, tm *apitype.TunnelMap) {
+	if tm == nil {
+		return
+	}
+	by := map[string]apitype.TunnelNode{}
+	for _, n := range tm.Nodes {
+		by[n.Name] = n
+	}
+	for i := range rows {
+		n, ok := by[rows[i].Name]
+		switch {
+		case !ok:
+		case n.Reported:
+			rows[i].Tunnels = strconv.Itoa(n.Tunnels)
+		default:
+			rows[i].Tunnels = n.Problem
+		}
+	}
 }
 
 // rowsOf marks the lighthouses: those the asked node knows
@@ -154,6 +197,19 @@ type nodeView struct {
 	// neither that node nor gone; the page offers remove.
 	Removable bool
 	Removed   *apitype.RemoveResponse
+	// Tunnels are the node's tunnels from the cluster-wide view (nil
+	// without one: then only the node asked shows its own, in Status).
+	Tunnels []nodeTunnel
+	// TunnelView: the view was there (an empty Tunnels means none).
+	TunnelView bool
+}
+
+// nodeTunnel is one tunnel of a node on its page: the peer, the path each
+// end sends over, and which ends reported it.
+type nodeTunnel struct {
+	Peer, Here, There string
+	OneSided          bool
+	SeenFrom          []string
 }
 
 func (p *pages) node(w http.ResponseWriter, r *http.Request) {
@@ -185,6 +241,9 @@ func (p *pages) renderNode(w http.ResponseWriter, r *http.Request, status int, r
 				Removable: st.Role == "control" && !n.Self && n.Condition != "gone"}
 			if n.Self {
 				nv.Status = st
+			}
+			if tm, err := p.tunnelMap(ctx, st); err == nil && tm != nil {
+				nv.TunnelView, nv.Tunnels = true, tunnelsOf(tm, name)
 			}
 			v.Data = nv
 			p.render(w, status, "node", v)
@@ -408,4 +467,30 @@ func (p *pages) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Data = av
 	p.render(w, http.StatusOK, "audit", v)
+}
+
+// tunnelsOf is node name's tunnels in tm, by peer.
+func tunnelsOf(tm *apitype.TunnelMap, name string) []nodeTunnel {
+	out := []nodeTunnel{}
+	for _, e := range tm.Edges {
+		peer := ""
+		switch name {
+		case e.A:
+			peer = e.B
+		case e.B:
+			peer = e.A
+		default:
+			continue
+		}
+		t := nodeTunnel{Peer: peer, OneSided: len(e.SeenFrom) < 2, SeenFrom: e.SeenFrom, Here: "not reported", There: "not reported"}
+		for _, p := range e.Paths {
+			if p.From == name {
+				t.Here = pathText(p)
+			} else {
+				t.There = pathText(p)
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }

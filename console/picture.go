@@ -30,6 +30,13 @@ type picture struct {
 	TunnelsOf string
 	// NoTunnels: that node reports no overlay (no edges to draw).
 	NoTunnels bool
+	// Cluster: the edges are every node's tunnels (GET /v0/tunnels), not
+	// only those of the node asked; Missing names the nodes with no report.
+	Cluster bool
+	Missing []apitype.TunnelNode
+	// MapProblem: the cluster-wide view was asked for and failed (the
+	// edges fell back to the asked node's tunnels).
+	MapProblem *problem
 }
 
 type pictureNode struct {
@@ -43,11 +50,16 @@ type pictureNode struct {
 type pictureEdge struct {
 	X1, Y1, X2, Y2 int
 	Title          string
+	OneSided       bool // only one end reported it (drawn dashed)
 }
 
 // draw lays the nodes out on a ring (sorted by name, so a node keeps its
 // place between two loads while the set is the same) and draws the tunnels.
-func draw(st *apitype.Status, rows []nodeRow) *picture {
+//
+// tm, when not nil, is the cluster-wide view (a control node's
+// GET /v0/tunnels): every node's tunnels; else the edges are the tunnels of
+// the node asked (st).
+func draw(st *apitype.Status, rows []nodeRow, tm *apitype.TunnelMap) *picture {
 	p := &picture{W: pictureW, H: pictureH}
 	cx, cy := pictureW/2, pictureH/2
 	ring := float64(min(pictureW, pictureH))/2 - margin
@@ -74,6 +86,25 @@ func draw(st *apitype.Status, rows []nodeRow) *picture {
 			at[n.OverlayIP] = i
 		}
 	}
+	if tm != nil {
+		p.Cluster = true
+		for _, n := range tm.Nodes {
+			if !n.Reported {
+				p.Missing = append(p.Missing, n)
+			}
+		}
+		for _, e := range tm.Edges {
+			i, ok1 := at[e.A]
+			j, ok2 := at[e.B]
+			if !ok1 || !ok2 || i == j {
+				continue
+			}
+			a, b := p.Nodes[i], p.Nodes[j]
+			p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y,
+				Title: edgeTitle(e), OneSided: len(e.SeenFrom) < 2})
+		}
+		return p
+	}
 	if st == nil {
 		return p
 	}
@@ -96,4 +127,33 @@ func draw(st *apitype.Status, rows []nodeRow) *picture {
 			Title: st.Node + " ↔ " + b.Name + " via " + t.Remote})
 	}
 	return p
+}
+
+// edgeTitle is an edge's tooltip: both ends and the underlay address each
+// end sends to, and which end did not report it.
+func edgeTitle(e apitype.TunnelEdge) string {
+	s := e.A + " ↔ " + e.B
+	for i, p := range e.Paths {
+		sep := ": "
+		if i > 0 {
+			sep = ", "
+		}
+		s += sep + pathText(p)
+	}
+	if len(e.SeenFrom) == 1 {
+		other := e.A
+		if e.SeenFrom[0] == e.A {
+			other = e.B
+		}
+		s += " (not reported by " + other + ")"
+	}
+	return s
+}
+
+// pathText is one end's path: "a → 192.0.2.1:4242" or "a → relayed".
+func pathText(p apitype.TunnelPath) string {
+	if p.Relayed {
+		return p.From + " → relayed"
+	}
+	return p.From + " → " + p.Remote
 }

@@ -17,7 +17,7 @@ func TestDrawScales(t *testing.T) {
 		for i := range rows {
 			rows[i] = nodeRow{Node: apitype.Node{Name: fmt.Sprintf("n%04d", i)}, Lighthouse: true}
 		}
-		p := draw(nil, rows)
+		p := draw(nil, rows, nil)
 		if len(p.Nodes) != n {
 			t.Fatalf("%d nodes: drew %d", n, len(p.Nodes))
 		}
@@ -47,12 +47,12 @@ func TestDrawScales(t *testing.T) {
 // TestDrawPlaces: one node sits in the middle; more start at the top and go
 // clockwise in name order, so a node keeps its place between two loads.
 func TestDrawPlaces(t *testing.T) {
-	one := draw(nil, []nodeRow{{Node: apitype.Node{Name: "a"}}})
+	one := draw(nil, []nodeRow{{Node: apitype.Node{Name: "a"}}}, nil)
 	if a := one.Nodes[0]; a.X != pictureW/2 || a.Y != pictureH/2 {
 		t.Errorf("one node at (%d,%d), want the middle", a.X, a.Y)
 	}
 	rows := []nodeRow{{Node: apitype.Node{Name: "a"}}, {Node: apitype.Node{Name: "b"}}, {Node: apitype.Node{Name: "c"}}, {Node: apitype.Node{Name: "d"}}}
-	p := draw(nil, rows)
+	p := draw(nil, rows, nil)
 	ring := pictureH/2 - margin
 	want := [][2]int{{360, 240 - ring}, {360 + ring, 240}, {360, 240 + ring}, {360 - ring, 240}}
 	for i, a := range p.Nodes {
@@ -70,7 +70,7 @@ func TestDrawTunnels(t *testing.T) {
 		{Node: apitype.Node{Name: "c", OverlayIP: "10.0.0.3"}}}
 	st := &apitype.Status{Node: "a", Overlay: &apitype.Overlay{Tunnels: []apitype.Tunnel{
 		{Name: "b", OverlayIP: "10.9.9.9"}, {OverlayIP: "10.0.0.3"}, {Name: "zz", OverlayIP: "10.0.0.99"}, {Name: "a"}}}}
-	p := draw(st, rows)
+	p := draw(st, rows, nil)
 	if len(p.Edges) != 2 || p.NoTunnels || p.TunnelsOf != "a" {
 		t.Fatalf("edges %+v, NoTunnels %v, of %q: want a-b and a-c", p.Edges, p.NoTunnels, p.TunnelsOf)
 	}
