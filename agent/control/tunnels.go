@@ -137,7 +137,8 @@ func orEmpty(t []apitype.Tunnel) []apitype.Tunnel {
 // every active control node asked at once (tunnelAskEach each,
 // tunnelAskAll in all; this node answers for itself), the newest report
 // of each node kept, merged into edges. A node gossip does not show alive
-// or suspect has its report dropped (a killed node's edges go); every
+// or suspect has its report and the tunnels to it dropped (a killed
+// node's edges go); every
 // active node without a report is named with why.
 func (p *Plane) TunnelMap(ctx context.Context) apitype.TunnelMap {
 	ctx, cancel := context.WithTimeout(ctx, tunnelAskAll)
@@ -189,13 +190,22 @@ func (p *Plane) TunnelMap(ctx context.Context) apitype.TunnelMap {
 }
 
 // mergeTunnels builds the view from the reports (newest per node wins),
-// keeping only active nodes gossip shows alive or suspect (gossip nil:
-// unknown, all kept).
+// keeping only active nodes gossip shows alive or suspect and the tunnels
+// to them (gossip nil: unknown, all kept).
 func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string]string, gossip map[string]string) apitype.TunnelMap {
 	newest := map[string]TunnelReport{}
 	for _, r := range reports {
 		if o, ok := newest[r.NodeID]; !ok || r.At.After(o.At) {
 			newest[r.NodeID] = r
+		}
+	}
+	// A node gossip has seen die: its report is dropped, and so are the
+	// tunnels others still report to it (Nebula keeps a dead peer's
+	// tunnel until it times out).
+	down := map[string]bool{}
+	for name, g := range gossip {
+		if g != "alive" && g != "suspect" {
+			down[name] = true
 		}
 	}
 	m := apitype.TunnelMap{Edges: []apitype.TunnelEdge{}, Nodes: []apitype.TunnelNode{}}
@@ -212,7 +222,7 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 		case ok:
 			tn.Reported, tn.ReportedAt, tn.Tunnels = true, r.At, len(r.Tunnels)
 			for _, t := range r.Tunnels {
-				if t.Name == "" || t.Name == n.Name {
+				if t.Name == "" || t.Name == n.Name || down[t.Name] {
 					continue
 				}
 				a, b := n.Name, t.Name
