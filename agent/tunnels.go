@@ -40,11 +40,15 @@ func (a *Agent) handleTunnels(w http.ResponseWriter, r *http.Request) {
 // (a worker serves no 7300: its leaf is a client leaf): looked at every
 // control.TunnelReportEvery, sent when they changed or
 // control.TunnelReportMax passed since the last report that went through.
+// A refused or failed report is retried after a wait that doubles up to
+// TunnelReportMax (a joining worker is refused until its join is
+// confirmed; each refusal is logged on the control node).
 func (rt *runtime) runTunnelReports(ctx context.Context) {
 	tick := time.NewTicker(control.TunnelReportEvery)
 	defer tick.Stop()
 	var last []apitype.Tunnel
-	var sent time.Time
+	var sent, retry time.Time
+	wait := control.TunnelReportEvery
 	for {
 		select {
 		case <-ctx.Done():
@@ -52,15 +56,20 @@ func (rt *runtime) runTunnelReports(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := rt.tunnels()
-		if sent.IsZero() || !slices.Equal(now, last) || time.Since(sent) >= control.TunnelReportMax {
-			cctx, cancel := context.WithTimeout(ctx, control.TunnelReportEvery)
-			err := rt.client.PostSeeds(cctx, rt.seeds(), control.PathSelfTunnels, control.TunnelsRequest{Tunnels: now}, nil)
-			cancel()
-			if err != nil {
-				rt.log.Debug("tunnel report not sent", "err", err)
-				continue
-			}
-			last, sent = now, time.Now()
+		if time.Now().Before(retry) {
+			continue
 		}
+		if !sent.IsZero() && slices.Equal(now, last) && time.Since(sent) < control.TunnelReportMax {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, control.TunnelReportEvery)
+		err := rt.client.PostSeeds(cctx, rt.seeds(), control.PathSelfTunnels, control.TunnelsRequest{Tunnels: now}, nil)
+		cancel()
+		if err != nil {
+			rt.log.Debug("tunnel report not sent", "err", err, "retry_in", wait)
+			retry, wait = time.Now().Add(wait), min(2*wait, control.TunnelReportMax)
+			continue
+		}
+		last, sent, retry, wait = now, time.Now(), time.Time{}, control.TunnelReportEvery
 	}
 }
