@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/localclient"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -240,13 +241,19 @@ func TestConsoleBrowser(t *testing.T) {
 	base = strings.TrimSuffix(base, "/")
 	dir := artifacts(t)
 
-	// Tunnels from origin to both workers, so there are edges to draw.
+	// Tunnels from origin to both workers and from w1 to w2, so there are
+	// edges to draw, one of them between two workers (which only the
+	// cluster-wide tunnel view shows).
 	ips := overlayIPs(t, origin)
 	for _, w := range []string{"w1", "w2"} {
 		Eventually(t, 10*time.Second, "origin reaches "+w+" over the overlay", func() error {
 			return origin.Ping(t.Context(), ips[w])
 		})
 	}
+	Eventually(t, 10*time.Second, "w1 reaches w2 over the overlay", func() error {
+		return nodes[1].Ping(t.Context(), ips["w2"])
+	})
+	view := localclient.Client{Socket: origin.Socket}
 
 	// A settled cluster before the page opens: what it shows first is what
 	// later refreshes find, so they must leave the page (and focus) alone.
@@ -267,6 +274,15 @@ func TestConsoleBrowser(t *testing.T) {
 			if x.State != "active" || x.Gossip != "alive" {
 				return fmt.Errorf("%s is %s, gossip %s", x.Name, x.State, x.Gossip)
 			}
+		}
+		// The workers' reports reached the view: each tunnel seen from
+		// both ends.
+		m, err := view.Tunnels(t.Context())
+		if err != nil {
+			return err
+		}
+		if got := viewEdges(m, 2); !slices.Equal(got, []string{"origin ↔ w1", "origin ↔ w2", "w1 ↔ w2"}) {
+			return fmt.Errorf("the tunnel view's edges seen from both ends: %q (view %+v)", got, m)
 		}
 		return nil
 	})
@@ -306,9 +322,9 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	eval[bool](t, mesh, `document.activeElement.blur(), true`)
 
-	// Every node, and one edge per tunnel of origin's (the console's
-	// definition: the local API reports the asked node's tunnels only).
-	Eventually(t, 20*time.Second, "the Mesh page shows 3 nodes and origin's tunnels to w1 and w2", func() error {
+	// Every node, and one edge per tunnel of the cluster (GET /v0/tunnels:
+	// the workers' tunnels too), none of them one-sided.
+	Eventually(t, 20*time.Second, "the Mesh page shows 3 nodes and the tunnels origin-w1, origin-w2, w1-w2", func() error {
 		got, err := nodeLinks(mesh)
 		if err != nil {
 			return err
@@ -316,23 +332,20 @@ func TestConsoleBrowser(t *testing.T) {
 		if len(got) != 3 || got["origin"] != "cond-ok" || got["w1"] != "cond-ok" || got["w2"] != "cond-ok" {
 			return fmt.Errorf("nodes %v", got)
 		}
-		var st apitype.Status
-		if err := origin.CtlJSON(t.Context(), &st, "status"); err != nil {
-			return err
-		}
-		var want []string
-		for _, tu := range st.Overlay.Tunnels {
-			if tu.Name != "origin" {
-				want = append(want, "origin ↔ "+tu.Name)
-			}
-		}
-		slices.Sort(want)
-		edges, err := evalErr[[]string](mesh, `[...document.querySelectorAll("#live line.edge title")].map(e => e.textContent.replace(/ via .*/, "")).sort()`)
+		m, err := view.Tunnels(t.Context())
 		if err != nil {
 			return err
 		}
-		if !slices.Equal(edges, want) || !slices.Equal(want, []string{"origin ↔ w1", "origin ↔ w2"}) {
-			return fmt.Errorf("edges %q, origin's tunnels %q", edges, want)
+		want := viewEdges(m, 1)
+		edges, err := pageEdges(mesh, "")
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(edges, want) || !slices.Equal(want, []string{"origin ↔ w1", "origin ↔ w2", "w1 ↔ w2"}) {
+			return fmt.Errorf("edges %q, the tunnel view's %q", edges, want)
+		}
+		if one, err := pageEdges(mesh, ".one-sided"); err != nil || len(one) != 0 {
+			return fmt.Errorf("one-sided edges %q (%v)", one, err)
 		}
 		return nil
 	})
@@ -420,6 +433,27 @@ func TestConsoleBrowser(t *testing.T) {
 			return fmt.Errorf("nodes %v", got)
 		}
 		return nil
+	})
+	// Its edges go (gossip failed: its report and the tunnels others still
+	// hold to it are dropped), and the caption says why it has none.
+	Eventually(t, 10*time.Second, "w2's edges gone from the open Mesh page", func() error {
+		edges, err := pageEdges(mesh, "")
+		if err != nil {
+			return err
+		}
+		for _, e := range edges {
+			if strings.Contains(e, "w2") {
+				return fmt.Errorf("edges %q", e)
+			}
+		}
+		if !slices.Contains(edges, "origin ↔ w1") {
+			return fmt.Errorf("edges %q, want origin ↔ w1 still", edges)
+		}
+		caption, err := evalErr[string](mesh, `document.querySelector("#live figcaption").textContent`)
+		if err == nil && !strings.Contains(caption, "w2: gossip: failed") {
+			err = fmt.Errorf("caption %q", caption)
+		}
+		return err
 	})
 	shot(t, mesh, dir, "mesh-failed")
 
@@ -679,4 +713,26 @@ func accessible(t *testing.T, ctx context.Context, dir, page string) {
 		t.Errorf("%s page: Tab never reaches %q", page, missed)
 	}
 	t.Logf("%s page: labels, contrast as rendered, Tab through %d focusable elements", page, len(scan.Focusable))
+}
+
+// viewEdges is the view's edges seen from at least from ends, "a ↔ b".
+func viewEdges(m apitype.TunnelMap, from int) []string {
+	out := []string{}
+	for _, e := range m.Edges {
+		if len(e.SeenFrom) >= from {
+			out = append(out, e.A+" ↔ "+e.B)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pageEdges is the Mesh page's edges (line.edge plus class), "a ↔ b",
+// from their tooltips.
+func pageEdges(page context.Context, class string) ([]string, error) {
+	out, err := evalErr[[]string](page, `[...document.querySelectorAll("#live line.edge`+class+` title")].map(e => e.textContent.replace(/:.*/, "").replace(/ \(.*/, "")).sort()`)
+	if out == nil && err == nil {
+		out = []string{}
+	}
+	return out, err
 }
