@@ -179,7 +179,7 @@ type TunnelNode struct {
 	Role       string    `json:"role"`
 	Reported   bool      `json:"reported"`
 	ReportedAt time.Time `json:"reported_at,omitzero"`
-	Tunnels    int       `json:"tunnels"`
+	Tunnels    int       `json:"tunnels"`           // its tunnels in Edges (none to a dead node)
 	Problem    string    `json:"problem,omitempty"` // e.g. "no answer: ..."
 }
 

@@ -220,7 +220,7 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 		case gossip != nil && !known:
 			tn.Problem = "gossip: not a member"
 		case ok:
-			tn.Reported, tn.ReportedAt, tn.Tunnels = true, r.At, len(r.Tunnels)
+			tn.Reported, tn.ReportedAt = true, r.At
 			for _, t := range r.Tunnels {
 				if t.Name == "" || t.Name == n.Name || down[t.Name] {
 					continue
@@ -234,6 +234,7 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 					e = &apitype.TunnelEdge{A: a, B: b}
 					edges[[2]string{a, b}] = e
 				}
+				tn.Tunnels++ // those drawn: not to itself, not to a dead node
 				e.SeenFrom = append(e.SeenFrom, n.Name)
 				e.Paths = append(e.Paths, apitype.TunnelPath{From: n.Name, Remote: t.Remote, Relayed: t.Relayed})
 			}

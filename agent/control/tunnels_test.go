@@ -78,7 +78,7 @@ func TestMergeTunnels(t *testing.T) {
 	if got, want := edgesText(m), "a-w seen from [a w] via [a→192.0.2.3:4242 w→192.0.2.1:4242]; "; got != want {
 		t.Errorf("edges:\n got %s\nwant %s", got, want)
 	}
-	if got, want := nodesText(m), "a:reported:2 b:no answer: timeout w:reported:1 x:gossip: failed "; got != want {
+	if got, want := nodesText(m), "a:reported:1 b:no answer: timeout w:reported:1 x:gossip: failed "; got != want {
 		t.Errorf("nodes:\n got %s\nwant %s", got, want)
 	}
 }
