@@ -391,6 +391,13 @@ func TestConsoleBrowser(t *testing.T) {
 	// the Mesh page open, and join with the token shown.
 	eval[string](t, mesh, `window.e2eNoReload = "still this page"`)
 	ops := tab(t, b)
+	// The Node page of a worker (not the node the console talks to) lists
+	// its tunnels from the cluster-wide view: to origin and to w2.
+	do(t, ops, "w1's node page", chromedp.Navigate(base+"/node/w1"), chromedp.WaitVisible(chromedp.CSS("#node-tunnels")))
+	if got := eval[[]string](t, ops, `[...document.querySelectorAll("#node-tunnels tbody tr")].map(r => r.cells[0].textContent + " " + r.cells[3].textContent)`); !slices.Equal(got, []string{"origin origin, w1", "w2 w1, w2"}) {
+		t.Errorf("w1's node page lists the tunnels %q, want origin and w2, each reported by both ends", got)
+	}
+	shot(t, ops, dir, "node-w1")
 	do(t, ops, "admit page", chromedp.Navigate(base+"/admit"), chromedp.WaitVisible(chromedp.CSS("#name")))
 	shot(t, ops, dir, "admit")
 	accessible(t, ops, dir, "admit")
