@@ -208,6 +208,42 @@ func TestWithoutLeader(t *testing.T) {
 	}
 }
 
+// TestRemoveOnFollowerIsNoLeader: a membership change asked of a member
+// that does not lead answers NoLeader (raft's ErrNotLeader), the code on
+// which control.removeFromRaft and handleRaftJoin ask the next leader;
+// it used to be RaftApply for a removal, which failed a remove whose
+// leader lost its leadership mid-way (make test under load, 2026-12-01).
+func TestRemoveOnFollowerIsNoLeader(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	leader, addr := open(t, ca, "origin", filepath.Join(t.TempDir(), "raft"))
+	if err := leader.Bootstrap(addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.WaitLeader(ctx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	follower, faddr := open(t, ca, "c2", filepath.Join(t.TempDir(), "raft"))
+	if err := leader.AddNonvoter("id-c2", faddr.String()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !follower.IsMember("id-origin") || !follower.IsMember("id-c2") {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower never learned the configuration")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := follower.RemoveServer("id-c2", time.Second); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("remove on a follower: %v, want %s", err, codes.NoLeader)
+	}
+	if err := follower.AddVoter("id-c2", faddr.String()); codes.Of(err) != codes.NoLeader {
+		t.Fatalf("promote on a follower: %v, want %s", err, codes.NoLeader)
+	}
+	if !leader.IsMember("id-c2") || leader.Voters() != 1 {
+		t.Fatal("a refused change changed the configuration")
+	}
+}
+
 // TestStreamLayerRefusesWorkers: the raft port completes a handshake only
 // with a control leaf of the same CA; a worker leaf and a foreign CA's
 // control leaf never reach raft.
