@@ -69,22 +69,20 @@ func (p *Plane) handleRaftJoin(w http.ResponseWriter, r *http.Request, c Caller)
 	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PromoteTimeout+10*time.Second)
 	defer cancel()
 	var res RaftJoinResult
-	var err error
-	for {
-		err = p.onLeader(ctx, PathRaftJoin, req, &res, func() (err error) {
+	promote := func() error {
+		return p.onLeader(ctx, PathRaftJoin, req, &res, func() (err error) {
 			res, err = p.promoteRecorded(ctx, req.NodeID)
 			return err
 		})
-		// Leadership moved while the promotion ran (or before it was
-		// forwarded): the promotion is repeatable, so ask whoever leads
-		// now. Found by control.TestGateRefusesRemovedNodes under load.
-		if c.Forwarded || codes.Of(err) != codes.NoLeader || ctx.Err() != nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(leaderPoll):
-		}
+	}
+	// Leadership moved while the promotion ran (or before it was
+	// forwarded): the promotion is repeatable, so the node the joiner
+	// asked asks whoever leads now; a forwarded request answers once.
+	var err error
+	if c.Forwarded {
+		err = promote()
+	} else {
+		err = untilLeaderAnswers(ctx, promote)
 	}
 	if err != nil {
 		writeError(w, err)

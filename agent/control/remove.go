@@ -120,21 +120,11 @@ func (p *Plane) awaitKnownLeader(ctx context.Context, bound time.Duration) {
 // removeFromRaft has the leader drop id from raft membership. A leader
 // that loses its leadership mid-way answers NoLeader; the removal is
 // repeatable (a non-member's is a no-op), so it is asked again of whoever
-// leads next until ctx ends. Found by control.TestGateRefusesRemovedNodes
-// under load ("leadership lost while committing log"), as the promotion
-// was (promote.go).
+// leads next until ctx ends (untilLeaderAnswers).
 func (p *Plane) removeFromRaft(ctx context.Context, id string) error {
-	for {
-		err := p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(ctx, id) })
-		if codes.Of(err) != codes.NoLeader || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(leaderPoll):
-		}
-	}
+	return untilLeaderAnswers(ctx, func() error {
+		return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(ctx, id) })
+	})
 }
 
 // raftRemove drops id from raft on the leader, unless that would leave

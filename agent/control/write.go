@@ -69,6 +69,26 @@ func (p *Plane) onLeader(ctx context.Context, path string, in, out any, local fu
 	return p.callLeader(ctx, id, addr, path, in, out)
 }
 
+// untilLeaderAnswers runs try until it answers something other than
+// NoLeader, or ctx ends, waiting leaderPoll between tries: for a
+// repeatable raft membership change (a promotion, a removal) whose leader
+// lost its leadership mid-way, asked again of whoever leads next. Found by
+// control.TestGateRefusesRemovedNodes under load; the coding it relies on
+// is raftnode.TestRemoveOnFollowerIsNoLeader's.
+func untilLeaderAnswers(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		if codes.Of(err) != codes.NoLeader || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(leaderPoll):
+		}
+	}
+}
+
 // leaderPoll is how often a call to the leader checks that this node still
 // knows the same leader.
 const leaderPoll = 50 * time.Millisecond
