@@ -14,20 +14,20 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// syncBuffer is a bytes.Buffer that raft's goroutines may write while the
-// test reads.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that raft's goroutines may write while the
+// test reads. Exported (from a test file) for package raftnode_test too.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -56,7 +56,7 @@ func jsonRecords(t *testing.T, out string) []map[string]any {
 // the slog handler's level filters them, and a changed level applies at
 // once.
 func TestHCLogAdapter(t *testing.T) {
-	var buf syncBuffer
+	var buf SyncBuffer
 	lv := new(slog.LevelVar) // info
 	l := newHCLog(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: lv})), "raft")
 
@@ -112,7 +112,7 @@ func TestHCLogAdapter(t *testing.T) {
 // TestHCLogText: in text format a raft record is one logfmt line with its
 // level, not hclog's own "[INFO]  raft:" format.
 func TestHCLogText(t *testing.T) {
-	var buf syncBuffer
+	var buf SyncBuffer
 	l := newHCLog(slog.New(slog.NewTextHandler(&buf, nil)), "raft-net")
 	l.Warn("failed to accept connection", "error", errors.New("EOF"))
 	if got, want := buf.String(), "level=WARN msg=\"failed to accept connection\" lib=raft-net error=EOF\n"; !strings.HasSuffix(got, want) || strings.Count(got, "\n") != 1 {

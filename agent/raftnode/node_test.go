@@ -1,7 +1,6 @@
 package raftnode_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -364,7 +362,7 @@ type raftAddress = raft.ServerAddress
 // handler it is given, as JSON objects (one a line) at slog levels with
 // lib=raft; at info, none of raft's debug lines is printed.
 func TestRaftLogsThroughSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf raftnode.SyncBuffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil)) // info
 	ca := pkitest.NewCA(t, "alpha")
 	n, addr := openLog(t, ca, "origin", filepath.Join(t.TempDir(), "raft"), log)
@@ -399,23 +397,4 @@ func TestRaftLogsThroughSlog(t *testing.T) {
 	if !leader {
 		t.Errorf("no INFO 'entering leader state' from lib=raft in:\n%s", buf.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer that raft's goroutines may write while the
-// test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
