@@ -71,20 +71,36 @@ func (a *Agent) ping(ctx context.Context, req apitype.PingRequest) (apitype.Ping
 		conn, err = d.DialContext(pctx, "tcp", addr)
 	}
 	rtt := time.Since(start)
-	switch {
-	case err == nil:
+	if err == nil {
 		_ = conn.Close()
-		out.Answered, out.Answer, out.RTT = true, "accepted", rtt
-	case refused(err):
-		out.Answered, out.Answer, out.RTT = true, "refused", rtt
-	case ctx.Err() != nil:
+	}
+	if ctx.Err() != nil { // the caller went away: not a probe outcome
 		return out, ctx.Err()
-	case pctx.Err() != nil:
-		// No answer within the timeout: a lost probe, not an error.
-	default:
-		return out, codes.Wrap(codes.PingLost, fmt.Errorf("probe %s (%s): %w", req.Name, addr, err))
+	}
+	out.Answered, out.Answer, out.Lost = probeOutcome(err, pctx.Err() != nil)
+	if out.Answered {
+		out.RTT = rtt
 	}
 	return out, nil
+}
+
+// probeOutcome classifies a probe's dial result. An accepted connection
+// or a reset is an answer. Anything else is a lost probe with its reason,
+// never an error of the call: a timeout, or a local refusal such as "no
+// route to host" when the kernel or Nebula has no path to the peer (a
+// stopped node's tunnel torn down). Either way meshctl counts the probe
+// lost and still prints its summary.
+func probeOutcome(err error, timedOut bool) (answered bool, answer, lost string) {
+	switch {
+	case err == nil:
+		return true, "accepted", ""
+	case refused(err):
+		return true, "refused", ""
+	case timedOut:
+		return false, "", "timeout"
+	default:
+		return false, "", dialReason(err)
+	}
 }
 
 // refused reports whether a dial failed because the peer answered with a
@@ -92,6 +108,20 @@ func (a *Agent) ping(ctx context.Context, req apitype.PingRequest) (apitype.Ping
 // in userspace mode.
 func refused(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection was refused")
+}
+
+// dialReason is the short reason a dial failed locally: the errno's text
+// ("no route to host") when there is one, else the error's last part.
+func dialReason(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return msg
 }
 
 // pingTarget looks name up in the records this node holds (the FSM on a

@@ -16,13 +16,16 @@ type PingRequest struct {
 // PingReply is one probe's outcome. A probe is a TCP connection attempt
 // from this node to the peer's overlay address, on its gossip port; an
 // answer of either kind (accepted, or refused with a reset) crossed the
-// overlay both ways. Answered false means no answer within the timeout.
+// overlay both ways. Answered false means a lost probe: no answer within
+// the timeout, or a local failure such as no route to the peer; Lost says
+// which.
 type PingReply struct {
 	Name      string        `json:"name"`
 	OverlayIP string        `json:"overlay_ip"`
 	Port      int           `json:"port"`
 	Answered  bool          `json:"answered"`
 	Answer    string        `json:"answer,omitempty"` // "accepted" or "refused"
+	Lost      string        `json:"lost,omitempty"`   // "timeout", or the local reason ("no route to host")
 	RTT       time.Duration `json:"rtt,omitempty"`
 	Timeout   time.Duration `json:"timeout"`
 }

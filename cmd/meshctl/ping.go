@@ -57,6 +57,7 @@ type pingProbe struct {
 	Probe    int     `json:"probe"`
 	Answered bool    `json:"answered"`
 	Answer   string  `json:"answer,omitempty"`
+	Lost     string  `json:"lost,omitempty"`
 	RTTms    float64 `json:"rtt_ms,omitempty"`
 }
 
@@ -84,7 +85,7 @@ func (a *app) ping(ctx context.Context, name string, count int, interval, timeou
 				a.out.Printf("PING %s (%s): TCP probes to port %d over the overlay\n", r.Name, r.OverlayIP, r.Port)
 			}
 		}
-		p := pingProbe{Probe: i, Answered: r.Answered, Answer: r.Answer}
+		p := pingProbe{Probe: i, Answered: r.Answered, Answer: r.Answer, Lost: r.Lost}
 		if r.Answered {
 			rtts = append(rtts, r.RTT)
 			p.RTTms = ms(r.RTT)
@@ -92,7 +93,11 @@ func (a *app) ping(ctx context.Context, name string, count int, interval, timeou
 				a.out.Printf("answer from %s (%s): probe=%d time=%.3f ms (%s)\n", r.Name, r.OverlayIP, i, ms(r.RTT), r.Answer)
 			}
 		} else if !asJSON {
-			a.out.Printf("no answer from %s (%s): probe=%d timeout %s\n", r.Name, r.OverlayIP, i, r.Timeout)
+			if r.Lost == "" || r.Lost == "timeout" {
+				a.out.Printf("no answer from %s (%s): probe=%d timeout %s\n", r.Name, r.OverlayIP, i, r.Timeout)
+			} else {
+				a.out.Printf("no answer from %s (%s): probe=%d %s\n", r.Name, r.OverlayIP, i, r.Lost)
+			}
 		}
 		probes = append(probes, p)
 		if i == count {

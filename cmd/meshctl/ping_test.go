@@ -95,6 +95,17 @@ func TestPing(t *testing.T) {
 			t.Errorf("summary missing:\n%s", r.stdout)
 		}
 	})
+	t.Run("fail/all-lost-no-route", func(t *testing.T) {
+		unreachable := reply(false, 0)
+		unreachable.Lost = "no route to host"
+		f := &fakePing{replies: []*apitype.PingReply{unreachable, reply(false, 0)}}
+		r := meshctl(t, "--socket", localclienttest.Serve(t, f), "ping", "w1", "-c", "2", "-i", "10ms")
+		checkFailure(t, r, exitFailure, codes.PingLost)
+		if !strings.Contains(r.stdout, "probe=1 no route to host\n") || !strings.Contains(r.stdout, "probe=2 timeout 1s\n") ||
+			!regexp.MustCompile(`(?m)^2 probes, 0 answered, 100% lost$`).MatchString(r.stdout) {
+			t.Errorf("want each lost probe's reason and the summary:\n%s", r.stdout)
+		}
+	})
 	t.Run("fail/unknown-node", func(t *testing.T) {
 		r := meshctl(t, "--socket", localclienttest.Serve(t, &fakePing{}), "ping", "nobody")
 		checkFailure(t, r, exitFailure, codes.NodeUnknown)
