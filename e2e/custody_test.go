@@ -309,15 +309,22 @@ func TestCAHandoffCrash(t *testing.T) {
 	}
 	// c3's node.json said holder once and not-holder once (after the last
 	// move); its restarts as the holder never flipped it while raft
-	// replayed its log.
+	// replayed its log. followCustody writes node.json before it logs the
+	// change, so the test waits for the log line itself (the event it
+	// counts), then for the file.
+	Eventually(t, 10*time.Second, "c3 logs that node.json follows the last move", func() error {
+		if f := logCount(t, []*Node{c3}, `ca_holder=false`); f < 1 {
+			return errors.New("no ca_holder=false line yet")
+		}
+		return nil
+	})
 	Eventually(t, 10*time.Second, "c3's node.json follows the last move", func() error {
 		if h, err := nodeFileHolder(c3); err != nil || h {
 			return fmt.Errorf("ca_holder %t, %v", h, err)
 		}
 		return nil
 	})
-	b, _ := os.ReadFile(c3.LogPath)
-	if f, tr := strings.Count(string(b), `ca_holder=false`), strings.Count(string(b), `ca_holder=true`); f != 1 || tr != 1 {
+	if f, tr := logCount(t, []*Node{c3}, `ca_holder=false`), logCount(t, []*Node{c3}, `ca_holder=true`); f != 1 || tr != 1 {
 		t.Errorf("c3's node.json changed ca_holder to false %d and to true %d times, want once each", f, tr)
 	}
 	holderIs(t, c1, ns...)
