@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},
+	"bench/flaky":                       {},
 }
 
 // forbiddenInMeshctl must never be linked into meshctl.
