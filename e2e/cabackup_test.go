@@ -47,9 +47,15 @@ func TestCABackupRestore(t *testing.T) {
 	if strings.Contains(string(b), "PRIVATE KEY") || len(key) == 0 || strings.Contains(string(b), string(key[30:60])) {
 		t.Fatal("the backup file shows the key")
 	}
-	if s, _ := statusOf(c1); s.CABackedUp.IsZero() {
-		t.Fatal("status on the holder shows no backup time")
-	}
+	// The backup's record is a raft write, forwarded to the leader when
+	// c1 does not lead, and status reads c1's own raft state, which
+	// applies it a heartbeat later: wait for it there.
+	Eventually(t, 10*time.Second, "status on the holder shows the backup time", func() error {
+		if s, err := statusOf(c1); err != nil || s.CABackedUp.IsZero() {
+			return fmt.Errorf("no backup time (%v)", err)
+		}
+		return nil
+	})
 	if text := c1.MustCtl(t, "status"); !strings.Contains(text, "last backup") {
 		t.Fatalf("status text has no backup time:\n%s", text)
 	}

@@ -6,5 +6,6 @@
 // Import rule: agent/apitype and codes only (for the JSON shapes and codes
 // it checks); it never links the daemon's packages. The gossip trust test
 // links serf and memberlist for its forged member (the test binary
-// re-executed in a namespace, see runForger).
+// re-executed in a namespace, see runForger), and gossipFailBound reads
+// memberlist's LAN defaults for the bounds meshd's gossip timers give.
 package e2e

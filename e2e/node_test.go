@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 
 	"github.com/meshd/meshd/agent/apitype"
 )
@@ -266,4 +269,26 @@ func waitFor(ctx context.Context, d time.Duration, cond func() error) (time.Dura
 		}
 		backoff = min(2*backoff, 50*time.Millisecond)
 	}
+}
+
+// gossipFailBound is how long, with the gossip timers of n's nodes
+// (Net.Timers), every one of members gossip members may take to see a
+// member that stopped answering (killed, cut off, or left holding a key
+// rotated away) as no longer alive. It is gossip.failBound's sum
+// (gossip/scale_test.go) for the timers meshd runs: 2 probe intervals
+// until some member's probe of it has failed and it is suspected;
+// memberlist's suspicion timeout unconfirmed, its longest (the gossip
+// simulation saw more than the confirmed minimum on an idle machine); the
+// dead message's retransmissions, one per gossip interval. Fast timers,
+// 3 or 4 members: 0.4 + 2.4 + 0.4 = 3.2 s.
+func (n *Net) gossipFailBound(members int) time.Duration {
+	// timers: lan is memberlist's LAN config; fast, gossip/config.go's.
+	ml := memberlist.DefaultLANConfig()
+	if cmp.Or(n.Timers, "fast") == "fast" {
+		ml.ProbeInterval, ml.ProbeTimeout, ml.SuspicionMult, ml.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 2, 100*time.Millisecond
+	}
+	scale := max(1, math.Log10(float64(members)))
+	suspicion := time.Duration(float64(ml.SuspicionMult) * scale * float64(ml.ProbeInterval) * float64(max(1, ml.SuspicionMaxTimeoutMult)))
+	retransmits := ml.RetransmitMult * int(math.Ceil(math.Log10(float64(members+1))))
+	return 2*ml.ProbeInterval + suspicion + time.Duration(retransmits)*ml.GossipInterval
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,8 @@ import (
 // change exactly once: one reload reports log_level applied, and every
 // reload after it finds nothing to apply (signals that arrive during a
 // reload coalesce into one more reload after it, never a queue of 100).
+// The burst's reloads are counted up to one more reload, after the burst,
+// that sets log_level back: the mark that the last of them was logged.
 //
 // term-during-join: SIGTERM to the joiner while its join runs (before the
 // enroll call, and during step 10 after its identity was saved); meshd
@@ -66,22 +69,52 @@ func TestSignals(t *testing.T) {
 		if sent > time.Second+100*time.Millisecond {
 			t.Fatalf("100 SIGHUPs took %s, want about a second", sent)
 		}
-		var reloads, applied int
-		Eventually(t, 5*time.Second, "the burst's reloads logged", func() error {
-			reloads, applied = 0, 0
-			for _, l := range logLinesSince(t, origin, logBefore) {
-				if strings.Contains(l, `msg="config reloaded"`) {
-					reloads++
-					if strings.Contains(l, "applied=log_level") {
-						applied++
-					}
-				}
-			}
-			if reloads == 0 {
-				return fmt.Errorf("no reload logged")
+		// The burst's reloads go on after the last signal (one running, one
+		// coalesced behind it), so counting them once the first is logged
+		// saw only some. Its end is marked instead: once the change was
+		// applied, the config goes back to log_level debug (written whole,
+		// as a reload may be reading it) and one more SIGHUP follows; SIGHUP
+		// reloads run one at a time, in order, so every reload of the burst
+		// is logged before the one that applies debug.
+		reloaded := func(l string) bool { return strings.Contains(l, `msg="config reloaded"`) }
+		appliedTo := func(l, level string) bool {
+			return reloaded(l) && strings.Contains(l, "applied=log_level") && strings.Contains(l, "log_level="+level)
+		}
+		Eventually(t, 5*time.Second, "the burst's change applied", func() error {
+			if !slices.ContainsFunc(logLinesSince(t, origin, logBefore), func(l string) bool { return appliedTo(l, "info") }) {
+				return fmt.Errorf("no reload applied log_level info")
 			}
 			return nil
 		})
+		marker := origin.Config + ".new"
+		if err := os.WriteFile(marker, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(marker, origin.Config); err != nil {
+			t.Fatal(err)
+		}
+		if err := origin.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		var burst []string
+		Eventually(t, 5*time.Second, "the reload after the burst (log_level back to debug) logged", func() error {
+			lines := logLinesSince(t, origin, logBefore)
+			i := slices.IndexFunc(lines, func(l string) bool { return appliedTo(l, "debug") })
+			if i < 0 {
+				return fmt.Errorf("no reload applied log_level debug")
+			}
+			burst = lines[:i]
+			return nil
+		})
+		var reloads, applied int
+		for _, l := range burst {
+			if reloaded(l) {
+				reloads++
+				if strings.Contains(l, "applied=log_level") {
+					applied++
+				}
+			}
+		}
 		select {
 		case err := <-origin.exited:
 			t.Fatalf("meshd exited during the SIGHUP burst: %v", err)
