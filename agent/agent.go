@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
@@ -28,7 +29,7 @@ type Deps struct {
 	// log_level. ReadConfig re-reads the config file meshd was started with
 	// (flag overrides applied) for Reload; nil refuses a reload.
 	LevelVar   *slog.LevelVar
-	ReadConfig func() (FileConfig, error)
+	ReadConfig func() (config.File, error)
 	// MachineIDPath is the machine-id file the clone check reads; empty
 	// means DefaultMachineIDPath. Only tests set it (cmd/meshd never does;
 	// the e2e suite bind-mounts another /etc/machine-id instead).
@@ -50,7 +51,7 @@ const (
 
 // Agent is the meshd daemon.
 type Agent struct {
-	cfg FileConfig
+	cfg config.File
 	log *slog.Logger
 	d   Deps
 
@@ -68,7 +69,7 @@ type Agent struct {
 	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
 	// reloaded is the firewall and MTU of the last reload (firewall.go),
 	// nil before one; guarded by mu.
-	reloaded *overlayPolicy
+	reloaded *config.Policy
 
 	met *agentMetrics // metrics.go
 
@@ -78,7 +79,7 @@ type Agent struct {
 }
 
 // New validates cfg and returns an agent that has not started anything.
-func New(cfg FileConfig, d Deps) (*Agent, error) {
+func New(cfg config.File, d Deps) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func New(cfg FileConfig, d Deps) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
 	a.met = newAgentMetrics(a)
-	if cfg.OverlayMode == OverlayUserspace {
+	if cfg.OverlayMode == config.OverlayUserspace {
 		a.parked = &parkedMesh{}
 	}
 	return a, nil
@@ -134,7 +135,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		<-serveErr
 	}()
 
-	if _, loopback, _ := a.cfg.metricsAddr(); loopback { // the overlay's: startOverlayMetrics
+	if _, loopback, _ := a.cfg.MetricsListen(); loopback { // the overlay's: startOverlayMetrics
 		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
 		if err != nil {
 			return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("metrics_addr %s: %w", a.cfg.MetricsAddr, err))
@@ -195,7 +196,7 @@ func (a *Agent) start(ctx context.Context) error {
 		a.mu.Unlock()
 		return nil
 	}
-	if err := a.cfg.checkMetricsOverlay(facts.Overlay.Addr()); err != nil {
+	if err := a.cfg.CheckMetricsOverlay(facts.Overlay.Addr()); err != nil {
 		return err
 	}
 	rt, err := a.startRuntime(ctx, facts, nil)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -25,11 +26,11 @@ func TestConfigMapping(t *testing.T) {
 	worker := &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker,
 		Overlay: netip.MustParsePrefix("10.42.0.2/16"), Underlay: netip.MustParseAddr("127.0.0.5"),
 		GossipKeys: [][]byte{make([]byte, 32)}}
-	prod := DefaultFileConfig()
-	test := DefaultFileConfig()
+	prod := config.Default()
+	test := config.Default()
 	test.StateDir, test.BindAddr = "/tmp/state", "127.0.0.5"
-	test.OverlayMode, test.Timers = OverlayUserspace, TimersFast
-	test.Raft = RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+	test.OverlayMode, test.Timers = config.OverlayUserspace, config.TimersFast
+	test.Raft = config.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	test.NebulaCertLifetime = time.Hour
 	test.OverlayMTU, test.OverlayRoutines = 1420, 2
@@ -37,17 +38,17 @@ func TestConfigMapping(t *testing.T) {
 
 	got := map[string]any{}
 	for name, c := range map[string]struct {
-		cfg   FileConfig
+		cfg   config.File
 		facts *nodeFacts
 	}{"production control node": {prod, control}, "test worker on loopback": {test, worker}} {
-		g := c.cfg.gossipConfig(c.facts, "v1.2.3")
+		g := gossipConfig(c.cfg, c.facts, "v1.2.3")
 		got[name] = map[string]any{
-			"mesh":    c.cfg.meshBase(c.facts),
+			"mesh":    c.cfg.MeshBase(c.facts.Role, c.facts.Underlay),
 			"gossip":  g,
-			"raft":    c.cfg.raftTiming(),
-			"control": c.cfg.controlConfig(c.facts),
-			"port":    c.cfg.portLimits(),
-			"enroll":  c.cfg.enrollConfig(),
+			"raft":    c.cfg.RaftNodeTiming(),
+			"control": c.cfg.ControlConfig(c.facts.NodeID, c.facts.Name, filepath.Join(c.cfg.StateDir, caDir)),
+			"port":    c.cfg.PortLimits(),
+			"enroll":  c.cfg.EnrollConfig(),
 		}
 	}
 	b, err := json.MarshalIndent(got, "", "  ")
@@ -66,9 +67,9 @@ func TestConfigMapping(t *testing.T) {
 	}
 	// A raft join waits up to promote_timeout; port 7300 must let its
 	// answer through.
-	long := DefaultFileConfig()
+	long := config.Default()
 	long.Raft.PromoteTimeout = 5 * time.Minute
-	if l := long.portLimits(); l.Answer <= long.Raft.PromoteTimeout {
+	if l := long.PortLimits(); l.Answer <= long.Raft.PromoteTimeout {
 		t.Fatalf("port 7300 answers within %s, a raft join may take %s", l.Answer, long.Raft.PromoteTimeout)
 	}
 	if string(want) != string(b)+"\n" {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/state"
@@ -36,7 +37,7 @@ const serfDir = "serf"
 // then joins the peers it knows (a restarted node also rejoins through its
 // serf snapshot).
 func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
-	cfg := a.cfg.gossipConfig(rt.facts, a.d.Version)
+	cfg := gossipConfig(a.cfg, rt.facts, a.d.Version)
 	if err := os.MkdirAll(filepath.Dir(cfg.SnapshotPath), 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
@@ -184,4 +185,21 @@ func (rt *runtime) keyReports() []control.KeyReport {
 			Keyring: m.Tags[tagKeyring], CA: m.Tags[tagCA]})
 	}
 	return out
+}
+
+// gossipConfig is serf's config: the cluster key, this node's tags, its
+// snapshot under the state dir. The logger is added by the caller.
+func gossipConfig(c config.File, f *nodeFacts, version string) gossip.Config {
+	g := gossip.DefaultConfig()
+	g.Name = f.Name
+	g.BindAddr, g.BindPort = c.BindAddr, c.Ports.Gossip
+	g.AdvertiseAddr, g.AdvertisePort = f.Underlay.String(), c.Ports.Gossip
+	g.Keys = f.GossipKeys
+	g.Tags = map[string]string{
+		tagRole: string(f.Role), tagID: f.NodeID, tagOverlay: f.Overlay.Addr().String(),
+		tagNebulaPort: strconv.Itoa(c.Ports.Nebula), tagVersion: version, tagKeyring: state.KeyringID(f.GossipKeys),
+	}
+	g.SnapshotPath = filepath.Join(c.StateDir, serfDir, "snapshot")
+	g.Fast = c.Timers == config.TimersFast
+	return g
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"regexp"
 	goruntime "runtime"
 	"runtime/debug"
@@ -276,58 +275,16 @@ func (a *Agent) serveMetrics(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// metricsAddr is metrics_addr parsed (Validate checked it) and whether it
-// is a loopback address, served from the start, rather than the node's
-// overlay address, served while the node runs.
-func (c FileConfig) metricsAddr() (ap netip.AddrPort, loopback, ok bool) {
-	if c.MetricsAddr == "" {
-		return netip.AddrPort{}, false, false
-	}
-	ap, err := netip.ParseAddrPort(c.MetricsAddr)
-	if err != nil {
-		return netip.AddrPort{}, false, false
-	}
-	return ap, ap.Addr().IsLoopback(), true
-}
-
-// validMetricsAddr is Validate's check of metrics_addr: a loopback IP and
-// port, or (kernel overlay mode) a unicast IP and port that must be the
-// node's overlay address (checkMetricsOverlay, once it is known).
-func (c FileConfig) validMetricsAddr() error {
-	ap, err := netip.ParseAddrPort(c.MetricsAddr)
-	switch {
-	case err != nil || ap.Port() == 0:
-		return errors.New("must be IP:port with a port, e.g. 127.0.0.1:9464, or this node's overlay IP and a port")
-	case ap.Addr().IsLoopback():
-		return nil
-	case c.OverlayMode == OverlayUserspace:
-		return errors.New("must be a loopback IP in userspace overlay mode: the overlay address is not the kernel's")
-	case !ap.Addr().IsGlobalUnicast():
-		return errors.New("must be a loopback IP or this node's overlay IP")
-	}
-	return nil
-}
-
-// checkMetricsOverlay refuses (codes.MetricsAddrRefused) a metrics_addr
-// that is neither loopback nor this node's overlay address.
-func (c FileConfig) checkMetricsOverlay(overlay netip.Addr) error {
-	ap, loopback, ok := c.metricsAddr()
-	if !ok || loopback || ap.Addr() == overlay {
-		return nil
-	}
-	return codes.Wrap(codes.MetricsAddrRefused, fmt.Errorf("metrics_addr %s is neither loopback nor this node's overlay address %s", ap, overlay))
-}
-
 // startOverlayMetrics serves metrics on the node's overlay address, when
 // metrics_addr names it, until ctx ends. The socket is bound with
 // IP_FREEBIND: it does not depend on the moment Nebula gives the TUN
 // device its address, and survives an overlay restart.
 func (a *Agent) startOverlayMetrics(ctx context.Context, rt *runtime) {
-	ap, loopback, ok := a.cfg.metricsAddr()
+	ap, loopback, ok := a.cfg.MetricsListen()
 	if !ok || loopback {
 		return
 	}
-	if err := a.cfg.checkMetricsOverlay(rt.overlayAddr()); err != nil {
+	if err := a.cfg.CheckMetricsOverlay(rt.overlayAddr()); err != nil {
 		a.log.Error("metrics are not served", "code", codes.OrInternal(err), "err", err)
 		return
 	}

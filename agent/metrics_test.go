@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	gometrics "github.com/rcrowley/go-metrics"
 
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
@@ -23,26 +24,26 @@ func TestMetricsAddr(t *testing.T) {
 		"10.1.2.3:9464": true, "100.64.0.9:9464": true, // an overlay address: checked against the node's at start
 		"0.0.0.0:9464": false, "[::]:9464": false, "224.0.0.1:9464": false, "169.254.1.1:9464": false,
 		"127.0.0.1:0": false, "localhost:9464": false, "10.1.2.3": false} {
-		c := DefaultFileConfig()
+		c := config.Default()
 		c.MetricsAddr = addr
 		err := c.Validate()
-		var ce *ConfigError
+		var ce *config.Error
 		if ok != (err == nil) || (!ok && (codes.Of(err) != codes.ConfigInvalid || !errors.As(err, &ce) || ce.Field != "metrics_addr")) {
 			t.Errorf("metrics_addr %q: %v", addr, err)
 		}
 	}
 	// In userspace mode the overlay address is not the kernel's.
-	c := DefaultFileConfig()
-	c.OverlayMode, c.MetricsAddr = OverlayUserspace, "10.1.2.3:9464"
+	c := config.Default()
+	c.OverlayMode, c.MetricsAddr = config.OverlayUserspace, "10.1.2.3:9464"
 	if err := c.Validate(); codes.Of(err) != codes.ConfigInvalid {
 		t.Errorf("userspace, overlay metrics_addr: %v", err)
 	}
 	// At start: loopback or the node's own overlay address, nothing else.
 	overlay := netip.MustParseAddr("10.1.2.3")
 	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9464": true, "10.1.2.3:9464": true, "10.1.2.4:9464": false} {
-		c := DefaultFileConfig()
+		c := config.Default()
 		c.MetricsAddr = addr
-		if err := c.checkMetricsOverlay(overlay); ok != (err == nil) || (!ok && codes.Of(err) != codes.MetricsAddrRefused) {
+		if err := c.CheckMetricsOverlay(overlay); ok != (err == nil) || (!ok && codes.Of(err) != codes.MetricsAddrRefused) {
 			t.Errorf("metrics_addr %q on node %s: %v", addr, overlay, err)
 		}
 	}
@@ -71,7 +72,7 @@ var wantSeries = map[string]struct {
 // series, values of the counters it keeps, and client_golang's lint over
 // everything the registry serves.
 func TestMetricsRegistry(t *testing.T) {
-	a, err := New(DefaultFileConfig(), Deps{Version: "1.2.3"})
+	a, err := New(config.Default(), Deps{Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // host map, and the revoked certificates blocked.
 func (rt *runtime) meshConfig() mesh.Config {
 	c := rt.meshBase
-	rt.policy().apply(&c)
+	rt.policy().Apply(&c)
 	id := rt.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
 	d := desired.Compute(rt.overlayInputs())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
@@ -149,7 +150,7 @@ func (p *planner) ports(role pki.Role, ownRuntime bool) {
 // tun checks that the overlay's TUN device can be created (kernel mode).
 func (p *planner) tun(ownRuntime bool) {
 	switch {
-	case p.a.cfg.OverlayMode == OverlayUserspace:
+	case p.a.cfg.OverlayMode == config.OverlayUserspace:
 		p.ok("tun", "overlay_mode is userspace: no TUN device needed")
 	case ownRuntime:
 		p.ok("tun", "%s held by this meshd's running node, which a join with --force stops first", p.a.cfg.TunDevice)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
@@ -83,7 +84,7 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 		// gets the same keys back (pendingKeys reused them).
 		var s enroll.Secret
 		s[0] = 9
-		a := &Agent{cfg: FileConfig{StateDir: dir}}
+		a := &Agent{cfg: config.File{StateDir: dir}}
 		keys, reused, err := a.pendingKeys(enroll.Token{Secret: s, Name: "w9", Role: pki.RoleWorker})
 		if err != nil || !reused {
 			t.Fatalf("pending keys of the previous release: reused %v, %v", reused, err)

@@ -87,20 +87,6 @@ func (rt *runtime) confirmJoined(ctx context.Context, step func(string, ...any))
 	return nil
 }
 
-// joinBoundFast is how long a node may stay joining under `timers: fast`
-// (tests) before the leader records its join failed. The default,
-// control.DefaultJoinBound, is twice joinConfirmTimeout; a test of a join
-// that never confirms should not wait a minute for it.
-const joinBoundFast = 20 * time.Second
-
-// joinBound is the control plane's JoinBound for this config.
-func (c FileConfig) joinBound() time.Duration {
-	if c.Timers == TimersFast {
-		return joinBoundFast
-	}
-	return control.DefaultJoinBound
-}
-
 // verifySeeds connects to the token's seeds in order until one is
 // reachable, verified against the CA the token pins, and within the clock
 // bound (enroll.ProbeSeeds: nothing secret is sent). None: the first

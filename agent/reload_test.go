@@ -7,26 +7,29 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 )
 
 // reloadAgent is an agent past its start (phase unjoined) whose config file
 // reads as next (or fails with readErr), recording what it tells systemd.
-func reloadAgent(t *testing.T, next *FileConfig, readErr error) (*Agent, *slog.LevelVar, *[]string) {
+func reloadAgent(t *testing.T, next *config.File, readErr error) (*Agent, *slog.LevelVar, *[]string) {
 	t.Helper()
 	lv := new(slog.LevelVar)
 	var notes []string
-	a, err := New(DefaultFileConfig(), Deps{
+	a, err := New(config.Default(), Deps{
 		LevelVar: lv,
 		Notify:   func(s string) { notes = append(notes, s) },
-		ReadConfig: func() (FileConfig, error) {
+		ReadConfig: func() (config.File, error) {
 			if readErr != nil {
-				return FileConfig{}, readErr
+				return config.File{}, readErr
 			}
 			return *next, nil
 		},
@@ -41,19 +44,19 @@ func reloadAgent(t *testing.T, next *FileConfig, readErr error) (*Agent, *slog.L
 func TestReload(t *testing.T) {
 	tests := []struct {
 		name     string
-		next     FileConfig
+		next     config.File
 		readErr  error
 		level    slog.Level // the LevelVar afterwards
 		restart  []string   // fields named in the RestartNeeded warning
 		wantCode codes.Code // "" : success
 	}{
-		{name: "ok/unchanged", next: DefaultFileConfig(), level: slog.LevelInfo},
-		{name: "ok/log-level", next: withCfg(func(c *FileConfig) { c.LogLevel = "debug" }), level: slog.LevelDebug},
-		{name: "ok/restart-needed", next: withCfg(func(c *FileConfig) { c.Ports.Gossip = 8000; c.NodeName = "x" }),
+		{name: "ok/unchanged", next: config.Default(), level: slog.LevelInfo},
+		{name: "ok/log-level", next: withCfg(func(c *config.File) { c.LogLevel = "debug" }), level: slog.LevelDebug},
+		{name: "ok/restart-needed", next: withCfg(func(c *config.File) { c.Ports.Gossip = 8000; c.NodeName = "x" }),
 			level: slog.LevelInfo, restart: []string{"node_name", "ports.gossip"}},
-		{name: "ok/both", next: withCfg(func(c *FileConfig) { c.LogLevel = "warn"; c.LogFormat = "json" }),
+		{name: "ok/both", next: withCfg(func(c *config.File) { c.LogLevel = "warn"; c.LogFormat = "json" }),
 			level: slog.LevelWarn, restart: []string{"log_format"}},
-		{name: "fail/invalid-value", next: withCfg(func(c *FileConfig) { c.LogLevel = "loud" }),
+		{name: "fail/invalid-value", next: withCfg(func(c *config.File) { c.LogLevel = "loud" }),
 			level: slog.LevelInfo, wantCode: codes.ReloadRefused},
 		{name: "fail/unreadable", readErr: codes.Wrap(codes.ConfigInvalid, errors.New("field bogus not found")),
 			level: slog.LevelInfo, wantCode: codes.ReloadRefused},
@@ -89,19 +92,19 @@ func TestReload(t *testing.T) {
 // A second reload back to the old level applies it: log_level is compared
 // with the level in force, not with the config meshd started with.
 func TestReloadBackToStartLevel(t *testing.T) {
-	next := withCfg(func(c *FileConfig) { c.LogLevel = "error" })
+	next := withCfg(func(c *config.File) { c.LogLevel = "error" })
 	a, lv, _ := reloadAgent(t, &next, nil)
 	if _, err := a.Reload(); err != nil || lv.Level() != slog.LevelError {
 		t.Fatalf("first reload: %v, level %v", err, lv.Level())
 	}
-	next = DefaultFileConfig()
+	next = config.Default()
 	if _, err := a.Reload(); err != nil || lv.Level() != slog.LevelInfo {
 		t.Fatalf("second reload: %v, level %v", err, lv.Level())
 	}
 }
 
 func TestReloadWithoutConfigOrLevelVar(t *testing.T) {
-	a, err := New(DefaultFileConfig(), Deps{})
+	a, err := New(config.Default(), Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +112,8 @@ func TestReloadWithoutConfigOrLevelVar(t *testing.T) {
 		t.Fatalf("Reload() without ReadConfig: %v, want %s", err, codes.ConfigInvalid)
 	}
 	// Without a LevelVar a log_level change needs a restart.
-	next := withCfg(func(c *FileConfig) { c.LogLevel = "debug" })
-	a, err = New(DefaultFileConfig(), Deps{ReadConfig: func() (FileConfig, error) { return next, nil }})
+	next := withCfg(func(c *config.File) { c.LogLevel = "debug" })
+	a, err = New(config.Default(), Deps{ReadConfig: func() (config.File, error) { return next, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestReloadWithoutConfigOrLevelVar(t *testing.T) {
 
 // Before meshd has sent READY, a reload must not tell systemd anything.
 func TestReloadWhileStartingDoesNotNotify(t *testing.T) {
-	next := DefaultFileConfig()
+	next := config.Default()
 	a, _, notes := reloadAgent(t, &next, nil)
 	a.setPhase(phaseStarting, nil)
 	if _, err := a.Reload(); err != nil {
@@ -134,7 +137,7 @@ func TestReloadWhileStartingDoesNotNotify(t *testing.T) {
 }
 
 func TestHandleReload(t *testing.T) {
-	next := withCfg(func(c *FileConfig) { c.BindAddr = "127.0.0.1" })
+	next := withCfg(func(c *config.File) { c.BindAddr = "127.0.0.1" })
 	a, _, _ := reloadAgent(t, &next, nil)
 	rec := httptest.NewRecorder()
 	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, strings.NewReader("{}")))
@@ -146,7 +149,7 @@ func TestHandleReload(t *testing.T) {
 		t.Fatalf("warnings %+v, want one %s naming bind_addr", ws, codes.RestartNeeded)
 	}
 
-	next = withCfg(func(c *FileConfig) { c.OverlayCIDR = "nope" })
+	next = withCfg(func(c *config.File) { c.OverlayCIDR = "nope" })
 	rec = httptest.NewRecorder()
 	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
 	var e apitype.Error
@@ -157,12 +160,12 @@ func TestHandleReload(t *testing.T) {
 }
 
 func TestChangedFields(t *testing.T) {
-	b := withCfg(func(c *FileConfig) {
+	b := withCfg(func(c *config.File) {
 		c.Raft.LeaderLease /= 2
 		c.Ports.Raft = 1
 		c.StateDir = "/srv/meshd"
 	})
-	got := changedFields(DefaultFileConfig(), b)
+	got := config.ChangedFields(config.Default(), b)
 	want := []string{"state_dir", "ports.raft", "raft.leader_lease"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("changedFields = %q, want %q", got, want)
@@ -171,7 +174,7 @@ func TestChangedFields(t *testing.T) {
 
 func TestReloadableLogger(t *testing.T) {
 	var buf bytes.Buffer
-	log, lv := withCfg(func(c *FileConfig) { c.LogLevel = "warn" }).NewReloadableLogger(&buf, false)
+	log, lv := withCfg(func(c *config.File) { c.LogLevel = "warn" }).NewReloadableLogger(&buf, false)
 	log = log.With("component", "x").WithGroup("g")
 	log.Info("hidden")
 	lv.Set(slog.LevelDebug)
@@ -180,4 +183,38 @@ func TestReloadableLogger(t *testing.T) {
 	if strings.Contains(out, "hidden") || !strings.Contains(out, "msg=shown component=x g.k=1") {
 		t.Fatalf("log output %q: want only the debug line, with its attrs", out)
 	}
+}
+
+// A reload of an invalid file is refused with ReloadRefused (meshd keeps
+// running, and says so), every problem in the answer's details.
+func TestReloadRefusalListsEveryProblem(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "meshd.yaml")
+	if err := os.WriteFile(path, []byte("log_level: loud\ntimers: slow\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(config.Default(), Deps{ReadConfig: func() (config.File, error) { return config.Check(path, true, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
+	var e apitype.Error
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ReloadRefused {
+		t.Fatalf("answer %s (%v), want %s", rec.Body, err, codes.ReloadRefused)
+	}
+	if !strings.Contains(e.Cause, "keeps running") || strings.Contains(e.Remedy+e.Cause, "did not start") {
+		t.Fatalf("cause %q, remedy %q: must say meshd keeps running", e.Cause, e.Remedy)
+	}
+	want := []string{path + ": 2 problems", `line 1: log_level = "loud": must be debug, info, warn or error`,
+		`line 2: timers = "slow": must be lan or fast`}
+	if !slices.Equal(e.Details, want) {
+		t.Fatalf("details %q, want %q", e.Details, want)
+	}
+}
+
+// withCfg is the default config changed by f.
+func withCfg(f func(c *config.File)) config.File {
+	c := config.Default()
+	f(&c)
+	return c
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
@@ -39,7 +40,7 @@ type runtime struct {
 	// node's role shows, decided once in startRuntime.
 	ctl    *control.Plane
 	client *control.Client // calls control nodes' internal API (every node)
-	ports  Ports
+	ports  config.Ports
 	log    *slog.Logger
 	now    func() time.Time
 
@@ -50,7 +51,7 @@ type runtime struct {
 	// overlay and membership
 	meshBase    mesh.Config // from meshd.yaml and the facts; meshConfig adds identity and peers
 	policyMu    sync.Mutex
-	overlay     overlayPolicy // firewall and MTU in force (firewall.go), guarded by policyMu
+	overlay     config.Policy // firewall and MTU in force (firewall.go), guarded by policyMu
 	mesh        *mesh.Mesh
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
@@ -93,7 +94,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.
 	}
 	loadHeld(dir, live, a.log) // a CA rotation's leaf under the old CA (carotation.go)
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.meshBase(facts), overlay: a.startPolicy(), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
+		meshBase: a.cfg.MeshBase(facts.Role, facts.Underlay), overlay: a.startPolicy(), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
 		ca:       caFollow{wake: make(chan struct{}, 1)},
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
@@ -195,12 +196,12 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.raftTiming(), Log: a.log,
+		Timing: a.cfg.RaftNodeTiming(), Log: a.log,
 		ObserveApply: func(d time.Duration) { a.met.raftApply.Observe(d.Seconds()) }})
 	if err != nil {
 		return err
 	}
-	rt.ctl = control.New(a.cfg.controlConfig(rt.facts), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
+	rt.ctl = control.New(a.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(a.cfg.StateDir, caDir)), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
 	if nextCA != nil {
 		rt.ctl.AddCA(nextCA) // a rotation's next CA (carotation.go)
 	}
@@ -242,12 +243,12 @@ func (a *Agent) startControl(rt *runtime) error {
 		return err
 	}
 	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
-	limits := a.cfg.portLimits()
+	limits := a.cfg.PortLimits()
 	ln, err := control.Listen(bind, tlsConf, limits, a.log.With("component", "control"))
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	es := enroll.NewServer(a.cfg.enrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
+	es := enroll.NewServer(a.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
 		enroll.Deps{Log: a.log, Now: a.d.Now, Observe: a.met.observeJoin})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
@@ -111,11 +112,11 @@ func (rt *runtime) overlayStatus() *apitype.Overlay {
 		return nil
 	}
 	applied := rt.applied()
-	o := &apitype.Overlay{Mode: string(OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
+	o := &apitype.Overlay{Mode: string(config.OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
 		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
 		Tunnels: []apitype.Tunnel{}}
 	if applied.Userspace {
-		o.Mode, o.Device = string(OverlayUserspace), ""
+		o.Mode, o.Device = string(config.OverlayUserspace), ""
 	}
 	if fp, exp, err := pki.NebulaCertInfo(applied.Cert); err == nil {
 		o.CertFingerprint, o.CertExpires = fp, exp

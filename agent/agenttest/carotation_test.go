@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -24,7 +24,7 @@ import (
 // by it, the CA holder's ca/ holds it, and a token minted after joins.
 func TestCARotation(t *testing.T) {
 	clock := &agenttest.Clock{}
-	quick := func(c *agent.FileConfig) { c.ReconcileInterval = 200 * time.Millisecond }
+	quick := func(c *config.File) { c.ReconcileInterval = 200 * time.Millisecond }
 	origin := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock, quick)
 	origin.Init(t, "alpha")
 	nodes := []*agenttest.Node{origin}

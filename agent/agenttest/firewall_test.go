@@ -10,9 +10,9 @@ import (
 
 	"github.com/slackhq/nebula/cert"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/mesh"
 )
@@ -86,7 +86,7 @@ func TestPingGroupsFirewall(t *testing.T) {
 
 	reload := func(rule mesh.FirewallRule) {
 		t.Helper()
-		w2.SetConfigFile(func(c *agent.FileConfig) { c.Firewall.Inbound = []mesh.FirewallRule{rule} })
+		w2.SetConfigFile(func(c *config.File) { c.Firewall.Inbound = []mesh.FirewallRule{rule} })
 		ws, err := w2.Client.Reload(t.Context())
 		if err != nil || len(ws) != 0 {
 			t.Fatalf("reload w2: %v %v", ws, err)
@@ -100,7 +100,7 @@ func TestPingGroupsFirewall(t *testing.T) {
 	probe(origin, "w2", true)
 	probe(w1, "w2", false)
 
-	w2.SetConfigFile(func(c *agent.FileConfig) {
+	w2.SetConfigFile(func(c *config.File) {
 		c.Firewall.Inbound = []mesh.FirewallRule{{Port: "any", Proto: "tcp", Group: "no_such"}}
 	})
 	// The config checker lists the bad rule, with its code, under

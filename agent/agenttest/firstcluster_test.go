@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
@@ -227,7 +227,7 @@ func TestJoinRefusesForeignCA(t *testing.T) {
 
 	// Same address and enroll port; the old origin's userspace Nebula still
 	// holds its UDP port in this process, so the new one takes another.
-	b := agenttest.NewNodeAt(t, "origin-b", ip, clock, func(c *agent.FileConfig) { c.Ports.Nebula++ })
+	b := agenttest.NewNodeAt(t, "origin-b", ip, clock, func(c *config.File) { c.Ports.Nebula++ })
 	b.Init(t, "beta")
 	joiner := agenttest.NewNode(t, "j", clock)
 	nodesBefore, dirBefore := b.Nodes(t), joiner.DirDigest(t)
@@ -253,7 +253,7 @@ func TestJoinRefusesForeignCA(t *testing.T) {
 // cert and reloads its overlay while the cluster stays connected.
 func TestNebulaCertRenewal(t *testing.T) {
 	clock := &agenttest.Clock{}
-	short := func(c *agent.FileConfig) {
+	short := func(c *config.File) {
 		c.NebulaCertLifetime = 6 * time.Second
 		c.ReconcileInterval = 200 * time.Millisecond
 	}

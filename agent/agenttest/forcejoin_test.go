@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -17,7 +17,7 @@ import (
 // would have cost it its membership for a join that could not happen.
 func TestForceJoinVerifiesFirst(t *testing.T) {
 	clock := &agenttest.Clock{}
-	quick := func(c *agent.FileConfig) { c.ReconcileInterval = 200 * time.Millisecond }
+	quick := func(c *config.File) { c.ReconcileInterval = 200 * time.Millisecond }
 	alpha := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock, quick)
 	alpha.Init(t, "alpha")
 	w1 := agenttest.NewNodeAt(t, "w1", agenttest.TakeIP(t), clock, quick)

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -20,7 +20,7 @@ import (
 // leave nor be removed.
 func TestLeaveAndRemove(t *testing.T) {
 	clock := &agenttest.Clock{}
-	quick := func(c *agent.FileConfig) { c.ReconcileInterval = 200 * time.Millisecond }
+	quick := func(c *config.File) { c.ReconcileInterval = 200 * time.Millisecond }
 	origin := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock, quick)
 	origin.Init(t, "alpha")
 	nodes := map[string]*agenttest.Node{}

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 )
 
 // TestOneLogStream: with log_format: json, everything two real agents log
@@ -30,7 +30,7 @@ func TestOneLogStream(t *testing.T) {
 	} {
 		t.Run(tc.level, func(t *testing.T) {
 			clock := &agenttest.Clock{}
-			jsonAt := func(c *agent.FileConfig) { c.LogFormat, c.LogLevel = "json", tc.level }
+			jsonAt := func(c *config.File) { c.LogFormat, c.LogLevel = "json", tc.level }
 			origin := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock, jsonAt)
 			origin.Init(t, "alpha")
 			w1 := agenttest.NewNodeAt(t, "w1", agenttest.TakeIP(t), clock, jsonAt)

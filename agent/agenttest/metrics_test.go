@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 )
 
 // TestMetrics: with metrics_addr set, /metrics serves Prometheus text that
@@ -20,7 +20,7 @@ func TestMetrics(t *testing.T) {
 	clock := &agenttest.Clock{}
 	ip := agenttest.TakeIP(t)
 	addr := net.JoinHostPort(ip, "9464")
-	origin := agenttest.NewNodeAt(t, "origin", ip, clock, func(c *agent.FileConfig) { c.MetricsAddr = addr })
+	origin := agenttest.NewNodeAt(t, "origin", ip, clock, func(c *config.File) { c.MetricsAddr = addr })
 	origin.Init(t, "alpha")
 	w1 := agenttest.NewNode(t, "w1", clock)
 	if _, err := w1.Join(t, origin.Admit(t, apitype.AdmitRequest{Name: "w1"})); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/localclient"
 )
 
@@ -24,11 +25,11 @@ type Node struct {
 	Client *localclient.Client
 	Clock  *Clock
 
-	cfg agent.FileConfig
+	cfg config.File
 	// file is what a reload reads as the config file (SetConfigFile);
 	// it starts as cfg.
 	fileMu sync.Mutex
-	file   agent.FileConfig
+	file   config.File
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	done   chan error
@@ -43,7 +44,7 @@ func NewNode(t testing.TB, name string, clock *Clock) *Node {
 
 // NewNodeAt is NewNode on a given address (to put a second cluster where
 // the first one was).
-func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*agent.FileConfig)) *Node {
+func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*config.File)) *Node {
 	t.Helper()
 	sockDir, err := os.MkdirTemp("", "mshd")
 	if err != nil {
@@ -67,13 +68,13 @@ func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*agent
 }
 
 // TestConfig is a config for a test agent on ip with short raft timers.
-func TestConfig(ip, stateDir, socket string) agent.FileConfig {
-	cfg := agent.DefaultFileConfig()
+func TestConfig(ip, stateDir, socket string) config.File {
+	cfg := config.Default()
 	cfg.StateDir, cfg.Socket = stateDir, socket
 	cfg.BindAddr, cfg.AdvertiseAddr = ip, ip
 	cfg.LogLevel = "debug"
 	cfg.OverlayMode, cfg.Timers = "userspace", "fast"
-	cfg.Raft = agent.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond,
+	cfg.Raft = config.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond,
 		ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	return cfg
 }
@@ -83,7 +84,7 @@ func TestConfig(ip, stateDir, socket string) agent.FileConfig {
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
 	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true),
-		Now: n.Clock.Now, Version: "test", ReadConfig: func() (agent.FileConfig, error) {
+		Now: n.Clock.Now, Version: "test", ReadConfig: func() (config.File, error) {
 			n.fileMu.Lock()
 			defer n.fileMu.Unlock()
 			return n.file, nil
@@ -121,7 +122,7 @@ func (n *Node) Stop(t testing.TB) {
 
 // SetConfigFile edits what the agent's next reload reads as its config
 // file (the running config is not changed until then).
-func (n *Node) SetConfigFile(edit func(*agent.FileConfig)) {
+func (n *Node) SetConfigFile(edit func(*config.File)) {
 	n.fileMu.Lock()
 	defer n.fileMu.Unlock()
 	edit(&n.file)

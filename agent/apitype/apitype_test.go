@@ -155,7 +155,7 @@ func TestErrorJSON(t *testing.T) {
 	}
 }
 
-// linesError is an error with several lines, as agent.ConfigErrors is.
+// linesError is an error with several lines, as config.Errors is.
 type linesError []string
 
 func (l linesError) Error() string   { return strings.Join(l, "; ") }

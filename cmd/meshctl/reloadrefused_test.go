@@ -9,7 +9,7 @@ import (
 )
 
 // problems is a refused config as meshd's checker reports it: an error
-// with one line per problem (agent.ConfigErrors).
+// with one line per problem (config.Errors).
 type problems []string
 
 func (p problems) Error() string   { return strings.Join(p, "; ") }

@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/meshd/meshd/agent"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -103,8 +103,8 @@ func printVersion(stdout io.Writer) int {
 
 // readConfig reads the config file with the flags' overrides through the
 // checker: at start, on every reload and for check-config alike.
-func (fl *flags) readConfig() (agent.FileConfig, error) {
-	return agent.CheckConfig(*fl.config, *fl.explicitConfig, func(c *agent.FileConfig) {
+func (fl *flags) readConfig() (config.File, error) {
+	return config.Check(*fl.config, *fl.explicitConfig, func(c *config.File) {
 		if *fl.stateDir != "" {
 			c.StateDir = *fl.stateDir
 		}
@@ -148,7 +148,7 @@ func checkConfig(fs *flag.FlagSet, fl *flags, args []string, stdout, stderr io.W
 func fail(stderr io.Writer, err error) int {
 	c := codes.OrInternal(err)
 	fmt.Fprintf(stderr, "%s: %s\nremedy: %s\n", c, c.Cause(), c.Remedy())
-	ce, ok := errors.AsType[*agent.ConfigErrors](err)
+	ce, ok := errors.AsType[*config.Errors](err)
 	if !ok {
 		fmt.Fprintf(stderr, "detail: %v\n", err)
 		return 1

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"context"
@@ -37,12 +37,12 @@ func journalPriority(l slog.Level) string {
 // journald strips and records as PRIORITY (SyslogLevelPrefix=yes, the
 // default), so `journalctl -p warning` filters meshd's lines. The rest of
 // the line is the configured log_format, text or json, unchanged.
-func (c FileConfig) NewDaemonLogger(w io.Writer, journal bool) (*slog.Logger, *slog.LevelVar) {
+func (c File) NewDaemonLogger(w io.Writer, journal bool) (*slog.Logger, *slog.LevelVar) {
 	if !journal {
 		return c.NewReloadableLogger(w, true)
 	}
 	lv := new(slog.LevelVar)
-	lvl, _ := parseLevel(c.LogLevel)
+	lvl, _ := ParseLevel(c.LogLevel)
 	lv.Set(lvl)
 	pw := &priorityWriter{w: w}
 	h := priorityHandler{mu: new(sync.Mutex), pw: pw, h: c.NewLogger(pw, false).Handler()}

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"errors"
@@ -16,9 +16,9 @@ import (
 	"github.com/meshd/meshd/mesh"
 )
 
-// FileConfig is /etc/meshd/meshd.yaml. Unknown keys are refused with the
+// File is /etc/meshd/meshd.yaml. Unknown keys are refused with the
 // field named; Validate runs before anything starts or is written.
-type FileConfig struct {
+type File struct {
 	StateDir      string `yaml:"state_dir"`
 	Socket        string `yaml:"socket"`
 	SocketGroup   string `yaml:"socket_group"`
@@ -70,7 +70,7 @@ type FileConfig struct {
 	// 30 s the join goes on with a warning. 5s-1h, default 5m.
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 	// Firewall is the overlay firewall (firewall.go); reloadable.
-	Firewall FirewallConfig `yaml:"firewall"`
+	Firewall Firewall `yaml:"firewall"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -109,9 +109,9 @@ const (
 	TimersFast TimerProfile = "fast" // short probe and gossip intervals (tests, fast failure detection)
 )
 
-// DefaultFileConfig is what an empty config file means.
-func DefaultFileConfig() FileConfig {
-	return FileConfig{
+// Default is what an empty config file means.
+func Default() File {
+	return File{
 		StateDir:    "/var/lib/meshd",
 		Socket:      "/run/meshd/meshd.sock",
 		SocketGroup: "meshd",
@@ -127,7 +127,7 @@ func DefaultFileConfig() FileConfig {
 		TunDevice:         "meshd0",
 		OverlayMTU:        mesh.DefaultMTU,
 		OverlayRoutines:   mesh.DefaultRoutines,
-		Firewall:          defaultFirewall(),
+		Firewall:          DefaultFirewall(),
 		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
 
@@ -139,12 +139,12 @@ func DefaultFileConfig() FileConfig {
 	}
 }
 
-// ConfigError is one problem of a config: the field (its key path, e.g.
+// Error is one problem of a config: the field (its key path, e.g.
 // raft.heartbeat_timeout), the bad value, and Err, what is allowed. Line
 // is the YAML line it came from; 0 when it did not come from the file
 // (Source says "default" or "flag" then, or nothing for a whole-file
 // problem). Hint is a known key an unknown one probably meant.
-type ConfigError struct {
+type Error struct {
 	Field  string
 	Value  string
 	Err    error
@@ -155,7 +155,7 @@ type ConfigError struct {
 
 // Error is one line: `line 4: raft.heartbeat_timeout = "1": a duration
 // needs a unit, e.g. 1s (ns, us, ms, s, m, h)`.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	switch {
 	case e.Line > 0:
@@ -176,24 +176,24 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// LoadConfig reads path over DefaultFileConfig. A missing file at path is
+// Load reads path over Default. A missing file at path is
 // only an error if mustExist; meshd runs on defaults otherwise. Every
 // problem of the file (syntax, unknown keys, wrong types) is returned at
-// once as a coded *ConfigErrors; the values are not validated
-// (CheckConfig does both).
-func LoadConfig(path string, mustExist bool) (FileConfig, error) {
+// once as a coded *Errors; the values are not validated
+// (Check does both).
+func Load(path string, mustExist bool) (File, error) {
 	cfg, _, err := loadConfig(path, mustExist)
 	return cfg, err
 }
 
 // Validate checks every field and returns every problem at once, coded
-// ConfigInvalid: a *ConfigErrors, each of its *ConfigError naming a field
+// ConfigInvalid: a *Errors, each of its *Error naming a field
 // (errors.As finds the first). A check that compares two fields is left
 // out when either already failed on its own (configcheck.go).
-func (c FileConfig) Validate() error {
-	var probs ConfigErrors
+func (c File) Validate() error {
+	var probs Errors
 	bad := probs.add
 	failed := probs.failed
 	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
@@ -220,7 +220,7 @@ func (c FileConfig) Validate() error {
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
 		bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
 	}
-	if _, err := parseLevel(c.LogLevel); err != nil {
+	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("log_level", c.LogLevel, errors.New("must be debug, info, warn or error"))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
@@ -315,15 +315,15 @@ func (c FileConfig) Validate() error {
 	return probs.err()
 }
 
-func parseLevel(s string) (slog.Level, error) {
+func ParseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	err := l.UnmarshalText([]byte(s))
 	return l, err
 }
 
 // NewLogger builds meshd's structured logger from the config.
-func (c FileConfig) NewLogger(w io.Writer, withTime bool) *slog.Logger {
-	lvl, _ := parseLevel(c.LogLevel)
+func (c File) NewLogger(w io.Writer, withTime bool) *slog.Logger {
+	lvl, _ := ParseLevel(c.LogLevel)
 	opts := &slog.HandlerOptions{Level: lvl}
 	if !withTime {
 		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"cmp"
@@ -18,21 +18,21 @@ import (
 )
 
 // The config checker: `meshd check-config`, meshd's start and every reload
-// read meshd.yaml through CheckConfig, which reports every problem of a
+// read meshd.yaml through Check, which reports every problem of a
 // file at once, each with its YAML line, field path, bad value, what is
 // allowed and, for an unknown key, the known key it most likely meant.
 // The file is parsed into a yaml.Node (for the lines) and decoded field by
-// field against FileConfig's yaml tags; Validate then checks the values.
+// field against File's yaml tags; Validate then checks the values.
 
-// ConfigErrors is every problem found in one config, in the order of the
+// Errors is every problem found in one config, in the order of the
 // file (decode problems) then of Validate's checks. It carries
 // codes.ConfigInvalid where it is returned.
-type ConfigErrors struct {
+type Errors struct {
 	Path     string // the file; empty when only values were checked
-	Problems []*ConfigError
+	Problems []*Error
 }
 
-func (e *ConfigErrors) Error() string {
+func (e *Errors) Error() string {
 	var b strings.Builder
 	if e.Path != "" {
 		b.WriteString(e.Path + ": ")
@@ -51,8 +51,8 @@ func (e *ConfigErrors) Error() string {
 	return b.String()
 }
 
-// Unwrap lets errors.As find each *ConfigError.
-func (e *ConfigErrors) Unwrap() []error {
+// Unwrap lets errors.As find each *Error.
+func (e *Errors) Unwrap() []error {
 	out := make([]error, len(e.Problems))
 	for i, p := range e.Problems {
 		out[i] = p
@@ -62,7 +62,7 @@ func (e *ConfigErrors) Unwrap() []error {
 
 // Lines are the file and its count of problems, then the problems one to
 // a line: the details of a refused reload (apitype.Error.Details).
-func (e *ConfigErrors) Lines() []string {
+func (e *Errors) Lines() []string {
 	var out []string
 	if e.Path != "" {
 		out = append(out, fmt.Sprintf("%s: %s", e.Path, e.Count()))
@@ -74,41 +74,41 @@ func (e *ConfigErrors) Lines() []string {
 }
 
 // Count is "1 problem" or "N problems".
-func (e *ConfigErrors) Count() string {
+func (e *Errors) Count() string {
 	if len(e.Problems) == 1 {
 		return "1 problem"
 	}
 	return fmt.Sprintf("%d problems", len(e.Problems))
 }
 
-func (e *ConfigErrors) add(field, value string, err error) {
-	e.Problems = append(e.Problems, &ConfigError{Field: field, Value: value, Err: err})
+func (e *Errors) add(field, value string, err error) {
+	e.Problems = append(e.Problems, &Error{Field: field, Value: value, Err: err})
 }
 
 // failed reports whether any of fields already has a problem.
-func (e *ConfigErrors) failed(fields ...string) bool {
-	return slices.ContainsFunc(e.Problems, func(p *ConfigError) bool { return slices.Contains(fields, p.Field) })
+func (e *Errors) failed(fields ...string) bool {
+	return slices.ContainsFunc(e.Problems, func(p *Error) bool { return slices.Contains(fields, p.Field) })
 }
 
 // err is nil without problems, else e coded ConfigInvalid.
-func (e *ConfigErrors) err() error {
+func (e *Errors) err() error {
 	if len(e.Problems) == 0 {
 		return nil
 	}
 	return codes.Wrap(codes.ConfigInvalid, e)
 }
 
-// CheckConfig reads path over DefaultFileConfig as LoadConfig does, lets
+// Check reads path over Default as Load does, lets
 // override change the result (meshd's --state-dir and --socket; nil for
 // none), validates it, and returns every problem at once as a coded
-// *ConfigErrors whose problems name the line each value came from.
-func CheckConfig(path string, mustExist bool, override func(*FileConfig)) (FileConfig, error) {
+// *Errors whose problems name the line each value came from.
+func Check(path string, mustExist bool, override func(*File)) (File, error) {
 	cfg, d, err := loadConfig(path, mustExist)
-	var probs ConfigErrors
-	if err != nil && !errors.As(err, new(*ConfigErrors)) {
+	var probs Errors
+	if err != nil && !errors.As(err, new(*Errors)) {
 		return cfg, err // the file could not be read
 	}
-	if ce, ok := errors.AsType[*ConfigErrors](err); ok {
+	if ce, ok := errors.AsType[*Errors](err); ok {
 		probs = *ce
 	}
 	probs.Path = path
@@ -116,9 +116,9 @@ func CheckConfig(path string, mustExist bool, override func(*FileConfig)) (FileC
 	if override != nil {
 		override(&cfg)
 	}
-	flagged := changedFields(fromFile, cfg)
-	decoded := ConfigErrors{Problems: slices.Clone(probs.Problems)}
-	if verr, ok := errors.AsType[*ConfigErrors](cfg.Validate()); ok {
+	flagged := ChangedFields(fromFile, cfg)
+	decoded := Errors{Problems: slices.Clone(probs.Problems)}
+	if verr, ok := errors.AsType[*Errors](cfg.Validate()); ok {
 		for _, p := range verr.Problems {
 			if decoded.failed(p.Field) {
 				continue // its value is the default; the file's was refused above
@@ -137,7 +137,7 @@ func CheckConfig(path string, mustExist bool, override func(*FileConfig)) (FileC
 	}
 	// File order: a problem Validate found on line 3 comes before an
 	// unknown key on line 9; those from no line (defaults, flags) last.
-	slices.SortStableFunc(probs.Problems, func(a, b *ConfigError) int {
+	slices.SortStableFunc(probs.Problems, func(a, b *Error) int {
 		return cmp.Compare(lineOrLast(a.Line), lineOrLast(b.Line))
 	})
 	return cfg, probs.err()
@@ -150,10 +150,10 @@ func lineOrLast(l int) int {
 	return l
 }
 
-// loadConfig is LoadConfig that also returns the decoder, which knows the
+// loadConfig is Load that also returns the decoder, which knows the
 // line and text of each value set in the file.
-func loadConfig(path string, mustExist bool) (FileConfig, *configDecoder, error) {
-	cfg := DefaultFileConfig()
+func loadConfig(path string, mustExist bool) (File, *configDecoder, error) {
+	cfg := Default()
 	d := &configDecoder{lines: map[string]int{}, values: map[string]string{}}
 	if path == "" {
 		return cfg, d, nil
@@ -170,20 +170,20 @@ func loadConfig(path string, mustExist bool) (FileConfig, *configDecoder, error)
 	return cfg, d, d.probs.err()
 }
 
-// configDecoder decodes a yaml.Node tree into a FileConfig, one field at
+// configDecoder decodes a yaml.Node tree into a File, one field at
 // a time, keeping every problem and the line and text of every value.
 type configDecoder struct {
 	lines  map[string]int
 	values map[string]string
-	probs  ConfigErrors
+	probs  Errors
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func (d *configDecoder) decodeFile(b []byte, cfg *FileConfig) {
+func (d *configDecoder) decodeFile(b []byte, cfg *File) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		p := &ConfigError{Err: fmt.Errorf("not valid YAML: %w", err)}
+		p := &Error{Err: fmt.Errorf("not valid YAML: %w", err)}
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			p.Line, _ = strconv.Atoi(m[1])
 			p.Err = errors.New("not valid YAML: " + m[2])
@@ -198,7 +198,7 @@ func (d *configDecoder) decodeFile(b []byte, cfg *FileConfig) {
 }
 
 func (d *configDecoder) bad(n *yaml.Node, field, value string, err error) {
-	d.probs.Problems = append(d.probs.Problems, &ConfigError{Line: n.Line, Field: field, Value: value, Err: err})
+	d.probs.Problems = append(d.probs.Problems, &Error{Line: n.Line, Field: field, Value: value, Err: err})
 }
 
 var (
@@ -293,7 +293,7 @@ func (d *configDecoder) mapping(field string, n *yaml.Node, v reflect.Value) {
 		seen[k.Value] = k.Line
 		idx := slices.Index(keys, k.Value)
 		if idx < 0 {
-			p := &ConfigError{Line: k.Line, Field: name, Err: errors.New("unknown key"), Hint: suggestKey(k.Value, prefix, keys)}
+			p := &Error{Line: k.Line, Field: name, Err: errors.New("unknown key"), Hint: suggestKey(k.Value, prefix, keys)}
 			d.probs.Problems = append(d.probs.Problems, p)
 			continue
 		}
@@ -379,7 +379,7 @@ func fieldIndex(t reflect.Type, key string) int {
 	return -1
 }
 
-// allKeyPaths is every key path of FileConfig ("raft.heartbeat_timeout"),
+// allKeyPaths is every key path of File ("raft.heartbeat_timeout"),
 // for suggesting a key given at the wrong level.
 func allKeyPaths() []string {
 	var out []string
@@ -396,7 +396,7 @@ func allKeyPaths() []string {
 			}
 		}
 	}
-	walk("", reflect.TypeFor[FileConfig]())
+	walk("", reflect.TypeFor[File]())
 	return out
 }
 

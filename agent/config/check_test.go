@@ -1,16 +1,12 @@
-package agent
+package config
 
 import (
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -18,13 +14,13 @@ import (
 // and value; cmd/meshd's golden files check the printed form.
 func TestCheckConfigProblems(t *testing.T) {
 	body := "log_level: warning\nlog_levle: debug\nraft:\n  heartbeat_timeout: 1\nports:\n  gossip: 0\n"
-	_, err := CheckConfig(writeCfgFile(t, body), true, nil)
+	_, err := Check(writeCfgFile(t, body), true, nil)
 	if codes.Of(err) != codes.ConfigInvalid {
 		t.Fatalf("code of %v = %q, want %s", err, codes.Of(err), codes.ConfigInvalid)
 	}
-	ce, ok := errors.AsType[*ConfigErrors](err)
+	ce, ok := errors.AsType[*Errors](err)
 	if !ok {
-		t.Fatalf("%v carries no *ConfigErrors", err)
+		t.Fatalf("%v carries no *Errors", err)
 	}
 	type prob struct {
 		line         int
@@ -46,10 +42,10 @@ func TestCheckConfigProblems(t *testing.T) {
 // is not checked again (it holds the default).
 func TestCheckConfigSameFieldTwice(t *testing.T) {
 	long := "rel/" + strings.Repeat("s", 120)
-	_, err := CheckConfig(writeCfgFile(t, "socket: "+long+"\nports:\n  gossip: x\n"), true, nil)
-	ce, ok := errors.AsType[*ConfigErrors](err)
+	_, err := Check(writeCfgFile(t, "socket: "+long+"\nports:\n  gossip: x\n"), true, nil)
+	ce, ok := errors.AsType[*Errors](err)
 	if !ok {
-		t.Fatalf("%v carries no *ConfigErrors", err)
+		t.Fatalf("%v carries no *Errors", err)
 	}
 	var fields []string
 	for _, p := range ce.Problems {
@@ -61,17 +57,17 @@ func TestCheckConfigSameFieldTwice(t *testing.T) {
 }
 
 func TestCheckConfigValid(t *testing.T) {
-	cfg, err := CheckConfig(writeCfgFile(t, "raft:\n  heartbeat_timeout: 500ms\n  leader_lease: 250ms\nlog_level: debug\n"), true, nil)
+	cfg, err := Check(writeCfgFile(t, "raft:\n  heartbeat_timeout: 500ms\n  leader_lease: 250ms\nlog_level: debug\n"), true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Raft.HeartbeatTimeout.String() != "500ms" || cfg.LogLevel != "debug" || cfg.Ports != DefaultFileConfig().Ports {
+	if cfg.Raft.HeartbeatTimeout.String() != "500ms" || cfg.LogLevel != "debug" || cfg.Ports != Default().Ports {
 		t.Fatalf("config %+v: the file's values over the defaults", cfg)
 	}
 }
 
 func TestSuggestKey(t *testing.T) {
-	top := yamlKeys(reflect.TypeFor[FileConfig]())
+	top := yamlKeys(reflect.TypeFor[File]())
 	tests := []struct{ key, prefix, want string }{
 		{"log_levle", "", "log_level"},                      // a swap
 		{"LOG_LEVEL", "", "log_level"},                      // case
@@ -88,29 +84,5 @@ func TestSuggestKey(t *testing.T) {
 		if got := suggestKey(tt.key, tt.prefix, keys); got != tt.want {
 			t.Errorf("suggestKey(%q) = %q, want %q", tt.key, got, tt.want)
 		}
-	}
-}
-
-// A reload of an invalid file is refused with ReloadRefused (meshd keeps
-// running, and says so), every problem in the answer's details.
-func TestReloadRefusalListsEveryProblem(t *testing.T) {
-	path := writeCfgFile(t, "log_level: loud\ntimers: slow\n")
-	a, err := New(DefaultFileConfig(), Deps{ReadConfig: func() (FileConfig, error) { return CheckConfig(path, true, nil) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	a.handleReload(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
-	var e apitype.Error
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ReloadRefused {
-		t.Fatalf("answer %s (%v), want %s", rec.Body, err, codes.ReloadRefused)
-	}
-	if !strings.Contains(e.Cause, "keeps running") || strings.Contains(e.Remedy+e.Cause, "did not start") {
-		t.Fatalf("cause %q, remedy %q: must say meshd keeps running", e.Cause, e.Remedy)
-	}
-	want := []string{path + ": 2 problems", `line 1: log_level = "loud": must be debug, info, warn or error`,
-		`line 2: timers = "slow": must be lan or fast`}
-	if !slices.Equal(e.Details, want) {
-		t.Fatalf("details %q, want %q", e.Details, want)
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestDaemonLoggerJournal(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
 			var buf bytes.Buffer
-			c := DefaultFileConfig()
+			c := Default()
 			c.LogFormat = format
 			log, lv := c.NewDaemonLogger(&buf, true)
 			log.Debug("hidden at info")
@@ -82,7 +82,7 @@ func TestDaemonLoggerJournal(t *testing.T) {
 	}
 
 	var plain bytes.Buffer
-	log, _ := DefaultFileConfig().NewDaemonLogger(&plain, false)
+	log, _ := Default().NewDaemonLogger(&plain, false)
 	log.Warn("not under journald")
 	if out := plain.String(); !strings.HasPrefix(out, "time=") || strings.HasPrefix(out, "<") {
 		t.Errorf("outside journald: %q, want a timestamp and no priority prefix", out)
@@ -94,7 +94,7 @@ func TestDaemonLoggerJournal(t *testing.T) {
 // each keep their own priority.
 func TestDaemonLoggerJournalConcurrent(t *testing.T) {
 	var buf lockedBuffer
-	c := DefaultFileConfig()
+	c := Default()
 	c.LogLevel = "debug"
 	log, _ := c.NewDaemonLogger(&buf, true)
 	levels := []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError}

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"os"
@@ -11,8 +11,8 @@ import (
 // ship loads and validates, and it documents every top-level key meshd
 // knows (each appears, commented out with its default).
 func TestPackagedConfig(t *testing.T) {
-	const path = "../packaging/config/meshd.yaml"
-	cfg, err := LoadConfig(path, true)
+	const path = "../../packaging/config/meshd.yaml"
+	cfg, err := Load(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestPackagedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft := reflect.TypeOf(FileConfig{})
+	ft := reflect.TypeOf(File{})
 	for i := range ft.NumField() {
 		key := strings.Split(ft.Field(i).Tag.Get("yaml"), ",")[0]
 		if !strings.Contains(string(raw), "#"+key+":") {

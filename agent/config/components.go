@@ -1,0 +1,83 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/mesh"
+	"github.com/meshd/meshd/pki"
+)
+
+// The one place meshd.yaml (File) and a node's facts become the
+// configs of the parts: Nebula, raft, the enroll server and the control
+// plane (serf's, which carries the agent's gossip tags, is the agent's
+// gossipConfig). components_test.go keeps the mapping in a golden file.
+
+// MeshBase is this node's Nebula config without its identity and peers
+// (meshConfig adds those on every reconcile).
+func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
+	m := mesh.DefaultConfig()
+	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
+	m.AmLighthouse = role == pki.RoleControl
+	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
+	m.Routines = c.OverlayRoutines
+	c.Policy().Apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
+	// Advertise only the underlay address to lighthouses. Nebula never
+	// advertises loopback addresses, so on loopback it advertises nothing
+	// and lighthouses use the address they observe.
+	if u := underlay; u.IsLoopback() {
+		m.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	} else {
+		m.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
+	}
+	return m
+}
+
+// RaftNodeTiming is raft's timers.
+func (c File) RaftNodeTiming() raftnode.Timing {
+	return raftnode.Timing{HeartbeatTimeout: c.Raft.HeartbeatTimeout, ElectionTimeout: c.Raft.ElectionTimeout,
+		LeaderLease: c.Raft.LeaderLease}
+}
+
+// ControlConfig is the control plane's config for the node nodeID named
+// name, whose CA keys (on the CA holder) live in caDir.
+func (c File) ControlConfig(nodeID, name, caDir string) control.Config {
+	return control.Config{NodeID: nodeID, Name: name, PromoteTimeout: c.Raft.PromoteTimeout,
+		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention, TLSLifetime: c.TLSLifetime,
+		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.JoinBound(), CADir: caDir}
+}
+
+// EnrollConfig is the enroll server's config: the clock-skew bound a
+// joiner's claimed time is judged by (the joiner's own bound is the same
+// key, see enrollDeps); the throttle at its defaults.
+func (c File) EnrollConfig() enroll.ServerConfig {
+	e := enroll.DefaultServerConfig()
+	e.MaxSkew = c.MaxClockSkew
+	return e
+}
+
+// PortLimits are port 7300's limits: the defaults, with room to answer a
+// control node's raft join, which waits up to raft.promote_timeout for
+// its promotion (plus the margin the plane gives it).
+func (c File) PortLimits() control.Limits {
+	l := control.DefaultLimits()
+	l.Answer = max(l.Answer, c.Raft.PromoteTimeout+20*time.Second)
+	return l
+}
+
+// joinBoundFast is how long a node may stay joining under `timers: fast`
+// (tests) before the leader records its join failed. The default,
+// control.DefaultJoinBound, is twice joinConfirmTimeout; a test of a join
+// that never confirms should not wait a minute for it.
+const joinBoundFast = 20 * time.Second
+
+// joinBound is the control plane's JoinBound for this config.
+func (c File) JoinBound() time.Duration {
+	if c.Timers == TimersFast {
+		return joinBoundFast
+	}
+	return control.DefaultJoinBound
+}
