@@ -14,6 +14,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -64,7 +65,7 @@ type Agent struct {
 	// refused is why the member in the state dir did not start, and
 	// refusedFacts its node.json (phaseRefused only).
 	refused      error
-	refusedFacts *nodeFacts
+	refusedFacts *statedir.Facts
 
 	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
 	// reloaded is the firewall and MTU of the last reload (firewall.go),
@@ -108,10 +109,10 @@ func New(cfg config.File, d Deps) (*Agent, error) {
 func (a *Agent) Run(ctx context.Context) error {
 	// The state dir's lock comes before the socket: a second meshd on the
 	// same state dir must not replace the first one's socket either.
-	if err := ensureStateDir(a.cfg.StateDir); err != nil {
+	if err := statedir.Ensure(a.cfg.StateDir); err != nil {
 		return err
 	}
-	lock, err := lockStateDir(a.cfg.StateDir)
+	lock, err := statedir.TakeLock(a.cfg.StateDir)
 	if err != nil {
 		return err
 	}
@@ -172,10 +173,10 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // start reads the state dir and starts the runtime of a member node.
 func (a *Agent) start(ctx context.Context) error {
-	if err := ensureStateDir(a.cfg.StateDir); err != nil {
+	if err := statedir.Ensure(a.cfg.StateDir); err != nil {
 		return err
 	}
-	facts, err := loadNodeFacts(a.cfg.StateDir)
+	facts, err := statedir.Load(a.cfg.StateDir)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (a *Agent) start(ctx context.Context) error {
 		a.setPhase(phaseUnjoined, nil)
 		return nil
 	}
-	if err := checkMachine(a.cfg.StateDir, facts, a.machineIDPath(), a.log); err != nil {
+	if err := statedir.CheckMachine(a.cfg.StateDir, facts, a.machineIDPath(), a.log); err != nil {
 		if codes.Of(err) != codes.ClonedIdentity {
 			return err
 		}
@@ -204,7 +205,7 @@ func (a *Agent) start(ctx context.Context) error {
 		return fmt.Errorf("start %s: %w", facts, err)
 	}
 	a.setPhase(phaseRunning, rt)
-	if _, ok := a.unconfirmedJoin(); ok {
+	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok {
 		go a.resumeJoin(ctx, rt)
 	}
 	return nil

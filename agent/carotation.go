@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -107,7 +108,7 @@ func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
 	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
 		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
 	}
-	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, identityDir), id.CACert, id.NebulaCACert); err != nil {
+	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, statedir.IdentityDir), id.CACert, id.NebulaCACert); err != nil {
 		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
 		return
 	}
@@ -201,7 +202,7 @@ func (rt *runtime) tidyCADir() {
 	if !ok || cl.Rotation != nil {
 		return
 	}
-	dir := filepath.Join(rt.stateDir, caDir)
+	dir := filepath.Join(rt.stateDir, statedir.CADir)
 	nextDir := filepath.Join(dir, caNextDir)
 	if _, err := os.Stat(nextDir); err != nil {
 		return
@@ -227,7 +228,7 @@ func (rt *runtime) tidyCADir() {
 // tidyCADir completes ca/ once raft confirms the next CA is the current
 // one; signing picks the key pair by the fingerprint raft names).
 func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
-	return pki.LoadCAKeys(filepath.Join(stateDir, caDir))
+	return pki.LoadCAKeys(filepath.Join(stateDir, statedir.CADir))
 }
 
 // RotateCA is `meshctl ca rotate [--now]`, on the CA holder only: it
@@ -248,7 +249,7 @@ func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.
 	if !ok {
 		return nil, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	nextDir := filepath.Join(a.cfg.StateDir, caDir, caNextDir)
+	nextDir := filepath.Join(a.cfg.StateDir, statedir.CADir, caNextDir)
 	var next *pki.CA
 	if cl.Rotation == nil {
 		// Everything reversible first: the key pair is saved before raft
@@ -325,7 +326,7 @@ func (rt *runtime) reissueWatch() bool {
 // none, so a restarted control node still answers a token minted before
 // the rotation (loadHeld).
 func (rt *runtime) saveHeld() {
-	p := filepath.Join(rt.stateDir, identityDir, pki.HeldLeafFile)
+	p := filepath.Join(rt.stateDir, statedir.IdentityDir, pki.HeldLeafFile)
 	held := rt.live.HeldLeaves()
 	if len(held) == 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -341,7 +342,7 @@ func (rt *runtime) saveHeld() {
 // loadHeld gives the live identity back the leaf saveHeld kept; one whose
 // CA has left the bundle meanwhile is dropped with its file.
 func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ...any) }) {
-	p := filepath.Join(dir, identityDir, pki.HeldLeafFile)
+	p := filepath.Join(dir, statedir.IdentityDir, pki.HeldLeafFile)
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -360,7 +361,7 @@ func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ..
 // rotation's, finished but not yet moved into ca/ (tidyCADir): it is moved
 // first, never deleted, since it may be the only copy of the CA's keys.
 func clearNextDir(stateDir, cur string) error {
-	dir := filepath.Join(stateDir, caDir)
+	dir := filepath.Join(stateDir, statedir.CADir)
 	nextDir := filepath.Join(dir, caNextDir)
 	if next, err := pki.LoadCA(nextDir); err == nil && next.Fingerprint().String() == cur {
 		if err := next.Save(dir); err != nil {

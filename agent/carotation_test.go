@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
 )
@@ -19,11 +20,11 @@ func TestLoadCAs(t *testing.T) {
 	cur, next := pkitest.NewCA(t, "alpha"), pkitest.NewCA(t, "alpha")
 	state := func(t *testing.T, withNext bool) string {
 		dir := t.TempDir()
-		if err := cur.Save(filepath.Join(dir, caDir)); err != nil {
+		if err := cur.Save(filepath.Join(dir, statedir.CADir)); err != nil {
 			t.Fatal(err)
 		}
 		if withNext {
-			if err := next.Save(filepath.Join(dir, caDir, caNextDir)); err != nil {
+			if err := next.Save(filepath.Join(dir, statedir.CADir, caNextDir)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,28 +45,28 @@ func TestLoadCAs(t *testing.T) {
 	t.Run("ok/crash-mid-move", func(t *testing.T) {
 		dir := state(t, true)
 		// The move wrote next's key but not yet its certificate.
-		key, err := os.ReadFile(filepath.Join(dir, caDir, caNextDir, "ca.key"))
+		key, err := os.ReadFile(filepath.Join(dir, statedir.CADir, caNextDir, "ca.key"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pki.WriteFileAtomic(filepath.Join(dir, caDir, "ca.key"), key, 0o600); err != nil {
+		if err := pki.WriteFileAtomic(filepath.Join(dir, statedir.CADir, "ca.key"), key, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		c, n, err := loadCAs(dir)
 		if err != nil || n != nil || c.Fingerprint() != next.Fingerprint() {
 			t.Fatalf("cur %v next %v err %v, want next as the CA", c, n, err)
 		}
-		if _, err := pki.LoadCA(filepath.Join(dir, caDir)); err == nil {
+		if _, err := pki.LoadCA(filepath.Join(dir, statedir.CADir)); err == nil {
 			t.Fatal("ca/ was rewritten at start, before raft confirmed the rotation")
 		}
 	})
-	t.Run("fail/next-corrupt", func(t *testing.T) {
+	t.Run("fail/next-statedir.Corrupt", func(t *testing.T) {
 		dir := state(t, true)
-		if err := os.WriteFile(filepath.Join(dir, caDir, caNextDir, "ca.crt"), []byte("garbage"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, statedir.CADir, caNextDir, "ca.crt"), []byte("garbage"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := loadCAs(dir); err == nil {
-			t.Fatal("a corrupt ca/next was ignored")
+			t.Fatal("a statedir.Corrupt ca/next was ignored")
 		}
 	})
 }
@@ -76,34 +77,34 @@ func TestLoadCAs(t *testing.T) {
 func TestClearNextDir(t *testing.T) {
 	old, cur := pkitest.NewCA(t, "alpha"), pkitest.NewCA(t, "alpha")
 	dir := t.TempDir()
-	if err := old.Save(filepath.Join(dir, caDir)); err != nil {
+	if err := old.Save(filepath.Join(dir, statedir.CADir)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cur.Save(filepath.Join(dir, caDir, caNextDir)); err != nil {
+	if err := cur.Save(filepath.Join(dir, statedir.CADir, caNextDir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := pki.LoadCA(filepath.Join(dir, caDir))
+	got, err := pki.LoadCA(filepath.Join(dir, statedir.CADir))
 	if err != nil || got.Fingerprint() != cur.Fingerprint() {
 		t.Fatalf("ca/ after clearing: %v %v, want the current CA", got, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, caDir, caNextDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, statedir.CADir, caNextDir)); !os.IsNotExist(err) {
 		t.Fatalf("ca/next not cleared: %v", err)
 	}
 	// An unused next of a rotation that never began is simply removed.
 	stale := pkitest.NewCA(t, "alpha")
-	if err := stale.Save(filepath.Join(dir, caDir, caNextDir)); err != nil {
+	if err := stale.Save(filepath.Join(dir, statedir.CADir, caNextDir)); err != nil {
 		t.Fatal(err)
 	}
 	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := pki.LoadCA(filepath.Join(dir, caDir)); got == nil || got.Fingerprint() != cur.Fingerprint() {
+	if got, _ := pki.LoadCA(filepath.Join(dir, statedir.CADir)); got == nil || got.Fingerprint() != cur.Fingerprint() {
 		t.Fatal("a stale ca/next replaced ca/")
 	}
-	if _, err := os.Stat(filepath.Join(dir, caDir, caNextDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, statedir.CADir, caNextDir)); !os.IsNotExist(err) {
 		t.Fatalf("stale ca/next not removed: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -50,7 +51,7 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 	}
 	id := *own
 	id.NebulaCert = next
-	if err := id.Save(filepath.Join(rt.stateDir, identityDir)); err != nil {
+	if err := id.Save(filepath.Join(rt.stateDir, statedir.IdentityDir)); err != nil {
 		rt.log.Warn("renewed Nebula certificate not saved", "code", codes.StateDir, "err", err)
 		return
 	}

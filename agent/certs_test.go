@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
 )
@@ -98,14 +99,14 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
 	}
 	t.Cleanup(client.CloseIdle)
 	dir := t.TempDir()
-	if err := id.Save(filepath.Join(dir, identityDir)); err != nil {
+	if err := id.Save(filepath.Join(dir, statedir.IdentityDir)); err != nil {
 		t.Fatal(err)
 	}
 	live, err := pki.NewLiveIdentity(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &runtime{facts: &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
+	return &runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
 		live: live, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, stateDir: dir}
 }
 
@@ -162,7 +163,7 @@ func TestWorkerAdoptsRenewedCert(t *testing.T) {
 		if !bytes.Equal(rt.identity().NebulaCert, old.NebulaCert) {
 			t.Errorf("%s: adopted", name)
 		}
-		onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, identityDir))
+		onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, statedir.IdentityDir))
 		if err != nil || !bytes.Equal(onDisk.NebulaCert, old.NebulaCert) {
 			t.Errorf("%s: the cert on disk changed (%v)", name, err)
 		}
@@ -177,7 +178,7 @@ func TestWorkerAdoptsRenewedCert(t *testing.T) {
 	if !bytes.Equal(rt.identity().NebulaCert, good) {
 		t.Fatal("a good renewal was not adopted")
 	}
-	onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, identityDir))
+	onDisk, err := pki.LoadIdentity(filepath.Join(rt.stateDir, statedir.IdentityDir))
 	if err != nil || !bytes.Equal(onDisk.NebulaCert, good) {
 		t.Fatalf("the adopted cert is not on disk (%v)", err)
 	}

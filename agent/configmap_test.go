@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/config"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -20,10 +21,10 @@ var updateGolden = flag.Bool("update", false, "rewrite agent/testdata/*.golden")
 // a changed default or a field mapped to the wrong place shows up here as
 // a diff to review (go test ./agent -run TestConfigMapping -update).
 func TestConfigMapping(t *testing.T) {
-	control := &nodeFacts{NodeID: "id-c1", Name: "c1", Role: pki.RoleControl,
+	control := &statedir.Facts{NodeID: "id-c1", Name: "c1", Role: pki.RoleControl,
 		Overlay: netip.MustParsePrefix("10.42.0.1/16"), Underlay: netip.MustParseAddr("192.0.2.1"),
 		GossipKeys: [][]byte{make([]byte, 32)}}
-	worker := &nodeFacts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker,
+	worker := &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker,
 		Overlay: netip.MustParsePrefix("10.42.0.2/16"), Underlay: netip.MustParseAddr("127.0.0.5"),
 		GossipKeys: [][]byte{make([]byte, 32)}}
 	prod := config.Default()
@@ -39,14 +40,14 @@ func TestConfigMapping(t *testing.T) {
 	got := map[string]any{}
 	for name, c := range map[string]struct {
 		cfg   config.File
-		facts *nodeFacts
+		facts *statedir.Facts
 	}{"production control node": {prod, control}, "test worker on loopback": {test, worker}} {
 		g := gossipConfig(c.cfg, c.facts, "v1.2.3")
 		got[name] = map[string]any{
 			"mesh":    c.cfg.MeshBase(c.facts.Role, c.facts.Underlay),
 			"gossip":  g,
 			"raft":    c.cfg.RaftNodeTiming(),
-			"control": c.cfg.ControlConfig(c.facts.NodeID, c.facts.Name, filepath.Join(c.cfg.StateDir, caDir)),
+			"control": c.cfg.ControlConfig(c.facts.NodeID, c.facts.Name, filepath.Join(c.cfg.StateDir, statedir.CADir)),
 			"port":    c.cfg.PortLimits(),
 			"enroll":  c.cfg.EnrollConfig(),
 		}

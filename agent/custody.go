@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -21,7 +22,7 @@ import (
 // it does not load). Either way the control plane signs with them only
 // while raft's record names this node (control.Plane.FollowCustody).
 func (a *Agent) loadCA(rt *runtime) (cur, next *pki.CA, err error) {
-	dir := filepath.Join(a.cfg.StateDir, caDir)
+	dir := filepath.Join(a.cfg.StateDir, statedir.CADir)
 	if err := pki.RemoveCADirLeftovers(dir); err != nil { // a custody write killed half way
 		a.log.Warn("leftovers of an interrupted CA write not removed", "code", codes.StateDir, "err", err)
 	}
@@ -31,7 +32,7 @@ func (a *Agent) loadCA(rt *runtime) (cur, next *pki.CA, err error) {
 	cur, next, err = loadCAs(a.cfg.StateDir)
 	if err != nil {
 		if rt.facts.CAHolder {
-			return nil, nil, corrupt(err)
+			return nil, nil, statedir.Corrupt(err)
 		}
 		a.log.Warn("a CA copy that does not load is ignored", "code", codes.StateCorrupt, "dir", dir, "err", err)
 		return nil, nil, nil
@@ -67,7 +68,7 @@ func (rt *runtime) followCustody(ctx context.Context) {
 		return
 	}
 	rt.facts.CAHolder = holder
-	if err := saveNodeFacts(rt.stateDir, rt.facts); err != nil {
+	if err := statedir.Save(rt.stateDir, rt.facts); err != nil {
 		rt.log.Warn("node.json not updated with the CA holder", "code", codes.OrInternal(err), "err", err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
@@ -43,14 +44,14 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 		return nil, err
 	}
 	underlay := chosen.Addr
-	existing, err := loadNodeFacts(a.cfg.StateDir)
+	existing, err := statedir.Load(a.cfg.StateDir)
 	if err != nil && !req.Force {
 		return nil, err
 	}
 	if existing != nil && !req.Force {
 		return nil, codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("this node is %s", existing))
 	}
-	if err := refuseCAWipe(a.cfg.StateDir, "init"); err != nil {
+	if err := statedir.RefuseCAWipe(a.cfg.StateDir, "init"); err != nil {
 		return nil, err
 	}
 
@@ -62,16 +63,16 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	// From here on the state dir changes.
 	a.stopRuntime()
 	a.setPhase(phaseUnjoined, nil)
-	if err := wipeState(a.cfg.StateDir); err != nil {
+	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
 		return nil, err
 	}
 	rt, err := a.commitInit(ctx, plan)
 	if err != nil {
-		_ = wipeFailedInit(a.cfg.StateDir)
+		_ = statedir.WipeFailedInit(a.cfg.StateDir)
 		return nil, err
 	}
 	a.setPhase(phaseRunning, rt)
-	a.settlePending() // keys of an abandoned join, if any, are moot now
+	statedir.SettlePending(a.cfg.StateDir) // keys of an abandoned join, if any, are moot now
 	a.log.Info("cluster created", "code", codes.EventClusterCreated, "cluster", req.Cluster,
 		"cluster_id", plan.facts.ClusterID, "node", name, "overlay_ip", plan.facts.Overlay.Addr())
 	return &apitype.InitResponse{
@@ -85,7 +86,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 type initPlan struct {
 	ca    *pki.CA
 	id    *pki.Identity
-	facts *nodeFacts
+	facts *statedir.Facts
 	boot  *state.Bootstrap
 }
 
@@ -132,7 +133,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	gossipKey := newGossipKey()
 	host := underlay.String()
 	enrollAddr := net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Control))
-	facts := &nodeFacts{
+	facts := &statedir.Facts{
 		NodeID: nodeID, Name: name, Role: pki.RoleControl, CAHolder: true,
 		ClusterID: clusterID, ClusterName: cluster, Overlay: ip, Underlay: underlay,
 		Seeds: []string{enrollAddr}, GossipKeys: [][]byte{gossipKey}, Joined: now, MachineID: a.machineIDToRecord(),
@@ -161,17 +162,17 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 // commitInit writes the plan: CA and identity files, raft bootstrapped and
 // its first entry committed, then node.json last.
 func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*runtime, error) {
-	if err := p.ca.Save(filepath.Join(a.cfg.StateDir, caDir)); err != nil {
-		return nil, stateWriteErr(err)
+	if err := p.ca.Save(filepath.Join(a.cfg.StateDir, statedir.CADir)); err != nil {
+		return nil, statedir.WriteErr(err)
 	}
-	if err := p.id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
-		return nil, stateWriteErr(err)
+	if err := p.id.Save(filepath.Join(a.cfg.StateDir, statedir.IdentityDir)); err != nil {
+		return nil, statedir.WriteErr(err)
 	}
 	rt, err := a.startRuntime(ctx, p.facts, p.boot)
 	if err != nil {
 		return nil, err
 	}
-	if err := saveNodeFacts(a.cfg.StateDir, p.facts); err != nil {
+	if err := statedir.Save(a.cfg.StateDir, p.facts); err != nil {
 		rt.stop()
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/crash"
 	"github.com/meshd/meshd/enroll"
@@ -42,14 +43,14 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	crash.At(crash.JoinAfterToken)
 
 	// 2. refuse to overwrite an identity without --force.
-	existing, err := loadNodeFacts(a.cfg.StateDir)
+	existing, err := statedir.Load(a.cfg.StateDir)
 	if err != nil && !req.Force {
 		return nil, err
 	}
 	if existing != nil && !req.Force {
 		// The same join, interrupted after node.json was written and
 		// before the cluster recorded it active: finish it.
-		if token, ok := a.unconfirmedJoin(); ok && token == tok.Secret.Hash().String() {
+		if token, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok && token == tok.Secret.Hash().String() {
 			if rt, err := a.running(); err == nil {
 				step("this join was interrupted before it was confirmed; %s runs, finishing its confirmation", existing)
 				if err := a.finishJoin(ctx, rt, step); err != nil {
@@ -60,7 +61,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		}
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
-	if err := refuseCAWipe(a.cfg.StateDir, "join"); err != nil {
+	if err := statedir.RefuseCAWipe(a.cfg.StateDir, "join"); err != nil {
 		return nil, err
 	}
 	crash.At(crash.JoinAfterIdentityCheck)
@@ -77,7 +78,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
 	// keys: reuse them, so the cluster can hand back what it recorded.
-	keys, reused, err := a.pendingKeys(tok)
+	keys, reused, err := statedir.PendingKeys(a.cfg.StateDir, tok)
 	if err != nil {
 		return nil, fmt.Errorf("generate keys: %w", err)
 	}
@@ -103,8 +104,8 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		Version: a.d.Version, Clock: a.d.Now(), Ports: a.ports(),
 	}, a.joinEnrollDeps(underlay, step, emit))
 	if err != nil {
-		if !outcomeUnknown(err) {
-			a.settlePending() // an answer: nothing recorded for these keys
+		if !statedir.OutcomeUnknown(err) {
+			statedir.SettlePending(a.cfg.StateDir) // an answer: nothing recorded for these keys
 		}
 		return nil, err
 	}
@@ -126,7 +127,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	return joinResult(rt.facts), nil
 }
 
-func joinResult(f *nodeFacts) *apitype.JoinResult {
+func joinResult(f *statedir.Facts) *apitype.JoinResult {
 	return &apitype.JoinResult{Cluster: f.ClusterName, ClusterID: f.ClusterID, Node: f.Name,
 		NodeID: f.NodeID, Role: string(f.Role), OverlayIP: f.Overlay.Addr().String()}
 }
@@ -143,7 +144,7 @@ func joinResult(f *nodeFacts) *apitype.JoinResult {
 func (a *Agent) finishJoin(ctx context.Context, rt *runtime, step func(string, ...any)) error {
 	a.finishing.Lock()
 	defer a.finishing.Unlock()
-	if _, ok := a.unconfirmedJoin(); !ok {
+	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); !ok {
 		step("confirmed: the cluster records %s active", rt.facts.Name)
 		return nil // finished meanwhile
 	}
@@ -162,7 +163,7 @@ func (a *Agent) finishJoin(ctx context.Context, rt *runtime, step func(string, .
 	if err := rt.confirmJoined(cctx, step); err != nil {
 		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
-	a.settlePending() // confirmed: the keys live in the identity
+	statedir.SettlePending(a.cfg.StateDir) // confirmed: the keys live in the identity
 	a.log.Info("joined cluster", "cluster", rt.facts.ClusterName, "node", rt.facts.Name, "node_id", rt.facts.NodeID,
 		"role", rt.facts.Role, "overlay_ip", rt.facts.Overlay)
 	return nil
@@ -189,7 +190,7 @@ func (a *Agent) ports() enroll.Ports {
 }
 
 func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *runtime, err error) {
-	facts := &nodeFacts{
+	facts := &statedir.Facts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
 		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
@@ -202,7 +203,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		NebulaCACert: resp.NebulaCACert, NebulaCert: resp.NebulaCert, NebulaKey: keys.NebulaKeyPEM}
 	a.stopRuntime()
 	a.setPhase(phaseUnjoined, nil)
-	if err := wipeState(a.cfg.StateDir); err != nil {
+	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
 		return nil, err
 	}
 	// A failure from here on (a full disk, a failed fsync or rename) takes
@@ -210,18 +211,18 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	// with the pending keys, so that the same join resumes.
 	defer func() {
 		if err != nil {
-			_ = wipeState(a.cfg.StateDir)
+			_ = statedir.Wipe(a.cfg.StateDir)
 		}
 	}()
-	if err := id.Save(filepath.Join(a.cfg.StateDir, identityDir)); err != nil {
-		return nil, stateWriteErr(err)
+	if err := id.Save(filepath.Join(a.cfg.StateDir, statedir.IdentityDir)); err != nil {
+		return nil, statedir.WriteErr(err)
 	}
 	crash.At(crash.JoinAfterIdentitySaved)
 	rt, err := a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := saveNodeFacts(a.cfg.StateDir, facts); err != nil {
+	if err := statedir.Save(a.cfg.StateDir, facts); err != nil {
 		rt.stop()
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
 )
@@ -79,7 +80,7 @@ func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 		return
 	}
 	rt.facts.GossipKeys = keys // read only by startGossip, before the loops run
-	if err := saveNodeFacts(rt.stateDir, rt.facts); err != nil {
+	if err := statedir.Save(rt.stateDir, rt.facts); err != nil {
 		rt.log.Warn("gossip keyring changed but not saved; a restart uses the old keys", "code", codes.OrInternal(err), "err", err)
 	}
 	rt.keys.mu.Lock()

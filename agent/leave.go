@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -33,7 +34,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 	}
 	// A copy of the CA keys (the holder's, or a handoff's unfinished one)
 	// is never wiped: refuse before the node departs, not after.
-	if err := refuseCAWipe(a.cfg.StateDir, "leave"); err != nil {
+	if err := statedir.RefuseCAWipe(a.cfg.StateDir, "leave"); err != nil {
 		return err
 	}
 	if err := a.depart(ctx, rt); err != nil {
@@ -41,7 +42,7 @@ func (a *Agent) Leave(ctx context.Context) error {
 	}
 	a.stopRuntime()
 	a.setPhase(phaseUnjoined, nil)
-	if err := wipeState(a.cfg.StateDir); err != nil {
+	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
 		return err
 	}
 	a.log.Info("left the cluster", "code", codes.EventNodeLeft, "node", rt.facts.Name, "cluster", rt.facts.ClusterName)

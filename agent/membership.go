@@ -14,6 +14,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/pki"
@@ -30,8 +31,6 @@ const (
 	// how it reports a key rotation step done (never a key).
 	tagKeyring = "kr"
 )
-
-const serfDir = "serf"
 
 // startGossip starts serf with the cluster gossip key and this node's tags,
 // then joins the peers it knows (a restarted node also rejoins through its
@@ -189,7 +188,7 @@ func (rt *runtime) keyReports() []control.KeyReport {
 
 // gossipConfig is serf's config: the cluster key, this node's tags, its
 // snapshot under the state dir. The logger is added by the caller.
-func gossipConfig(c config.File, f *nodeFacts, version string) gossip.Config {
+func gossipConfig(c config.File, f *statedir.Facts, version string) gossip.Config {
 	g := gossip.DefaultConfig()
 	g.Name = f.Name
 	g.BindAddr, g.BindPort = c.BindAddr, c.Ports.Gossip
@@ -199,7 +198,7 @@ func gossipConfig(c config.File, f *nodeFacts, version string) gossip.Config {
 		tagRole: string(f.Role), tagID: f.NodeID, tagOverlay: f.Overlay.Addr().String(),
 		tagNebulaPort: strconv.Itoa(c.Ports.Nebula), tagVersion: version, tagKeyring: state.KeyringID(f.GossipKeys),
 	}
-	g.SnapshotPath = filepath.Join(c.StateDir, serfDir, "snapshot")
+	g.SnapshotPath = filepath.Join(c.StateDir, statedir.SerfDir, "snapshot")
 	g.Fast = c.Timers == config.TimersFast
 	return g
 }

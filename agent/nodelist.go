@@ -17,13 +17,14 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
 
-// nodesFile is a worker's last node list, so a restarted worker follows
-// raft's records (and checks control nodes against them) from its start.
-const nodesFile = "nodes.json"
+// A worker's last node list is saved in statedir.NodesFile, so a restarted
+// worker follows raft's records (and checks control nodes against them)
+// from its start.
 
 // workerNodes is a worker's node list, fetched over mTLS from a control
 // node: the records that decide its peers, lighthouses and seeds, and
@@ -55,7 +56,7 @@ func (rt *runtime) loadNodeList() error {
 	if rt.ctl != nil {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(rt.stateDir, nodesFile))
+	b, err := os.ReadFile(filepath.Join(rt.stateDir, statedir.NodesFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -102,7 +103,7 @@ func (rt *runtime) refreshNodeList(ctx context.Context, told bool) {
 	rt.setNodeList(list, time.Now())
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err == nil {
-		err = pki.WriteFileAtomic(filepath.Join(rt.stateDir, nodesFile), b, 0o600)
+		err = pki.WriteFileAtomic(filepath.Join(rt.stateDir, statedir.NodesFile), b, 0o600)
 	}
 	if err != nil {
 		rt.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)

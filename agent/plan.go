@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
@@ -100,8 +101,8 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	// Held by this meshd: a member's runtime holds its ports and TUN
 	// device, and a join with --force stops it before it binds them again.
 	ownRuntime := false
-	existing, err := loadNodeFacts(a.cfg.StateDir)
-	caErr := refuseCAWipe(a.cfg.StateDir, "join")
+	existing, err := statedir.Load(a.cfg.StateDir)
+	caErr := statedir.RefuseCAWipe(a.cfg.StateDir, "join")
 	switch {
 	case err != nil && !req.Force:
 		p.fail("identity", err)

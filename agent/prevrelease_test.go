@@ -16,6 +16,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
@@ -23,7 +24,7 @@ import (
 
 // goldenPrevState is a state dir's files as the previous release
 // (e2e/testdata/previous-release, a3da2fc) wrote them, by that release's
-// own code (saveNodeFacts, the pending-keys write, the node-list write,
+// own code (statedir.Save, the pending-keys write, the node-list write,
 // Identity.Save, CA.Save): node.json, pending-join.json, nodes.json,
 // identity/ and ca/. Never
 // regenerate it: a new release adds a directory of its own.
@@ -62,11 +63,11 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 	dir := prevStateDir(t)
 
 	t.Run("node.json", func(t *testing.T) {
-		got, err := loadNodeFacts(dir)
+		got, err := statedir.Load(dir)
 		if err != nil {
 			t.Fatalf("the previous release's node.json: %v", err)
 		}
-		want := &nodeFacts{Version: nodeFactsVersion, NodeID: "n-c2", Name: "c2", Role: pki.RoleControl,
+		want := &statedir.Facts{Version: statedir.FactsVersion, NodeID: "n-c2", Name: "c2", Role: pki.RoleControl,
 			ClusterID: "c-0123", ClusterName: "prod", Overlay: netip.MustParsePrefix("10.42.0.2/16"),
 			Underlay: netip.MustParseAddr("192.0.2.2"), Seeds: []string{"192.0.2.1:7300", "192.0.2.3:7300"},
 			SerfPeers:   []string{"192.0.2.1:7946"},
@@ -85,7 +86,7 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 		var s enroll.Secret
 		s[0] = 9
 		a := &Agent{cfg: config.File{StateDir: dir}}
-		keys, reused, err := a.pendingKeys(enroll.Token{Secret: s, Name: "w9", Role: pki.RoleWorker})
+		keys, reused, err := statedir.PendingKeys(a.cfg.StateDir, enroll.Token{Secret: s, Name: "w9", Role: pki.RoleWorker})
 		if err != nil || !reused {
 			t.Fatalf("pending keys of the previous release: reused %v, %v", reused, err)
 		}
@@ -105,7 +106,7 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 
 	t.Run("nodes.json", func(t *testing.T) {
 		// A worker's saved node list, read as loadNodeList reads it.
-		b, err := os.ReadFile(filepath.Join(dir, nodesFile))
+		b, err := os.ReadFile(filepath.Join(dir, statedir.NodesFile))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,7 +130,7 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 	})
 
 	t.Run("identity", func(t *testing.T) {
-		id, err := pki.LoadIdentity(filepath.Join(dir, identityDir))
+		id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 		if err != nil {
 			t.Fatalf("the previous release's identity: %v", err)
 		}
@@ -140,11 +141,11 @@ func TestPreviousReleaseStateFiles(t *testing.T) {
 	})
 
 	t.Run("ca", func(t *testing.T) {
-		ca, err := pki.LoadCA(filepath.Join(dir, caDir))
+		ca, err := pki.LoadCA(filepath.Join(dir, statedir.CADir))
 		if err != nil {
 			t.Fatalf("the previous release's CA: %v", err)
 		}
-		id, err := pki.LoadIdentity(filepath.Join(dir, identityDir))
+		id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
@@ -60,7 +61,7 @@ func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 	// membership answers (a control node is one of the token's seeds).
 	a.stopRuntime()
 	a.setPhase(phaseUnjoined, nil)
-	if err := wipeState(a.cfg.StateDir); err != nil {
+	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
 		return err
 	}
 	step("--force: %s left cluster %s (raft, record, gossip) before joining again", rt.facts.Name, rt.facts.ClusterName)

@@ -18,6 +18,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/gossip"
@@ -29,7 +30,7 @@ import (
 // control listener (enroll and internal API). It is started from the state
 // dir and stopped in reverse order.
 type runtime struct {
-	facts *nodeFacts
+	facts *statedir.Facts
 	// live is the identity the node presents now; a renewed TLS leaf or
 	// Nebula cert is swapped in (idMu serialises those changes) and the
 	// TLS listeners and clients use it at their next handshake.
@@ -82,11 +83,11 @@ type runtime struct {
 // startRuntime starts a member node's components from its state dir. If
 // boot is non-nil this is init: raft is bootstrapped with this node as the
 // single voter and boot is the first entry it commits.
-func (a *Agent) startRuntime(ctx context.Context, facts *nodeFacts, boot *state.Bootstrap) (_ *runtime, err error) {
+func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *state.Bootstrap) (_ *runtime, err error) {
 	dir := a.cfg.StateDir
-	id, err := pki.LoadIdentity(filepath.Join(dir, identityDir))
+	id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 	if err != nil {
-		return nil, corrupt(err)
+		return nil, statedir.Corrupt(err)
 	}
 	live, err := pki.NewLiveIdentity(id)
 	if err != nil {
@@ -185,7 +186,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 	if err != nil {
 		return fmt.Errorf("listen raft %s: %w", bind, err)
 	}
-	dir := filepath.Join(a.cfg.StateDir, raftDir)
+	dir := filepath.Join(a.cfg.StateDir, statedir.RaftDir)
 	if boot != nil && raftnode.HasState(dir) {
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
@@ -201,7 +202,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 	if err != nil {
 		return err
 	}
-	rt.ctl = control.New(a.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(a.cfg.StateDir, caDir)), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
+	rt.ctl = control.New(a.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(a.cfg.StateDir, statedir.CADir)), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
 	if nextCA != nil {
 		rt.ctl.AddCA(nextCA) // a rotation's next CA (carotation.go)
 	}

@@ -228,3 +228,13 @@ func mayWrite(a actor, socketGroup string) error {
 func (a actor) inGroup(gid uint32) bool {
 	return a.GID == gid || slices.Contains(a.Groups, gid)
 }
+
+// socketPeerPID is the PID of the process that accepted c (SO_PEERCRED of
+// our end is the listener's credentials), or 0 when it cannot be read.
+func socketPeerPID(c net.Conn) int32 {
+	a := peerActor(c)
+	if !a.Known {
+		return 0
+	}
+	return a.PID
+}

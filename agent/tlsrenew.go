@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -88,7 +89,7 @@ func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 		rt.log.Warn("renewed TLS leaf refused; keeping the current one", "code", codes.OrInternal(err), "err", err)
 		return retry
 	}
-	if err := pki.SaveTLSLeaf(filepath.Join(rt.stateDir, identityDir), next); err != nil {
+	if err := pki.SaveTLSLeaf(filepath.Join(rt.stateDir, statedir.IdentityDir), next); err != nil {
 		rt.log.Warn("renewed TLS leaf not saved", "code", codes.StateDir, "err", err)
 		return retry
 	}

@@ -1,9 +1,8 @@
-package agent
+package statedir
 
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,16 +16,16 @@ import (
 // lockFile is <state>/meshd.pid: meshd holds an exclusive flock on it for
 // as long as it runs, and writes its PID into it. The kernel drops the lock
 // when the process dies however it dies, so a file left by a killed meshd
-// never blocks the next one; wipeState leaves it alone.
+// never blocks the next one; Wipe leaves it alone.
 const lockFile = "meshd.pid"
 
-// stateLock is the held lock on the state dir; Release drops it.
-type stateLock struct{ f *os.File }
+// Lock is the held lock on the state dir; Release drops it.
+type Lock struct{ f *os.File }
 
-// lockStateDir takes <state>/meshd.pid, or fails with codes.AlreadyRunning
+// TakeLock takes <state>/meshd.pid, or fails with codes.AlreadyRunning
 // naming the PID of the meshd that holds it. Two meshd on one state dir
 // would each run raft, the CA and the overlay from the same files.
-func lockStateDir(stateDir string) (*stateLock, error) {
+func TakeLock(stateDir string) (*Lock, error) {
 	path := filepath.Join(stateDir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -49,12 +48,12 @@ func lockStateDir(stateDir string) (*stateLock, error) {
 		_ = f.Close()
 		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("lock file %s: %w", path, err))
 	}
-	return &stateLock{f: f}, nil
+	return &Lock{f: f}, nil
 }
 
 // Release drops the lock. The file stays: removing it would let a third
 // meshd lock a new inode while a second still waits on the old one.
-func (l *stateLock) Release() {
+func (l *Lock) Release() {
 	if l != nil && l.f != nil {
 		_ = l.f.Close()
 		l.f = nil
@@ -66,14 +65,4 @@ func pidOrUnknown(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// socketPeerPID is the PID of the process that accepted c (SO_PEERCRED of
-// our end is the listener's credentials), or 0 when it cannot be read.
-func socketPeerPID(c net.Conn) int32 {
-	a := peerActor(c)
-	if !a.Known {
-		return 0
-	}
-	return a.PID
 }

@@ -1,4 +1,4 @@
-package agent
+package statedir
 
 import (
 	"errors"
@@ -10,10 +10,10 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
-// holdsCACopy reports whether stateDir keeps CA keys (its ca/ directory
+// HoldsCACopy reports whether stateDir keeps CA keys (its ca/ directory
 // has anything in it): on the CA holder that is the cluster's only copy.
-func holdsCACopy(stateDir string) (bool, error) {
-	entries, err := os.ReadDir(filepath.Join(stateDir, caDir))
+func HoldsCACopy(stateDir string) (bool, error) {
+	entries, err := os.ReadDir(filepath.Join(stateDir, CADir))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
@@ -23,15 +23,15 @@ func holdsCACopy(stateDir string) (bool, error) {
 	return len(entries) > 0, nil
 }
 
-// refuseCAWipe refuses, with codes.CAHolderStays, any command that would
+// RefuseCAWipe refuses, with codes.CAHolderStays, any command that would
 // wipe stateDir while it keeps CA keys (init --force, join --force, a
 // join over a state dir whose node.json is gone): whatever flag is given,
 // the only copy of the CA is never deleted by a wipe.
-func refuseCAWipe(stateDir, what string) error {
-	holds, err := holdsCACopy(stateDir)
+func RefuseCAWipe(stateDir, what string) error {
+	holds, err := HoldsCACopy(stateDir)
 	if err != nil || !holds {
 		return err
 	}
 	return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s would delete %s, the cluster's CA keys; --force does not override this",
-		what, filepath.Join(stateDir, caDir)))
+		what, filepath.Join(stateDir, CADir)))
 }

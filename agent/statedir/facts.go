@@ -1,4 +1,4 @@
-package agent
+package statedir
 
 import (
 	"encoding/json"
@@ -16,13 +16,13 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// nodeFactsVersion is the format version of node.json.
-const nodeFactsVersion = 1
+// FactsVersion is the format version of node.json.
+const FactsVersion = 1
 
-// nodeFacts is this node's identity in its cluster and what it knows of the
+// Facts is this node's identity in its cluster and what it knows of the
 // cluster, persisted as <state>/node.json (0600: it holds the gossip key).
 // It is written last by init and join: its presence means "member".
-type nodeFacts struct {
+type Facts struct {
 	Version     int                 `json:"version"`
 	NodeID      string              `json:"node_id"`
 	Name        string              `json:"name"`
@@ -39,115 +39,117 @@ type nodeFacts struct {
 	GossipKeys  [][]byte            `json:"gossip_keys"`
 	Joined      time.Time           `json:"joined"`
 	// MachineID is the hash of the /etc/machine-id of the machine that
-	// ran init or join (machineIDHash), never the id itself; "" when it had
+	// ran init or join (MachineIDHash), never the id itself; "" when it had
 	// none, or in a state dir from before meshd recorded it.
 	MachineID string `json:"machine_id_sha256,omitempty"`
 }
 
-func (f nodeFacts) String() string {
+func (f Facts) String() string {
 	return fmt.Sprintf("node %s (%s) %s in cluster %s", f.Name, f.NodeID, f.Role, f.ClusterName)
 }
 
 // Layout of the state directory.
 const (
-	nodeFile    = "node.json"
-	identityDir = "identity"
-	caDir       = "ca"
-	raftDir     = "raft"
+	NodeFile    = "node.json"
+	IdentityDir = "identity"
+	CADir       = "ca"
+	RaftDir     = "raft"
+	SerfDir     = "serf"       // serf's snapshot
+	NodesFile   = "nodes.json" // a worker's last node list
 )
 
-func loadNodeFacts(stateDir string) (*nodeFacts, error) {
-	b, err := os.ReadFile(filepath.Join(stateDir, nodeFile))
+func Load(stateDir string) (*Facts, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, NodeFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
-	if err := checkPrivate(filepath.Join(stateDir, nodeFile)); err != nil {
+	if err := CheckPrivate(filepath.Join(stateDir, NodeFile)); err != nil {
 		return nil, err
 	}
-	var f nodeFacts
-	path := filepath.Join(stateDir, nodeFile)
+	var f Facts
+	path := filepath.Join(stateDir, NodeFile)
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, codes.Wrap(codes.StateCorrupt, fmt.Errorf("%s: %w", path, err))
 	}
-	if f.Version != nodeFactsVersion {
+	if f.Version != FactsVersion {
 		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("%s: unknown version %d", path, f.Version))
 	}
 
 	return &f, nil
 }
 
-func saveNodeFacts(stateDir string, f *nodeFacts) error {
-	f.Version = nodeFactsVersion
+func Save(stateDir string, f *Facts) error {
+	f.Version = FactsVersion
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := pki.WriteFileAtomic(filepath.Join(stateDir, nodeFile), b, 0o600); err != nil {
-		return stateWriteErr(err)
+	if err := pki.WriteFileAtomic(filepath.Join(stateDir, NodeFile), b, 0o600); err != nil {
+		return WriteErr(err)
 	}
 	return nil
 }
 
-// stateWriteErr gives a failed write to the state dir its code: DiskFull
+// WriteErr gives a failed write to the state dir its code: DiskFull
 // when the filesystem has no room (the error names the path), StateDir
 // otherwise.
-func stateWriteErr(err error) error {
+func WriteErr(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return codes.Wrap(codes.DiskFull, err)
 	}
 	return codes.Wrap(codes.StateDir, err)
 }
 
-// corrupt gives a state file that failed to load codes.StateCorrupt, unless
+// Corrupt gives a state file that failed to load codes.StateCorrupt, unless
 // the failure already has a code (KeyPermissions: the file is fine, its
 // mode is not).
-func corrupt(err error) error {
+func Corrupt(err error) error {
 	if err == nil || codes.Of(err) != "" {
 		return err
 	}
 	return codes.Wrap(codes.StateCorrupt, err)
 }
 
-// checkPrivate refuses a secret-bearing file that group or others can read.
-func checkPrivate(path string) error {
+// CheckPrivate refuses a secret-bearing file that group or others can read.
+func CheckPrivate(path string) error {
 	_, err := pki.ReadKeyFile(path)
 	return err
 }
 
-// wipeState removes everything meshd keeps in stateDir, keeping the dir.
+// Wipe removes everything meshd keeps in stateDir, keeping the dir.
 // It refuses (codes.CAHolderStays) while stateDir keeps CA keys: only
-// wipeFailedInit, taking back an init that did not finish, removes ca/.
-func wipeState(stateDir string) error {
-	if err := refuseCAWipe(stateDir, "wiping the state dir"); err != nil {
+// WipeFailedInit, taking back an init that did not finish, removes ca/.
+func Wipe(stateDir string) error {
+	if err := RefuseCAWipe(stateDir, "wiping the state dir"); err != nil {
 		return err
 	}
-	return removeState(stateDir)
+	return remove(stateDir)
 }
 
-// wipeFailedInit takes back what a failed init wrote, its new CA keys
+// WipeFailedInit takes back what a failed init wrote, its new CA keys
 // included: init refused to start over a state dir with CA keys, so any
 // there are its own and sign nothing yet.
-func wipeFailedInit(stateDir string) error {
-	return removeState(stateDir)
+func WipeFailedInit(stateDir string) error {
+	return remove(stateDir)
 }
 
-func removeState(stateDir string) error {
-	for _, name := range []string{nodeFile, identityDir, caDir, raftDir, serfDir, nodesFile} {
+func remove(stateDir string) error {
+	for _, name := range []string{NodeFile, IdentityDir, CADir, RaftDir, SerfDir, NodesFile} {
 		if err := os.RemoveAll(filepath.Join(stateDir, name)); err != nil {
 			return codes.Wrap(codes.StateDir, err)
 		}
 	}
-	if err := pki.RemoveCADirLeftovers(filepath.Join(stateDir, caDir)); err != nil {
+	if err := pki.RemoveCADirLeftovers(filepath.Join(stateDir, CADir)); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
 	return nil
 }
 
-// ensureStateDir creates stateDir 0700, or refuses one group/world accessible.
-func ensureStateDir(stateDir string) error {
+// Ensure creates stateDir 0700, or refuses one group/world accessible.
+func Ensure(stateDir string) error {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package statedir
 
 import (
 	"bytes"
@@ -26,10 +26,10 @@ type pendingJoin struct {
 	Keys  pki.Keys `json:"keys"`
 }
 
-// pendingKeys returns the keys saved for this token, or makes and saves new
+// PendingKeys returns the keys saved for this token, or makes and saves new
 // ones.
-func (a *Agent) pendingKeys(tok enroll.Token) (*pki.Keys, bool, error) {
-	path := filepath.Join(a.cfg.StateDir, pendingFile)
+func PendingKeys(stateDir string, tok enroll.Token) (*pki.Keys, bool, error) {
+	path := filepath.Join(stateDir, pendingFile)
 	raw, err := pki.ReadKeyFile(path)
 	switch {
 	case err == nil:
@@ -49,17 +49,17 @@ func (a *Agent) pendingKeys(tok enroll.Token) (*pki.Keys, bool, error) {
 		return nil, false, err
 	}
 	if err := pki.WriteFileAtomic(path, b, 0o600); err != nil {
-		return nil, false, stateWriteErr(err)
+		return nil, false, WriteErr(err)
 	}
 	return keys, false, nil
 }
 
-// unconfirmedJoin reports whether the join that made this node's identity
+// UnconfirmedJoin reports whether the join that made this node's identity
 // has not been confirmed yet: its pending keys are still saved and are the
 // identity's own (a crash between node.json and step 10's end). token is
 // the hash of the token that join used.
-func (a *Agent) unconfirmedJoin() (token string, ok bool) {
-	raw, err := pki.ReadKeyFile(filepath.Join(a.cfg.StateDir, pendingFile))
+func UnconfirmedJoin(stateDir string) (token string, ok bool) {
+	raw, err := pki.ReadKeyFile(filepath.Join(stateDir, pendingFile))
 	if err != nil {
 		return "", false
 	}
@@ -67,28 +67,28 @@ func (a *Agent) unconfirmedJoin() (token string, ok bool) {
 	if json.Unmarshal(raw, &p) != nil || len(p.Keys.TLSKeyPEM) == 0 {
 		return "", false
 	}
-	id, err := pki.LoadIdentity(filepath.Join(a.cfg.StateDir, identityDir))
+	id, err := pki.LoadIdentity(filepath.Join(stateDir, IdentityDir))
 	if err != nil || !bytes.Equal(id.Key, p.Keys.TLSKeyPEM) {
 		return "", false
 	}
 	return p.Token, true
 }
 
-// settlePending removes the saved keys once the join's outcome is known: it
+// SettlePending removes the saved keys once the join's outcome is known: it
 // failed with an answer (nothing recorded, or recorded for other keys), or
 // it succeeded and the keys now live in the identity.
-func (a *Agent) settlePending() {
-	_ = os.Remove(filepath.Join(a.cfg.StateDir, pendingFile))
+func SettlePending(stateDir string) {
+	_ = os.Remove(filepath.Join(stateDir, pendingFile))
 }
 
-// outcomeUnknown: no seed answered (the request may have reached one that
+// OutcomeUnknown: no seed answered (the request may have reached one that
 // then died), the caller went away mid-call, or the answer does not say
 // that nothing was recorded for these keys: a seed without a raft leader
 // or not yet caught up could not read the record to resume it, and a used
 // token may have been used by this very join, admitted through a control
 // node that died before answering. The keys are kept for the same token
-// only (pendingKeys), so keeping them costs nothing.
-func outcomeUnknown(err error) bool {
+// only (PendingKeys), so keeping them costs nothing.
+func OutcomeUnknown(err error) bool {
 	switch codes.Of(err) {
 	case "", codes.SeedsUnreachable, codes.NoLeader, codes.NotInCluster, codes.TokenConsumed:
 		return true

@@ -1,4 +1,4 @@
-package agent
+package statedir
 
 import (
 	"bytes"
@@ -25,11 +25,11 @@ func TestCheckMachine(t *testing.T) {
 		}
 		return p
 	}
-	hashA, err := machineIDHash(write(t.TempDir(), idA))
+	hashA, err := MachineIDHash(write(t.TempDir(), idA))
 	if err != nil || len(hashA) != 64 || strings.Contains(hashA, idA) {
 		t.Fatalf("hash of A: %q, %v", hashA, err)
 	}
-	hashB, _ := machineIDHash(write(t.TempDir(), idB))
+	hashB, _ := MachineIDHash(write(t.TempDir(), idB))
 	if hashA == hashB {
 		t.Fatal("two machine-ids hash alike")
 	}
@@ -57,16 +57,16 @@ func TestCheckMachine(t *testing.T) {
 			default:
 				path = write(dir, tc.id)
 			}
-			f := &nodeFacts{NodeID: "n1", Name: "w1", MachineID: tc.recorded}
-			if err := saveNodeFacts(dir, f); err != nil {
+			f := &Facts{NodeID: "n1", Name: "w1", MachineID: tc.recorded}
+			if err := Save(dir, f); err != nil {
 				t.Fatal(err)
 			}
 			var logs bytes.Buffer
-			err := checkMachine(dir, f, path, slog.New(slog.NewTextHandler(&logs, nil)))
+			err := CheckMachine(dir, f, path, slog.New(slog.NewTextHandler(&logs, nil)))
 			if codes.Of(err) != tc.want || (tc.want == "") != (err == nil) {
-				t.Fatalf("checkMachine: %v, want %q", err, tc.want)
+				t.Fatalf("CheckMachine: %v, want %q", err, tc.want)
 			}
-			saved, err := loadNodeFacts(dir)
+			saved, err := Load(dir)
 			if err != nil || saved.MachineID != tc.wantSaved {
 				t.Fatalf("node.json holds %q (%v), want %q", saved.MachineID, err, tc.wantSaved)
 			}
