@@ -14,6 +14,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/localapi"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
@@ -117,14 +118,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer lock.Release()
-	ln, err := listenSocket(a.cfg.Socket, a.cfg.SocketGroup, a.log)
+	ln, err := localapi.Listen(a.cfg.Socket, a.cfg.SocketGroup, a.log)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{
 		Handler:           a.localHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ConnContext:       peerCredContext,
+		ConnContext:       localapi.PeerCredContext,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	serveErr := make(chan error, 1)

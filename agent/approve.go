@@ -2,11 +2,9 @@ package agent
 
 import (
 	"context"
-	"net/http"
 	"net/netip"
 
 	"github.com/meshd/meshd/agent/apitype"
-	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
 
@@ -19,22 +17,6 @@ func (a *Agent) Approve(ctx context.Context, req apitype.ApproveRequest, actor s
 		return nil, err
 	}
 	return ctl.Approve(ctx, req, actor)
-}
-
-// handleApprove is POST /v0/approve. The code is not logged.
-func (a *Agent) handleApprove(w http.ResponseWriter, r *http.Request) {
-	var req apitype.ApproveRequest
-	if err := apitype.DecodeBody(r, &req); err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	resp, err := a.Approve(r.Context(), req, a.operator(r.Context()))
-	if err != nil {
-		a.log.Warn("approve failed", "code", codes.OrInternal(err), "name", req.Name, "err", err)
-		apitype.WriteError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 // joinEnrollDeps are the enroll client's collaborators for a join:

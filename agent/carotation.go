@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -287,30 +286,6 @@ func (a *Agent) CAStatus(ctx context.Context) (*apitype.CAStatus, error) {
 		return nil, err
 	}
 	return &st, nil
-}
-
-func (a *Agent) handleCARotate(w http.ResponseWriter, r *http.Request) {
-	var req apitype.CARotateRequest
-	if err := apitype.DecodeBody(r, &req); err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	resp, err := a.RotateCA(r.Context(), req.Now, a.operator(r.Context()))
-	if err != nil {
-		a.log.Warn("CA rotation failed", "code", codes.OrInternal(err), "err", err)
-		apitype.WriteError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, resp)
-}
-
-func (a *Agent) handleCAStatus(w http.ResponseWriter, r *http.Request) {
-	resp, err := a.CAStatus(r.Context())
-	if err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, resp)
 }
 
 // reissueWatch reports whether a worker should look at its TLS leaf again

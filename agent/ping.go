@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -165,20 +164,4 @@ func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) 
 		}
 	}
 	return pingTarget{overlay: ovl, port: port}, nil
-}
-
-// handlePing is POST /v0/ping: one probe (a read: no write permission
-// needed, as `meshctl ping` needs no privileges).
-func (a *Agent) handlePing(w http.ResponseWriter, r *http.Request) {
-	var req apitype.PingRequest
-	if err := apitype.DecodeBody(r, &req); err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	out, err := a.ping(r.Context(), req)
-	if err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, out)
 }

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"time"
 
@@ -240,19 +239,3 @@ func (p *planner) admission(ctx context.Context, tok enroll.Token, underlay neti
 
 // handlePlan streams one JSON line per check and ends with the result, or
 // with an error line when the plan could not run.
-func (a *Agent) handlePlan(w http.ResponseWriter, r *http.Request) {
-	var req apitype.JoinRequest
-	if err := apitype.DecodeBody(r, &req); err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	send := apitype.StreamLines[apitype.PlanLine](w)
-	res, err := a.Plan(r.Context(), req, func(c apitype.PlanCheck) { send(apitype.PlanLine{Check: &c}) })
-	if err != nil {
-		c := codes.OrInternal(err)
-		a.log.Warn("join plan could not run", "code", c, "err", err)
-		send(apitype.PlanLine{Error: apitype.NewError(c, err)})
-		return
-	}
-	send(apitype.PlanLine{Result: res})
-}

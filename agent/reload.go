@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 
@@ -68,18 +67,4 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 	}
 	a.log.Info("config reloaded", "applied", strings.Join(applied, ","), "log_level", next.LogLevel)
 	return ws, nil
-}
-
-// handleReload is POST /v0/reload: the warnings as a JSON array, or the
-// coded error of a config that was refused.
-func (a *Agent) handleReload(w http.ResponseWriter, _ *http.Request) {
-	ws, err := a.Reload()
-	if err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	if ws == nil {
-		ws = []apitype.Warning{}
-	}
-	apitype.WriteJSON(w, http.StatusOK, ws)
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"time"
 
@@ -27,15 +26,6 @@ func (rt *runtime) tunnels() []apitype.Tunnel {
 // handleTunnels answers GET /v0/tunnels: the cluster-wide tunnel view,
 // on a control node only (a worker answers codes.NotControl: it holds
 // no other node's tunnels; its own are in GET /v0/status).
-func (a *Agent) handleTunnels(w http.ResponseWriter, r *http.Request) {
-	ctl, err := a.controlPlane()
-	if err != nil {
-		apitype.WriteError(w, err)
-		return
-	}
-	apitype.WriteJSON(w, http.StatusOK, ctl.TunnelMap(r.Context()))
-}
-
 // runTunnelReports is a worker's report of its tunnels to a control node
 // (a worker serves no 7300: its leaf is a client leaf): looked at every
 // control.TunnelReportEvery, sent when they changed or

@@ -1,7 +1,6 @@
-package agent
+package localapi
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -67,34 +66,34 @@ func TestMayWrite(t *testing.T) {
 	unreadable := errors.New("getsockopt SO_PEERGROUPS: protocol not available")
 	tests := []struct {
 		name  string
-		a     actor
+		a     Actor
 		group string
 		allow bool
 	}{
-		{"ok/root", actor{UID: 0, GID: noGroup, GroupsErr: unreadable, Known: true}, g.Name, true},
-		{"ok/meshd-own-user", actor{UID: uint32(os.Geteuid()), GID: noGroup, Known: true}, g.Name, true},
-		{"ok/effective-gid", actor{UID: other, GID: gid, Known: true}, g.Name, true},
-		{"ok/supplementary-gid", actor{UID: other, GID: noGroup, Groups: []uint32{1, gid, 7}, Known: true}, g.Name, true},
-		{"fail/not-a-member", actor{UID: other, GID: noGroup, Groups: []uint32{1, 7}, Known: true}, g.Name, false},
-		{"fail/no-groups", actor{UID: other, GID: noGroup, Groups: []uint32{}, Known: true}, g.Name, false},
-		{"fail/unknown-caller", actor{}, g.Name, false},
-		{"fail/groups-unreadable-even-with-egid", actor{UID: other, GID: gid, GroupsErr: unreadable, Known: true}, g.Name, false},
-		{"fail/socket-group-unknown", actor{UID: other, GID: gid, Groups: []uint32{gid}, Known: true}, "meshd-test-no-such-group", false},
+		{"ok/root", Actor{UID: 0, GID: noGroup, GroupsErr: unreadable, Known: true}, g.Name, true},
+		{"ok/meshd-own-user", Actor{UID: uint32(os.Geteuid()), GID: noGroup, Known: true}, g.Name, true},
+		{"ok/effective-gid", Actor{UID: other, GID: gid, Known: true}, g.Name, true},
+		{"ok/supplementary-gid", Actor{UID: other, GID: noGroup, Groups: []uint32{1, gid, 7}, Known: true}, g.Name, true},
+		{"fail/not-a-member", Actor{UID: other, GID: noGroup, Groups: []uint32{1, 7}, Known: true}, g.Name, false},
+		{"fail/no-groups", Actor{UID: other, GID: noGroup, Groups: []uint32{}, Known: true}, g.Name, false},
+		{"fail/unknown-caller", Actor{}, g.Name, false},
+		{"fail/groups-unreadable-even-with-egid", Actor{UID: other, GID: gid, GroupsErr: unreadable, Known: true}, g.Name, false},
+		{"fail/socket-group-unknown", Actor{UID: other, GID: gid, Groups: []uint32{gid}, Known: true}, "meshd-test-no-such-group", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := mayWrite(tt.a, tt.group)
+			err := MayWrite(tt.a, tt.group)
 			if tt.allow && err != nil {
-				t.Fatalf("mayWrite(%s, %q) = %v, want allowed", describe(tt.a), tt.group, err)
+				t.Fatalf("MayWrite(%s, %q) = %v, want allowed", describe(tt.a), tt.group, err)
 			}
 			if !tt.allow && codes.Of(err) != codes.PermissionDenied {
-				t.Fatalf("mayWrite(%s, %q) = %v (code %q), want %s", describe(tt.a), tt.group, err, codes.Of(err), codes.PermissionDenied)
+				t.Fatalf("MayWrite(%s, %q) = %v (code %q), want %s", describe(tt.a), tt.group, err, codes.Of(err), codes.PermissionDenied)
 			}
 		})
 	}
 }
 
-// TestPeerActorOwnCredentials: the actor of a real connection from this
+// TestPeerActorOwnCredentials: the Actor of a real connection from this
 // process carries this process's pid, effective uid and gid, and its
 // supplementary groups as os.Getgroups gives them; it is in each of those
 // groups and in no other.
@@ -111,14 +110,14 @@ func TestPeerActorOwnCredentials(t *testing.T) {
 		t.Fatalf("the connecting thread reports %+v; the process has pid %d, groups %v", who, os.Getpid(), own)
 	}
 	if !a.Known || a.GroupsErr != nil || int(a.PID) != who.pid || int(a.UID) != who.uid || int(a.GID) != who.gid {
-		t.Fatalf("actor %s, want pid %d uid %d gid %d with groups", describe(a), who.pid, who.uid, who.gid)
+		t.Fatalf("Actor %s, want pid %d uid %d gid %d with groups", describe(a), who.pid, who.uid, who.gid)
 	}
 	var got []int
 	for _, g := range a.Groups {
 		got = append(got, int(g))
 	}
 	if !slices.Equal(sorted(got), sorted(own)) {
-		t.Fatalf("actor groups %v, os.Getgroups() %v", got, own)
+		t.Fatalf("Actor groups %v, os.Getgroups() %v", got, own)
 	}
 	supplementaryOnly := 0
 	for _, g := range own {
@@ -127,7 +126,7 @@ func TestPeerActorOwnCredentials(t *testing.T) {
 		}
 		supplementaryOnly++
 		if !a.inGroup(uint32(g)) {
-			t.Errorf("actor not in its supplementary group %d", g)
+			t.Errorf("Actor not in its supplementary group %d", g)
 		}
 	}
 	if supplementaryOnly == 0 {
@@ -135,14 +134,14 @@ func TestPeerActorOwnCredentials(t *testing.T) {
 			"TestMayWriteSupplementaryGroup covers that case as root", who.gid)
 	}
 	if !a.inGroup(uint32(who.gid)) {
-		t.Errorf("actor not in its effective group %d", who.gid)
+		t.Errorf("Actor not in its effective group %d", who.gid)
 	}
 	notMember := uint32(who.gid) + 1
 	for slices.Contains(a.Groups, notMember) || notMember == a.GID {
 		notMember++
 	}
 	if a.inGroup(notMember) {
-		t.Errorf("actor (gid %d, groups %v) found in group %d", a.GID, a.Groups, notMember)
+		t.Errorf("Actor (gid %d, groups %v) found in group %d", a.GID, a.Groups, notMember)
 	}
 }
 
@@ -150,7 +149,7 @@ func TestPeerActorOwnCredentials(t *testing.T) {
 // ConnContext meshd uses, on a caller that is in the socket group only by a
 // supplementary group that /etc/group does not list for it: the case the
 // old /etc/group lookup refused. It needs root to give the connecting
-// thread a uid other than the test's own (mayWrite lets meshd's own uid
+// thread a uid other than the test's own (MayWrite lets meshd's own uid
 // through) and groups of its own.
 func TestMayWriteSupplementaryGroup(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -170,18 +169,18 @@ func TestMayWriteSupplementaryGroup(t *testing.T) {
 
 	ln := listenAbstract(t)
 	who := connectFrom(t, ln.Addr().String(), &ids{uid: uid, gid: egid, groups: []int{sgid}})
-	a := actorFrom(peerCredContext(t.Context(), accept(t, ln)))
+	a := ActorFrom(PeerCredContext(t.Context(), accept(t, ln)))
 	if !a.Known || int(a.PID) != os.Getpid() || int(a.UID) != uid || int(a.GID) != egid || who.uid != uid || who.gid != egid {
-		t.Fatalf("actor %s, thread %+v: want uid %d gid %d from pid %d", describe(a), who, uid, egid, os.Getpid())
+		t.Fatalf("Actor %s, thread %+v: want uid %d gid %d from pid %d", describe(a), who, uid, egid, os.Getpid())
 	}
-	if err := mayWrite(a, supplementary.Name); err != nil {
-		t.Errorf("uid %d with supplementary group %s (%s): mayWrite = %v, want allowed", uid, supplementary.Name, supplementary.Gid, err)
+	if err := MayWrite(a, supplementary.Name); err != nil {
+		t.Errorf("uid %d with supplementary group %s (%s): MayWrite = %v, want allowed", uid, supplementary.Name, supplementary.Gid, err)
 	}
-	if err := mayWrite(a, effective.Name); err != nil {
-		t.Errorf("uid %d with effective group %s (%s): mayWrite = %v, want allowed", uid, effective.Name, effective.Gid, err)
+	if err := MayWrite(a, effective.Name); err != nil {
+		t.Errorf("uid %d with effective group %s (%s): MayWrite = %v, want allowed", uid, effective.Name, effective.Gid, err)
 	}
-	if err := mayWrite(a, stranger.Name); codes.Of(err) != codes.PermissionDenied {
-		t.Errorf("uid %d, not in group %s (%s): mayWrite = %v, want %s", uid, stranger.Name, stranger.Gid, err, codes.PermissionDenied)
+	if err := MayWrite(a, stranger.Name); codes.Of(err) != codes.PermissionDenied {
+		t.Errorf("uid %d, not in group %s (%s): MayWrite = %v, want %s", uid, stranger.Name, stranger.Gid, err, codes.PermissionDenied)
 	}
 }
 
@@ -308,7 +307,7 @@ func accept(t *testing.T, ln *net.UnixListener) net.Conn {
 }
 
 // describe shows every field of a; its String is for audit and shows less.
-func describe(a actor) string {
+func describe(a Actor) string {
 	return fmt.Sprintf("{known %v pid %d uid %d gid %d groups %v groupsErr %v}", a.Known, a.PID, a.UID, a.GID, a.Groups, a.GroupsErr)
 }
 
@@ -316,21 +315,4 @@ func sorted(s []int) []int {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
-}
-
-// TestOperatorActor: a local API caller is recorded by its uid at this
-// node's name, from the peer credentials the socket recorded.
-func TestOperatorActor(t *testing.T) {
-	ctx := context.WithValue(context.Background(), actorKey{}, actor{UID: 1000, GID: 1000, PID: 42, Known: true})
-	if got := operatorOn(ctx, "c2"); got != "uid=1000@c2" {
-		t.Errorf("operator %q, want uid=1000@c2", got)
-	}
-	root := context.WithValue(context.Background(), actorKey{}, actor{UID: 0, PID: 7, Known: true})
-	if got := operatorOn(root, "origin"); got != "uid=0@origin" {
-		t.Errorf("operator %q, want uid=0@origin", got)
-	}
-	// No credentials (not the local API): the node, never uid 0.
-	if got := operatorOn(context.Background(), "c2"); got != "node:c2" {
-		t.Errorf("no credentials: %q, want node:c2", got)
-	}
 }

@@ -1,4 +1,4 @@
-package agent
+package localapi
 
 import (
 	"context"
@@ -18,14 +18,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
 
-// listenSocket opens the local API socket 0660, group socketGroup when that
+// Listen opens the local API socket 0660, group socketGroup when that
 // group exists. A leftover path is removed only if it is a socket that
 // nothing answers on.
-func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, error) {
+func Listen(path, socketGroup string, log *slog.Logger) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, codes.Wrap(codes.StateDir, fmt.Errorf("socket dir: %w", err))
 	}
@@ -34,7 +33,7 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 			return nil, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("socket path %s exists and is not a socket", path))
 		}
 		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			pid := socketPeerPID(c)
+			pid := peerPID(c)
 			_ = c.Close()
 			return nil, codes.Wrap(codes.AlreadyRunning, fmt.Errorf("meshd pid %d answers on the socket %s", pid, path))
 		}
@@ -66,7 +65,7 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 	return ln, nil
 }
 
-// actor is who called the local API: the credentials the kernel recorded
+// Actor is who called the local API: the credentials the kernel recorded
 // when the caller connected (SO_PEERCRED and SO_PEERGROUPS).
 //
 // Why from the socket and not from /proc/<pid>/status:
@@ -81,7 +80,7 @@ func listenSocket(path, socketGroup string, log *slog.Logger) (net.Listener, err
 //     would refuse every member of the group.
 //   - They are the caller's real groups (what setgroups(2) and the login
 //     session or service manager gave the process), not /etc/group's list.
-type actor struct {
+type Actor struct {
 	UID, GID  uint32   // effective uid and gid
 	PID       int32    // for audit only; never used to look credentials up
 	Groups    []uint32 // supplementary gids; meaningful only when GroupsErr is nil
@@ -89,7 +88,7 @@ type actor struct {
 	Known     bool     // SO_PEERCRED was read
 }
 
-func (a actor) String() string {
+func (a Actor) String() string {
 	if !a.Known {
 		return "local:unknown"
 	}
@@ -98,33 +97,33 @@ func (a actor) String() string {
 
 type actorKey struct{}
 
-// peerCredContext records the caller's credentials on each connection.
-func peerCredContext(ctx context.Context, c net.Conn) context.Context {
+// PeerCredContext records the caller's credentials on each connection.
+func PeerCredContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, actorKey{}, peerActor(c))
 }
 
 // peerActor reads the credentials the peer of c connected with. Without
-// SO_PEERCRED the actor is unknown; without SO_PEERGROUPS it carries
-// GroupsErr, and mayWrite refuses it unless it is root or meshd's user.
-func peerActor(c net.Conn) actor {
+// SO_PEERCRED the Actor is unknown; without SO_PEERGROUPS it carries
+// GroupsErr, and MayWrite refuses it unless it is root or meshd's user.
+func peerActor(c net.Conn) Actor {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return actor{}
+		return Actor{}
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return actor{}
+		return Actor{}
 	}
-	var a actor
+	var a Actor
 	if err := raw.Control(func(fd uintptr) {
 		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 		if err != nil {
 			return
 		}
-		a = actor{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid, Known: true}
+		a = Actor{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid, Known: true}
 		a.Groups, a.GroupsErr = peerGroups(int(fd))
 	}); err != nil {
-		return actor{}
+		return Actor{}
 	}
 	return a
 }
@@ -164,41 +163,18 @@ func parsePeerGroups(b []byte) ([]uint32, error) {
 	return gids, nil
 }
 
-func actorFrom(ctx context.Context) actor {
-	a, _ := ctx.Value(actorKey{}).(actor)
+// ActorFrom is the caller PeerCredContext recorded on ctx's connection;
+// the zero Actor (unknown, refused by MayWrite) when there is none.
+func ActorFrom(ctx context.Context) Actor {
+	a, _ := ctx.Value(actorKey{}).(Actor)
 	return a
 }
 
-// operatorOn is the audit actor of the local API caller in ctx on the
-// node named node: "uid=U@node" (control.OperatorActor). Only the uid is
-// kept: the pid identifies nothing once the process is gone, and the
-// node's name says which machine's uid it is. Without known credentials
-// (a caller that is not the local API: mayWrite refuses those there) it
-// is the node itself, never a uid it cannot vouch for.
-func operatorOn(ctx context.Context, node string) string {
-	a := actorFrom(ctx)
-	if !a.Known {
-		return control.NodeActor(node).String()
-	}
-	return control.OperatorActor(a.UID, node).String()
-}
-
-// operator is operatorOn for this running node.
-func (a *Agent) operator(ctx context.Context) string {
-	a.mu.Lock()
-	rt := a.rt
-	a.mu.Unlock()
-	if rt == nil {
-		return operatorOn(ctx, a.cfg.NodeName)
-	}
-	return operatorOn(ctx, rt.facts.Name)
-}
-
-// mayWrite: root, meshd's own user, or a caller whose effective gid or one
+// MayWrite: root, meshd's own user, or a caller whose effective gid or one
 // of whose supplementary gids is the socket group's. It fails closed: an
 // unknown caller, unreadable supplementary groups or a socket group that
 // does not resolve all deny.
-func mayWrite(a actor, socketGroup string) error {
+func MayWrite(a Actor, socketGroup string) error {
 	if !a.Known {
 		return codes.Wrap(codes.PermissionDenied, errors.New("caller credentials unknown"))
 	}
@@ -224,17 +200,23 @@ func mayWrite(a actor, socketGroup string) error {
 }
 
 // inGroup reports whether a's effective gid or one of its supplementary
-// gids is gid. Check GroupsErr first: mayWrite does.
-func (a actor) inGroup(gid uint32) bool {
+// gids is gid. Check GroupsErr first: MayWrite does.
+func (a Actor) inGroup(gid uint32) bool {
 	return a.GID == gid || slices.Contains(a.Groups, gid)
 }
 
-// socketPeerPID is the PID of the process that accepted c (SO_PEERCRED of
+// peerPID is the PID of the process that accepted c (SO_PEERCRED of
 // our end is the listener's credentials), or 0 when it cannot be read.
-func socketPeerPID(c net.Conn) int32 {
+func peerPID(c net.Conn) int32 {
 	a := peerActor(c)
 	if !a.Known {
 		return 0
 	}
 	return a.PID
+}
+
+// WithActor is ctx carrying a as the caller, as PeerCredContext records
+// it for a connection: for callers that are not the socket (tests).
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
 }
