@@ -23,7 +23,7 @@ func (a *Agent) Approve(ctx context.Context, req apitype.ApproveRequest, actor s
 // enrollDeps, with the approval code of a token minted with --approve
 // shown as a join line of its own.
 func (a *Agent) joinEnrollDeps(underlay netip.Addr, step func(string, ...any), emit func(apitype.JoinLine)) enroll.ClientDeps {
-	d := a.enrollDeps(underlay, func(msg string) { step("%s", msg) }, func(w apitype.Warning) { emit(apitype.JoinLine{Warning: &w}) })
+	d := a.preflight().EnrollDeps(underlay, func(msg string) { step("%s", msg) }, func(w apitype.Warning) { emit(apitype.JoinLine{Warning: &w}) })
 	d.Approval = func(s enroll.ApprovalShown) {
 		emit(apitype.JoinLine{Approval: &apitype.JoinApproval{Name: s.Name, Code: s.Code, Seed: s.Seed, Expires: s.Expires}})
 	}

@@ -39,7 +39,7 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 		return nil, fmt.Errorf("node name (from --name, node_name or the hostname): %w", err)
 	}
 	// The pin, or the default route's interface address (mesh.ChooseUnderlay).
-	chosen, err := mesh.ChooseUnderlay(a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), nil)
+	chosen, err := mesh.ChooseUnderlay(a.preflight().UnderlayPin(req.AdvertiseAddr, req.AdvertiseIface), nil)
 	if err != nil {
 		return nil, err
 	}

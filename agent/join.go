@@ -35,7 +35,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 	now := a.d.Now()
-	if err := a.checkTokenExpiry(ctx, tok, now); err != nil {
+	if err := a.preflight().CheckTokenExpiry(ctx, tok, now); err != nil {
 		return nil, err
 	}
 	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
@@ -67,7 +67,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	crash.At(crash.JoinAfterIdentityCheck)
 
 	// 3. the underlay address (joinclock.go).
-	u, err := a.joinUnderlay(ctx, a.underlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
+	u, err := a.preflight().Underlay(ctx, a.preflight().UnderlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ func (a *Agent) verifySeeds(ctx context.Context, tok enroll.Token, underlay neti
 	pctx, cancel := context.WithTimeout(ctx, departTimeout)
 	defer cancel()
 	var first error
-	for _, r := range enroll.ProbeSeeds(pctx, tok, a.enrollDeps(underlay, nil, nil)) {
+	for _, r := range enroll.ProbeSeeds(pctx, tok, a.preflight().EnrollDeps(underlay, nil, nil)) {
 		if r.Err == nil {
 			step("--force: seed %s verified against the token's CA before leaving", r.Seed)
 			return nil

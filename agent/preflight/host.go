@@ -1,4 +1,4 @@
-package agent
+package preflight
 
 import (
 	"errors"
@@ -33,14 +33,14 @@ func (p listenPort) String() string {
 }
 
 // listenPorts are the ports a node of role listens on (DESIGN §3).
-func (a *Agent) listenPorts(role pki.Role) []listenPort {
+func (a Env) listenPorts(role pki.Role) []listenPort {
 	ps := []listenPort{
-		{name: "gossip", port: a.cfg.Ports.Gossip, tcp: true, udp: true},
-		{name: "nebula", port: a.cfg.Ports.Nebula, udp: true},
+		{name: "gossip", port: a.Config.Ports.Gossip, tcp: true, udp: true},
+		{name: "nebula", port: a.Config.Ports.Nebula, udp: true},
 	}
 	if role == pki.RoleControl {
-		ps = append(ps, listenPort{name: "control", port: a.cfg.Ports.Control, tcp: true},
-			listenPort{name: "raft", port: a.cfg.Ports.Raft, tcp: true})
+		ps = append(ps, listenPort{name: "control", port: a.Config.Ports.Control, tcp: true},
+			listenPort{name: "raft", port: a.Config.Ports.Raft, tcp: true})
 	}
 	return ps
 }

@@ -1,50 +1,59 @@
-package agent
+package preflight
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/mesh"
 )
 
-// What a join and its plan share: the joiner's side of the enroll client
-// (the clock bound, where warnings go), the underlay choice, and the token
-// expiry check that tells a wrong clock from an expired token.
+// Env is what a join and its plan share: the config (ports, bind
+// address, TUN device, state dir, underlay pins, the clock bound), the
+// clock and the log. Its methods are the joiner's side of the enroll
+// client (the clock bound, where warnings go), the underlay choice, and
+// the token expiry check that tells a wrong clock from an expired token.
+type Env struct {
+	Config config.File
+	Now    func() time.Time
+	Log    *slog.Logger
+}
 
-// enrollDeps are the enroll client's collaborators for a join from
+// EnrollDeps are the enroll client's collaborators for a join from
 // underlay: the dialer binds it when it is this machine's, the clock bound
 // is max_clock_skew, and warnings reach the operator as warning lines.
-func (a *Agent) enrollDeps(underlay netip.Addr, step func(string), warn func(apitype.Warning)) enroll.ClientDeps {
+func (a Env) EnrollDeps(underlay netip.Addr, step func(string), warn func(apitype.Warning)) enroll.ClientDeps {
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	if underlay.IsValid() && mesh.IsLocal(underlay) {
 		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
 	}
-	d := enroll.ClientDeps{Log: a.log, Now: a.d.Now, Dial: dialer.DialContext, Step: step, MaxSkew: a.cfg.MaxClockSkew}
+	d := enroll.ClientDeps{Log: a.Log, Now: a.Now, Dial: dialer.DialContext, Step: step, MaxSkew: a.Config.MaxClockSkew}
 	if warn != nil {
 		d.Warn = func(c codes.Code, detail string) { warn(apitype.Warning{Code: c, Detail: detail}) }
 	}
 	return d
 }
 
-// underlayPin is the request's pin, or the config's when the request pins
+// UnderlayPin is the request's pin, or the config's when the request pins
 // nothing.
-func (a *Agent) underlayPin(addr, iface string) mesh.Pin {
+func (a Env) UnderlayPin(addr, iface string) mesh.Pin {
 	if p := (mesh.Pin{Addr: addr, Iface: iface}); !p.IsZero() {
 		return p
 	}
-	return mesh.Pin{Addr: a.cfg.AdvertiseAddr, Iface: a.cfg.AdvertiseIface}
+	return mesh.Pin{Addr: a.Config.AdvertiseAddr, Iface: a.Config.AdvertiseIface}
 }
 
-// joinUnderlay chooses the address a join with tok advertises
+// Underlay chooses the address a join with tok advertises
 // (mesh.ChooseUnderlay): the pin, or the source address of the route to
 // the token's first seed that has one.
-func (a *Agent) joinUnderlay(ctx context.Context, pin mesh.Pin, tok enroll.Token) (mesh.Underlay, error) {
+func (a Env) Underlay(ctx context.Context, pin mesh.Pin, tok enroll.Token) (mesh.Underlay, error) {
 	return mesh.ChooseUnderlay(pin, seedAddrs(ctx, tok.Seeds))
 }
 
@@ -72,20 +81,20 @@ func seedAddrs(ctx context.Context, seeds []string) []netip.Addr {
 	return out
 }
 
-// checkTokenExpiry is step 1's expiry check. When the token has expired
+// CheckTokenExpiry is step 1's expiry check. When the token has expired
 // by this machine's clock, it asks the seeds their time (pinned, nothing
 // secret sent) to say which is at fault: by a seed's clock the token is
 // still valid (codes.ClockSkew: fix this clock), or the seed agrees
 // (codes.TokenExpired: mint a new token), or no seed answered (expired,
 // with this clock named as the one thing not compared).
-func (a *Agent) checkTokenExpiry(ctx context.Context, tok enroll.Token, now time.Time) error {
+func (a Env) CheckTokenExpiry(ctx context.Context, tok enroll.Token, now time.Time) error {
 	expired := tok.CheckExpiry(now)
 	if expired == nil {
 		return nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, r := range enroll.ProbeSeeds(pctx, tok, a.enrollDeps(netip.Addr{}, nil, nil)) {
+	for _, r := range enroll.ProbeSeeds(pctx, tok, a.EnrollDeps(netip.Addr{}, nil, nil)) {
 		if r.Err != nil || !r.HasClock {
 			continue
 		}
