@@ -15,6 +15,7 @@ import (
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/localapi"
+	"github.com/meshd/meshd/agent/metrics"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
@@ -73,7 +74,7 @@ type Agent struct {
 	// nil before one; guarded by mu.
 	reloaded *config.Policy
 
-	met *agentMetrics // metrics.go
+	met *metrics.Set // metrics.go: the registry
 
 	// finishing serialises step 10 of a join (finishJoin): the join
 	// itself, the same join run again, and a restart that resumes it.
@@ -95,7 +96,7 @@ func New(cfg config.File, d Deps) (*Agent, error) {
 		d.Notify = func(string) {}
 	}
 	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
-	a.met = newAgentMetrics(a)
+	a.met = metrics.New(d.Version, a.metricsState)
 	if cfg.OverlayMode == config.OverlayUserspace {
 		a.parked = &parkedMesh{}
 	}
@@ -144,7 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		mctx, mcancel := context.WithCancel(ctx)
 		metricsDone := make(chan error, 1)
-		go func() { metricsDone <- a.serveMetrics(mctx, mln) }()
+		go func() { metricsDone <- a.met.Serve(mctx, mln) }()
 		defer func() {
 			mcancel()
 			if err := <-metricsDone; err != nil {
@@ -255,7 +256,7 @@ func (a *Agent) controlPlane() (*control.Plane, error) {
 // Admit mints a one-time join token on a control node
 // (control.Plane.Admit).
 func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (_ *apitype.AdmitResponse, err error) {
-	defer func() { a.met.observeAdmit(err) }() // meshd_admissions_total
+	defer func() { a.met.ObserveAdmit(err) }() // meshd_admissions_total
 	ctl, err := a.controlPlane()
 	if err != nil {
 		return nil, err

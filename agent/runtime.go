@@ -198,7 +198,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
 		Timing: a.cfg.RaftNodeTiming(), Log: a.log,
-		ObserveApply: func(d time.Duration) { a.met.raftApply.Observe(d.Seconds()) }})
+		ObserveApply: a.met.ObserveRaftApply})
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (a *Agent) startControl(rt *runtime) error {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
 	es := enroll.NewServer(a.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
-		enroll.Deps{Log: a.log, Now: a.d.Now, Observe: a.met.observeJoin})
+		enroll.Deps{Log: a.log, Now: a.d.Now, Observe: a.met.ObserveJoin})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -199,5 +200,35 @@ func TestLoadConfigUnknownKey(t *testing.T) {
 				t.Fatalf("error %q does not name the unknown key %q", err, tt.key)
 			}
 		})
+	}
+}
+
+func TestMetricsAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9464": true, "[::1]:9464": true,
+		"10.1.2.3:9464": true, "100.64.0.9:9464": true, // an overlay address: checked against the node's at start
+		"0.0.0.0:9464": false, "[::]:9464": false, "224.0.0.1:9464": false, "169.254.1.1:9464": false,
+		"127.0.0.1:0": false, "localhost:9464": false, "10.1.2.3": false} {
+		c := Default()
+		c.MetricsAddr = addr
+		err := c.Validate()
+		var ce *Error
+		if ok != (err == nil) || (!ok && (codes.Of(err) != codes.ConfigInvalid || !errors.As(err, &ce) || ce.Field != "metrics_addr")) {
+			t.Errorf("metrics_addr %q: %v", addr, err)
+		}
+	}
+	// In userspace mode the overlay address is not the kernel's.
+	c := Default()
+	c.OverlayMode, c.MetricsAddr = OverlayUserspace, "10.1.2.3:9464"
+	if err := c.Validate(); codes.Of(err) != codes.ConfigInvalid {
+		t.Errorf("userspace, overlay metrics_addr: %v", err)
+	}
+	// At start: loopback or the node's own overlay address, nothing else.
+	overlay := netip.MustParseAddr("10.1.2.3")
+	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9464": true, "10.1.2.3:9464": true, "10.1.2.4:9464": false} {
+		c := Default()
+		c.MetricsAddr = addr
+		if err := c.CheckMetricsOverlay(overlay); ok != (err == nil) || (!ok && codes.Of(err) != codes.MetricsAddrRefused) {
+			t.Errorf("metrics_addr %q on node %s: %v", addr, overlay, err)
+		}
 	}
 }

@@ -1,8 +1,7 @@
-package agent
+package metrics
 
 import (
 	"errors"
-	"net/netip"
 	goruntime "runtime"
 	"slices"
 	"strings"
@@ -14,40 +13,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	gometrics "github.com/rcrowley/go-metrics"
 
-	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
-
-func TestMetricsAddr(t *testing.T) {
-	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9464": true, "[::1]:9464": true,
-		"10.1.2.3:9464": true, "100.64.0.9:9464": true, // an overlay address: checked against the node's at start
-		"0.0.0.0:9464": false, "[::]:9464": false, "224.0.0.1:9464": false, "169.254.1.1:9464": false,
-		"127.0.0.1:0": false, "localhost:9464": false, "10.1.2.3": false} {
-		c := config.Default()
-		c.MetricsAddr = addr
-		err := c.Validate()
-		var ce *config.Error
-		if ok != (err == nil) || (!ok && (codes.Of(err) != codes.ConfigInvalid || !errors.As(err, &ce) || ce.Field != "metrics_addr")) {
-			t.Errorf("metrics_addr %q: %v", addr, err)
-		}
-	}
-	// In userspace mode the overlay address is not the kernel's.
-	c := config.Default()
-	c.OverlayMode, c.MetricsAddr = config.OverlayUserspace, "10.1.2.3:9464"
-	if err := c.Validate(); codes.Of(err) != codes.ConfigInvalid {
-		t.Errorf("userspace, overlay metrics_addr: %v", err)
-	}
-	// At start: loopback or the node's own overlay address, nothing else.
-	overlay := netip.MustParseAddr("10.1.2.3")
-	for addr, ok := range map[string]bool{"": true, "127.0.0.1:9464": true, "10.1.2.3:9464": true, "10.1.2.4:9464": false} {
-		c := config.Default()
-		c.MetricsAddr = addr
-		if err := c.CheckMetricsOverlay(overlay); ok != (err == nil) || (!ok && codes.Of(err) != codes.MetricsAddrRefused) {
-			t.Errorf("metrics_addr %q on node %s: %v", addr, overlay, err)
-		}
-	}
-}
 
 // wantSeries is every series an unjoined agent's registry has of its own,
 // with its type and labels (the rest need a runtime: agenttest.TestMetrics
@@ -72,33 +40,30 @@ var wantSeries = map[string]struct {
 // series, values of the counters it keeps, and client_golang's lint over
 // everything the registry serves.
 func TestMetricsRegistry(t *testing.T) {
-	a, err := New(config.Default(), Deps{Version: "1.2.3"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	control := true // an unjoined node serves no control series; this one says it is a control node
+	m := New("1.2.3", func() State { return State{Phase: "unjoined", Control: control} })
 	// Nebula's registry is process-wide; the test reads a private one.
 	neb := gometrics.NewRegistry()
 	gometrics.GetOrRegisterCounter("test.packets", neb).Inc(3)
 	gometrics.GetOrRegisterGauge("test.hostmap.hosts", neb).Update(2)
 	gometrics.GetOrRegisterHistogram("test.handshakes", neb, gometrics.NewUniformSample(8)).Update(5)
-	a.met.reg.MustRegister(nebulaCollector{neb})
-	a.met.isControl = func() bool { return true } // an unjoined agent serves no control series
+	m.reg.MustRegister(nebulaCollector{neb})
 
-	a.met.observeJoin(enroll.OutcomeOK, 30*time.Millisecond)
-	a.met.observeJoin(codes.TokenConsumed.String(), time.Millisecond)
-	a.met.observeJoin(enroll.OutcomePending, 20*time.Second)
-	a.met.observeAdmit(nil)
-	a.met.observeAdmit(codes.Wrap(codes.NotControl, errors.New("w1 is a worker node")))
-	a.met.raftApply.Observe(0.002)
+	m.ObserveJoin(enroll.OutcomeOK, 30*time.Millisecond)
+	m.ObserveJoin(codes.TokenConsumed.String(), time.Millisecond)
+	m.ObserveJoin(enroll.OutcomePending, 20*time.Second)
+	m.ObserveAdmit(nil)
+	m.ObserveAdmit(codes.Wrap(codes.NotControl, errors.New("w1 is a worker node")))
+	m.ObserveRaftApply(2 * time.Millisecond)
 
-	problems, err := testutil.GatherAndLint(a.met.reg)
+	problems, err := testutil.GatherAndLint(m.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
-	mfs, err := a.met.reg.Gather()
+	mfs, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,12 +110,12 @@ meshd_admissions_total{code="X403203NOTCTL"} 1
 		{"meshd_nebula_test_packets_total", "meshd_nebula_test_packets_total 3\n"},
 		{"meshd_build_info", `meshd_build_info{commit="` + buildCommit() + `",goversion="` + goruntime.Version() + `",version="1.2.3"} 1` + "\n"},
 	} {
-		if err := testutil.GatherAndCompare(a.met.reg, strings.NewReader(helpAndType(t, got[tt.metric])+tt.want), tt.metric); err != nil {
+		if err := testutil.GatherAndCompare(m.reg, strings.NewReader(helpAndType(t, got[tt.metric])+tt.want), tt.metric); err != nil {
 			t.Errorf("%s: %v", tt.metric, err)
 		}
 	}
 	// Only successful joins are timed: a pending one waits on a person.
-	if n := testutil.CollectAndCount(a.met.joinSeconds); n != 1 {
+	if n := testutil.CollectAndCount(m.joinSeconds); n != 1 {
 		t.Errorf("join duration: %d series", n)
 	}
 	if c := got["meshd_join_duration_seconds"].GetMetric()[0].GetHistogram().GetSampleCount(); c != 1 {
@@ -158,8 +123,8 @@ meshd_admissions_total{code="X403203NOTCTL"} 1
 	}
 
 	// A worker (or an unjoined node) serves no control node's series.
-	a.met.isControl = func() bool { return false }
-	if mfs, err = a.met.reg.Gather(); err != nil {
+	control = false
+	if mfs, err = m.reg.Gather(); err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {

@@ -1,0 +1,11 @@
+// Package metrics is meshd's Prometheus registry, one per agent: the
+// series read from the node's State at each scrape (state, raft, gossip,
+// overlay, certificate expiry, build), the counters and histograms that
+// outlive a runtime (joins served, admissions, raft apply latency; the
+// control node's own series served only while the node is one),
+// Nebula's own counters and gauges, the Go and process collectors, and
+// the /metrics listener.
+//
+// Import rule: metrics imports enroll and codes (outcome names); only
+// agent imports it.
+package metrics

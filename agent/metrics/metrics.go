@@ -1,0 +1,215 @@
+package metrics
+
+import (
+	goruntime "runtime"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	gometrics "github.com/rcrowley/go-metrics"
+
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+)
+
+// State is what a node is at the moment of a scrape, as the agent reads
+// it (its state, raft, gossip and overlay). The collector keeps no
+// counters of its own, so nothing can drift from what `meshctl status`
+// and `meshctl nodes` show.
+type State struct {
+	Phase   string // starting, unjoined, running, refused
+	Running bool   // a member's runtime runs; the rest is read only then
+	Control bool   // it runs as a control node (raft)
+
+	TLSExpires time.Time
+
+	Nodes         map[[2]string]int // control: nodes in the record by role and state
+	Leader        bool
+	Voters        int
+	Commit        uint64
+	Applied       uint64
+	LastContact   time.Duration
+	HeardLeader   bool // LastContact means something: a follower that heard from a leader
+	GossipKnown   bool
+	Gossip        map[string]int // members of the gossip view by status
+	KeyErrors     uint64
+	OverlayKnown  bool
+	Tunnels       int
+	Blocklist     int
+	NebulaExpires time.Time
+}
+
+// collector turns a State into series at each scrape.
+type collector struct {
+	version string
+	state   func() State
+}
+
+var (
+	descUp             = prometheus.NewDesc("meshd_up", "1 for this meshd, labelled with its state (starting, unjoined, running, refused).", []string{"state"}, nil)
+	descNodes          = prometheus.NewDesc("meshd_cluster_nodes", "Nodes in the cluster record by role and state (control nodes only).", []string{"role", "state"}, nil)
+	descRaftLeader     = prometheus.NewDesc("meshd_raft_leader", "1 if this node is the raft leader (control nodes only).", nil, nil)
+	descRaftVoters     = prometheus.NewDesc("meshd_raft_voters", "Voters in this node's raft configuration (control nodes only).", nil, nil)
+	descRaftCommit     = prometheus.NewDesc("meshd_raft_commit_index", "Highest raft log index this node knows committed (control nodes only).", nil, nil)
+	descRaftApplied    = prometheus.NewDesc("meshd_raft_applied_index", "Highest raft log index this node's state machine applied (control nodes only).", nil, nil)
+	descRaftContact    = prometheus.NewDesc("meshd_raft_last_contact_seconds", "Seconds since this node last heard from a raft leader; absent on a leader and on a node that never heard from one (control nodes only).", nil, nil)
+	descGossip         = prometheus.NewDesc("meshd_gossip_members", "Gossip members by status.", []string{"status"}, nil)
+	descKeyErrors      = prometheus.NewDesc("meshd_gossip_key_errors_total", "Gossip messages no installed key could decrypt.", nil, nil)
+	descTunnels        = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
+	descBlocklist      = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
+	descNebulaExpires  = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
+	descTLSExpires     = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
+	descBuildInfo      = prometheus.NewDesc("meshd_build_info", "1, labelled with the meshd version, the commit it was built from and the Go version.", []string{"version", "commit", "goversion"}, nil)
+	metricsDescriptors = []*prometheus.Desc{descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
+		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo}
+)
+
+func (m collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range metricsDescriptors {
+		ch <- d
+	}
+}
+
+func (m collector) Collect(ch chan<- prometheus.Metric) {
+	st := m.state()
+	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, m.version, buildCommit(), goruntime.Version())
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 1, st.Phase)
+	if !st.Running {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descTLSExpires, prometheus.GaugeValue, float64(st.TLSExpires.Unix()))
+	if st.Control {
+		for k, v := range st.Nodes {
+			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(v), k[0], k[1])
+		}
+		leader := 0.0
+		if st.Leader {
+			leader = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRaftLeader, prometheus.GaugeValue, leader)
+		ch <- prometheus.MustNewConstMetric(descRaftVoters, prometheus.GaugeValue, float64(st.Voters))
+		ch <- prometheus.MustNewConstMetric(descRaftCommit, prometheus.GaugeValue, float64(st.Commit))
+		ch <- prometheus.MustNewConstMetric(descRaftApplied, prometheus.GaugeValue, float64(st.Applied))
+		if !st.Leader && st.HeardLeader {
+			ch <- prometheus.MustNewConstMetric(descRaftContact, prometheus.GaugeValue, st.LastContact.Seconds())
+		}
+	}
+	if st.GossipKnown {
+		for s, v := range st.Gossip {
+			ch <- prometheus.MustNewConstMetric(descGossip, prometheus.GaugeValue, float64(v), s)
+		}
+		ch <- prometheus.MustNewConstMetric(descKeyErrors, prometheus.CounterValue, float64(st.KeyErrors))
+	}
+	if st.OverlayKnown {
+		ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(st.Tunnels))
+		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(st.Blocklist))
+		if !st.NebulaExpires.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(st.NebulaExpires.Unix()))
+		}
+	}
+}
+
+// buildCommit is the VCS revision the Go toolchain stamped into this
+// binary ("-dirty" appended for a modified tree), or "unknown".
+func buildCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+// Set is the agent's registry and the counters and histograms that
+// outlive a runtime (a join or a restart of the runtime keeps them). One
+// per Agent: nothing global.
+type Set struct {
+	reg         *prometheus.Registry
+	joins       *prometheus.CounterVec
+	joinSeconds prometheus.Histogram
+	admissions  *prometheus.CounterVec
+	raftApply   prometheus.Histogram
+	state       func() State
+}
+
+// latencyBuckets (seconds) span a LAN raft write (~1 ms) to a join that
+// waited on a slow disk or a leader election (10 s).
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// New is the Set of a meshd of version whose state is read at every
+// scrape by state.
+func New(version string, state func() State) *Set {
+	m := &Set{state: state,
+		reg: prometheus.NewRegistry(),
+		joins: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshd_joins_served_total",
+			Help: "Join requests this node's enroll endpoint answered, by outcome: ok, pending (waits for approval) or the refusal's code (control nodes only)."}, []string{"code"}),
+		joinSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshd_join_duration_seconds",
+			Help: "Seconds this node took to serve a successful join request: checks, admission, signing (control nodes only).", Buckets: latencyBuckets}),
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshd_admissions_total",
+			Help: "`meshctl admit` requests this node served, by outcome: ok (a token was minted) or the refusal's code."}, []string{"code"}),
+		raftApply: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshd_raft_apply_duration_seconds",
+			Help: "Seconds from a raft write this node led to its being committed by a quorum and applied (control nodes only).", Buckets: latencyBuckets}),
+	}
+	// The Go runtime's and the process's own (go_goroutines,
+	// process_open_fds, process_resident_memory_bytes, ...): what a leak
+	// shows in first, and what the soak test bounds.
+	m.reg.MustRegister(collector{version: version, state: state}, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		nebulaCollector{gometrics.DefaultRegistry}, m.admissions,
+		controlOnly{m, []prometheus.Collector{m.joins, m.joinSeconds, m.raftApply}})
+	return m
+}
+
+// controlOnly serves the series of a control node's own (joins served,
+// raft apply latency) only while the node is one: a worker shows no raft.
+type controlOnly struct {
+	m  *Set
+	cs []prometheus.Collector
+}
+
+func (c controlOnly) Describe(ch chan<- *prometheus.Desc) {
+	for _, x := range c.cs {
+		x.Describe(ch)
+	}
+}
+
+func (c controlOnly) Collect(ch chan<- prometheus.Metric) {
+	if !c.m.state().Control {
+		return
+	}
+	for _, x := range c.cs {
+		x.Collect(ch)
+	}
+}
+
+// ObserveJoin is the enroll server's Deps.Observe.
+func (m *Set) ObserveJoin(outcome string, elapsed time.Duration) {
+	m.joins.WithLabelValues(outcome).Inc()
+	if outcome == enroll.OutcomeOK {
+		m.joinSeconds.Observe(elapsed.Seconds())
+	}
+}
+
+// ObserveAdmit counts one `meshctl admit` served with err.
+func (m *Set) ObserveAdmit(err error) {
+	outcome := enroll.OutcomeOK
+	if err != nil {
+		outcome = codes.OrInternal(err).String()
+	}
+	m.admissions.WithLabelValues(outcome).Inc()
+}
