@@ -2,7 +2,9 @@
 // unix socket, raft over a mutual-TLS stream layer, the control listener
 // (enroll and internal API), and the flows behind init, admit and join.
 //
-// Import rule: agent may import agent/state, agent/apitype, enroll, gossip,
-// mesh, pki and codes. Nothing in meshd imports agent except cmd/meshd and
-// agent/agenttest.
+// Import rule (deps_test.go): may import agent/apitype, agent/config,
+// agent/control, agent/desired, agent/localapi, agent/metrics,
+// agent/preflight, agent/raftnode, agent/state, agent/statedir, codes,
+// crash, enroll, gossip, mesh and pki; nothing else of meshd. Nothing in
+// meshd imports agent except cmd/meshd and agent/agenttest.
 package agent

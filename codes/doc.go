@@ -2,6 +2,6 @@
 // meshctl show to people: each code has an HTTP-like status, one line of
 // cause and one line of remedy.
 //
-// Import rule: standard library only. Every other meshd package may import
-// codes; codes imports none of them.
+// Import rule (deps_test.go): may import no meshd package. Every other meshd
+// package may import codes.
 package codes

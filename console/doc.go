@@ -10,6 +10,7 @@
 // exchange for the one-time secret of the printed URL), and a POST must carry
 // the session's CSRF token and come from the console's own origin.
 //
-// Import rule: agent/localclient, agent/apitype and codes only; every asset
-// is embedded (assets/), nothing is fetched at run time.
+// Import rule (deps_test.go): may import agent/apitype, agent/localclient
+// and codes; nothing else of meshd. Every asset is embedded (assets/),
+// nothing is fetched at run time.
 package console

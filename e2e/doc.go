@@ -3,9 +3,10 @@
 // namespace, a real TUN device per node, real meshd processes, driven only
 // through `meshctl -o json`. Run it with `make e2e` (as root).
 //
-// Import rule: agent/apitype and codes only (for the JSON shapes and codes
-// it checks); it never links the daemon's packages. The gossip trust test
-// links serf and memberlist for its forged member (the test binary
-// re-executed in a namespace, see runForger), and gossipFailBound reads
-// memberlist's LAN defaults for the bounds meshd's gossip timers give.
+// Import rule (deps_test.go): may import agent/apitype, agent/localclient,
+// bench/benchrec, codes and crash; nothing else of meshd. It never links the
+// daemon's packages. The gossip trust test links serf and memberlist for its
+// forged member (the test binary re-executed in a namespace, see runForger),
+// and gossipFailBound reads memberlist's LAN defaults for the bounds meshd's
+// gossip timers give.
 package e2e

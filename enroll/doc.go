@@ -2,6 +2,7 @@
 // admission checks a control node makes against its ledger, the enroll
 // HTTP server, and the joiner's pinned-TLS client.
 //
-// Import rule: enroll imports pki and codes only. The agent implements the
-// Ledger and Signer interfaces defined here (over raft and the CA holder).
+// Import rule (deps_test.go): may import codes, crash and pki; nothing else
+// of meshd. The agent implements the Ledger and Signer interfaces defined
+// here (over raft and the CA holder).
 package enroll

@@ -53,7 +53,7 @@
 // Error codes: key problems carry codes.GossipKey, a join that reached no
 // peer carries codes.GossipJoin; check them with codes.Of.
 //
-// Import rule: gossip imports the standard library, serf and memberlist (and
-// what they import), and github.com/meshd/meshd/codes; no other meshd
-// package. Only agent imports gossip. The root deps_test.go enforces this.
+// Import rule (deps_test.go): may import codes; nothing else of meshd.
+// Besides codes it uses serf and memberlist (and what they import). Only
+// agent imports gossip.
 package gossip

@@ -7,11 +7,10 @@
 // Production runs one instance per process, on a kernel TUN device; tests
 // run several userspace (gvisor) instances in one process.
 //
-// # Import rule
-//
-// mesh imports the standard library, Nebula and its dependencies (logrus,
-// gvisor, yaml.v3, vishvananda/netlink, x/sys/unix), pki and codes.
-// Nothing in meshd below agent imports it. The root deps_test.go enforces this.
+// Import rule (deps_test.go): may import codes and pki; nothing else of
+// meshd. Besides the standard library it uses Nebula and its dependencies
+// (logrus, gvisor, yaml.v3, vishvananda/netlink, x/sys/unix). Nothing in
+// meshd below agent imports it.
 //
 // # Lifecycle
 //

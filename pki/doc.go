@@ -4,5 +4,6 @@
 // and role-checked verification of peers, and key files written atomically
 // and refused when group- or world-accessible.
 //
-// Import rule: pki imports only codes (and the Nebula cert package).
+// Import rule (deps_test.go): may import codes; nothing else of meshd. It
+// also uses the Nebula cert package.
 package pki

@@ -11,6 +11,7 @@
 // role, addresses, keys) is passed in by the agent, which also owns the
 // gossip config (it carries the agent's gossip tags) and applies a reload.
 //
-// Import rule: config imports agent/control, agent/raftnode, enroll, mesh,
-// pki and codes; agent, agent/agenttest and cmd/meshd import it.
+// Import rule (deps_test.go): may import agent/control, agent/raftnode,
+// codes, enroll, mesh and pki; nothing else of meshd. agent, agent/agenttest
+// and cmd/meshd import it.
 package config

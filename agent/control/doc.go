@@ -16,5 +16,6 @@
 // fetching the node list, revocations or its renewed Nebula cert; a
 // follower forwarding a write).
 //
-// Imports: agent/raftnode, agent/state, agent/apitype, enroll, pki, codes.
+// Import rule (deps_test.go): may import agent/apitype, agent/raftnode,
+// agent/state, codes, crash, enroll and pki; nothing else of meshd.
 package control

@@ -11,5 +11,6 @@
 // nothing and is listed by Unmatched. The join response's lighthouses
 // stand in only until a worker's first node list arrives.
 //
-// Imports: mesh, gossip, pki.
+// Import rule (deps_test.go): may import gossip, mesh and pki; nothing else
+// of meshd.
 package desired

@@ -9,6 +9,6 @@
 // With). The doors themselves, and what each does, are the agent's
 // table (agent/routes.go).
 //
-// Import rule: localapi imports agent/apitype and codes; only agent
-// imports it.
+// Import rule (deps_test.go): may import agent/apitype and codes; nothing
+// else of meshd. Only agent imports it.
 package localapi

@@ -6,6 +6,6 @@
 // Nebula's own counters and gauges, the Go and process collectors, and
 // the /metrics listener.
 //
-// Import rule: metrics imports enroll and codes (outcome names); only
-// agent imports it.
+// Import rule (deps_test.go): may import codes and enroll; nothing else of
+// meshd. Only agent imports it.
 package metrics

@@ -7,6 +7,7 @@
 // CA, the clock against a seed, and the admission (token unused, name
 // free, asked of a pinned seed, which consumes and records nothing).
 //
-// Import rule: preflight imports agent/apitype, agent/config,
-// agent/statedir, enroll, mesh, pki and codes; only agent imports it.
+// Import rule (deps_test.go): may import agent/apitype, agent/config,
+// agent/statedir, codes, enroll, mesh and pki; nothing else of meshd. Only
+// agent imports it.
 package preflight

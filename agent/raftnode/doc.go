@@ -6,5 +6,6 @@
 // raft's own log lines go to Options.Log, the agent's slog logger, through
 // an hclog.Logger written over slog (hclog.go), with lib=raft.
 //
-// Imports: agent/state, codes.
+// Import rule (deps_test.go): may import agent/state and codes; nothing else
+// of meshd.
 package raftnode

@@ -8,5 +8,6 @@
 // the clock or draws randomness: every time it stores comes from the
 // command, so every replica reaches the same state.
 //
-// Import rule: state imports enroll, pki, codes and hashicorp/raft only.
+// Import rule (deps_test.go): may import codes, enroll and pki; nothing else
+// of meshd. Of the libraries it uses hashicorp/raft.
 package state

@@ -10,6 +10,6 @@
 // world-readable; a write that finds the disk full says so
 // (codes.DiskFull).
 //
-// Import rule: statedir imports enroll, pki and codes; only agent imports
-// it.
+// Import rule (deps_test.go): may import codes, enroll and pki; nothing else
+// of meshd. Only agent imports it.
 package statedir
