@@ -208,7 +208,7 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.setPhase(phaseRunning, rt)
 	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok {
-		go a.resumeJoin(ctx, rt)
+		rt.spawn(func(ctx context.Context) { a.resumeJoin(ctx, rt) }) // stop waits for it
 	}
 	return nil
 }

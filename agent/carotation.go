@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -293,7 +294,7 @@ func (a *Agent) CAStatus(ctx context.Context) (*apitype.CAStatus, error) {
 func (rt *runtime) reissueWatch() bool {
 	rt.ca.mu.Lock()
 	defer rt.ca.mu.Unlock()
-	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != "none"
+	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != state.CAPhaseNone
 }
 
 // saveHeld keeps the leaf the live identity holds under the old CA of a

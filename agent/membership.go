@@ -64,7 +64,7 @@ func (rt *runtime) serfPeers() []string {
 		}
 	} else if list, ok := rt.nodeList(); ok {
 		for _, n := range list {
-			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.Active() && n.Role == string(pki.RoleControl) {
+			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.Active() && n.RoleOf() == pki.RoleControl {
 				peers = append(peers, n.SerfAddr)
 			}
 		}

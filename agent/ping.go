@@ -130,21 +130,21 @@ func dialReason(err error) string {
 func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) {
 	var (
 		found bool
-		st    string
+		st    state.NodeState
 		ovl   netip.Addr
 		serf  string
 	)
 	if rt.ctl != nil {
 		for _, n := range rt.ctl.Raft().FSM().Nodes() {
 			if n.Name == name && (!found || n.State == state.NodeActive) {
-				found, st, ovl, serf = true, string(n.State), n.OverlayIP, n.SerfAddr
+				found, st, ovl, serf = true, n.State, n.OverlayIP, n.SerfAddr
 			}
 		}
 	} else {
 		list, _ := rt.nodeList()
 		for _, n := range list {
-			if n.Name == name && (!found || n.State == string(state.NodeActive)) {
-				found, st, serf = true, n.State, n.SerfAddr
+			if n.Name == name && (!found || n.Active()) {
+				found, st, serf = true, n.StateOf(), n.SerfAddr
 				ovl, _ = netip.ParseAddr(n.OverlayIP)
 			}
 		}
@@ -152,7 +152,7 @@ func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) 
 	switch {
 	case !found:
 		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
-	case st != string(state.NodeActive):
+	case st != state.NodeActive:
 		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("node %s is %s, not active: it has no overlay to probe", name, st))
 	case !ovl.IsValid():
 		return pingTarget{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("node %s has no overlay address on record", name))

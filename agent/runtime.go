@@ -61,7 +61,10 @@ type runtime struct {
 	overlayErr  atomic.Value // errBox: the last reload refusal, for status
 	gossip      *gossip.Gossip
 	kick        chan struct{}
-	loops       context.CancelFunc
+	// loopCtx is the context of the runtime's goroutines (spawn); stop
+	// cancels it with loops and waits for them (wg).
+	loopCtx context.Context
+	loops   context.CancelFunc
 
 	revoked workerRevocations // a worker's copy of the revocation list
 	nodes   workerNodes       // a worker's node list
@@ -127,43 +130,15 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 		}
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
-	rt.loops = cancel
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.runReconcile(loopCtx, a.cfg.ReconcileInterval)
-	}()
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.runTLSRenewal(loopCtx, a.cfg.ReconcileInterval)
-	}()
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.runRejoin(loopCtx, a.cfg.ReconcileInterval)
-	}()
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.answerQueries(loopCtx)
-	}()
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.runKeyReports(loopCtx)
-	}()
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		rt.runCAReports(loopCtx)
-	}()
+	rt.loopCtx, rt.loops = loopCtx, cancel
+	rt.spawn(func(ctx context.Context) { rt.runReconcile(ctx, a.cfg.ReconcileInterval) })
+	rt.spawn(func(ctx context.Context) { rt.runTLSRenewal(ctx, a.cfg.ReconcileInterval) })
+	rt.spawn(func(ctx context.Context) { rt.runRejoin(ctx, a.cfg.ReconcileInterval) })
+	rt.spawn(rt.answerQueries)
+	rt.spawn(rt.runKeyReports)
+	rt.spawn(rt.runCAReports)
 	if rt.ctl == nil {
-		rt.wg.Add(1)
-		go func() {
-			defer rt.wg.Done()
-			rt.runTunnelReports(loopCtx) // tunnels.go
-		}()
+		rt.spawn(rt.runTunnelReports) // tunnels.go
 	}
 	a.startOverlayMetrics(loopCtx, rt)
 	return rt, nil
@@ -262,6 +237,17 @@ func (a *Agent) startControl(rt *runtime) error {
 		}
 	}()
 	return nil
+}
+
+// spawn runs f in the runtime's wait group with the loops' context: stop
+// cancels it and waits for f to return. Every goroutine a runtime starts
+// goes through here (or adds itself to wg for a listener it serves).
+func (rt *runtime) spawn(f func(ctx context.Context)) {
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		f(rt.loopCtx)
+	}()
 }
 
 // stop stops the components in reverse order of start.

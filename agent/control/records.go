@@ -52,7 +52,7 @@ func (p *Plane) nodeRecords() []NodeRecord {
 func ActiveControlLeaves(list []NodeRecord) ServerCheck {
 	byID := map[string]NodeRecord{}
 	for _, r := range list {
-		if r.Active() && r.Role == string(pki.RoleControl) {
+		if r.Active() && r.RoleOf() == pki.RoleControl {
 			byID[r.ID] = r
 		}
 	}
@@ -72,7 +72,13 @@ func ActiveControlLeaves(list []NodeRecord) ServerCheck {
 }
 
 // Active reports whether the record is an active node's.
-func (r NodeRecord) Active() bool { return r.State == string(state.NodeActive) }
+func (r NodeRecord) Active() bool { return r.StateOf() == state.NodeActive }
+
+// RoleOf is the record's role as its type (the wire carries a string).
+func (r NodeRecord) RoleOf() pki.Role { return pki.Role(r.Role) }
+
+// StateOf is the record's state as its type (the wire carries a string).
+func (r NodeRecord) StateOf() state.NodeState { return state.NodeState(r.State) }
 
 // StrictQuery, added to PathNodes, asks for a strict read (see
 // strictRead): what a worker's node-list fetch sends.
