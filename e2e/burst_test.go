@@ -300,6 +300,7 @@ var burstPhases = []struct{ name, prefix string }{
 	{"seed TLS verified", "seed verified"},
 	{"admitted (token lookup, Admit, sign, RecordCerts)", "admitted as"},
 	{"identity saved, runtime started", "identity saved"},
+	{"node list fetched (strict read on a control node)", "node list:"},
 	{"alive in gossip with a control node", "gossip: alive"},
 	{"tunnel to a lighthouse", "overlay: tunnel"},
 }
