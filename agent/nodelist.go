@@ -155,8 +155,13 @@ func sameRecord(a, b control.NodeRecord) bool {
 // seeds are the control nodes this node asks: on a worker with a node
 // list, its active control records' control addresses; otherwise (a
 // control node, or a worker before its first list) the seeds the join
-// response named.
+// response named. A worker asks them from one its id picks
+// (control.Spread).
 func (rt *runtime) seeds() []string {
+	return control.Spread(rt.seedList(), rt.facts.NodeID)
+}
+
+func (rt *runtime) seedList() []string {
 	list, ok := rt.nodeList()
 	if rt.ctl != nil || !ok {
 		return rt.facts.Seeds
