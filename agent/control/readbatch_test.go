@@ -157,3 +157,37 @@ func TestReadBatchBound(t *testing.T) {
 		t.Fatalf("an unanswered round: %v, want its bound's deadline", err)
 	}
 }
+
+// TestReadBatchOverlap: a round stuck in flight holds the next reads up
+// for overlap, not for its whole bound: the next round starts anyway and
+// answers them.
+func TestReadBatchOverlap(t *testing.T) {
+	b := readBatch{overlap: 20 * time.Millisecond}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	f := newFakeLeader()
+	defer close(f.release) // let the stuck round end (before wg.Wait)
+	go func() { _, _ = b.index(t.Context(), &wg, time.Minute, f.fetch) }()
+	f.awaitRound(t, 1) // never released: stuck until the end of the test
+	got := make(chan uint64, 1)
+	go func() {
+		idx, err := b.index(t.Context(), &wg, time.Minute, func(ctx context.Context) (uint64, error) {
+			f.mu.Lock()
+			f.rounds++
+			f.mu.Unlock()
+			return 200, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- idx
+	}()
+	select {
+	case idx := <-got:
+		if idx != 200 {
+			t.Fatalf("the read behind a stuck round got %d, want 200", idx)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read waited out a stuck round")
+	}
+}
