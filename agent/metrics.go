@@ -86,8 +86,8 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if rt.gossip != nil {
 		by := map[string]float64{}
-		for _, mb := range rt.gossip.Members() {
-			by[string(mb.Status)]++
+		for _, st := range rt.gossipView() {
+			by[string(st)]++
 		}
 		for s, v := range by {
 			ch <- prometheus.MustNewConstMetric(descGossip, prometheus.GaugeValue, v, s)
