@@ -33,8 +33,8 @@ func (a *Agent) metricsState() metrics.State {
 	}
 	if rt.gossip != nil {
 		st.GossipKnown, st.Gossip = true, map[string]int{}
-		for _, mb := range rt.gossip.Members() {
-			st.Gossip[string(mb.Status)]++
+		for _, g := range rt.gossipView() { // desired.View: what status and nodes show
+			st.Gossip[string(g)]++
 		}
 		st.KeyErrors = uint64(rt.gossip.KeyErrors())
 	}

@@ -30,11 +30,17 @@ import (
 // node: the records that decide its peers, lighthouses and seeds, and
 // the TLS leaves a control node may present to it.
 type workerNodes struct {
-	mu      sync.Mutex
-	list    []control.NodeRecord
-	have    bool // a list was fetched (now or before a restart)
-	fetched time.Time
-	tried   time.Time // the last attempt, which may have failed
+	// fetching is held through each refresh: one fetch at a time. The
+	// join's confirmation and the reconcile loop both refresh; with a
+	// fetch taking a second under a 50-join burst, they used to fetch
+	// side by side (119 strict reads for 50 joins).
+	fetching sync.Mutex
+	mu       sync.Mutex
+	list     []control.NodeRecord
+	have     bool // a list was fetched (now or before a restart)
+	fetched  time.Time
+	tried    time.Time // the last attempt, which may have failed
+	err      error     // why the last attempt failed; nil after one that did not
 }
 
 // nodeListRetry spaces attempts after one that failed (or returned a list
@@ -42,6 +48,14 @@ type workerNodes struct {
 // asks every 20 ms while it waits for its confirmation, and 50 of them at
 // once kept every control node busy forwarding read indexes.
 const nodeListRetry = 200 * time.Millisecond
+
+// nodeListErr is why the last attempt to refresh the node list failed,
+// or nil.
+func (rt *runtime) nodeListErr() error {
+	rt.nodes.mu.Lock()
+	defer rt.nodes.mu.Unlock()
+	return rt.nodes.err
+}
 
 // nodeList is a worker's current list; ok is false before the first one.
 func (rt *runtime) nodeList() ([]control.NodeRecord, bool) {
@@ -80,6 +94,11 @@ func (rt *runtime) refreshNodeList(ctx context.Context, told bool) {
 	if rt.ctl != nil {
 		return
 	}
+	// After a fetch in flight ends, a call that was told of a change
+	// fetches again (that fetch may have started before the change); one
+	// that was not finds the list fresh.
+	rt.nodes.fetching.Lock()
+	defer rt.nodes.fetching.Unlock()
 	rt.nodes.mu.Lock()
 	due := told || time.Since(rt.nodes.fetched) >= time.Second && time.Since(rt.nodes.tried) >= nodeListRetry
 	if due {
@@ -91,15 +110,20 @@ func (rt *runtime) refreshNodeList(ctx context.Context, told bool) {
 	}
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	start := time.Now()
 	var list []control.NodeRecord
-	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathNodes+control.StrictQuery, &list); err != nil {
-		rt.log.Debug("node list not refreshed", "err", err)
+	err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathNodes+control.StrictQuery, &list)
+	if err == nil && !slices.ContainsFunc(list, func(r control.NodeRecord) bool { return r.ID == rt.facts.NodeID }) {
+		err = errors.New("a node list without this node (from a control node behind the leader); not adopted")
+	}
+	rt.nodes.mu.Lock()
+	rt.nodes.err = err
+	rt.nodes.mu.Unlock()
+	if err != nil {
+		rt.log.Debug("node list not refreshed", "took", time.Since(start), "err", err)
 		return
 	}
-	if !slices.ContainsFunc(list, func(r control.NodeRecord) bool { return r.ID == rt.facts.NodeID }) {
-		rt.log.Debug("node list without this node; not adopted")
-		return
-	}
+	rt.log.Debug("node list refreshed", "took", time.Since(start), "records", len(list), "told", told)
 	rt.setNodeList(list, time.Now())
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err == nil {
@@ -132,8 +156,13 @@ func sameRecord(a, b control.NodeRecord) bool {
 // seeds are the control nodes this node asks: on a worker with a node
 // list, its active control records' control addresses; otherwise (a
 // control node, or a worker before its first list) the seeds the join
-// response named.
+// response named. A worker asks them from one its id picks
+// (control.Spread).
 func (rt *runtime) seeds() []string {
+	return control.Spread(rt.seedList(), rt.facts.NodeID)
+}
+
+func (rt *runtime) seedList() []string {
 	list, ok := rt.nodeList()
 	if rt.ctl != nil || !ok {
 		return rt.facts.Seeds

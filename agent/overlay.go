@@ -2,16 +2,18 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
+	"github.com/meshd/meshd/pki"
 )
 
 // meshConfig is the Nebula config this node should run now: its identity,
@@ -134,6 +136,27 @@ func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
 	}
 }
 
+// controlGossip says how gossip shows each control node on record: what
+// a join that saw none alive waited for.
+func controlGossip(in desired.Inputs) string {
+	var out []string
+	for _, p := range desired.Peers(in) {
+		if p.Role != pki.RoleControl {
+			continue
+		}
+		st := string(p.Gossip)
+		if st == "" {
+			st = "not in gossip (or its tags disagree with its record)"
+		}
+		out = append(out, p.Name+": "+st)
+	}
+	if len(out) == 0 {
+		return "no control node on record"
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
 // poke asks the reconcile loop to run now (after raft admitted a node).
 func (rt *runtime) poke() {
 	select {
@@ -146,19 +169,31 @@ func (rt *runtime) poke() {
 type errBox struct{ err error }
 
 // confirmJoin is DESIGN §6 step 10: the node is alive in gossip alongside a
-// control node, and has reached a lighthouse over the overlay.
+// control node, and has reached a lighthouse over the overlay. A worker
+// needs its node list first (raft's records decide which lighthouse
+// counts); it says when it has one, and a join that times out says which
+// of the two it waited for.
 func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) error {
 	start := time.Now()
+	listed := rt.ctl != nil // a control node reads raft's records itself
 	var lighthouse netip.Addr
 	for {
 		var ok bool
-		rt.refreshNodeList(ctx, false) // a worker: raft's records decide which lighthouse counts
-		if lighthouse, ok = desired.AliveLighthouse(desired.Peers(rt.overlayInputs())); ok {
+		rt.refreshNodeList(ctx, false)
+		in := rt.overlayInputs()
+		if !listed && in.RecordsKnown {
+			listed = true
+			step("node list: %d other active nodes on record (%s)", len(in.Records), time.Since(start).Round(time.Millisecond))
+		}
+		if lighthouse, ok = desired.AliveLighthouse(desired.Peers(in)); ok {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return codes.Wrap(codes.GossipJoin, errors.New("no control node became alive in gossip"))
+			if !listed {
+				return codes.Wrap(codes.GossipJoin, fmt.Errorf("no node list from a control node (last attempt: %v)", rt.nodeListErr()))
+			}
+			return codes.Wrap(codes.GossipJoin, fmt.Errorf("no control node on record became alive in gossip (%s)", controlGossip(in)))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

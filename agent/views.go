@@ -7,6 +7,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
@@ -85,13 +86,18 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 	return rows, err
 }
 
-// gossipMembers is each gossip member's status by node name.
+// gossipView is this node's gossip view (desired.View): serf's members,
+// with those raft records as gone (left, removed, failed) shown left at
+// once. `meshctl status` counts it, `meshctl nodes` and the metrics show it.
+func (rt *runtime) gossipView() map[string]gossip.Status {
+	return desired.View(rt.overlayInputs())
+}
+
+// gossipMembers is the gossip view as text, by node name.
 func (rt *runtime) gossipMembers() map[string]string {
 	out := map[string]string{}
-	if rt.gossip != nil {
-		for _, m := range rt.gossip.Members() {
-			out[m.Name] = string(m.Status)
-		}
+	for name, st := range rt.gossipView() {
+		out[name] = string(st)
 	}
 	return out
 }
@@ -137,9 +143,9 @@ func (rt *runtime) gossipStatus() *apitype.Gossip {
 	}
 	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
 	g.Keys, g.PrimaryKey, g.KeysRotated = rt.keyStatus()
-	for _, m := range rt.gossip.Members() {
+	for _, st := range rt.gossipView() {
 		g.Members++
-		if m.Status == gossip.StatusAlive {
+		if st == gossip.StatusAlive {
 			g.Alive++
 		}
 	}

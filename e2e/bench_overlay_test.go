@@ -45,8 +45,14 @@ type overlayPath struct {
 // the CPU (% of one core) the sending and receiving overlay process used
 // during the iperf3 runs. MESHD_OVERLAY_PROFILE=DIR writes CPU and heap
 // profiles of both meshd workers and CPU profiles of both baseline nodes
-// there.
+// there. It runs as the sub-benchmark timers=fast, so its figures say
+// which timers they were measured with (the data path does not use
+// gossip's).
 func BenchmarkOverlayThroughput(b *testing.B) {
+	b.Run("timers="+suiteTimers, benchOverlayThroughput)
+}
+
+func benchOverlayThroughput(b *testing.B) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		b.Fatal("iperf3 not found: run scripts/install-deps.sh")
 	}

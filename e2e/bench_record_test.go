@@ -31,7 +31,12 @@ import (
 // to the first '/'); each later segment of tb.Name() becomes a parameter:
 // "k=v" segments as k → v (BenchmarkFailureDetection/timers=fast/delay=0s
 // gives timers=fast, delay=0s), others as "run" (TestJoinBurst50/round2
-// gives run=round2). RecordWith adds parameters of its own. Metric names
+// gives run=round2). RecordWith adds parameters of its own. Every record
+// says which meshd timers it ran with (parameter timers): a record whose
+// name and parameters do not say gets the suite's default, suiteTimers
+// (what NewNode writes unless Net.Timers says otherwise), so a benchmark
+// that runs other timers names them, in a sub-benchmark
+// ("timers=lan") or its parameters. Metric names
 // are what the figure is, without the unit ("join", "detect", "rss-worker");
 // the unit is one of ms, s, MB, KiB, %, Mbit/s, count.
 //
@@ -51,8 +56,8 @@ func RecordWith(tb testing.TB, params map[string]string, metric, unit string, va
 	tb.Helper()
 	name, ps := splitBenchName(tb.Name())
 	maps.Copy(ps, params)
-	if len(ps) == 0 {
-		ps = nil
+	if ps["timers"] == "" {
+		ps["timers"] = suiteTimers
 	}
 	r := benchrec.Result{Name: name, Metric: metric, Unit: unit, Value: value, Samples: samples, Params: ps}
 	if err := benchrec.Add(r); err != nil {
@@ -90,10 +95,10 @@ func msOf(ds []time.Duration) []float64 {
 }
 
 // recordBurst records one burst of concurrent joins (TestJoinBurst50 calls
-// it where it prints its figures): every join's latency as samples (the
-// value is the median), the first start to the last exit, and how many
-// joins failed.
-func recordBurst(tb testing.TB, joins []*burstJoin) {
+// it where it prints its figures) on nodes with the given timers: every
+// join's latency as samples (the value is the median), the first start to
+// the last exit, and how many joins failed.
+func recordBurst(tb testing.TB, timers string, joins []*burstJoin) {
 	tb.Helper()
 	ds := make([]time.Duration, len(joins))
 	failed := 0
@@ -104,7 +109,7 @@ func recordBurst(tb testing.TB, joins []*burstJoin) {
 		}
 	}
 	s := statsOf(joins)
-	n := map[string]string{"joins": fmt.Sprint(len(joins))}
+	n := map[string]string{"joins": fmt.Sprint(len(joins)), "timers": timers}
 	RecordWith(tb, n, "join", "ms", ms(s.p50), msOf(ds)...)
 	RecordWith(tb, n, "join-p90", "ms", ms(s.p90))
 	RecordWith(tb, n, "join-max", "ms", ms(s.max))

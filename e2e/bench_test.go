@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +114,68 @@ func BenchmarkFailureDetection(b *testing.B) {
 			Record(b, "false-positives", "count", float64(falsePositives))
 		})
 	}
+}
+
+// BenchmarkRemovalGossip: a worker removed while it keeps running, from
+// `meshctl remove` returning until no other member counts it as a live
+// gossip member (gone-ms: goneFromViews on every member, status and
+// nodes), with the suite's fast timers and with meshd's defaults
+// (`timers: lan`); target 2 s each (issue 25 item 3). remove-ms is the
+// removal itself (raft, the key rotation, the members' acknowledgements).
+// Each iteration joins a fresh worker outside the timer and removes it;
+// the removed ones keep running.
+func BenchmarkRemovalGossip(b *testing.B) {
+	for _, timers := range []string{"fast", "lan"} {
+		b.Run("timers="+timers, func(b *testing.B) {
+			n := NewNet(b)
+			n.Timers = timers
+			nodes := cluster(b, n, "w1", "w2")
+			var removes, gones []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				name := fmt.Sprintf("r%d", i)
+				w := n.NewNode(name)
+				w.Start(b)
+				w.MustCtl(b, "join", nodes[0].Admit(b, name))
+				Eventually(b, 20*time.Second, "every member sees "+name+" alive", func() error {
+					return everyoneSeesAlive(b.Context(), append(nodes, w))
+				})
+				b.StartTimer()
+				returned, gone, err := removeTimed(b, nodes[0], nodes, name, 30*time.Second)
+				if err != nil {
+					b.Fatalf("%s not out of every member's gossip view: %v", name, err)
+				}
+				removes, gones = append(removes, returned), append(gones, gone)
+				b.Logf("remove %s returned after %s; out of every member's gossip view %s after that",
+					name, returned.Round(time.Millisecond), gone.Round(time.Millisecond))
+			}
+			b.StopTimer()
+			slices.Sort(gones)
+			b.ReportMetric(float64(gones[len(gones)-1].Milliseconds()), "gone-max-ms")
+			Record(b, "gone", "ms", ms(gones[len(gones)-1]), msOf(gones)...)
+			sortedRemoves := slices.Sorted(slices.Values(removes))
+			Record(b, "remove", "ms", ms(rank(sortedRemoves, 50)), msOf(removes)...)
+			if g := gones[len(gones)-1]; g > removalWithin {
+				b.Errorf("a removed node stayed in a member's gossip view %s after remove returned, over %s", g, removalWithin)
+			}
+		})
+	}
+}
+
+// everyoneSeesAlive is nil once every node's status counts all of nodes
+// alive.
+func everyoneSeesAlive(ctx context.Context, nodes []*Node) error {
+	for _, nd := range nodes {
+		st, err := status(ctx, nd)
+		if err != nil {
+			return err
+		}
+		if st.Gossip.Alive != len(nodes) {
+			return fmt.Errorf("%s counts %d alive, want %d", nd.NodeName, st.Gossip.Alive, len(nodes))
+		}
+	}
+	return nil
 }
 
 // watchAllAlive polls every node's view for d and counts observations of a

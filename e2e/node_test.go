@@ -25,6 +25,10 @@ import (
 // binDir holds meshd and meshctl, built once by TestMain.
 var binDir string
 
+// suiteTimers is the meshd `timers` setting of a node on a Net whose
+// Timers is empty: the suite's fast ones.
+const suiteTimers = "fast"
+
 // Node is a meshd process in its own namespace.
 type Node struct {
 	*Host
@@ -74,7 +78,7 @@ advertise_addr: %s
 node_name: %s
 log_level: debug
 timers: %s
-`, nd.Dir, nd.Socket, h.IP, h.IP, name, cmp.Or(n.Timers, "fast"))
+`, nd.Dir, nd.Socket, h.IP, h.IP, name, cmp.Or(n.Timers, suiteTimers))
 	if !n.DefaultRaft {
 		cfg += "raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}\n"
 	}

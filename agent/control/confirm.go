@@ -33,9 +33,28 @@ func (c Config) joinBound() time.Duration {
 
 // ConfirmJoin is a joiner's side: once its join is confirmed (a control
 // node promoted to voter, gossip alive, a lighthouse reached) it asks a
-// control node in seeds to record it active.
+// control node in seeds to record it active. The confirmation is
+// repeatable (a second one is a no-op), so an answer that only says no
+// leader could be reached (codes.NoLeader, or no seed answered) is asked
+// again, of the next seed first, until ctx ends; any other answer is
+// final. Found by e2e.TestJoinBurst50 with both cores busy: a follower
+// whose read index did not come back within 5 s answered NoLeader, and
+// the join failed (JoinUnconfirmed) 8 s in, with 22 s of its
+// confirmation time left.
 func (c *Client) ConfirmJoin(ctx context.Context, seeds []string, nodeID string) error {
-	return c.PostSeeds(ctx, seeds, PathConfirm, NodeRef{NodeID: nodeID}, nil)
+	backoff := 50 * time.Millisecond
+	for k := 0; ; k++ {
+		err := c.PostSeeds(ctx, rotated(seeds, k), PathConfirm, NodeRef{NodeID: nodeID}, nil)
+		if !retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }
 
 // handleConfirm records the calling joining node active.

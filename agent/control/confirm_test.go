@@ -1,7 +1,11 @@
 package control
 
 import (
+	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,4 +127,64 @@ func TestFailStaleJoins(t *testing.T) {
 	if err := cl.ConfirmJoin(within(t, 5*time.Second), []string{origin.addr}, nodeID); codes.Of(err) != codes.NotMember {
 		t.Fatalf("failed w1 confirms: %v, want %s", err, codes.NotMember)
 	}
+}
+
+// TestConfirmJoinRetriesNoLeader: a control node that answers NoLeader
+// (its read index did not come back in time) does not end the join: the
+// confirmation is asked again, of the next seed first, and recorded.
+// Another answer (the node is unknown) stays final.
+func TestConfirmJoinRetriesNoLeader(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	nodeID := c.enrollLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	waitState(t, origin, nodeID, state.NodeJoining)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+
+	// A control node out of touch with its leader: it answers every
+	// confirmation NoLeader.
+	fakeID, _, _ := c.identity(t, "cut", pki.RoleControl)
+	live, err := pki.NewLiveIdentity(fakeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverTLS, err := pki.LiveServerTLSConfig(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	answer := atomic.Value{}
+	answer.Store(codes.NoLeader)
+	cut := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		writeError(w, codes.Wrap(answer.Load().(codes.Code), errors.New("the stand-in's answer")))
+	}))
+	cut.TLS = serverTLS
+	cut.StartTLS()
+	t.Cleanup(cut.Close)
+	cutAddr := strings.TrimPrefix(cut.URL, "https://")
+
+	// Final answers stay final: a refusal from the first seed is not
+	// taken to the next (which would confirm).
+	answer.Store(codes.BadRequest)
+	err = cl.ConfirmJoin(within(t, 10*time.Second), []string{cutAddr, origin.addr}, nodeID)
+	if codes.Of(err) != codes.BadRequest {
+		t.Fatalf("confirm with a first seed refusing: %v, want its refusal (%s)", err, codes.BadRequest)
+	}
+	if n, _ := origin.p.Raft().FSM().Node(nodeID); n.State != state.NodeJoining {
+		t.Fatalf("w1 is %s after a refused confirmation", n.State)
+	}
+
+	answer.Store(codes.NoLeader)
+	before := asked.Load()
+	if err := cl.ConfirmJoin(within(t, 10*time.Second), []string{cutAddr, origin.addr}, nodeID); err != nil {
+		t.Fatalf("confirm with a first seed answering NoLeader: %v", err)
+	}
+	if asked.Load() == before {
+		t.Fatal("the seed out of touch was never asked")
+	}
+	waitState(t, origin, nodeID, state.NodeActive)
 }

@@ -41,11 +41,15 @@ type hooks struct {
 	pokes     int
 	notified  int
 	forceLeft []string
-	gossip    map[string]string
-	versions  map[string]string
-	keyNotes  int                // NotifyKeys calls
-	reports   func() []KeyReport // what gossip members report; nil: none
-	tunnels   []apitype.Tunnel   // this node's Nebula tunnels
+	// observe, if set, is called at each ForceLeave; what it returns is
+	// kept in forceSaw (the state the plane was in when it told gossip).
+	observe  func() string
+	forceSaw []string
+	gossip   map[string]string
+	versions map[string]string
+	keyNotes int                // NotifyKeys calls
+	reports  func() []KeyReport // what gossip members report; nil: none
+	tunnels  []apitype.Tunnel   // this node's Nebula tunnels
 }
 
 func (h *hooks) hooks() Hooks {
@@ -61,6 +65,9 @@ func (h *hooks) hooks() Hooks {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			h.forceLeft = append(h.forceLeft, name)
+			if h.observe != nil {
+				h.forceSaw = append(h.forceSaw, h.observe())
+			}
 			return nil
 		},
 		Gossip: func() map[string]string {

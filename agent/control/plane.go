@@ -104,7 +104,8 @@ type Plane struct {
 	conns  *connSet      // port 7300's open connections
 	stop   chan struct{} // closed by Close: ends watchNodes and watchJoins
 	closed sync.Once
-	wg     sync.WaitGroup // goroutines the plane started (force-leave)
+	wg     sync.WaitGroup // goroutines the plane started (force-leave, read index rounds)
+	reads  readBatch      // a follower's read index round trips, shared (readbatch.go)
 
 	rotating sync.Mutex     // one gossip key rotation at a time on this node
 	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time

@@ -178,6 +178,13 @@ func TestRemove(t *testing.T) {
 
 	// A worker, removed through a follower.
 	before, _ := origin.p.Raft().FSM().Node(w1)
+	keyring := func() string {
+		cl, _ := c2.p.Raft().FSM().Cluster()
+		return state.KeyringID(cl.GossipKeys)
+	}
+	c2.hooks.mu.Lock()
+	c2.hooks.observe = keyring
+	c2.hooks.mu.Unlock()
 	warnings := len(c2.logs.warnings())
 	if err := c2.p.Remove(ctx, "w1", "operator"); err != nil {
 		t.Fatalf("remove w1: %v", err)
@@ -192,8 +199,18 @@ func TestRemove(t *testing.T) {
 		t.Fatalf("revocations %+v lack w1's certificates %s %s", rev, before.TLSFingerprint, before.NebulaFingerprint)
 	}
 	c2.p.wg.Wait() // the force-leave has run
-	if _, notified, left := c2.hooks.counts(); notified != 1 || !slices.Equal(left, []string{"w1"}) {
-		t.Fatalf("gossip told %d times, force-left %v; want once, [w1]", notified, left)
+	// Force-left twice: at once, and again once the key rotation has cut
+	// w1 off (a w1 still running refutes a leave intent while it holds
+	// the gossip key).
+	if _, notified, left := c2.hooks.counts(); notified != 1 || !slices.Equal(left, []string{"w1", "w1"}) {
+		t.Fatalf("gossip told %d times, force-left %v; want once, [w1 w1]", notified, left)
+	}
+	c2.hooks.mu.Lock()
+	saw := slices.Clone(c2.hooks.forceSaw)
+	c2.hooks.observe = nil
+	c2.hooks.mu.Unlock()
+	if !slices.Contains(saw, keyring()) {
+		t.Fatalf("force-left w1 with keyrings %v; none is the rotated one %s", saw, keyring())
 	}
 	// The stand-in gossip refuses the revocation notice (a warning; workers
 	// poll); the force-leave went through (no warning).

@@ -49,21 +49,36 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 	if err := p.hooks.NotifyRevoked(); err != nil {
 		p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
 	}
-	// serf waits for the leave broadcast (up to 5 s when the node is alive
-	// and refutes it); the removal does not need to.
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		if err := p.hooks.ForceLeave(n.Name); err != nil {
-			p.log.Warn("gossip force-leave failed", "node", n.Name, "err", err)
-		}
-	}()
+	p.forceLeave(n.Name)
 	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
 	// A removed node may hold the gossip key: rotate it away.
-	if _, err := p.RotateKeys(ctx, actor); err != nil {
+	_, err := p.RotateKeys(ctx, actor)
+	// And tell serf again. A removed node that keeps running refutes a
+	// leave intent about itself while it can still read and write the
+	// cluster's gossip (serf rebroadcasts its join), so the first one may
+	// have left it alive in serf; after the rotation it can do neither.
+	// serf then holds it leaving, and left (not failed, so never
+	// reconnected to) once memberlist stops hearing from it. Members show
+	// it left before that: their gossip view follows raft's record
+	// (desired.View).
+	p.forceLeave(n.Name)
+	if err != nil {
 		return state.Node{}, fmt.Errorf("%s removed, but the gossip key was not rotated: %w", n.Name, err)
 	}
 	return n, nil
+}
+
+// forceLeave has gossip broadcast that name left for good. serf waits
+// for the broadcast (up to 5 s when the node is alive and refutes it);
+// the removal does not need to.
+func (p *Plane) forceLeave(name string) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.hooks.ForceLeave(name); err != nil {
+			p.log.Warn("gossip force-leave failed", "node", name, "err", err)
+		}
+	}()
 }
 
 // LeaveVoterCheck refuses to let this node leave when it is the last raft

@@ -173,19 +173,29 @@ func (p *Plane) SyncRead(ctx context.Context) error {
 	}
 }
 
+// readIndexOnce makes this node's FSM at least as fresh as the leader's
+// commit index at the time of the call: at once on the leader; on a
+// follower through a read index round trip it shares with the reads that
+// arrive while it waits (readBatch).
 func (p *Plane) readIndexOnce(ctx context.Context) error {
 	if p.raft.IsLeader() {
 		return nil
 	}
-	id, addr, err := p.leaderAddr()
+	idx, err := p.reads.index(ctx, &p.wg, readDeadline, func(ctx context.Context) (uint64, error) {
+		id, addr, err := p.leaderAddr()
+		if err != nil {
+			return 0, err
+		}
+		var res IndexResponse
+		if err := p.callLeader(ctx, id, addr, PathIndex, nil, &res); err != nil {
+			return 0, err
+		}
+		return res.Index, nil
+	})
 	if err != nil {
 		return err
 	}
-	var idx IndexResponse
-	if err := p.callLeader(ctx, id, addr, PathIndex, nil, &idx); err != nil {
-		return err
-	}
-	return p.raft.WaitApplied(ctx, idx.Index)
+	return p.raft.WaitApplied(ctx, idx)
 }
 
 // FreshRead is a read index for listings that does not wait for a

@@ -39,6 +39,9 @@ func (s *results) find(name, metric string, match map[string]string) []benchrec.
 		}
 	}
 	slices.SortStableFunc(out, func(a, b benchrec.Result) int {
+		if c := cmp.Compare(a.Params["timers"], b.Params["timers"]); c != 0 {
+			return c
+		}
 		for _, k := range []string{"n", "joins", "members", "delay", "run"} {
 			if c := cmp.Compare(num(a.Params[k]), num(b.Params[k])); c != 0 {
 				return c
@@ -70,10 +73,12 @@ func (s *results) one(name, metric string, match map[string]string) (benchrec.Re
 }
 
 // label is a result's parameters other than those in skip, "k=v, ...".
+// The timers a figure was measured with are never skipped: every row
+// says which it used.
 func label(r benchrec.Result, skip map[string]string) string {
 	var ps []string
 	for _, k := range slices.Sorted(maps.Keys(r.Params)) {
-		if _, s := skip[k]; !s {
+		if _, s := skip[k]; !s || k == "timers" {
 			ps = append(ps, k+"="+r.Params[k])
 		}
 	}
@@ -110,8 +115,12 @@ var rows = []row{
 	{what: "admission resumes after SIGKILL of the raft leader", name: "BenchmarkAdmissionAfterLeaderLoss", metric: "resume", target: "< 2 s", ok: lt(2000)},
 	{what: "`meshctl admit` on the leader, median of 15", name: "BenchmarkAdmitLatency", metric: "admit-leader"},
 	{what: "`meshctl admit` on a follower, median of 15", name: "BenchmarkAdmitLatency", metric: "admit-follower"},
+	// The burst runs twice in `make bench`: with the suite's fast timers
+	// and with meshd's defaults (timers=lan, raft's own timing), the
+	// same targets for both: every join confirmed, the last exit within
+	// 10 s of the first start (issue 25 item 3).
 	{what: "50 joins at once: first start to last exit", name: "TestJoinBurst50", metric: "total", target: "≤ 10 s", ok: le(10000)},
-	{what: "50 joins at once: joins failed", name: "TestJoinBurst50", metric: "failed", target: "0", ok: eq(0)},
+	{what: "50 joins at once: joins not confirmed", name: "TestJoinBurst50", metric: "failed", target: "0", ok: eq(0)},
 	{what: "50 joins at once: per join, median", name: "TestJoinBurst50", metric: "join"},
 	{what: "50 joins at once: per join, p90", name: "TestJoinBurst50", metric: "join-p90"},
 	{what: "formation: nodes joined (n when all joins succeeded)", name: "TestFormation", metric: "joined", target: "n", okN: true},
@@ -142,6 +151,12 @@ var rows = []row{
 	{what: "live members reported not alive (fast timers, 50 ms one way)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "50ms"}, target: "0", ok: eq(0)},
 	{what: "live members reported not alive (fast timers, 100 ms one way: RTT twice the probe timeout)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "fast", "delay": "100ms"}},
 	{what: "killed worker seen failed, `timers: lan` (default)", name: "BenchmarkFailureDetection", metric: "detect", match: map[string]string{"timers": "lan"}},
+	{what: "live members reported not alive, `timers: lan` (default)", name: "BenchmarkFailureDetection", metric: "false-positives", match: map[string]string{"timers": "lan"}, target: "0", ok: eq(0)},
+	// A removed node that keeps running: from `meshctl remove` returning
+	// until no member counts it a live gossip member (status and nodes on
+	// every member), the slowest of the run's removals; issue 25 item 3.
+	{what: "removed node (still running) out of every member's gossip view, after remove returned", name: "BenchmarkRemovalGossip", metric: "gone", target: "≤ 2 s", ok: le(2000)},
+	{what: "`meshctl remove` (raft, gossip key rotation, acknowledgements), median", name: "BenchmarkRemovalGossip", metric: "remove"},
 	{what: "gossip sim: join seen by every member", name: "BenchmarkGossipSim", metric: "join-all", target: "≤ 5 s", ok: le(5000)},
 	{what: "gossip sim: failure seen by every member", name: "BenchmarkGossipSim", metric: "fail-all"},
 	{what: "gossip sim: bound from the timers", name: "BenchmarkGossipSim", metric: "fail-bound"},
