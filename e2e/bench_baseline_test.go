@@ -17,124 +17,17 @@ import (
 	"time"
 )
 
-// Overlay throughput against Nebula alone (issue 10). Two meshd workers,
-// two nodes of the baseline program bench/nebulabaseline (the same Nebula
-// v1.10.3, nothing around it, the settings meshd renders: MTU 1300, 1
-// routine, 8 MiB socket buffers, AES-GCM, firewall any/any, fast timers),
-// and the raw veth underlay between the two workers' namespaces, all on one
-// bridge, measured in turn in every round: ping RTT, then one iperf3 TCP
-// flow.
-
-// iperfSeconds is the length of one iperf3 run (after a 1 s warm-up that
-// is not counted).
-const iperfSeconds = 5
+// The yardstick of BenchmarkOverlayThroughput: three nodes of the
+// baseline program bench/nebulabaseline (Nebula v1.10.3 and nothing around
+// it) in namespaces of their own, and the iperf3, ping and /proc helpers
+// every path is measured with.
 
 // The baseline nodes' overlay network; each runs in its own namespace.
 const baselineNet = "10.42.0"
 
-// overlayPath is one way from a client namespace to a server address.
-type overlayPath struct {
-	name   string
-	client *Host
-	dst    string // address of the iperf3 server
-	pids   []int  // the overlay processes on this path (sender, receiver), for CPU
-}
-
-// BenchmarkOverlayThroughput reports, per path, the median over b.N rounds
-// of iperf3 TCP (Mbit/s) and ping RTT (ms), the ratios meshd/baseline, and
-// the CPU (% of one core) the sending and receiving overlay process used
-// during the iperf3 runs. MESHD_OVERLAY_PROFILE=DIR writes CPU and heap
-// profiles of both meshd workers and CPU profiles of both baseline nodes
-// there.
-func BenchmarkOverlayThroughput(b *testing.B) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		b.Fatal("iperf3 not found: run scripts/install-deps.sh")
-	}
-	profDir := os.Getenv("MESHD_OVERLAY_PROFILE")
-	n := NewNet(b)
-	origin := n.NewNode("origin")
-	origin.Start(b)
-	origin.MustCtl(b, "init", "--cluster", "e2e")
-	workers := []*Node{n.NewNode("w1"), n.NewNode("w2")}
-	for _, w := range workers {
-		if profDir != "" {
-			w.Env = []string{"MESHD_CPUPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".cpu"),
-				"MESHD_HEAPPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".heap")}
-		}
-		w.Start(b)
-		w.MustCtl(b, "join", origin.Admit(b, w.NodeName))
-	}
-	w1, w2 := workers[0], workers[1]
-	ips := overlayIPs(b, origin)
-	bl := startBaseline(b, n, profDir)
-	allPairsPing(b, []*Node{origin, w1, w2}, 10*time.Second)
-	Eventually(b, 10*time.Second, "baseline a pings baseline b", func() error {
-		return bl[1].host.Ping(b.Context(), baselineNet+".3")
-	})
-
-	startIperfServer(b, w2.Host)
-	startIperfServer(b, bl[2].host)
-	paths := []overlayPath{
-		{"meshd", w1.Host, ips["w2"], []int{w1.cmd.Process.Pid, w2.cmd.Process.Pid}},
-		{"baseline", bl[1].host, baselineNet + ".3", []int{bl[1].cmd.Process.Pid, bl[2].cmd.Process.Pid}},
-		{"raw", w1.Host, w2.IP, nil},
-	}
-	idle := ""
-	for _, p := range paths[:2] { // idle, tunnels up
-		rss, anon := statusMB(b, p.pids[0], "VmRSS:"), statusMB(b, p.pids[0], "RssAnon:")
-		b.ReportMetric(rss, p.name+"-idle-rss-MB")
-		idle += fmt.Sprintf("%s RSS %.1f MB (anon %.1f); ", p.name, rss, anon)
-	}
-	b.Logf("idle: %sload %s", idle, loadAvg())
-	mbps := map[string][]float64{}
-	rtt := map[string][]float64{}
-	cpu := map[string][]float64{}
-	b.ResetTimer()
-	for i := range b.N {
-		line := fmt.Sprintf("round %d:", i+1)
-		for _, p := range paths {
-			r := measureRTT(b, p.client, p.dst)
-			before := cpuTicks(b, p.pids)
-			start := time.Now()
-			m := iperfTCP(b, p.client, p.dst)
-			used := cpuTicks(b, p.pids)
-			window := time.Since(start).Seconds()
-			var pct []string
-			for j := range used {
-				c := 100 * float64(used[j]-before[j]) / clockTicks / window
-				cpu[p.name+strconv.Itoa(j)] = append(cpu[p.name+strconv.Itoa(j)], c)
-				pct = append(pct, fmt.Sprintf("%.0f%%", c))
-			}
-			mbps[p.name] = append(mbps[p.name], m)
-			rtt[p.name] = append(rtt[p.name], r)
-			line += fmt.Sprintf(" %s %.0f Mbit/s %.3f ms cpu %v;", p.name, m, r, pct)
-		}
-		b.Logf("%s load %s", line, loadAvg())
-	}
-	b.StopTimer()
-	for _, p := range paths {
-		b.ReportMetric(medianOf(mbps[p.name]), p.name+"-Mbps")
-		b.ReportMetric(medianOf(rtt[p.name]), p.name+"-rtt-ms")
-		if len(p.pids) == 2 {
-			b.ReportMetric(medianOf(cpu[p.name+"0"]), p.name+"-sender-cpu%")
-			b.ReportMetric(medianOf(cpu[p.name+"1"]), p.name+"-receiver-cpu%")
-		}
-	}
-	tput := medianOf(mbps["meshd"]) / medianOf(mbps["baseline"])
-	lat := medianOf(rtt["meshd"]) / medianOf(rtt["baseline"])
-	b.ReportMetric(tput, "tcp-ratio")
-	b.ReportMetric(lat, "rtt-ratio")
-	b.Logf("meshd/baseline: TCP %.2fx (target >= 1.0x), RTT %.2fx (target <= 1.1x); load after: %s", tput, lat, loadAvg())
-	if profDir != "" { // clean exits write the profiles
-		for _, w := range workers {
-			w.Stop(b)
-		}
-		for _, x := range bl {
-			x.stop(b)
-		}
-		b.Logf("profiles in %s", profDir)
-	}
-}
+// iperfSeconds is the length of one iperf3 run (after a 1 s warm-up that
+// is not counted).
+const iperfSeconds = 5
 
 // baselineNode is one nebulabaseline process in its own namespace.
 type baselineNode struct {

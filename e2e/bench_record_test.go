@@ -33,7 +33,7 @@ import (
 // gives timers=fast, delay=0s), others as "run" (TestJoinBurst50/round2
 // gives run=round2). RecordWith adds parameters of its own. Metric names
 // are what the figure is, without the unit ("join", "detect", "rss-worker");
-// the unit is one of ms, s, MB, KiB, %, Mbit/s, count.
+// the unit is one of ms, s, MB, KiB, %, Mbit/s, count, x (a ratio).
 //
 // bench/report knows these names (see its figures table); a new metric
 // still lands in the page's table of everything recorded, so recording
