@@ -62,8 +62,11 @@ var buildBaselineOnce = sync.OnceValues(func() (string, error) {
 })
 
 // startBaseline starts a lighthouse and two nodes of the baseline program
-// on n, with meshd's data-path settings, and returns them lighthouse first.
-func startBaseline(t testing.TB, n *Net, profDir string) []*baselineNode {
+// on n, with meshd's data-path settings and Nebula's own timers (what
+// meshd renders for `timers: lan`, its default), and returns them
+// lighthouse first. extra is added to every node's flags (-fast: the
+// timers meshd renders for `timers: fast`).
+func startBaseline(t testing.TB, n *Net, profDir string, extra []string) []*baselineNode {
 	t.Helper()
 	bin, err := buildBaselineOnce()
 	if err != nil {
@@ -81,7 +84,8 @@ func startBaseline(t testing.TB, n *Net, profDir string) []*baselineNode {
 	for i, name := range names {
 		h := n.AddHost(name)
 		args := []string{"netns", "exec", h.Name, bin, "-certs", dir, "-name", name,
-			"-listen", "0.0.0.0:4242", "-dev", "nebula1", "-fast"}
+			"-listen", "0.0.0.0:4242", "-dev", "nebula1"}
+		args = append(args, extra...)
 		if i == 0 {
 			lh = fmt.Sprintf("%s.1=%s:4242", baselineNet, h.IP)
 			args = append(args, "-am-lighthouse")

@@ -19,7 +19,8 @@ import (
 // info), a meshd cluster with the e2e harness's settings (bound to the
 // node's address, fast timers, debug logs, short raft timers), three nodes
 // of the baseline program bench/nebulabaseline (the same Nebula v1.10.3,
-// nothing around it, the data-path settings meshd renders), and the raw
+// nothing around it, the Nebula config meshd renders by default: the
+// data-path settings and Nebula's own timers), and the raw
 // veth underlay between two namespaces. Each round measures every path in
 // turn, ping RTT then one iperf3 TCP flow, starting from a different path
 // each round so that a change of the machine's load falls on all of them
@@ -59,6 +60,9 @@ type pathRounds struct {
 // to the installed nodes' meshd.yaml, "{ip}" replaced by each node's
 // underlay address: one setting at a time, to see what it costs (for
 // example 'bind_addr: "{ip}"', 'timers: fast' or 'log_level: debug').
+// MESHD_OVERLAY_INSTALLED_ENV="K=V ..." adds to their environment (for
+// example GOGC=100). MESHD_OVERLAY_BASELINE_ARGS="-fast ..." adds flags
+// to the baseline nodes' (see bench/nebulabaseline).
 func BenchmarkOverlayThroughput(b *testing.B) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		b.Fatal("iperf3 not found: run scripts/install-deps.sh")
@@ -69,10 +73,11 @@ func BenchmarkOverlayThroughput(b *testing.B) {
 		extra += "\n"
 	}
 	n := NewNet(b)
-	installed := overlayCluster(b, "installed", profDir,
+	env := strings.Fields(os.Getenv("MESHD_OVERLAY_INSTALLED_ENV"))
+	installed := overlayCluster(b, "installed", profDir, env,
 		n.NewInstalledNode("io", extra), n.NewInstalledNode("i1", extra), n.NewInstalledNode("i2", extra))
-	harness := overlayCluster(b, "harness", profDir, n.NewNode("origin"), n.NewNode("w1"), n.NewNode("w2"))
-	bl := startBaseline(b, n, profDir)
+	harness := overlayCluster(b, "harness", profDir, nil, n.NewNode("origin"), n.NewNode("w1"), n.NewNode("w2"))
+	bl := startBaseline(b, n, profDir, strings.Fields(os.Getenv("MESHD_OVERLAY_BASELINE_ARGS")))
 	Eventually(b, 10*time.Second, "baseline a pings baseline b", func() error {
 		return bl[1].host.Ping(b.Context(), baselineNet+".3")
 	})
@@ -132,16 +137,19 @@ type clusterPath struct {
 // overlayCluster starts origin, runs `meshctl init` on it and joins the two
 // workers, waits until all three ping each other over the overlay, starts
 // an iperf3 server on the second worker and returns the path from the
-// first worker to it. With profDir set the workers write CPU and heap
-// profiles there (meshd-NAME.cpu, .heap) when they stop.
-func overlayCluster(b *testing.B, name, profDir string, origin, w1, w2 *Node) clusterPath {
+// first worker to it. Every node gets env added to its environment. With
+// profDir set the workers write CPU and heap profiles there
+// (meshd-NAME.cpu, .heap) when they stop.
+func overlayCluster(b *testing.B, name, profDir string, env []string, origin, w1, w2 *Node) clusterPath {
 	b.Helper()
+	origin.Env = env
 	origin.Start(b)
 	origin.MustCtl(b, "init", "--cluster", "e2e", "--name", origin.NodeName)
 	for _, w := range []*Node{w1, w2} {
+		w.Env = env
 		if profDir != "" {
-			w.Env = []string{"MESHD_CPUPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".cpu"),
-				"MESHD_HEAPPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".heap")}
+			w.Env = append(slices.Clip(env), "MESHD_CPUPROFILE="+filepath.Join(profDir, "meshd-"+w.NodeName+".cpu"),
+				"MESHD_HEAPPROFILE="+filepath.Join(profDir, "meshd-"+w.NodeName+".heap"))
 		}
 		w.Start(b)
 		w.MustCtl(b, "join", origin.Admit(b, w.NodeName))
@@ -199,10 +207,9 @@ func reportOverlay(b *testing.B, paths []overlayPath, got map[string]*pathRounds
 		b.ReportMetric(medianOf(rtt), name+"-rtt-ratio")
 		Record(b, name+"-tcp-ratio", "x", medianOf(tcp), tcp...)
 		Record(b, name+"-rtt-ratio", "x", medianOf(rtt), rtt...)
-		b.Logf("%s/baseline: TCP per round %s, median %.2fx (%.2f–%.2f; target >= 1.0x); RTT median %.2fx (%.2f–%.2f; target <= 1.1x)",
-			name, fmtRatios(tcp), medianOf(tcp), slices.Min(tcp), slices.Max(tcp), medianOf(rtt), slices.Min(rtt), slices.Max(rtt))
+		b.Logf("%s/baseline: TCP per round %s, median %.2fx (%.2f–%.2f; target >= 1.0x); RTT median %.2fx (%.2f–%.2f; target <= 1.1x); load %s",
+			name, fmtRatios(tcp), medianOf(tcp), slices.Min(tcp), slices.Max(tcp), medianOf(rtt), slices.Min(rtt), slices.Max(rtt), loadAvg())
 	}
-	b.Logf("load after: %s", loadAvg())
 }
 
 // ratios is a[i]/b[i] for each round i.
