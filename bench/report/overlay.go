@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -129,6 +130,16 @@ func overlayRatioPlot(s *results) (*plot.Plot, figure, error) {
 	p.Legend.YOffs = 4 * vg.Millimeter
 	p.X.Min, p.X.Max = 0.5, float64(rounds)+0.5
 	p.Y.Min, p.Y.Max = min(p.Y.Min, 0.6), max(p.Y.Max, 1.2)
+	var ticks []plot.Tick // every 0.1, labelled to two places (the default ticks round 1.05 to "1")
+	for v := math.Floor(p.Y.Min*10) / 10; v <= p.Y.Max+1e-9; v += 0.1 {
+		ticks = append(ticks, plot.Tick{Value: v, Label: fmt.Sprintf("%.2f", v)})
+	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	var rs []plot.Tick
+	for i := 1; i <= rounds; i++ {
+		rs = append(rs, plot.Tick{Value: float64(i), Label: fmt.Sprint(i)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(rs)
 	fig.caption = "`" + overlayBench + "`: each round's iperf3 throughput of meshd divided by that of Nebula alone in the same round; " +
 		"the rounds interleave the paths, so a change of the machine's load falls on both sides of a ratio."
 	return p, fig, nil
