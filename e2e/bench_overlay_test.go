@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
 )
 
 // Overlay throughput against Nebula alone (issue 10; issue 25 item 4).
@@ -158,7 +161,31 @@ func overlayCluster(b *testing.B, name, profDir string, env []string, origin, w1
 	allPairsPing(b, nodes, 10*time.Second)
 	startIperfServer(b, w2.Host)
 	ips := overlayIPs(b, origin)
+	directTunnel(b, w1, ips[w2.NodeName], w2.IP)
 	return clusterPath{overlayPath{name, w1.Host, ips[w2.NodeName], []int{w1.cmd.Process.Pid, w2.cmd.Process.Pid}}, nodes}
+}
+
+// directTunnel fails the benchmark unless from's tunnel to overlayIP is
+// direct, to underlay (what the path is meant to measure), not relayed.
+func directTunnel(b *testing.B, from *Node, overlayIP, underlay string) {
+	b.Helper()
+	var st apitype.Status
+	if err := from.CtlJSON(b.Context(), &st, "status"); err != nil {
+		b.Fatal(err)
+	}
+	if st.Overlay == nil {
+		b.Fatalf("%s: no overlay in its status", from.NodeName)
+	}
+	for _, tu := range st.Overlay.Tunnels {
+		if tu.OverlayIP != overlayIP {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(tu.Remote); tu.Relayed || err != nil || host != underlay {
+			b.Fatalf("%s: tunnel to %s goes to %q (relayed %v), not straight to %s", from.NodeName, overlayIP, tu.Remote, tu.Relayed, underlay)
+		}
+		return
+	}
+	b.Fatalf("%s: no tunnel to %s in %+v", from.NodeName, overlayIP, st.Overlay.Tunnels)
 }
 
 // measurePath measures one round of p into r: the mean RTT of 50 pings,
