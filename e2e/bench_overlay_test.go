@@ -3,34 +3,36 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
 )
 
-// Overlay throughput against Nebula alone (issue 10). Two meshd workers,
-// two nodes of the baseline program bench/nebulabaseline (the same Nebula
-// v1.10.3, nothing around it, the settings meshd renders: MTU 1300, 1
-// routine, 8 MiB socket buffers, AES-GCM, firewall any/any, fast timers),
-// and the raw veth underlay between the two workers' namespaces, all on one
-// bridge, measured in turn in every round: ping RTT, then one iperf3 TCP
-// flow.
+// Overlay throughput against Nebula alone (issue 10; issue 25 item 4).
+// On one bridge: a meshd cluster as installed (the packaged meshd.yaml,
+// nothing added but its paths: bind_addr 0.0.0.0, timers lan, log_level
+// info), a meshd cluster with the e2e harness's settings (bound to the
+// node's address, fast timers, debug logs, short raft timers), three nodes
+// of the baseline program bench/nebulabaseline (the same Nebula v1.10.3,
+// nothing around it, the Nebula config meshd renders by default: the
+// data-path settings and Nebula's own timers), and the raw
+// veth underlay between two namespaces. Each round measures every path in
+// turn, ping RTT then one iperf3 TCP flow, starting from a different path
+// each round so that a change of the machine's load falls on all of them
+// alike; each ratio to Nebula alone is taken within its round.
 
-// iperfSeconds is the length of one iperf3 run (after a 1 s warm-up that
-// is not counted).
-const iperfSeconds = 5
-
-// The baseline nodes' overlay network; each runs in its own namespace.
-const baselineNet = "10.42.0"
+// minOverlayRounds is the fewest rounds BenchmarkOverlayThroughput
+// measures, whatever -benchtime says: one round on this shared 2-core
+// machine swings by ±10% either way.
+const minOverlayRounds = 5
 
 // overlayPath is one way from a client namespace to a server address.
 type overlayPath struct {
@@ -40,100 +42,86 @@ type overlayPath struct {
 	pids   []int  // the overlay processes on this path (sender, receiver), for CPU
 }
 
-// BenchmarkOverlayThroughput reports, per path, the median over b.N rounds
-// of iperf3 TCP (Mbit/s) and ping RTT (ms), the ratios meshd/baseline, and
-// the CPU (% of one core) the sending and receiving overlay process used
-// during the iperf3 runs. MESHD_OVERLAY_PROFILE=DIR writes CPU and heap
-// profiles of both meshd workers and CPU profiles of both baseline nodes
-// there. It runs as the sub-benchmark timers=fast, so its figures say
-// which timers they were measured with (the data path does not use
-// gossip's).
-func BenchmarkOverlayThroughput(b *testing.B) {
-	b.Run("timers="+suiteTimers, benchOverlayThroughput)
+// pathRounds is what one path measured, one entry per round.
+type pathRounds struct {
+	mbps, rtt        []float64
+	sender, receiver []float64 // CPU, % of one core
 }
 
-func benchOverlayThroughput(b *testing.B) {
+// BenchmarkOverlayThroughput reports, per path, the median over the rounds
+// (at least minOverlayRounds; more with -benchtime Nx, N > 5) of iperf3 TCP
+// in Mbit/s and ping RTT in ms, the CPU (% of one core) the sending and
+// receiving overlay process used during the flow, and, for meshd as
+// installed and meshd in the harness, the ratio to Nebula alone of each
+// round with its median and spread. It records them for bench/report.
+// The targets (TCP >= 1.0x, RTT <= 1.1x) are reported, not asserted: see
+// docs/performance.md for how noisy one run is.
+//
+// MESHD_OVERLAY_PROFILE=DIR writes CPU and heap profiles of the sending
+// and receiving meshd of both clusters and CPU profiles of both baseline
+// nodes there. MESHD_OVERLAY_INSTALLED_EXTRA="KEY: VALUE\n..." is appended
+// to the installed nodes' meshd.yaml, "{ip}" replaced by each node's
+// underlay address: one setting at a time, to see what it costs (for
+// example 'bind_addr: "{ip}"', 'timers: fast' or 'log_level: debug').
+// MESHD_OVERLAY_INSTALLED_ENV="K=V ..." adds to their environment (for
+// example GOGC=100). MESHD_OVERLAY_BASELINE_ARGS="-fast ..." adds flags
+// to the baseline nodes' (see bench/nebulabaseline).
+func BenchmarkOverlayThroughput(b *testing.B) {
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		b.Fatal("iperf3 not found: run scripts/install-deps.sh")
 	}
 	profDir := os.Getenv("MESHD_OVERLAY_PROFILE")
-	n := NewNet(b)
-	origin := n.NewNode("origin")
-	origin.Start(b)
-	origin.MustCtl(b, "init", "--cluster", "e2e")
-	workers := []*Node{n.NewNode("w1"), n.NewNode("w2")}
-	for _, w := range workers {
-		if profDir != "" {
-			w.Env = []string{"MESHD_CPUPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".cpu"),
-				"MESHD_HEAPPROFILE=" + filepath.Join(profDir, "meshd-"+w.NodeName+".heap")}
-		}
-		w.Start(b)
-		w.MustCtl(b, "join", origin.Admit(b, w.NodeName))
+	extra := os.Getenv("MESHD_OVERLAY_INSTALLED_EXTRA")
+	if extra != "" && !strings.HasSuffix(extra, "\n") {
+		extra += "\n"
 	}
-	w1, w2 := workers[0], workers[1]
-	ips := overlayIPs(b, origin)
-	bl := startBaseline(b, n, profDir)
-	allPairsPing(b, []*Node{origin, w1, w2}, 10*time.Second)
+	n := NewNet(b)
+	env := strings.Fields(os.Getenv("MESHD_OVERLAY_INSTALLED_ENV"))
+	installed := overlayCluster(b, "installed", profDir, env,
+		n.NewInstalledNode("io", extra), n.NewInstalledNode("i1", extra), n.NewInstalledNode("i2", extra))
+	harness := overlayCluster(b, "harness", profDir, nil, n.NewNode("origin"), n.NewNode("w1"), n.NewNode("w2"))
+	bl := startBaseline(b, n, profDir, strings.Fields(os.Getenv("MESHD_OVERLAY_BASELINE_ARGS")))
 	Eventually(b, 10*time.Second, "baseline a pings baseline b", func() error {
 		return bl[1].host.Ping(b.Context(), baselineNet+".3")
 	})
-
-	startIperfServer(b, w2.Host)
 	startIperfServer(b, bl[2].host)
-	paths := []overlayPath{
-		{"meshd", w1.Host, ips["w2"], []int{w1.cmd.Process.Pid, w2.cmd.Process.Pid}},
-		{"baseline", bl[1].host, baselineNet + ".3", []int{bl[1].cmd.Process.Pid, bl[2].cmd.Process.Pid}},
-		{"raw", w1.Host, w2.IP, nil},
-	}
+	baseline := overlayPath{"baseline", bl[1].host, baselineNet + ".3", []int{bl[1].cmd.Process.Pid, bl[2].cmd.Process.Pid}}
+	raw := overlayPath{"raw", harness.client, harness.nodes[2].IP, nil} // w1 to w2 on the underlay
+	paths := []overlayPath{installed.overlayPath, harness.overlayPath, baseline, raw}
 	idle := ""
-	for _, p := range paths[:2] { // idle, tunnels up
+	for _, p := range paths[:3] { // idle, tunnels up
 		rss, anon := statusMB(b, p.pids[0], "VmRSS:"), statusMB(b, p.pids[0], "RssAnon:")
-		b.ReportMetric(rss, p.name+"-idle-rss-MB")
+		RecordWith(b, overlayTimers(p.name), p.name+"-idle-rss", "MB", rss)
 		idle += fmt.Sprintf("%s RSS %.1f MB (anon %.1f); ", p.name, rss, anon)
 	}
 	b.Logf("idle: %sload %s", idle, loadAvg())
-	mbps := map[string][]float64{}
-	rtt := map[string][]float64{}
-	cpu := map[string][]float64{}
-	b.ResetTimer()
-	for i := range b.N {
-		line := fmt.Sprintf("round %d:", i+1)
-		for _, p := range paths {
-			r := measureRTT(b, p.client, p.dst)
-			before := cpuTicks(b, p.pids)
-			start := time.Now()
-			m := iperfTCP(b, p.client, p.dst)
-			used := cpuTicks(b, p.pids)
-			window := time.Since(start).Seconds()
-			var pct []string
-			for j := range used {
-				c := 100 * float64(used[j]-before[j]) / clockTicks / window
-				cpu[p.name+strconv.Itoa(j)] = append(cpu[p.name+strconv.Itoa(j)], c)
-				pct = append(pct, fmt.Sprintf("%.0f%%", c))
-			}
-			mbps[p.name] = append(mbps[p.name], m)
-			rtt[p.name] = append(rtt[p.name], r)
-			line += fmt.Sprintf(" %s %.0f Mbit/s %.3f ms cpu %v;", p.name, m, r, pct)
-		}
-		b.Logf("%s load %s", line, loadAvg())
-	}
-	b.StopTimer()
+	got := map[string]*pathRounds{}
 	for _, p := range paths {
-		b.ReportMetric(medianOf(mbps[p.name]), p.name+"-Mbps")
-		b.ReportMetric(medianOf(rtt[p.name]), p.name+"-rtt-ms")
-		if len(p.pids) == 2 {
-			b.ReportMetric(medianOf(cpu[p.name+"0"]), p.name+"-sender-cpu%")
-			b.ReportMetric(medianOf(cpu[p.name+"1"]), p.name+"-receiver-cpu%")
-		}
+		got[p.name] = &pathRounds{}
 	}
-	tput := medianOf(mbps["meshd"]) / medianOf(mbps["baseline"])
-	lat := medianOf(rtt["meshd"]) / medianOf(rtt["baseline"])
-	b.ReportMetric(tput, "tcp-ratio")
-	b.ReportMetric(lat, "rtt-ratio")
-	b.Logf("meshd/baseline: TCP %.2fx (target >= 1.0x), RTT %.2fx (target <= 1.1x); load after: %s", tput, lat, loadAvg())
+	round := 0
+	measure := func() {
+		line := fmt.Sprintf("round %d (load %s):", round+1, loadAvg())
+		for k := range paths {
+			p := paths[(round+k)%len(paths)]
+			line += measurePath(b, p, got[p.name])
+		}
+		i := len(got["baseline"].mbps) - 1
+		base := got["baseline"].mbps[i]
+		b.Logf("%s installed/baseline %.2fx, harness/baseline %.2fx; load %s", line,
+			got["installed"].mbps[i]/base, got["harness"].mbps[i]/base, loadAvg())
+		round++
+	}
+	for b.Loop() {
+		measure()
+	}
+	for round < minOverlayRounds {
+		measure()
+	}
+	reportOverlay(b, paths, got)
 	if profDir != "" { // clean exits write the profiles
-		for _, w := range workers {
-			w.Stop(b)
+		for _, nd := range append(installed.nodes, harness.nodes...) {
+			nd.Stop(b)
 		}
 		for _, x := range bl {
 			x.stop(b)
@@ -142,196 +130,137 @@ func benchOverlayThroughput(b *testing.B) {
 	}
 }
 
-// baselineNode is one nebulabaseline process in its own namespace.
-type baselineNode struct {
-	host *Host
-	cmd  *exec.Cmd
-	done chan struct{}
+// clusterPath is an overlayPath between the two workers of a meshd
+// cluster, with its nodes (origin first).
+type clusterPath struct {
+	overlayPath
+	nodes []*Node
 }
 
-func (x *baselineNode) stop(t testing.TB) {
-	if x.cmd == nil {
+// overlayCluster starts origin, runs `meshctl init` on it and joins the two
+// workers, waits until all three ping each other over the overlay, starts
+// an iperf3 server on the second worker and returns the path from the
+// first worker to it. Every node gets env added to its environment. With
+// profDir set the workers write CPU and heap profiles there
+// (meshd-NAME.cpu, .heap) when they stop.
+func overlayCluster(b *testing.B, name, profDir string, env []string, origin, w1, w2 *Node) clusterPath {
+	b.Helper()
+	origin.Env = env
+	origin.Start(b)
+	origin.MustCtl(b, "init", "--cluster", "e2e", "--name", origin.NodeName)
+	for _, w := range []*Node{w1, w2} {
+		w.Env = env
+		if profDir != "" {
+			w.Env = append(slices.Clip(env), "MESHD_CPUPROFILE="+filepath.Join(profDir, "meshd-"+w.NodeName+".cpu"),
+				"MESHD_HEAPPROFILE="+filepath.Join(profDir, "meshd-"+w.NodeName+".heap"))
+		}
+		w.Start(b)
+		w.MustCtl(b, "join", origin.Admit(b, w.NodeName))
+	}
+	nodes := []*Node{origin, w1, w2}
+	allPairsPing(b, nodes, 10*time.Second)
+	startIperfServer(b, w2.Host)
+	ips := overlayIPs(b, origin)
+	directTunnel(b, w1, ips[w2.NodeName], w2.IP)
+	return clusterPath{overlayPath{name, w1.Host, ips[w2.NodeName], []int{w1.cmd.Process.Pid, w2.cmd.Process.Pid}}, nodes}
+}
+
+// directTunnel fails the benchmark unless from's tunnel to overlayIP is
+// direct, to underlay (what the path is meant to measure), not relayed.
+func directTunnel(b *testing.B, from *Node, overlayIP, underlay string) {
+	b.Helper()
+	var st apitype.Status
+	if err := from.CtlJSON(b.Context(), &st, "status"); err != nil {
+		b.Fatal(err)
+	}
+	if st.Overlay == nil {
+		b.Fatalf("%s: no overlay in its status", from.NodeName)
+	}
+	for _, tu := range st.Overlay.Tunnels {
+		if tu.OverlayIP != overlayIP {
+			continue
+		}
+		if host, _, err := net.SplitHostPort(tu.Remote); tu.Relayed || err != nil || host != underlay {
+			b.Fatalf("%s: tunnel to %s goes to %q (relayed %v), not straight to %s", from.NodeName, overlayIP, tu.Remote, tu.Relayed, underlay)
+		}
 		return
 	}
-	_ = x.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-x.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("nebulabaseline in %s ignored SIGTERM for 10 s", x.host.Name)
-		_ = x.cmd.Process.Kill()
-		<-x.done
-	}
-	x.cmd = nil
+	b.Fatalf("%s: no tunnel to %s in %+v", from.NodeName, overlayIP, st.Overlay.Tunnels)
 }
 
-var buildBaselineOnce = sync.OnceValues(func() (string, error) {
-	bin := filepath.Join(binDir, "nebulabaseline")
-	cmd := exec.Command("go", "build", "-o", bin, "../bench/nebulabaseline")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build nebulabaseline: %v\n%s", err, out)
+// measurePath measures one round of p into r: the mean RTT of 50 pings,
+// then one iperf3 flow and the CPU the overlay processes used during it.
+// It returns the round's figures for the log.
+func measurePath(b *testing.B, p overlayPath, r *pathRounds) string {
+	b.Helper()
+	rtt := measureRTT(b, p.client, p.dst)
+	before := cpuTicks(b, p.pids)
+	start := time.Now()
+	m := iperfTCP(b, p.client, p.dst)
+	used := cpuTicks(b, p.pids)
+	window := time.Since(start).Seconds()
+	r.mbps, r.rtt = append(r.mbps, m), append(r.rtt, rtt)
+	out := fmt.Sprintf(" %s %.0f Mbit/s %.3f ms", p.name, m, rtt)
+	if len(p.pids) == 2 {
+		s := 100 * float64(used[0]-before[0]) / clockTicks / window
+		v := 100 * float64(used[1]-before[1]) / clockTicks / window
+		r.sender, r.receiver = append(r.sender, s), append(r.receiver, v)
+		out += fmt.Sprintf(" cpu %.0f%%/%.0f%%", s, v)
 	}
-	return bin, nil
-})
+	return out + ";"
+}
 
-// startBaseline starts a lighthouse and two nodes of the baseline program
-// on n, with meshd's data-path settings, and returns them lighthouse first.
-func startBaseline(t testing.TB, n *Net, profDir string) []*baselineNode {
-	t.Helper()
-	bin, err := buildBaselineOnce()
-	if err != nil {
-		t.Fatal(err)
+// reportOverlay reports and records the medians of every path and the
+// per-round ratios of both meshd paths to Nebula alone.
+func reportOverlay(b *testing.B, paths []overlayPath, got map[string]*pathRounds) {
+	b.Helper()
+	for _, p := range paths {
+		r := got[p.name]
+		b.ReportMetric(medianOf(r.mbps), p.name+"-Mbps")
+		b.ReportMetric(medianOf(r.rtt), p.name+"-rtt-ms")
+		RecordWith(b, overlayTimers(p.name), p.name, "Mbit/s", medianOf(r.mbps), r.mbps...)
+		RecordWith(b, overlayTimers(p.name), p.name+"-rtt", "ms", medianOf(r.rtt), r.rtt...)
+		if len(r.sender) > 0 {
+			b.ReportMetric(medianOf(r.sender), p.name+"-sender-cpu%")
+			b.ReportMetric(medianOf(r.receiver), p.name+"-receiver-cpu%")
+			RecordWith(b, overlayTimers(p.name), p.name+"-sender-cpu", "%", medianOf(r.sender), r.sender...)
+			RecordWith(b, overlayTimers(p.name), p.name+"-receiver-cpu", "%", medianOf(r.receiver), r.receiver...)
+		}
 	}
-	dir := t.TempDir()
-	names := []string{"bl-lh", "bl-a", "bl-b"}
-	var specs []string
-	for i, name := range names {
-		specs = append(specs, fmt.Sprintf("%s=%s.%d/16", name, baselineNet, i+1))
+	base := got["baseline"]
+	for _, name := range []string{"installed", "harness"} {
+		tcp, rtt := ratios(got[name].mbps, base.mbps), ratios(got[name].rtt, base.rtt)
+		b.ReportMetric(medianOf(tcp), name+"-tcp-ratio")
+		b.ReportMetric(medianOf(rtt), name+"-rtt-ratio")
+		RecordWith(b, overlayTimers(name), name+"-tcp-ratio", "x", medianOf(tcp), tcp...)
+		RecordWith(b, overlayTimers(name), name+"-rtt-ratio", "x", medianOf(rtt), rtt...)
+		b.Logf("%s/baseline: TCP per round %s, median %.2fx (%.2f–%.2f; target >= 1.0x); RTT median %.2fx (%.2f–%.2f; target <= 1.1x); load %s",
+			name, fmtRatios(tcp), medianOf(tcp), slices.Min(tcp), slices.Max(tcp), medianOf(rtt), slices.Min(rtt), slices.Max(rtt), loadAvg())
 	}
-	run(t, bin, "-gencerts", dir, "-nodes", strings.Join(specs, ","))
-	var out []*baselineNode
-	var lh string
-	for i, name := range names {
-		h := n.AddHost(name)
-		args := []string{"netns", "exec", h.Name, bin, "-certs", dir, "-name", name,
-			"-listen", "0.0.0.0:4242", "-dev", "nebula1", "-fast"}
-		if i == 0 {
-			lh = fmt.Sprintf("%s.1=%s:4242", baselineNet, h.IP)
-			args = append(args, "-am-lighthouse")
-		}
-		args = append(args, "-lighthouses", lh)
-		if profDir != "" && i > 0 {
-			args = append(args, "-cpuprofile", filepath.Join(profDir, "baseline-"+name+".cpu"))
-		}
-		logPath := filepath.Join(dir, name+".log")
-		logf, err := os.Create(logPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("ip", args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		_ = logf.Close()
-		x := &baselineNode{host: h, cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(x.done) }()
-		t.Cleanup(func() {
-			x.stop(t)
-			if t.Failed() {
-				b, _ := os.ReadFile(logPath)
-				t.Logf("log of %s:\n%s", name, b)
-			}
-		})
-		out = append(out, x)
+}
+
+// overlayTimers is what each path's records say about timers: the
+// installed cluster runs meshd's defaults (lan), the harness the suite's
+// fast timers, Nebula alone its own, and the raw veth none. (The data path
+// does not use gossip's timers; the label says what ran.)
+func overlayTimers(path string) map[string]string {
+	t := map[string]string{"installed": "lan", "harness": "fast", "baseline": "nebula", "raw": "none"}[path]
+	return map[string]string{"timers": t}
+}
+
+// ratios is a[i]/b[i] for each round i.
+func ratios(a, b []float64) []float64 {
+	out := make([]float64, len(a))
+	for i := range a {
+		out[i] = a[i] / b[i]
 	}
 	return out
 }
 
-// startIperfServer runs `iperf3 -s` in h until the test ends.
-func startIperfServer(t testing.TB, h *Host) {
-	t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", h.Name, "iperf3", "-s")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+func fmtRatios(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf("%.2f", x)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	Eventually(t, 5*time.Second, "iperf3 listening in "+h.Name, func() error {
-		out, err := h.Exec(t.Context(), "ss", "-Hltn", "sport = :5201").Output()
-		if err != nil || len(strings.TrimSpace(string(out))) == 0 {
-			return fmt.Errorf("not listening (%v)", err)
-		}
-		return nil
-	})
-}
-
-// iperfTCP runs one iperf3 TCP flow from h to dst and returns what the
-// receiver counted, in Mbit/s.
-func iperfTCP(t testing.TB, h *Host, dst string) float64 {
-	t.Helper()
-	out, err := h.Exec(t.Context(), "iperf3", "-c", dst, "-t", strconv.Itoa(iperfSeconds), "-O", "1", "-J").Output()
-	if err != nil {
-		t.Fatalf("iperf3 from %s to %s: %v\n%s", h.Name, dst, err, out)
-	}
-	var r struct {
-		End struct {
-			SumReceived struct {
-				BitsPerSecond float64 `json:"bits_per_second"`
-			} `json:"sum_received"`
-		} `json:"end"`
-	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("iperf3 output: %v\n%s", err, out)
-	}
-	if r.End.SumReceived.BitsPerSecond <= 0 {
-		t.Fatalf("iperf3 from %s to %s received nothing:\n%s", h.Name, dst, out)
-	}
-	return r.End.SumReceived.BitsPerSecond / 1e6
-}
-
-// measureRTT is the mean RTT in ms of 50 pings from h to dst, 20 ms apart;
-// any loss fails the test.
-func measureRTT(t testing.TB, h *Host, dst string) float64 {
-	t.Helper()
-	out, err := h.Exec(t.Context(), "ping", "-c", "50", "-i", "0.02", "-q", dst).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ping from %s to %s: %v\n%s", h.Name, dst, err, out)
-	}
-	// rtt min/avg/max/mdev = 0.041/0.060/0.120/0.015 ms
-	for _, line := range strings.Split(string(out), "\n") {
-		if _, stats, ok := strings.Cut(line, " = "); ok && strings.HasPrefix(line, "rtt") {
-			f := strings.Split(stats, "/")
-			if len(f) >= 2 {
-				if v, err := strconv.ParseFloat(f[1], 64); err == nil {
-					return v
-				}
-			}
-		}
-	}
-	t.Fatalf("ping from %s to %s: no rtt line:\n%s", h.Name, dst, out)
-	return 0
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime
-// (100 on every Linux this runs on).
-const clockTicks = 100
-
-// cpuTicks is utime+stime of each process, in clock ticks.
-func cpuTicks(t testing.TB, pids []int) []int64 {
-	t.Helper()
-	out := make([]int64, len(pids))
-	for i, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The command name may hold spaces; the fields after it do not.
-		s := string(raw)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		out[i] = utime + stime
-	}
-	return out
-}
-
-// loadAvg is the machine's 1-minute load average, for the log.
-func loadAvg() string {
-	raw, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Fields(string(raw))[0]
-}
-
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return strings.Join(s, " ")
 }

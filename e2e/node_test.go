@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -64,13 +65,7 @@ func (n *Net) NewNode(name string) *Node {
 // AddHostWith); Start runs it.
 func (n *Net) NewNodeOn(h *Host, name string) *Node {
 	n.t.Helper()
-	dir, err := os.MkdirTemp("", "mshe")
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	nd := &Node{Host: h, NodeName: name, Dir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock"),
-		Config: filepath.Join(dir, "meshd.yaml"), LogPath: filepath.Join(dir, "meshd.log")}
+	nd := n.newNodeDir(h, name)
 	cfg := fmt.Sprintf(`state_dir: %s
 socket: %s
 bind_addr: %s
@@ -86,6 +81,22 @@ timers: %s
 	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
+	return nd
+}
+
+// newNodeDir is a Node on h with its files in a fresh short temporary
+// directory (the socket path must stay short), none written yet; the node
+// is killed and the directory removed when the test ends, and its log
+// shown if the test failed.
+func (n *Net) newNodeDir(h *Host, name string) *Node {
+	n.t.Helper()
+	dir, err := os.MkdirTemp("", "mshe")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	nd := &Node{Host: h, NodeName: name, Dir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock"),
+		Config: filepath.Join(dir, "meshd.yaml"), LogPath: filepath.Join(dir, "meshd.log")}
 	n.t.Cleanup(func() {
 		nd.Kill()
 		if n.t.Failed() {
@@ -93,6 +104,37 @@ timers: %s
 			n.t.Logf("log of %s:\n%s", name, b)
 		}
 	})
+	return nd
+}
+
+// packagedConfig is the meshd.yaml the packages install as
+// /etc/meshd/meshd.yaml (every key commented out at its default).
+const packagedConfig = "../packaging/config/meshd.yaml"
+
+// NewInstalledNode adds a host to n whose node runs meshd as installed:
+// the packaged meshd.yaml unchanged, so every key keeps its default
+// (bind_addr 0.0.0.0, no advertise_addr, timers lan, log_level info, raft
+// at its default timing), plus only state_dir and socket, which the
+// package's systemd unit would give it and which several nodes on one
+// machine must not share. Net.Timers, DefaultRaft and ExtraConfig do not
+// apply; extra, if not empty, is appended (a benchmark varying one
+// setting), with every "{ip}" replaced by the host's underlay address.
+// The node has no node_name: `meshctl init --name` names an origin, a
+// token a joiner.
+func (n *Net) NewInstalledNode(name, extra string) *Node {
+	n.t.Helper()
+	pkg, err := os.ReadFile(packagedConfig)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	h := n.AddHost(name)
+	nd := n.newNodeDir(h, name)
+	cfg := fmt.Sprintf("%s\n# Added by the e2e harness: this node's own paths.\nstate_dir: %s\nsocket: %s\n",
+		pkg, nd.Dir, nd.Socket)
+	cfg += strings.ReplaceAll(extra, "{ip}", h.IP)
+	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
 	return nd
 }
 

@@ -22,12 +22,13 @@ type figure struct {
 
 const absent = "not measured in this run"
 
-// writePlots draws the four plots issue 10 asks for. A plot whose data is
-// absent is still written, titled so, so the page never shows an older
-// run's picture as this one's.
+// writePlots draws the four plots issue 10 asks for and the overlay's
+// ratios per round (issue 25). A plot whose data is absent is still
+// written, titled so, so the page never shows an older run's picture as
+// this one's.
 func writePlots(s *results, dir string) ([]figure, error) {
 	var figs []figure
-	for _, f := range []func(*results) (*plot.Plot, figure, error){joinPlot, formationPlot, detectionPlot, throughputPlot} {
+	for _, f := range []func(*results) (*plot.Plot, figure, error){joinPlot, formationPlot, detectionPlot, throughputPlot, overlayRatioPlot} {
 		p, fig, err := f(s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fig.file, err)
@@ -208,57 +209,6 @@ func detectionPlot(s *results) (*plot.Plot, figure, error) {
 	p.Y.Max = max(p.Y.Max, 2200)
 	fig.caption = "`BenchmarkFailureDetection` (4 nodes, `timers: fast`): a worker killed with SIGKILL; the delay is added by a userspace forwarder in the hub namespace " +
 		"(this kernel has no netem). Before each kill the cluster is watched 3 s for false positives."
-	return p, fig, nil
-}
-
-func throughputPlot(s *results) (*plot.Plot, figure, error) {
-	fig := figure{title: "TCP throughput: meshd vs Nebula alone vs raw veth", file: "throughput.png"}
-	p := newPlot(fig.title, "", "Mbit/s (iperf3, one TCP flow)")
-	names := []string{"meshd", "Nebula alone", "raw veth"}
-	var vals plotter.Values
-	var labels []string
-	missing := 0
-	for _, m := range []string{"meshd", "baseline", "raw"} {
-		r, ok := s.one("BenchmarkOverlayThroughput", m, nil)
-		if !ok {
-			vals = append(vals, 0)
-			labels = append(labels, absent)
-			missing++
-			continue
-		}
-		vals = append(vals, r.Value)
-		labels = append(labels, fmt.Sprintf("%.0f", r.Value))
-	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(60))
-	if err != nil {
-		return nil, fig, err
-	}
-	bars.Color = plotutil.Color(0)
-	p.Add(bars)
-	p.NominalX(names...)
-	var lxy plotter.XYs
-	for i, v := range vals {
-		lxy = append(lxy, plotter.XY{X: float64(i), Y: v})
-	}
-	lb, err := plotter.NewLabels(plotter.XYLabels{XYs: lxy, Labels: labels})
-	if err != nil {
-		return nil, fig, err
-	}
-	for i := range lb.TextStyle {
-		lb.TextStyle[i].XAlign = draw.XCenter
-	}
-	p.Add(lb)
-	p.X.Min, p.X.Max = -0.6, 2.6
-	p.Y.Min = 0
-	if missing == len(vals) {
-		p.Title.Text += ": " + absent
-		p.Y.Max = 1
-		fig.caption = "Overlay throughput: " + absent + " (`BenchmarkOverlayThroughput` recorded nothing)."
-		return p, fig, nil
-	}
-	p.Y.Max *= 1.12 // room for the labels
-	fig.caption = "`BenchmarkOverlayThroughput`: the same two hosts, same settings, in the same run: meshd's embedded Nebula, the baseline program " +
-		"(a minimal standalone Nebula of the same module version) and the veth path without an overlay."
 	return p, fig, nil
 }
 
