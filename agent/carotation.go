@@ -37,10 +37,9 @@ const tagCA = "ca"
 // rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
 const caNextDir = pki.CANextDir
 
-// caFollow is what a worker last fetched of the CA bundle.
+// caFollow is what this node last read of the CA bundle.
 type caFollow struct {
 	mu      sync.Mutex
-	fetched time.Time
 	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
 	// wake wakes runTLSRenewal when the phase or the signing CA changed
 	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
@@ -48,33 +47,17 @@ type caFollow struct {
 	wake chan struct{}
 }
 
-// followCA brings this node's trust bundles in line with the cluster's:
-// a control node reads its FSM, a worker fetches GET /v1/ca/bundle (at
-// once when told, otherwise at most every 5 s).
+// followCA brings this node's trust bundles in line with the cluster's
+// (clusterFacts.CABundle: the FSM on a control node; GET /v1/ca/bundle on
+// a worker, at once when told, otherwise at most every 5 s).
 func (rt *runtime) followCA(ctx context.Context, told bool) {
-	var b control.CABundle
-	if rt.ctl != nil {
-		var ok bool
-		if b, ok = rt.ctl.CABundle(); !ok {
-			return
-		}
-	} else {
-		rt.ca.mu.Lock()
-		due := told || time.Since(rt.ca.fetched) >= 5*time.Second
-		rt.ca.mu.Unlock()
-		if !due {
-			return
-		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathCABundle, &b); err != nil {
-			rt.log.Debug("CA bundle not refreshed", "err", err)
-			return
-		}
+	b, ok := rt.cluster.CABundle(ctx, told)
+	if !ok {
+		return
 	}
 	rt.ca.mu.Lock()
 	changed := rt.ca.signing.Phase != b.Phase || rt.ca.signing.SigningCA != b.SigningCA
-	rt.ca.fetched, rt.ca.signing = time.Now(), b
+	rt.ca.signing = b
 	rt.ca.mu.Unlock()
 	if changed {
 		select {
@@ -132,7 +115,7 @@ func (rt *runtime) reissuePending(nebula bool) bool {
 	rt.ca.mu.Lock()
 	b := rt.ca.signing
 	rt.ca.mu.Unlock()
-	if b.Phase != "reissue" {
+	if b.Phase != state.CAPhaseReissue {
 		return false
 	}
 	own := rt.identity()
@@ -181,9 +164,9 @@ func (rt *runtime) runCAReports(ctx context.Context) {
 }
 
 // finishCARotation, on the CA holder, drops the old CA once nothing
-// depends on it, and tidies ca/ afterwards.
+// depends on it, and tidies ca/ afterwards (a control duty).
 func (rt *runtime) finishCARotation(ctx context.Context) {
-	if rt.ctl == nil || !rt.ctl.HoldsCA() {
+	if !rt.ctl.HoldsCA() {
 		return
 	}
 	if _, err := rt.ctl.FinishCARotation(ctx, ""); err != nil {

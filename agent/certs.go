@@ -26,17 +26,11 @@ func (rt *runtime) adoptRenewedCert(ctx context.Context) {
 		rt.log.Warn("own Nebula certificate unreadable", "err", err)
 		return
 	}
-	var next []byte
-	if rt.ctl != nil {
-		next = rt.ctl.OwnNebulaCert()
-	} else {
-		if !control.RenewDue(cur.issued, cur.expires, rt.now()) && !rt.reissuePending(true) {
-			return
-		}
-		if next, err = rt.fetchNebulaCert(ctx); err != nil {
-			rt.log.Debug("renewed Nebula certificate not fetched", "err", err)
-			return
-		}
+	due := control.RenewDue(cur.issued, cur.expires, rt.now()) || rt.reissuePending(true)
+	next, err := rt.cluster.OwnNebulaCert(ctx, due)
+	if err != nil {
+		rt.log.Debug("renewed Nebula certificate not fetched", "err", err)
+		return
 	}
 	if len(next) == 0 || bytes.Equal(next, own.NebulaCert) {
 		return
@@ -72,12 +66,4 @@ func nebulaValidity(certPEM []byte) (validity, error) {
 		return validity{}, err
 	}
 	return validity{issued: nb.Add(pki.LeafBackdate), expires: na}, nil
-}
-
-// fetchNebulaCert asks the control nodes, in order, for this node's
-// current Nebula certificate.
-func (rt *runtime) fetchNebulaCert(ctx context.Context) ([]byte, error) {
-	var body control.NebulaCertResponse
-	err := rt.client.AskSeeds(ctx, rt.seeds(), control.PathNebulaCert, &body)
-	return body.Cert, err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/pki"
 	"github.com/meshd/meshd/pki/pkitest"
@@ -106,8 +107,9 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return &runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
-		live: live, client: client, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now, stateDir: dir}
+		live: live, client: client, log: log, now: time.Now, stateDir: dir, cluster: fetched.New(client, "id-w1", seeds, dir, log)}
 }
 
 // renewedFor signs a Nebula cert for the public key pub, issued now.
@@ -196,32 +198,32 @@ func TestWorkerRevocations(t *testing.T) {
 
 	first := control.Revocations{Fingerprints: []string{"fp1"}, Gone: []string{"id-x"}}
 	fc.revocations.Store(first)
-	rt.refreshRevocations(ctx, false) // never fetched: due
-	if got := rt.revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || got.Gone[0] != "id-x" {
+	_ = rt.cluster.Refresh(ctx, false) // never fetched: due
+	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || got.Gone[0] != "id-x" {
 		t.Fatalf("after the first fetch: %+v", got)
 	}
 	second := control.Revocations{Fingerprints: []string{"fp1", "fp2"}}
 	fc.revocations.Store(second)
 	calls := fc.calls.Load()
-	rt.refreshRevocations(ctx, false) // fetched a moment ago, not told: not due
-	if fc.calls.Load() != calls || len(rt.revocations().Fingerprints) != 1 {
-		t.Fatalf("refreshed within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.revocations())
+	_ = rt.cluster.Refresh(ctx, false) // fetched a moment ago, not told: not due
+	if fc.calls.Load() != calls || len(rt.cluster.Revocations().Fingerprints) != 1 {
+		t.Fatalf("refreshed within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.cluster.Revocations())
 	}
-	rt.refreshRevocations(ctx, true) // told: at once
-	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+	_ = rt.cluster.Refresh(ctx, true) // told: at once
+	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("told of a change, still %+v", got)
 	}
 	// A control node behind the cluster answers an older, shorter list:
 	// the worker keeps the longer one (found by e2e.TestSoak, where a
 	// healed control node without a leader served stale state).
 	fc.revocations.Store(first)
-	rt.refreshRevocations(ctx, true)
-	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+	_ = rt.cluster.Refresh(ctx, true)
+	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a stale control node's list replaced a longer one: %+v", got)
 	}
 	fc.fail.Store(true)
-	rt.refreshRevocations(ctx, true)
-	if got := rt.revocations(); len(got.Fingerprints) != 2 {
+	_ = rt.cluster.Refresh(ctx, true)
+	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a failed fetch changed the list: %+v", got)
 	}
 }

@@ -25,37 +25,14 @@ type keyState struct {
 	mu      sync.Mutex
 	id      string    // state.KeyringID of the keys applied
 	rotated time.Time // when the cluster last finished a rotation, as last heard
-	fetched time.Time // a worker's last fetch
 }
 
 // followKeys brings this node's gossip keyring in line with the
-// cluster's: a control node reads raft's cluster record; a worker fetches
-// GET /v1/gossip/keys from a control node, at once when told, otherwise
-// at most once a second.
+// cluster's (clusterFacts.GossipKeys: raft's cluster record on a control
+// node; GET /v1/gossip/keys on a worker, at once when told, otherwise at
+// most once a second).
 func (rt *runtime) followKeys(ctx context.Context, told bool) {
-	if rt.ctl != nil {
-		if cl, ok := rt.ctl.Raft().FSM().Cluster(); ok && len(cl.GossipKeys) > 0 {
-			rt.applyKeys(cl.GossipKeys, cl.GossipKeysRotated)
-		}
-		return
-	}
-	rt.keys.mu.Lock()
-	due := told || time.Since(rt.keys.fetched) >= time.Second
-	rt.keys.mu.Unlock()
-	if !due {
-		return
-	}
-	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var gk control.GossipKeys
-	if err := rt.client.AskSeeds(fctx, rt.seeds(), control.PathGossipKeys, &gk); err != nil {
-		rt.log.Debug("gossip keys not refreshed", "code", codes.OrInternal(err)) // never the body
-		return
-	}
-	rt.keys.mu.Lock()
-	rt.keys.fetched = time.Now()
-	rt.keys.mu.Unlock()
-	if len(gk.Keys) > 0 {
+	if gk, ok := rt.cluster.GossipKeys(ctx, told); ok && len(gk.Keys) > 0 {
 		rt.applyKeys(gk.Keys, gk.Rotated)
 	}
 }
@@ -138,7 +115,7 @@ func (rt *runtime) answerKeyring(ctx context.Context, q gossip.Query) {
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	rt.poke() // a control node reads the new keyring from raft on its next pass
+	rt.wake() // a control node reads the new keyring from raft on its next follow pass
 	for {
 		rt.keys.mu.Lock()
 		id := rt.keys.id

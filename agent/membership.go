@@ -51,24 +51,12 @@ func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
 	return nil
 }
 
-// serfPeers are the gossip endpoints this node knows besides its own: the
-// active nodes from raft (control nodes), the active control nodes of the
-// node list (workers), and those the join response named.
+// serfPeers are the gossip endpoints this node knows besides its own:
+// the cluster's (clusterFacts.SerfPeers: every active node on a control
+// node, the active control nodes on a worker) and those the join
+// response named.
 func (rt *runtime) serfPeers() []string {
-	var peers []string
-	if rt.ctl != nil {
-		for _, n := range rt.ctl.Raft().FSM().Nodes() {
-			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.State == state.NodeActive {
-				peers = append(peers, n.SerfAddr)
-			}
-		}
-	} else if list, ok := rt.nodeList(); ok {
-		for _, n := range list {
-			if n.ID != rt.facts.NodeID && n.SerfAddr != "" && n.Active() && n.RoleOf() == pki.RoleControl {
-				peers = append(peers, n.SerfAddr)
-			}
-		}
-	}
+	peers := rt.cluster.SerfPeers()
 	for _, p := range rt.facts.SerfPeers {
 		if !slices.Contains(peers, p) && p != rt.selfSerf() {
 			peers = append(peers, p)
@@ -154,7 +142,7 @@ func (rt *runtime) runRejoin(ctx context.Context, most time.Duration) {
 // before a worker's first list), gossip members as their tags describe
 // them (desired takes only their liveness), and the revocation list.
 func (rt *runtime) overlayInputs() desired.Inputs {
-	rev := rt.revocations()
+	rev := rt.cluster.Revocations()
 	in := desired.Inputs{SelfName: rt.facts.Name, SelfOverlay: rt.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
 	in.Records, in.RecordsKnown = rt.records()
 	for _, l := range rt.facts.Lighthouses {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
@@ -67,29 +66,24 @@ func (rt *runtime) applied() mesh.Config {
 // applied together; a change after a quiet spell is applied at once.
 const reloadGap = 250 * time.Millisecond
 
-// reconcileOverlay brings Nebula in line with raft and gossip. Gossip
-// events trigger it at once (at most one reload per reloadGap); the tick
-// is the safety net.
-func (rt *runtime) reconcileOverlay(ctx context.Context) {
+// reconcileOverlay brings Nebula in line with raft and gossip, from the
+// facts this node holds now (it never waits for a fetch). A change within
+// reloadGap of the last reload is held back: it returns how long to wait
+// before trying again, or 0.
+func (rt *runtime) reconcileOverlay() time.Duration {
 	want := rt.meshConfig()
 	if reflect.DeepEqual(want, rt.applied()) {
-		return
+		return 0
 	}
 	if wait := reloadGap - time.Since(rt.lastReload); wait > 0 {
-		if rt.deferred.CompareAndSwap(false, true) {
-			time.AfterFunc(wait, func() {
-				rt.deferred.Store(false)
-				rt.poke()
-			})
-		}
-		return
+		return wait
 	}
 	start := time.Now()
 	rt.lastReload = start
 	if err := rt.mesh.Reload(want); err != nil {
 		rt.overlayErr.Store(errBox{err})
 		rt.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
-		return
+		return 0
 	}
 	rt.overlayErr.Store(errBox{})
 	rt.appliedMu.Lock()
@@ -97,43 +91,7 @@ func (rt *runtime) reconcileOverlay(ctx context.Context) {
 	rt.appliedMu.Unlock()
 	rt.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
 		"took", time.Since(start))
-}
-
-// runReconcile is the overlay loop: it reacts to every gossip event and
-// ticks every interval.
-func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		told, toldKeys, toldCA := false, false, false
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-rt.gossip.Events():
-			if !ok {
-				return
-			}
-			told = ev.Kind == gossip.EventUser && ev.Name == notifyRevoked
-			toldKeys = ev.Kind == gossip.EventUser && ev.Name == notifyKeys
-			toldCA = ev.Kind == gossip.EventUser && ev.Name == notifyCA
-			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
-		case <-rt.kick:
-		case <-tick.C:
-		}
-		rt.refreshRevocations(ctx, told)
-		rt.refreshNodeList(ctx, told)
-		rt.followKeys(ctx, toldKeys)
-		rt.followCA(ctx, toldCA)
-		if rt.ctl != nil {
-			rt.followCustody(ctx) // custody.go
-			rt.ctl.RenewNebulaCerts(ctx)
-			rt.finishCARotation(ctx)
-			_, _ = rt.ctl.PruneTokens(ctx) // the leader only; it logs its own failure
-		}
-		rt.adoptRenewedCert(ctx)
-		rt.reconcileOverlay(ctx)
-		rt.reportIgnored(rt.overlayInputs())
-	}
+	return 0
 }
 
 // controlGossip says how gossip shows each control node on record: what
@@ -157,7 +115,7 @@ func controlGossip(in desired.Inputs) string {
 	return strings.Join(out, "; ")
 }
 
-// poke asks the reconcile loop to run now (after raft admitted a node).
+// poke asks the overlay loop to reconcile now (a fact it reads changed).
 func (rt *runtime) poke() {
 	select {
 	case rt.kick <- struct{}{}:
@@ -175,11 +133,12 @@ type errBox struct{ err error }
 // of the two it waited for.
 func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) error {
 	start := time.Now()
-	listed := rt.ctl != nil // a control node reads raft's records itself
+	_, listed := rt.cluster.Records() // a control node reads raft's records itself
 	var lighthouse netip.Addr
+	var listErr error
 	for {
 		var ok bool
-		rt.refreshNodeList(ctx, false)
+		listErr = rt.cluster.Refresh(ctx, false)
 		in := rt.overlayInputs()
 		if !listed && in.RecordsKnown {
 			listed = true
@@ -191,7 +150,7 @@ func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) e
 		select {
 		case <-ctx.Done():
 			if !listed {
-				return codes.Wrap(codes.GossipJoin, fmt.Errorf("no node list from a control node (last attempt: %v)", rt.nodeListErr()))
+				return codes.Wrap(codes.GossipJoin, fmt.Errorf("no node list from a control node (last attempt: %v)", listErr))
 			}
 			return codes.Wrap(codes.GossipJoin, fmt.Errorf("no control node on record became alive in gossip (%s)", controlGossip(in)))
 		case <-time.After(20 * time.Millisecond):

@@ -134,19 +134,11 @@ func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) 
 		ovl   netip.Addr
 		serf  string
 	)
-	if rt.ctl != nil {
-		for _, n := range rt.ctl.Raft().FSM().Nodes() {
-			if n.Name == name && (!found || n.State == state.NodeActive) {
-				found, st, ovl, serf = true, n.State, n.OverlayIP, n.SerfAddr
-			}
-		}
-	} else {
-		list, _ := rt.nodeList()
-		for _, n := range list {
-			if n.Name == name && (!found || n.Active()) {
-				found, st, serf = true, n.StateOf(), n.SerfAddr
-				ovl, _ = netip.ParseAddr(n.OverlayIP)
-			}
+	list, _ := rt.cluster.Records()
+	for _, n := range list {
+		if n.Name == name && (!found || n.Active()) {
+			found, st, serf = true, n.StateOf(), n.SerfAddr
+			ovl, _ = netip.ParseAddr(n.OverlayIP)
 		}
 	}
 	switch {

@@ -77,12 +77,10 @@ func (rt *runtime) confirmJoined(ctx context.Context, step func(string, ...any))
 		}
 		return err
 	}
-	if rt.ctl != nil {
-		// A control node answers from its own FSM (seeds of the tokens it
-		// mints, its node list): return once that has the confirmation.
-		if err := rt.ctl.SyncRead(ctx); err != nil {
-			return fmt.Errorf("confirmed, but this node's raft has not applied it yet: %w", err)
-		}
+	// A control node answers from its own FSM (seeds of the tokens it
+	// mints, its node list): return once that has the confirmation.
+	if err := rt.cluster.Settle(ctx); err != nil {
+		return fmt.Errorf("confirmed, but this node's raft has not applied it yet: %w", err)
 	}
 	step("confirmed: the cluster records %s active", rt.facts.Name)
 	return nil

@@ -58,17 +58,13 @@ func (rt *runtime) answerRevocation(ctx context.Context, q gossip.Query) {
 	fresh := false
 	for {
 		if !fresh {
-			if rt.ctl != nil {
-				fresh = rt.ctl.SyncRead(ctx) == nil && rt.ctl.RevocationVersion() >= want.Version
-			} else {
-				rt.refreshRevocations(ctx, true)
-				fresh = len(rt.revocations().Fingerprints) >= want.Version
-			}
+			_ = rt.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
+			fresh = len(rt.cluster.Revocations().Fingerprints) >= want.Version
 			if fresh {
 				rt.poke() // reconcile now with the list just read
 			}
 		}
-		if fresh && rt.blocksAll(rt.revocations().Fingerprints) {
+		if fresh && rt.blocksAll(rt.cluster.Revocations().Fingerprints) {
 			b, _ := json.Marshal(control.RevocationQuery{Version: want.Version})
 			if err := q.Respond(b); err != nil {
 				rt.log.Debug("revocation acknowledgement not sent", "err", err)

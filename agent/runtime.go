@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
@@ -56,19 +57,28 @@ type runtime struct {
 	mesh        *mesh.Mesh
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
-	lastReload  time.Time    // when reconcileOverlay last reloaded Nebula (the reconcile loop's own)
-	deferred    atomic.Bool  // a poke is scheduled for a reload that reloadGap held back
+	lastReload  time.Time    // when reconcileOverlay last reloaded Nebula (the overlay loop's own)
 	overlayErr  atomic.Value // errBox: the last reload refusal, for status
 	gossip      *gossip.Gossip
-	kick        chan struct{}
+	kick        chan struct{} // wakes the overlay loop (poke)
+	// The follow loop (reconcile.go): its steps, decided at start, and
+	// what wakes it with which notifications to answer.
+	steps      []followStep
+	followKick chan struct{}
+	followMu   sync.Mutex
+	followTold told
 	// loopCtx is the context of the runtime's goroutines (spawn); stop
 	// cancels it with loops and waits for them (wg).
 	loopCtx context.Context
 	loops   context.CancelFunc
 
-	revoked workerRevocations // a worker's copy of the revocation list
-	nodes   workerNodes       // a worker's node list
-	keys    keyState          // the gossip keyring this node runs
+	// cluster is where the node's cluster facts come from (facts.go):
+	// its raft on a control node, fetched copies on a worker.
+	cluster clusterFacts
+	// renewOthers signs the TLS leaves that are due, on a control node
+	// (the CA holder signs, the others forward); nil on a worker.
+	renewOthers func(context.Context) time.Time
+	keys        keyState // the gossip keyring this node runs
 	// keyReport wakes runKeyReports: the keyring changed (buffered 1).
 	keyReport chan struct{}
 	// caReport wakes runCAReports (buffered 1); ca is a worker's view of
@@ -98,7 +108,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	}
 	loadHeld(dir, live, a.log) // a CA rotation's leaf under the old CA (carotation.go)
 	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.MeshBase(facts.Role, facts.Underlay), overlay: a.startPolicy(), kick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
+		meshBase: a.cfg.MeshBase(facts.Role, facts.Underlay), overlay: a.startPolicy(), kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
 		ca:       caFollow{wake: make(chan struct{}, 1)},
 		stateDir: a.cfg.StateDir, parked: a.parked}
 	defer func() {
@@ -109,11 +119,16 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	if rt.client, err = control.NewLiveClient(live); err != nil {
 		return nil, err
 	}
+	// Until its raft opens, a control node knows what a worker knows
+	// before its first node list: the seeds and lighthouses its join
+	// named. A worker reads the list it saved before a restart.
+	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, rt.stateDir, a.log)
 	if facts.Role != pki.RoleControl {
-		if err := rt.loadNodeList(); err != nil {
+		if err := copies.Load(); err != nil {
 			return nil, err
 		}
 	}
+	rt.cluster = copies
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.startMesh(); err != nil {
 		return nil, err
@@ -125,13 +140,20 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 		if err := a.startControlPlane(ctx, rt, boot); err != nil {
 			return nil, err
 		}
+		rt.cluster = planeFacts{p: rt.ctl, nodeID: facts.NodeID, seeds: facts.Seeds}
+		rt.renewOthers = rt.ctl.RenewTLSCerts
+		rt.steps = rt.followSteps(rt.controlDuties())
 		if err := a.startControl(rt); err != nil {
 			return nil, err
 		}
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	if rt.steps == nil {
+		rt.steps = rt.followSteps(nil) // a worker: fetches only
+	}
 	rt.spawn(func(ctx context.Context) { rt.runReconcile(ctx, a.cfg.ReconcileInterval) })
+	rt.spawn(func(ctx context.Context) { rt.runFollow(ctx, a.cfg.ReconcileInterval) })
 	rt.spawn(func(ctx context.Context) { rt.runTLSRenewal(ctx, a.cfg.ReconcileInterval) })
 	rt.spawn(func(ctx context.Context) { rt.runRejoin(ctx, a.cfg.ReconcileInterval) })
 	rt.spawn(rt.answerQueries)
@@ -199,7 +221,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 // gossip.
 func (rt *runtime) controlHooks() control.Hooks {
 	return control.Hooks{
-		Poke:          rt.poke,
+		Poke:          rt.wake,
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.gossipMembers,

@@ -29,8 +29,8 @@ func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 			timer.Stop() // Go 1.23 timers: no stale value after Stop; Reset below
 		}
 		var next time.Time
-		if rt.ctl != nil {
-			next = rt.ctl.RenewTLSCerts(ctx)
+		if rt.renewOthers != nil { // a control node
+			next = rt.renewOthers(ctx)
 		}
 		if own := rt.adoptRenewedTLS(ctx); !own.IsZero() && (next.IsZero() || own.Before(next)) {
 			next = own
@@ -44,9 +44,8 @@ func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 }
 
 // adoptRenewedTLS picks up a renewed TLS leaf once this node's current one
-// is past 2/3 of its lifetime: from its own raft record on a control
-// node, from a control node over mTLS (GET /v1/self/tls-cert) on a
-// worker. The leaf must certify this node's own key, chain to the cluster
+// is past 2/3 of its lifetime (clusterFacts.OwnTLSCert: its own raft
+// record on a control node, GET /v1/self/tls-cert on a worker). The leaf must certify this node's own key, chain to the cluster
 // CA and name this node (pki.CheckRenewedLeaf); it is written atomically
 // to the state dir and swapped into the live identity, so the listeners
 // on 7300 and 7301 and every client present it from their next handshake
@@ -67,19 +66,10 @@ func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 	if rt.reissueWatch() && retry.After(now.Add(time.Second)) {
 		retry = now.Add(time.Second) // a CA rotation reissues: the new leaf is due any moment
 	}
-	var next []byte
-	if rt.ctl != nil {
-		next = rt.ctl.OwnTLSCert()
-	} else {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		var body control.TLSCertResponse
-		err := rt.client.AskSeeds(fctx, rt.facts.Seeds, control.PathTLSCert, &body)
-		cancel()
-		if err != nil {
-			rt.log.Debug("renewed TLS leaf not fetched", "err", err)
-			return retry
-		}
-		next = body.Cert
+	next, err := rt.cluster.OwnTLSCert(ctx)
+	if err != nil {
+		rt.log.Debug("renewed TLS leaf not fetched", "err", err)
+		return retry
 	}
 	if len(next) == 0 || bytes.Equal(next, own.Cert) {
 		return retry // the CA holder has not renewed it yet

@@ -75,11 +75,7 @@ func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
 		return nil, err
 	}
 	var rows []apitype.Node
-	if rt.ctl != nil {
-		rows, err = rt.ctl.Nodes(ctx)
-	} else {
-		err = rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
-	}
+	rows, err = rt.cluster.NodeRows(ctx)
 	for i := range rows {
 		rows[i].Self = rows[i].ID == rt.facts.NodeID
 	}

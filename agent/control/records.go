@@ -98,3 +98,21 @@ func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
 	}
 	apitype.WriteJSON(w, http.StatusOK, p.nodeRecords())
 }
+
+// Records are the FSM's node records as a worker's node list carries
+// them (NodeRecord), without the views a list served over the API adds
+// (gossip, raft role, revocation progress): what the agent's reconcile
+// reads on a control node, each pass.
+func (p *Plane) Records() []NodeRecord {
+	nodes := p.raft.FSM().Nodes()
+	out := make([]NodeRecord, 0, len(nodes))
+	for _, n := range nodes {
+		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay},
+			NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
+		if n.OverlayIP.IsValid() {
+			r.OverlayIP = n.OverlayIP.String()
+		}
+		out = append(out, r)
+	}
+	return out
+}

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/fetched"
+)
+
+// clusterFacts is where this node's cluster facts come from, decided once
+// in startRuntime: a control node reads its raft (planeFacts, over its
+// control.Plane), a worker holds the copies it fetched from one
+// (fetched.Copies). The runtime asks this, never the role.
+type clusterFacts interface {
+	// Records are the cluster's node records (every state, this node's
+	// too); ok is false on a worker before its first node list.
+	Records() ([]control.NodeRecord, bool)
+	// Seeds are the control nodes' addresses this node asks, in order.
+	Seeds() []string
+	// SerfPeers are the gossip addresses this node rejoins through.
+	SerfPeers() []string
+	// Revocations is what every Nebula must block.
+	Revocations() control.Revocations
+	// Refresh brings Records and Revocations up to date: a worker
+	// fetches them (at once when told, else when due); a control node,
+	// when told, makes sure its raft has applied what the leader
+	// committed (a read index). The error is the node list's.
+	Refresh(ctx context.Context, told bool) error
+	// GossipKeys and CABundle are the cluster's gossip keyring and CA
+	// trust bundles; ok is false when there is nothing (new) to apply.
+	GossipKeys(ctx context.Context, told bool) (control.GossipKeys, bool)
+	CABundle(ctx context.Context, told bool) (control.CABundle, bool)
+	// OwnNebulaCert and OwnTLSCert are this node's current certificates
+	// as the cluster holds them (renewed, or reissued by a CA rotation);
+	// a worker fetches the Nebula one only when due.
+	OwnNebulaCert(ctx context.Context, due bool) ([]byte, error)
+	OwnTLSCert(ctx context.Context) ([]byte, error)
+	// NodeRows are `meshctl nodes`' rows.
+	NodeRows(ctx context.Context) ([]apitype.Node, error)
+	// Settle returns once this node's own view holds what the cluster
+	// committed before the call: a read index on a control node (which
+	// answers others from it); nothing on a worker.
+	Settle(ctx context.Context) error
+}
+
+var (
+	_ clusterFacts = planeFacts{}
+	_ clusterFacts = (*fetched.Copies)(nil)
+)
+
+// planeFacts are a control node's cluster facts: its own raft.
+type planeFacts struct {
+	p      *control.Plane
+	nodeID string
+	seeds  []string // the seeds the join named (a control node asks others only to forward)
+}
+
+func (f planeFacts) Records() ([]control.NodeRecord, bool) { return f.p.Records(), true }
+
+func (f planeFacts) Seeds() []string { return control.Spread(f.seeds, f.nodeID) }
+
+// SerfPeers are every active node's gossip address: a control node
+// rejoins anyone on record.
+func (f planeFacts) SerfPeers() []string {
+	var peers []string
+	for _, n := range f.p.Records() {
+		if n.ID != f.nodeID && n.SerfAddr != "" && n.Active() {
+			peers = append(peers, n.SerfAddr)
+		}
+	}
+	return peers
+}
+
+func (f planeFacts) Revocations() control.Revocations { return f.p.Revocations() }
+
+func (f planeFacts) Refresh(ctx context.Context, told bool) error {
+	if !told {
+		return nil
+	}
+	return f.p.SyncRead(ctx)
+}
+
+func (f planeFacts) GossipKeys(context.Context, bool) (control.GossipKeys, bool) {
+	cl, ok := f.p.Raft().FSM().Cluster()
+	if !ok || len(cl.GossipKeys) == 0 {
+		return control.GossipKeys{}, false
+	}
+	return control.GossipKeys{Keys: cl.GossipKeys, Rotated: cl.GossipKeysRotated}, true
+}
+
+func (f planeFacts) CABundle(context.Context, bool) (control.CABundle, bool) { return f.p.CABundle() }
+
+func (f planeFacts) OwnNebulaCert(context.Context, bool) ([]byte, error) {
+	return f.p.OwnNebulaCert(), nil
+}
+
+func (f planeFacts) OwnTLSCert(context.Context) ([]byte, error) { return f.p.OwnTLSCert(), nil }
+
+func (f planeFacts) Settle(ctx context.Context) error { return f.p.SyncRead(ctx) }
+
+func (f planeFacts) NodeRows(ctx context.Context) ([]apitype.Node, error) { return f.p.Nodes(ctx) }

@@ -1,0 +1,139 @@
+package fetched
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+)
+
+// fetchBudget bounds one fetch from the control nodes (all of them in
+// turn: control.Client.AskSeeds).
+const fetchBudget = 5 * time.Second
+
+// Copies are a worker's copies of what the control nodes hold in raft,
+// fetched over mTLS: the node list (kept in statedir.NodesFile across a
+// restart), the revocation list, the gossip keyring, the CA trust bundles
+// and its own renewed certificates. A worker has no raft; these copies
+// are how it follows raft's decisions. Each fetch is bounded
+// (fetchBudget) and asks the control nodes in the order Seeds gives.
+type Copies struct {
+	client    *control.Client
+	nodeID    string
+	joinSeeds []string // the seeds the join response named: before the first list, and for the own TLS leaf
+	stateDir  string
+	log       *slog.Logger
+
+	nodes   nodeList
+	revoked revocations
+	keys    dueCopy
+	ca      dueCopy
+}
+
+// New holds no copy yet; Load reads the node list a worker saved before
+// a restart.
+func New(client *control.Client, nodeID string, joinSeeds []string, stateDir string, log *slog.Logger) *Copies {
+	return &Copies{client: client, nodeID: nodeID, joinSeeds: joinSeeds, stateDir: stateDir, log: log}
+}
+
+// dueCopy spaces the fetches of one copy: at once when told it changed,
+// otherwise at most once per interval.
+type dueCopy struct {
+	mu      sync.Mutex
+	fetched time.Time
+}
+
+func (d *dueCopy) due(told bool, every time.Duration) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return told || time.Since(d.fetched) >= every
+}
+
+func (d *dueCopy) done() {
+	d.mu.Lock()
+	d.fetched = time.Now()
+	d.mu.Unlock()
+}
+
+// Refresh updates the revocation list and the node list (each at once
+// when told, otherwise when due). It returns the node list's error, if
+// any: the fetch a join's confirmation waits on.
+func (c *Copies) Refresh(ctx context.Context, told bool) error {
+	c.refreshRevocations(ctx, told)
+	return c.refreshNodeList(ctx, told)
+}
+
+// GossipKeys fetches the cluster's gossip keyring (GET
+// /v1/gossip/keys): at once when told, otherwise at most once a second.
+// ok is false when it was not due or the fetch failed (logged without
+// the body).
+func (c *Copies) GossipKeys(ctx context.Context, told bool) (control.GossipKeys, bool) {
+	if !c.keys.due(told, time.Second) {
+		return control.GossipKeys{}, false
+	}
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	var gk control.GossipKeys
+	if err := c.client.AskSeeds(fctx, c.Seeds(), control.PathGossipKeys, &gk); err != nil {
+		c.log.Debug("gossip keys not refreshed", "code", codes.OrInternal(err)) // never the body
+		return control.GossipKeys{}, false
+	}
+	c.keys.done()
+	return gk, true
+}
+
+// CABundle fetches the CA trust bundles and the rotation phase (GET
+// /v1/ca/bundle): at once when told, otherwise at most every 5 s.
+func (c *Copies) CABundle(ctx context.Context, told bool) (control.CABundle, bool) {
+	if !c.ca.due(told, 5*time.Second) {
+		return control.CABundle{}, false
+	}
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	var b control.CABundle
+	if err := c.client.AskSeeds(fctx, c.Seeds(), control.PathCABundle, &b); err != nil {
+		c.log.Debug("CA bundle not refreshed", "err", err)
+		return control.CABundle{}, false
+	}
+	c.ca.done()
+	return b, true
+}
+
+// OwnNebulaCert asks the control nodes for this node's current Nebula
+// certificate, when due (a renewal or a CA rotation's reissue may be
+// waiting); nil when not due.
+func (c *Copies) OwnNebulaCert(ctx context.Context, due bool) ([]byte, error) {
+	if !due {
+		return nil, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	var body control.NebulaCertResponse
+	err := c.client.AskSeeds(fctx, c.Seeds(), control.PathNebulaCert, &body)
+	return body.Cert, err
+}
+
+// OwnTLSCert asks the control nodes the join named for this node's
+// current TLS leaf (GET /v1/self/tls-cert).
+func (c *Copies) OwnTLSCert(ctx context.Context) ([]byte, error) {
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	var body control.TLSCertResponse
+	err := c.client.AskSeeds(fctx, c.joinSeeds, control.PathTLSCert, &body)
+	return body.Cert, err
+}
+
+// NodeRows is `meshctl nodes` on a worker: a control node's rows.
+func (c *Copies) NodeRows(ctx context.Context) ([]apitype.Node, error) {
+	var rows []apitype.Node
+	err := c.client.AskSeeds(ctx, c.Seeds(), control.PathNodes, &rows)
+	return rows, err
+}
+
+// Settle has nothing to wait for on a worker: its node list follows on
+// its next fetch.
+func (c *Copies) Settle(context.Context) error { return nil }

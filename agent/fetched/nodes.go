@@ -1,0 +1,180 @@
+package fetched
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// nodeList is the worker's node list: the records that decide its peers,
+// lighthouses and seeds, and the TLS leaves a control node may present to
+// it. It is saved in statedir.NodesFile, so a restarted worker follows
+// raft's records (and checks control nodes against them) from its start.
+type nodeList struct {
+	// fetching is held through each refresh: one fetch at a time. The
+	// join's confirmation and the reconcile loop both refresh; with a
+	// fetch taking a second under a 50-join burst, they used to fetch
+	// side by side (119 strict reads for 50 joins).
+	fetching sync.Mutex
+	mu       sync.Mutex
+	list     []control.NodeRecord
+	have     bool // a list was fetched (now or before a restart)
+	fetched  time.Time
+	tried    time.Time // the last attempt, which may have failed
+	err      error     // why the last attempt failed; nil after one that did not
+}
+
+// nodeListRetry spaces attempts after one that failed (or returned a list
+// without this node, as a lagging control node may): a joining worker
+// asks every 20 ms while it waits for its confirmation, and 50 of them at
+// once kept every control node busy forwarding read indexes.
+const nodeListRetry = 200 * time.Millisecond
+
+// Records is the current node list; ok is false before the first one.
+func (c *Copies) Records() ([]control.NodeRecord, bool) {
+	c.nodes.mu.Lock()
+	defer c.nodes.mu.Unlock()
+	return c.nodes.list, c.nodes.have
+}
+
+// NodeListErr is why the last attempt to refresh the node list failed,
+// or nil.
+func (c *Copies) NodeListErr() error {
+	c.nodes.mu.Lock()
+	defer c.nodes.mu.Unlock()
+	return c.nodes.err
+}
+
+// Load reads the list saved before a restart; a missing file means none
+// yet, an unreadable one is logged and waits for a fresh list.
+func (c *Copies) Load() error {
+	b, err := os.ReadFile(filepath.Join(c.stateDir, statedir.NodesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return codes.Wrap(codes.StateDir, err)
+	}
+	var list []control.NodeRecord
+	if err := json.Unmarshal(b, &list); err != nil {
+		c.log.Warn("ignoring an unreadable saved node list; waiting for a fresh one", "code", codes.StateDir, "err", err)
+		return nil
+	}
+	c.setNodeList(list, time.Time{})
+	return nil
+}
+
+// refreshNodeList updates the list from a control node: at once when told
+// something changed, otherwise at most once a second. The new list is
+// saved (0600) and from then on decides which control leaves the worker
+// accepts.
+func (c *Copies) refreshNodeList(ctx context.Context, told bool) error {
+	// After a fetch in flight ends, a call that was told of a change
+	// fetches again (that fetch may have started before the change); one
+	// that was not finds the list fresh.
+	c.nodes.fetching.Lock()
+	defer c.nodes.fetching.Unlock()
+	c.nodes.mu.Lock()
+	due := told || time.Since(c.nodes.fetched) >= time.Second && time.Since(c.nodes.tried) >= nodeListRetry
+	if due {
+		c.nodes.tried = time.Now()
+	}
+	err := c.nodes.err
+	c.nodes.mu.Unlock()
+	if !due {
+		return err
+	}
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	start := time.Now()
+	var list []control.NodeRecord
+	err = c.client.AskSeeds(fctx, c.Seeds(), control.PathNodes+control.StrictQuery, &list)
+	if err == nil && !slices.ContainsFunc(list, func(r control.NodeRecord) bool { return r.ID == c.nodeID }) {
+		err = errors.New("a node list without this node (from a control node behind the leader); not adopted")
+	}
+	c.nodes.mu.Lock()
+	c.nodes.err = err
+	c.nodes.mu.Unlock()
+	if err != nil {
+		c.log.Debug("node list not refreshed", "took", time.Since(start), "err", err)
+		return err
+	}
+	c.log.Debug("node list refreshed", "took", time.Since(start), "records", len(list), "told", told)
+	c.setNodeList(list, time.Now())
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err == nil {
+		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
+	}
+	if err != nil {
+		c.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)
+	}
+	return nil
+}
+
+func (c *Copies) setNodeList(list []control.NodeRecord, at time.Time) {
+	c.nodes.mu.Lock()
+	changed := !c.nodes.have || !slices.EqualFunc(list, c.nodes.list, sameRecord)
+	c.nodes.list, c.nodes.have = list, true
+	if !at.IsZero() {
+		c.nodes.fetched = at
+	}
+	c.nodes.mu.Unlock()
+	if changed {
+		c.client.CheckServers(control.ActiveControlLeaves(list))
+	}
+}
+
+func sameRecord(a, b control.NodeRecord) bool {
+	j1, _ := json.Marshal(a)
+	j2, _ := json.Marshal(b)
+	return string(j1) == string(j2)
+}
+
+// Seeds are the control nodes this worker asks: with a node list, its
+// active control records' control addresses; before the first list (or
+// with none listed) the seeds the join response named. The worker asks
+// them from one its id picks (control.Spread).
+func (c *Copies) Seeds() []string {
+	return control.Spread(c.seedList(), c.nodeID)
+}
+
+func (c *Copies) seedList() []string {
+	list, ok := c.Records()
+	if !ok {
+		return c.joinSeeds
+	}
+	var out []string
+	for _, r := range list {
+		if r.Active() && r.RoleOf() == pki.RoleControl && r.EnrollAddr != "" && r.ID != c.nodeID {
+			out = append(out, r.EnrollAddr)
+		}
+	}
+	if len(out) == 0 {
+		return c.joinSeeds
+	}
+	return out
+}
+
+// SerfPeers are the gossip addresses of the active control nodes on the
+// list: a worker rejoins gossip through them.
+func (c *Copies) SerfPeers() []string {
+	list, _ := c.Records()
+	var peers []string
+	for _, n := range list {
+		if n.ID != c.nodeID && n.SerfAddr != "" && n.Active() && n.RoleOf() == pki.RoleControl {
+			peers = append(peers, n.SerfAddr)
+		}
+	}
+	return peers
+}

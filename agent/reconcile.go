@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshd/meshd/gossip"
+)
+
+// A runtime keeps its overlay in line with the cluster in two loops:
+//
+//   - the overlay loop (runReconcile) reconciles Nebula with the facts
+//     the node holds now, at once on every gossip event, poke and tick;
+//     it never waits for a fetch;
+//   - the follow loop (runFollow) brings the facts in, one named step at
+//     a time, each within its own budget (a worker's fetches from the
+//     control nodes, a control node's own duties), and pokes the overlay
+//     loop after each step.
+//
+// So a slow or silent control node delays only the facts it would
+// serve, never an overlay change that gossip alone decides (a member
+// failed, or came back): e2e.TestOverlayFollowsGossipWhileControlStalls.
+
+// followStep is one named step of the follow loop.
+type followStep struct {
+	name   string
+	budget time.Duration
+	run    func(ctx context.Context, t told)
+}
+
+// told is which gossip notifications a follow pass answers: each makes
+// its step fetch at once instead of when due.
+type told struct{ revoked, keys, ca bool }
+
+func (t told) or(u told) told { return told{t.revoked || u.revoked, t.keys || u.keys, t.ca || u.ca} }
+
+// stepBudget bounds one follow step: a fetch asks the control nodes in
+// turn within it (control.Client.AskSeeds).
+const stepBudget = 5 * time.Second
+
+// followSteps are the steps every node runs, in order; a control node's
+// own duties (controlDuties) come after the CA bundle.
+func (rt *runtime) followSteps(duties []followStep) []followStep {
+	steps := []followStep{
+		{"revocations and node list", stepBudget, func(ctx context.Context, t told) { _ = rt.cluster.Refresh(ctx, t.revoked) }},
+		{"gossip keys", stepBudget, func(ctx context.Context, t told) { rt.followKeys(ctx, t.keys) }},
+		{"CA bundle", stepBudget, func(ctx context.Context, t told) { rt.followCA(ctx, t.ca) }},
+	}
+	steps = append(steps, duties...)
+	return append(steps, followStep{"renewed Nebula certificate", stepBudget, func(ctx context.Context, _ told) { rt.adoptRenewedCert(ctx) }})
+}
+
+// controlDuties are a control node's own steps: follow the CA custody on
+// record, renew the Nebula certificates that are due, finish a CA
+// rotation that nothing depends on, prune old token records.
+func (rt *runtime) controlDuties() []followStep {
+	return []followStep{
+		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) { rt.followCustody(ctx) }},
+		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) { rt.ctl.RenewNebulaCerts(ctx) }},
+		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) { rt.finishCARotation(ctx) }},
+		{"token pruning", stepBudget, func(ctx context.Context, _ told) { _, _ = rt.ctl.PruneTokens(ctx) }}, // the leader only; it logs its own failure
+	}
+}
+
+// wake asks both loops for a pass now: raft changed something this node
+// follows (the control plane's Hooks.Poke).
+func (rt *runtime) wake() {
+	rt.poke()
+	rt.wakeFollow(told{})
+}
+
+// wakeFollow asks the follow loop for a pass answering t.
+func (rt *runtime) wakeFollow(t told) {
+	rt.followMu.Lock()
+	rt.followTold = rt.followTold.or(t)
+	rt.followMu.Unlock()
+	select {
+	case rt.followKick <- struct{}{}:
+	default:
+	}
+}
+
+// runFollow runs the follow steps when woken and every interval (the
+// safety net), each within its budget, poking the overlay loop after
+// each.
+func (rt *runtime) runFollow(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-rt.followKick:
+		case <-tick.C:
+		}
+		rt.followMu.Lock()
+		t := rt.followTold
+		rt.followTold = told{}
+		rt.followMu.Unlock()
+		for _, s := range rt.steps {
+			sctx, cancel := context.WithTimeout(ctx, s.budget)
+			start := time.Now()
+			s.run(sctx, t)
+			cancel()
+			if took := time.Since(start); took >= s.budget {
+				rt.log.Debug("follow step ran out of its budget", "step", s.name, "budget", s.budget)
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			rt.poke()
+		}
+	}
+}
+
+// runReconcile is the overlay loop: it reconciles at once on every gossip
+// event (and passes the event on to the follow loop), on every poke, and
+// every interval. A reconcile held back by reloadGap is retried when the
+// gap ends.
+func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-rt.gossip.Events():
+			if !ok {
+				return
+			}
+			user := ev.Kind == gossip.EventUser
+			rt.wakeFollow(told{revoked: user && ev.Name == notifyRevoked, keys: user && ev.Name == notifyKeys,
+				ca: user && ev.Name == notifyCA})
+			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
+		case <-rt.kick:
+		case <-retry.C:
+		case <-tick.C:
+		}
+		if wait := rt.reconcileOverlay(); wait > 0 {
+			retry.Reset(wait)
+		}
+		rt.reportIgnored(rt.overlayInputs())
+	}
+}
