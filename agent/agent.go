@@ -15,7 +15,9 @@ import (
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/localapi"
+	"github.com/meshd/meshd/agent/member"
 	"github.com/meshd/meshd/agent/metrics"
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
@@ -63,13 +65,13 @@ type Agent struct {
 
 	mu    sync.Mutex
 	phase phase
-	rt    *runtime // nil until this node is a running member
+	rt    *member.Runtime // nil until this node is a running member
 	// refused is why the member in the state dir did not start, and
 	// refusedFacts its node.json (phaseRefused only).
 	refused      error
 	refusedFacts *statedir.Facts
 
-	parked *parkedMesh // userspace mode: the overlay a stopped runtime left running
+	parked *member.Parked // userspace mode: the overlay a stopped runtime left running
 	// reloaded is the firewall and MTU of the last reload (firewall.go),
 	// nil before one; guarded by mu.
 	reloaded *config.Policy
@@ -98,7 +100,7 @@ func New(cfg config.File, d Deps) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
 	a.met = metrics.New(d.Version, a.metricsState)
 	if cfg.OverlayMode == config.OverlayUserspace {
-		a.parked = &parkedMesh{}
+		a.parked = &member.Parked{}
 	}
 	return a, nil
 }
@@ -208,12 +210,12 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.setPhase(phaseRunning, rt)
 	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok {
-		rt.spawn(func(ctx context.Context) { a.resumeJoin(ctx, rt) }) // stop waits for it
+		rt.Spawn(func(ctx context.Context) { a.resumeJoin(ctx, rt) }) // stop waits for it
 	}
 	return nil
 }
 
-func (a *Agent) setPhase(p phase, rt *runtime) {
+func (a *Agent) setPhase(p phase, rt *member.Runtime) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.phase, a.rt, a.refused, a.refusedFacts = p, rt, nil, nil
@@ -226,7 +228,7 @@ func (a *Agent) currentPhase() phase {
 }
 
 // running returns the runtime of a member node, or codes.NotInCluster.
-func (a *Agent) running() (*runtime, error) {
+func (a *Agent) running() (*member.Runtime, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
@@ -247,10 +249,10 @@ func (a *Agent) controlPlane() (*control.Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	if rt.ctl == nil {
-		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.facts.Name, rt.facts.Role))
+	if rt.Plane() == nil {
+		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.Facts().Name, rt.Facts().Role))
 	}
-	return rt.ctl, nil
+	return rt.Plane(), nil
 }
 
 // Admit mints a one-time join token on a control node
@@ -280,7 +282,7 @@ func (a *Agent) stopRuntime() {
 	a.rt = nil
 	a.mu.Unlock()
 	if rt != nil {
-		rt.stop()
+		rt.Stop()
 	}
 }
 
@@ -292,4 +294,11 @@ func (a *Agent) beginOp() (func(), error) {
 	default:
 		return nil, codes.Wrap(codes.Busy, nil)
 	}
+}
+
+// startRuntime starts this node's member runtime from its state dir
+// (member.Start); boot is init's first raft entry, nil otherwise.
+func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *state.Bootstrap) (*member.Runtime, error) {
+	return member.Start(ctx, member.Options{Config: a.cfg, Facts: facts, Boot: boot, Policy: a.startPolicy(),
+		Parked: a.parked, Metrics: a.met, Version: a.d.Version, Log: a.log, Now: a.d.Now})
 }

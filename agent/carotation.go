@@ -1,218 +1,16 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
-	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
-	"github.com/meshd/meshd/agent/control"
-	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
-
-// CA rotation on the agent's side (docs/architecture.md, "CA rotation"):
-// every node follows the trust bundles raft records (followCA) and
-// reports what it runs in its gossip tag "ca" (runCAReports); the CA
-// holder creates the next CA under ca/next/ (RotateCA) and finishes the
-// rotation when nothing depends on the old CA (in the reconcile pass).
-
-// notifyCA is the gossip notification that the CA trust bundles or the
-// rotation's phase changed: workers fetch GET /v1/ca/bundle at once.
-const notifyCA = "meshd-ca"
-
-// tagCA is the gossip tag a node reports control.CAReport in.
-const tagCA = "ca"
-
-// caNextDir is where the CA holder keeps the next CA's key pair during a
-// rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
-const caNextDir = pki.CANextDir
-
-// caFollow is what this node last read of the CA bundle.
-type caFollow struct {
-	mu      sync.Mutex
-	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
-	// wake wakes runTLSRenewal when the phase or the signing CA changed
-	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
-	// next timer.
-	wake chan struct{}
-}
-
-// followCA brings this node's trust bundles in line with the cluster's
-// (clusterFacts.CABundle: the FSM on a control node; GET /v1/ca/bundle on
-// a worker, at once when told, otherwise at most every 5 s).
-func (rt *runtime) followCA(ctx context.Context, told bool) {
-	b, ok := rt.cluster.CABundle(ctx, told)
-	if !ok {
-		return
-	}
-	rt.ca.mu.Lock()
-	changed := rt.ca.signing.Phase != b.Phase || rt.ca.signing.SigningCA != b.SigningCA
-	rt.ca.signing = b
-	rt.ca.mu.Unlock()
-	if changed {
-		select {
-		case rt.ca.wake <- struct{}{}:
-		default:
-		}
-	}
-	rt.adoptBundle(b.TLS, b.Nebula)
-}
-
-// adoptBundle makes tlsBundle and nebulaBundle this node's trust: saved
-// in the identity (tls/ca.crt, nebula/ca.crt), swapped into the live
-// identity (every TLS handshake from now on), and the reconcile pass
-// reloads Nebula with the new pki.ca.
-func (rt *runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
-	if len(tlsBundle) == 0 || len(nebulaBundle) == 0 {
-		return
-	}
-	rt.idMu.Lock()
-	defer rt.idMu.Unlock()
-	own := rt.identity()
-	if bytes.Equal(own.CACert, tlsBundle) && bytes.Equal(own.NebulaCACert, nebulaBundle) {
-		return
-	}
-	if cas, err := pki.BundleCerts(tlsBundle); err != nil || len(cas) == 0 {
-		rt.log.Warn("CA bundle refused: unreadable", "code", codes.CertRefused, "err", err)
-		return
-	}
-	id := *own
-	id.CACert, id.NebulaCACert = bytes.Clone(tlsBundle), bytes.Clone(nebulaBundle)
-	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
-		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
-	}
-	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, statedir.IdentityDir), id.CACert, id.NebulaCACert); err != nil {
-		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
-		return
-	}
-	if err := rt.live.Swap(&id); err != nil {
-		rt.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
-		return
-	}
-	rt.saveHeld() // the held leaf goes when its CA leaves the bundle
-	cas, _ := pki.BundleCerts(tlsBundle)
-	rt.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
-		"bundle", pki.BundleID(tlsBundle, nebulaBundle))
-	rt.client.CloseIdle()
-	rt.poke()
-	rt.wakeCAReport()
-}
-
-// reissuePending reports whether a worker's certificate is to be fetched
-// again although it is not due: the CA holder signs with another CA than
-// the one that issued it (a CA rotation reissues every certificate).
-func (rt *runtime) reissuePending(nebula bool) bool {
-	rt.ca.mu.Lock()
-	b := rt.ca.signing
-	rt.ca.mu.Unlock()
-	if b.Phase != state.CAPhaseReissue {
-		return false
-	}
-	own := rt.identity()
-	if nebula {
-		is, err := pki.NebulaIssuer(own.NebulaCert)
-		return err == nil && is != b.SigningNebulaCA
-	}
-	leaf, err := own.Leaf()
-	if err != nil {
-		return false
-	}
-	ca := pki.IssuerIn(own.CACert, leaf)
-	return ca != nil && pki.FingerprintOf(ca).String() != b.SigningCA
-}
-
-func (rt *runtime) wakeCAReport() {
-	select {
-	case rt.caReport <- struct{}{}:
-	default:
-	}
-}
-
-// runCAReports keeps this node's gossip tag "ca" equal to what it runs
-// (control.CAReport of running()), in a goroutine of its own for the
-// reason runKeyReports gives; it looks every second as well as when woken.
-func (rt *runtime) runCAReports(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-rt.caReport:
-		case <-tick.C:
-		}
-		want := control.CAReport(rt.running())
-		tags := maps.Clone(rt.gossip.LocalMember().Tags)
-		if tags[tagCA] == want {
-			continue
-		}
-		tags[tagCA] = want
-		if err := rt.gossip.SetTags(tags); err != nil {
-			rt.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
-		}
-	}
-}
-
-// finishCARotation, on the CA holder, drops the old CA once nothing
-// depends on it, and tidies ca/ afterwards (a control duty).
-func (rt *runtime) finishCARotation(ctx context.Context) {
-	if !rt.ctl.HoldsCA() {
-		return
-	}
-	if _, err := rt.ctl.FinishCARotation(ctx, ""); err != nil {
-		rt.log.Warn("CA rotation not finished", "code", codes.OrInternal(err), "err", err)
-	}
-	rt.tidyCADir()
-}
-
-// tidyCADir moves ca/next/ into ca/ once raft records the next CA as the
-// current one (and again at every pass while ca/next/ is there). Signing
-// never depends on it (the holder picks the key pair by fingerprint), so a
-// crash in the middle loses nothing: at start a ca/ that does not load
-// falls back to ca/next/ (loadCAs), and the next pass completes ca/.
-func (rt *runtime) tidyCADir() {
-	cl, ok := rt.ctl.Raft().FSM().Cluster()
-	if !ok || cl.Rotation != nil {
-		return
-	}
-	dir := filepath.Join(rt.stateDir, statedir.CADir)
-	nextDir := filepath.Join(dir, caNextDir)
-	if _, err := os.Stat(nextDir); err != nil {
-		return
-	}
-	next, err := pki.LoadCA(nextDir)
-	if err != nil || next.Fingerprint().String() != cl.CAFingerprint {
-		return // an unused next of a rotation that never began, or not ours to move
-	}
-	if err := next.Save(dir); err != nil {
-		rt.log.Warn("could not move ca/next into ca", "code", codes.StateDir, "err", err)
-		return
-	}
-	if err := os.RemoveAll(nextDir); err != nil {
-		rt.log.Warn("could not remove ca/next", "code", codes.StateDir, "err", err)
-		return
-	}
-	rt.log.Info("the rotated CA's keys are now ca/", "ca", pki.ShortID(cl.CAFingerprint))
-}
-
-// loadCAs loads the CA holder's key pairs: ca/, and ca/next/ when a
-// rotation left one (pki.LoadCAKeys: a ca/ that does not load while
-// ca/next/ does is read from ca/next/ alone, and left as it is on disk;
-// tidyCADir completes ca/ once raft confirms the next CA is the current
-// one; signing picks the key pair by the fingerprint raft names).
-func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
-	return pki.LoadCAKeys(filepath.Join(stateDir, statedir.CADir))
-}
 
 // RotateCA is `meshctl ca rotate [--now]`, on the CA holder only: it
 // creates the next CA (or resumes the rotation in progress with the one
@@ -232,7 +30,7 @@ func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.
 	if !ok {
 		return nil, codes.Wrap(codes.NotInCluster, errors.New("no cluster record yet"))
 	}
-	nextDir := filepath.Join(a.cfg.StateDir, statedir.CADir, caNextDir)
+	nextDir := filepath.Join(a.cfg.StateDir, statedir.CADir, pki.CANextDir)
 	var next *pki.CA
 	if cl.Rotation == nil {
 		// Everything reversible first: the key pair is saved before raft
@@ -240,7 +38,7 @@ func (a *Agent) RotateCA(ctx context.Context, now bool, actor string) (*apitype.
 		if next, err = pki.NewCA(cl.Name, cl.Overlay, a.d.Now()); err != nil {
 			return nil, err
 		}
-		if err := clearNextDir(a.cfg.StateDir, cl.CAFingerprint); err != nil {
+		if err := statedir.ClearCANext(a.cfg.StateDir, cl.CAFingerprint); err != nil {
 			return nil, codes.Wrap(codes.StateDir, err)
 		}
 		if err := next.Save(nextDir); err != nil {
@@ -270,74 +68,4 @@ func (a *Agent) CAStatus(ctx context.Context) (*apitype.CAStatus, error) {
 		return nil, err
 	}
 	return &st, nil
-}
-
-// reissueWatch reports whether a worker should look at its TLS leaf again
-// soon: a CA rotation is in progress.
-func (rt *runtime) reissueWatch() bool {
-	rt.ca.mu.Lock()
-	defer rt.ca.mu.Unlock()
-	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != state.CAPhaseNone
-}
-
-// saveHeld keeps the leaf the live identity holds under the old CA of a
-// rotation in identity/tls/held.crt, or removes the file when it holds
-// none, so a restarted control node still answers a token minted before
-// the rotation (loadHeld).
-func (rt *runtime) saveHeld() {
-	p := filepath.Join(rt.stateDir, statedir.IdentityDir, pki.HeldLeafFile)
-	held := rt.live.HeldLeaves()
-	if len(held) == 0 {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			rt.log.Warn("could not remove the held TLS leaf", "code", codes.StateDir, "err", err)
-		}
-		return
-	}
-	if err := pki.WriteFileAtomic(p, held[0], 0o644); err != nil {
-		rt.log.Warn("could not save the held TLS leaf", "code", codes.StateDir, "err", err)
-	}
-}
-
-// loadHeld gives the live identity back the leaf saveHeld kept; one whose
-// CA has left the bundle meanwhile is dropped with its file.
-func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ...any) }) {
-	p := filepath.Join(dir, statedir.IdentityDir, pki.HeldLeafFile)
-	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err == nil {
-		err = live.Hold(b)
-	}
-	if err != nil {
-		log.Warn("held TLS leaf not taken back; removing it", "err", err)
-		_ = os.Remove(p)
-	}
-}
-
-// clearNextDir empties ca/next/ before a new rotation saves its next CA
-// there. A ca/next/ that holds the current CA (cur, hex) is the last
-// rotation's, finished but not yet moved into ca/ (tidyCADir): it is moved
-// first, never deleted, since it may be the only copy of the CA's keys.
-func clearNextDir(stateDir, cur string) error {
-	dir := filepath.Join(stateDir, statedir.CADir)
-	nextDir := filepath.Join(dir, caNextDir)
-	if next, err := pki.LoadCA(nextDir); err == nil && next.Fingerprint().String() == cur {
-		if err := next.Save(dir); err != nil {
-			return fmt.Errorf("move the current CA from %s into %s: %w", nextDir, dir, err)
-		}
-	}
-	return os.RemoveAll(nextDir)
-}
-
-// running is the identity as this node uses it now: the TLS side from the
-// live identity (every handshake takes it), the Nebula side from the
-// config Nebula last applied, so a node reports trusting a Nebula CA only
-// once its Nebula does (a reload can lag the identity, or be refused).
-func (rt *runtime) running() *pki.Identity {
-	id := *rt.identity()
-	if applied := rt.applied(); len(applied.CACert) > 0 {
-		id.NebulaCACert, id.NebulaCert = applied.CACert, applied.Cert
-	}
-	return &id
 }

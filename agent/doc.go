@@ -3,9 +3,8 @@
 // (enroll and internal API), and the flows behind init, admit and join.
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
-// agent/control, agent/desired, agent/fetched, agent/localapi,
-// agent/metrics, agent/preflight, agent/raftnode, agent/state,
-// agent/statedir, codes, crash, enroll, gossip, mesh and pki; nothing else
-// of meshd. Nothing in meshd imports agent except cmd/meshd and
-// agent/agenttest.
+// agent/control, agent/localapi, agent/member, agent/metrics,
+// agent/preflight, agent/state, agent/statedir, codes, crash, enroll, mesh
+// and pki; nothing else of meshd. Nothing in meshd imports agent except
+// cmd/meshd and agent/agenttest.
 package agent

@@ -37,7 +37,7 @@ func (a *Agent) Healthy(ctx context.Context) error {
 	a.mu.Lock()
 	rt := a.rt
 	a.mu.Unlock()
-	if rt != nil && rt.ctl != nil && rt.ctl.Raft().IsShutdown() {
+	if rt != nil && rt.Plane() != nil && rt.Plane().Raft().IsShutdown() {
 		return fmt.Errorf("raft has shut down")
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/member"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
@@ -161,7 +162,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 
 // commitInit writes the plan: CA and identity files, raft bootstrapped and
 // its first entry committed, then node.json last.
-func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*runtime, error) {
+func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*member.Runtime, error) {
 	if err := p.ca.Save(filepath.Join(a.cfg.StateDir, statedir.CADir)); err != nil {
 		return nil, statedir.WriteErr(err)
 	}
@@ -173,7 +174,7 @@ func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*runtime, error) {
 		return nil, err
 	}
 	if err := statedir.Save(a.cfg.StateDir, p.facts); err != nil {
-		rt.stop()
+		rt.Stop()
 		return nil, err
 	}
 	return rt, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/member"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/crash"
@@ -56,7 +57,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 				if err := a.finishJoin(ctx, rt, step); err != nil {
 					return nil, err
 				}
-				return joinResult(rt.facts), nil
+				return joinResult(rt.Facts()), nil
 			}
 		}
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
@@ -124,7 +125,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if err := a.finishJoin(ctx, rt, step); err != nil {
 		return nil, err
 	}
-	return joinResult(rt.facts), nil
+	return joinResult(rt.Facts()), nil
 }
 
 func joinResult(f *statedir.Facts) *apitype.JoinResult {
@@ -141,38 +142,38 @@ func joinResult(f *statedir.Facts) *apitype.JoinResult {
 // confirmation instead of running a member the cluster fails after
 // JoinBound. Each part is idempotent (a voter is not added again; a
 // second ConfirmJoin is a no-op), so a resumed finish may repeat one.
-func (a *Agent) finishJoin(ctx context.Context, rt *runtime, step func(string, ...any)) error {
+func (a *Agent) finishJoin(ctx context.Context, rt *member.Runtime, step func(string, ...any)) error {
 	a.finishing.Lock()
 	defer a.finishing.Unlock()
 	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); !ok {
-		step("confirmed: the cluster records %s active", rt.facts.Name)
+		step("confirmed: the cluster records %s active", rt.Facts().Name)
 		return nil // finished meanwhile
 	}
 	cctx, cancel := context.WithTimeout(ctx, joinConfirmTimeout)
 	defer cancel()
-	if rt.ctl != nil && !rt.ctl.Raft().IsVoter(rt.facts.NodeID) {
-		if err := rt.ctl.JoinRaft(cctx, rt.facts.Seeds, step); err != nil {
+	if rt.Plane() != nil && !rt.Plane().Raft().IsVoter(rt.Facts().NodeID) {
+		if err := rt.Plane().JoinRaft(cctx, rt.Facts().Seeds, step); err != nil {
 			return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not a raft voter: %w", err))
 		}
 		crash.At(crash.JoinAfterRaftJoin)
 	}
-	if err := rt.confirmJoin(cctx, step); err != nil {
+	if err := rt.ConfirmJoin(cctx, step); err != nil {
 		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and recorded, but not confirmed: %w", err))
 	}
 	crash.At(crash.JoinAfterConfirm)
-	if err := rt.confirmJoined(cctx, step); err != nil {
+	if err := rt.ConfirmJoined(cctx, step); err != nil {
 		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
 	statedir.SettlePending(a.cfg.StateDir) // confirmed: the keys live in the identity
-	a.log.Info("joined cluster", "cluster", rt.facts.ClusterName, "node", rt.facts.Name, "node_id", rt.facts.NodeID,
-		"role", rt.facts.Role, "overlay_ip", rt.facts.Overlay)
+	a.log.Info("joined cluster", "cluster", rt.Facts().ClusterName, "node", rt.Facts().Name, "node_id", rt.Facts().NodeID,
+		"role", rt.Facts().Role, "overlay_ip", rt.Facts().Overlay)
 	return nil
 }
 
 // resumeJoin finishes, on a restart, the join a crash interrupted after
 // node.json was written (finishJoin); its outcome is logged.
-func (a *Agent) resumeJoin(ctx context.Context, rt *runtime) {
-	a.log.Warn("the join that made this node was interrupted before the cluster recorded it active; finishing it", "node", rt.facts.Name)
+func (a *Agent) resumeJoin(ctx context.Context, rt *member.Runtime) {
+	a.log.Warn("the join that made this node was interrupted before the cluster recorded it active; finishing it", "node", rt.Facts().Name)
 	err := a.finishJoin(ctx, rt, func(format string, args ...any) { a.log.Info("resumed join: " + fmt.Sprintf(format, args...)) })
 	if err != nil {
 		a.log.Error("the interrupted join could not be finished: run `meshctl join` with its token again, or admit the node again and join --force",
@@ -189,7 +190,7 @@ func (a *Agent) ports() enroll.Ports {
 	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
-func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *runtime, err error) {
+func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *member.Runtime, err error) {
 	facts := &statedir.Facts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
@@ -223,7 +224,7 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		return nil, err
 	}
 	if err := statedir.Save(a.cfg.StateDir, facts); err != nil {
-		rt.stop()
+		rt.Stop()
 		return nil, err
 	}
 	crash.At(crash.JoinAfterNodeFile)

@@ -29,5 +29,5 @@ func (a *Agent) operator(ctx context.Context) string {
 	if rt == nil {
 		return operatorOn(ctx, a.cfg.NodeName)
 	}
-	return operatorOn(ctx, rt.facts.Name)
+	return operatorOn(ctx, rt.Facts().Name)
 }

@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/meshd/meshd/agent/apitype"
-	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
@@ -40,22 +38,21 @@ func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 		return err
 	}
 	actx, cancel := context.WithTimeout(ctx, departTimeout)
-	var rows []apitype.Node
-	err = rt.client.AskSeeds(actx, rt.seeds(), control.PathNodes, &rows)
+	_, err = rt.AskNodes(actx)
 	cancel()
 	switch {
 	case codes.Of(err) == codes.NotMember:
-		step("--force: %s is no member of cluster %s any more; nothing to leave", rt.facts.Name, rt.facts.ClusterName)
+		step("--force: %s is no member of cluster %s any more; nothing to leave", rt.Facts().Name, rt.Facts().ClusterName)
 		return nil
-	case err != nil && rt.ctl == nil:
-		step("--force: cluster %s could not be asked whether %s is a member (%v); its record stays as it is", rt.facts.ClusterName, rt.facts.Name, err)
+	case err != nil && rt.Plane() == nil:
+		step("--force: cluster %s could not be asked whether %s is a member (%v); its record stays as it is", rt.Facts().ClusterName, rt.Facts().Name, err)
 		return nil
 	case err != nil:
 		return codes.Wrap(codes.OrInternal(err), fmt.Errorf("join --force: control node %s cannot tell whether it is still in cluster %s, so it cannot leave raft cleanly: %w "+
-			"(if that cluster is gone for good, stop meshd, remove its state dir and join again)", rt.facts.Name, rt.facts.ClusterName, err))
+			"(if that cluster is gone for good, stop meshd, remove its state dir and join again)", rt.Facts().Name, rt.Facts().ClusterName, err))
 	}
-	if err := a.depart(ctx, rt); err != nil {
-		return fmt.Errorf("join --force: %s must leave cluster %s first and cannot: %w", rt.facts.Name, rt.facts.ClusterName, err)
+	if err := rt.Depart(ctx, operatorOn(ctx, rt.Facts().Name)); err != nil {
+		return fmt.Errorf("join --force: %s must leave cluster %s first and cannot: %w", rt.Facts().Name, rt.Facts().ClusterName, err)
 	}
 	// As `meshctl leave`: stop and wipe, so that nothing of the old
 	// membership answers (a control node is one of the token's seeds).
@@ -64,25 +61,7 @@ func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
 		return err
 	}
-	step("--force: %s left cluster %s (raft, record, gossip) before joining again", rt.facts.Name, rt.facts.ClusterName)
-	return nil
-}
-
-// confirmJoined tells the cluster that this node's join is confirmed
-// (DESIGN §6 step 10 passed): its record goes from joining to active.
-func (rt *runtime) confirmJoined(ctx context.Context, step func(string, ...any)) error {
-	if err := rt.client.ConfirmJoin(ctx, rt.seeds(), rt.facts.NodeID); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("no control node recorded the confirmation in time: %w", err)
-		}
-		return err
-	}
-	// A control node answers from its own FSM (seeds of the tokens it
-	// mints, its node list): return once that has the confirmation.
-	if err := rt.cluster.Settle(ctx); err != nil {
-		return fmt.Errorf("confirmed, but this node's raft has not applied it yet: %w", err)
-	}
-	step("confirmed: the cluster records %s active", rt.facts.Name)
+	step("--force: %s left cluster %s (raft, record, gossip) before joining again", rt.Facts().Name, rt.Facts().ClusterName)
 	return nil
 }
 

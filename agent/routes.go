@@ -163,9 +163,13 @@ func (a *Agent) getCAStatus(r *http.Request) (*apitype.CAStatus, error) {
 	return a.CAStatus(r.Context())
 }
 
-// postPing is one probe (ping.go).
+// postPing is one probe (member.Runtime.Ping).
 func (a *Agent) postPing(r *http.Request, req apitype.PingRequest) (apitype.PingReply, error) {
-	return a.ping(r.Context(), req)
+	rt, err := a.running()
+	if err != nil {
+		return apitype.PingReply{}, err
+	}
+	return rt.Ping(r.Context(), req)
 }
 
 // getTunnels is the cluster-wide tunnel view of a control node

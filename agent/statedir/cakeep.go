@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // HoldsCACopy reports whether stateDir keeps CA keys (its ca/ directory
@@ -34,4 +35,19 @@ func RefuseCAWipe(stateDir, what string) error {
 	}
 	return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s would delete %s, the cluster's CA keys; --force does not override this",
 		what, filepath.Join(stateDir, CADir)))
+}
+
+// ClearCANext empties ca/next/ before a new rotation saves its next CA
+// there. A ca/next/ that holds the current CA (cur, hex) is the last
+// rotation's, finished but not yet moved into ca/ (the member runtime's tidying): it is moved
+// first, never deleted, since it may be the only copy of the CA's keys.
+func ClearCANext(stateDir, cur string) error {
+	dir := filepath.Join(stateDir, CADir)
+	nextDir := filepath.Join(dir, pki.CANextDir)
+	if next, err := pki.LoadCA(nextDir); err == nil && next.Fingerprint().String() == cur {
+		if err := next.Save(dir); err != nil {
+			return fmt.Errorf("move the current CA from %s into %s: %w", nextDir, dir, err)
+		}
+	}
+	return os.RemoveAll(nextDir)
 }

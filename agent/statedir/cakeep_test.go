@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
 )
 
 // TestWipeStateKeepsCA: Wipe refuses a state dir whose ca/ holds
@@ -42,5 +44,43 @@ func TestWipeStateKeepsCA(t *testing.T) {
 	}
 	if err := Wipe(dir); err != nil {
 		t.Fatalf("Wipe with an empty ca/: %v", err)
+	}
+}
+
+// TestClearCANext: a new rotation clears ca/next/, but one holding the
+// current CA (a finished rotation whose move into ca/ did not happen yet)
+// is moved into ca/ first, never deleted.
+func TestClearCANext(t *testing.T) {
+	old, cur := pkitest.NewCA(t, "alpha"), pkitest.NewCA(t, "alpha")
+	dir := t.TempDir()
+	if err := old.Save(filepath.Join(dir, CADir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Save(filepath.Join(dir, CADir, pki.CANextDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearCANext(dir, cur.Fingerprint().String()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pki.LoadCA(filepath.Join(dir, CADir))
+	if err != nil || got.Fingerprint() != cur.Fingerprint() {
+		t.Fatalf("ca/ after clearing: %v %v, want the current CA", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CADir, pki.CANextDir)); !os.IsNotExist(err) {
+		t.Fatalf("ca/next not cleared: %v", err)
+	}
+	// An unused next of a rotation that never began is simply removed.
+	stale := pkitest.NewCA(t, "alpha")
+	if err := stale.Save(filepath.Join(dir, CADir, pki.CANextDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearCANext(dir, cur.Fingerprint().String()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pki.LoadCA(filepath.Join(dir, CADir)); got == nil || got.Fingerprint() != cur.Fingerprint() {
+		t.Fatal("a stale ca/next replaced ca/")
+	}
+	if _, err := os.Stat(filepath.Join(dir, CADir, pki.CANextDir)); !os.IsNotExist(err) {
+		t.Fatalf("stale ca/next not removed: %v", err)
 	}
 }

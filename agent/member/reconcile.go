@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -40,7 +40,7 @@ const stepBudget = 5 * time.Second
 
 // followSteps are the steps every node runs, in order; a control node's
 // own duties (controlDuties) come after the CA bundle.
-func (rt *runtime) followSteps(duties []followStep) []followStep {
+func (rt *Runtime) followSteps(duties []followStep) []followStep {
 	steps := []followStep{
 		{"revocations and node list", stepBudget, func(ctx context.Context, t told) { _ = rt.cluster.Refresh(ctx, t.revoked) }},
 		{"gossip keys", stepBudget, func(ctx context.Context, t told) { rt.followKeys(ctx, t.keys) }},
@@ -53,7 +53,7 @@ func (rt *runtime) followSteps(duties []followStep) []followStep {
 // controlDuties are a control node's own steps: follow the CA custody on
 // record, renew the Nebula certificates that are due, finish a CA
 // rotation that nothing depends on, prune old token records.
-func (rt *runtime) controlDuties() []followStep {
+func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
 		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) { rt.followCustody(ctx) }},
 		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) { rt.ctl.RenewNebulaCerts(ctx) }},
@@ -64,13 +64,13 @@ func (rt *runtime) controlDuties() []followStep {
 
 // wake asks both loops for a pass now: raft changed something this node
 // follows (the control plane's Hooks.Poke).
-func (rt *runtime) wake() {
+func (rt *Runtime) wake() {
 	rt.poke()
 	rt.wakeFollow(told{})
 }
 
 // wakeFollow asks the follow loop for a pass answering t.
-func (rt *runtime) wakeFollow(t told) {
+func (rt *Runtime) wakeFollow(t told) {
 	rt.followMu.Lock()
 	rt.followTold = rt.followTold.or(t)
 	rt.followMu.Unlock()
@@ -83,7 +83,7 @@ func (rt *runtime) wakeFollow(t told) {
 // runFollow runs the follow steps when woken and every interval (the
 // safety net), each within its budget, poking the overlay loop after
 // each.
-func (rt *runtime) runFollow(ctx context.Context, every time.Duration) {
+func (rt *Runtime) runFollow(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -117,7 +117,7 @@ func (rt *runtime) runFollow(ctx context.Context, every time.Duration) {
 // event (and passes the event on to the follow loop), on every poke, and
 // every interval. A reconcile held back by reloadGap is retried when the
 // gap ends.
-func (rt *runtime) runReconcile(ctx context.Context, every time.Duration) {
+func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	retry := time.NewTimer(time.Hour)

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // meshConfig is the Nebula config this node should run now: its identity,
 // the control nodes as lighthouses, every other live node in the static
 // host map, and the revoked certificates blocked.
-func (rt *runtime) meshConfig() mesh.Config {
+func (rt *Runtime) meshConfig() mesh.Config {
 	c := rt.meshBase
 	rt.policy().Apply(&c)
 	id := rt.identity()
@@ -30,8 +30,8 @@ func (rt *runtime) meshConfig() mesh.Config {
 
 // startMesh starts Nebula with the config the node knows at start.
 // In userspace mode it takes over the overlay an earlier runtime of this
-// process parked (see parkedMesh).
-func (rt *runtime) startMesh() error {
+// process parked (see Parked).
+func (rt *Runtime) startMesh() error {
 	c := rt.meshConfig()
 	if rt.parked != nil {
 		m, err := rt.parked.take(c)
@@ -52,7 +52,7 @@ func (rt *runtime) startMesh() error {
 }
 
 // applied is the Nebula config last applied.
-func (rt *runtime) applied() mesh.Config {
+func (rt *Runtime) applied() mesh.Config {
 	rt.appliedMu.Lock()
 	defer rt.appliedMu.Unlock()
 	return rt.meshApplied
@@ -70,7 +70,7 @@ const reloadGap = 250 * time.Millisecond
 // facts this node holds now (it never waits for a fetch). A change within
 // reloadGap of the last reload is held back: it returns how long to wait
 // before trying again, or 0.
-func (rt *runtime) reconcileOverlay() time.Duration {
+func (rt *Runtime) reconcileOverlay() time.Duration {
 	want := rt.meshConfig()
 	if reflect.DeepEqual(want, rt.applied()) {
 		return 0
@@ -116,7 +116,7 @@ func controlGossip(in desired.Inputs) string {
 }
 
 // poke asks the overlay loop to reconcile now (a fact it reads changed).
-func (rt *runtime) poke() {
+func (rt *Runtime) poke() {
 	select {
 	case rt.kick <- struct{}{}:
 	default:
@@ -131,7 +131,7 @@ type errBox struct{ err error }
 // needs its node list first (raft's records decide which lighthouse
 // counts); it says when it has one, and a join that times out says which
 // of the two it waited for.
-func (rt *runtime) confirmJoin(ctx context.Context, step func(string, ...any)) error {
+func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) error {
 	start := time.Now()
 	_, listed := rt.cluster.Records() // a control node reads raft's records itself
 	var lighthouse netip.Addr

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -41,11 +41,7 @@ type pingTarget struct {
 }
 
 // ping runs one probe of req.Name.
-func (a *Agent) ping(ctx context.Context, req apitype.PingRequest) (apitype.PingReply, error) {
-	rt, err := a.running()
-	if err != nil {
-		return apitype.PingReply{}, err
-	}
+func (rt *Runtime) Ping(ctx context.Context, req apitype.PingRequest) (apitype.PingReply, error) {
 	timeout := req.Timeout
 	if timeout == 0 {
 		timeout = defaultPingTimeout
@@ -53,7 +49,7 @@ func (a *Agent) ping(ctx context.Context, req apitype.PingRequest) (apitype.Ping
 	if timeout < 0 || timeout > maxPingTimeout {
 		return apitype.PingReply{}, codes.Wrap(codes.BadRequest, fmt.Errorf("probe timeout %s: want up to %s", timeout, maxPingTimeout))
 	}
-	tg, err := rt.pingTarget(req.Name, a.cfg.Ports.Gossip)
+	tg, err := rt.pingTarget(req.Name, rt.ports.Gossip)
 	if err != nil {
 		return apitype.PingReply{}, err
 	}
@@ -127,7 +123,7 @@ func dialReason(err error) string {
 // control node, the node list on a worker): an active node's overlay
 // address and gossip port (the recorded one, else this node's
 // ports.gossip). Anything else is codes.NodeUnknown.
-func (rt *runtime) pingTarget(name string, defaultPort int) (pingTarget, error) {
+func (rt *Runtime) pingTarget(name string, defaultPort int) (pingTarget, error) {
 	var (
 		found bool
 		st    state.NodeState

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // tunnels is this node's established Nebula tunnels, as the local and the
 // internal API show them.
-func (rt *runtime) tunnels() []apitype.Tunnel {
+func (rt *Runtime) tunnels() []apitype.Tunnel {
 	out := []apitype.Tunnel{}
 	if rt.mesh == nil {
 		return out
@@ -33,7 +33,7 @@ func (rt *runtime) tunnels() []apitype.Tunnel {
 // A refused or failed report is retried after a wait that doubles up to
 // TunnelReportMax (a joining worker is refused until its join is
 // confirmed; each refusal is logged on the control node).
-func (rt *runtime) runTunnelReports(ctx context.Context) {
+func (rt *Runtime) runTunnelReports(ctx context.Context) {
 	tick := time.NewTicker(control.TunnelReportEvery)
 	defer tick.Stop()
 	var last []apitype.Tunnel

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
@@ -31,7 +30,7 @@ type keyState struct {
 // cluster's (clusterFacts.GossipKeys: raft's cluster record on a control
 // node; GET /v1/gossip/keys on a worker, at once when told, otherwise at
 // most once a second).
-func (rt *runtime) followKeys(ctx context.Context, told bool) {
+func (rt *Runtime) followKeys(ctx context.Context, told bool) {
 	if gk, ok := rt.cluster.GossipKeys(ctx, told); ok && len(gk.Keys) > 0 {
 		rt.applyKeys(gk.Keys, gk.Rotated)
 	}
@@ -41,7 +40,7 @@ func (rt *runtime) followKeys(ctx context.Context, told bool) {
 // keyring if they differ from what it runs, saves them in node.json
 // (0600) so a restart uses them, and has runKeyReports report the new
 // keyring in its tags. Only the reconcile loop calls it.
-func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
+func (rt *Runtime) applyKeys(keys [][]byte, rotated time.Time) {
 	id := state.KeyringID(keys)
 	rt.keys.mu.Lock()
 	if !rotated.IsZero() {
@@ -80,7 +79,7 @@ func (rt *runtime) applyKeys(keys [][]byte, rotated time.Time) {
 // the node's next keyring, and revocations and overlay changes waited with
 // it, so `meshctl remove` took 5-12 s in the soak (e2e.TestSoak) instead of
 // well under a second.
-func (rt *runtime) runKeyReports(ctx context.Context) {
+func (rt *Runtime) runKeyReports(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -106,7 +105,7 @@ func (rt *runtime) runKeyReports(ctx context.Context) {
 // node that does not get there before the query's deadline stays silent.
 // Unlike the tag report, the answer goes straight to the asker and waits
 // for no broadcast.
-func (rt *runtime) answerKeyring(ctx context.Context, q gossip.Query) {
+func (rt *Runtime) answerKeyring(ctx context.Context, q gossip.Query) {
 	var want control.KeyringQuery
 	if json.Unmarshal(q.Payload, &want) != nil || want.Keyring == "" {
 		return
@@ -138,23 +137,9 @@ func (rt *runtime) answerKeyring(ctx context.Context, q gossip.Query) {
 
 // keyStatus is the key state `meshctl status` shows: how many keys, the
 // primary's short id, and when the cluster last finished a rotation.
-func (rt *runtime) keyStatus() (n int, primary string, rotated time.Time) {
+func (rt *Runtime) keyStatus() (n int, primary string, rotated time.Time) {
 	keys := rt.gossip.Keys()
 	rt.keys.mu.Lock()
 	defer rt.keys.mu.Unlock()
 	return len(keys), state.KeyID(keys[0]), rt.keys.rotated
-}
-
-// RotateKeys replaces the cluster's gossip key from this control node
-// (control.Plane.RotateKeys): the operator's `meshctl keys rotate`.
-func (a *Agent) RotateKeys(ctx context.Context, actor string) (*apitype.KeyRotation, error) {
-	ctl, err := a.controlPlane()
-	if err != nil {
-		return nil, err
-	}
-	r, err := ctl.RotateKeys(ctx, actor)
-	if err != nil {
-		return nil, err
-	}
-	return &apitype.KeyRotation{Keys: r.Keys, PrimaryKey: r.Primary, Members: r.Members, Took: r.Took}, nil
 }

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"os"
@@ -69,42 +69,4 @@ func TestLoadCAs(t *testing.T) {
 			t.Fatal("a statedir.Corrupt ca/next was ignored")
 		}
 	})
-}
-
-// TestClearNextDir: a new rotation clears ca/next/, but one holding the
-// current CA (a finished rotation whose move into ca/ did not happen yet)
-// is moved into ca/ first, never deleted.
-func TestClearNextDir(t *testing.T) {
-	old, cur := pkitest.NewCA(t, "alpha"), pkitest.NewCA(t, "alpha")
-	dir := t.TempDir()
-	if err := old.Save(filepath.Join(dir, statedir.CADir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := cur.Save(filepath.Join(dir, statedir.CADir, caNextDir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := pki.LoadCA(filepath.Join(dir, statedir.CADir))
-	if err != nil || got.Fingerprint() != cur.Fingerprint() {
-		t.Fatalf("ca/ after clearing: %v %v, want the current CA", got, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, statedir.CADir, caNextDir)); !os.IsNotExist(err) {
-		t.Fatalf("ca/next not cleared: %v", err)
-	}
-	// An unused next of a rotation that never began is simply removed.
-	stale := pkitest.NewCA(t, "alpha")
-	if err := stale.Save(filepath.Join(dir, statedir.CADir, caNextDir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := clearNextDir(dir, cur.Fingerprint().String()); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := pki.LoadCA(filepath.Join(dir, statedir.CADir)); got == nil || got.Fingerprint() != cur.Fingerprint() {
-		t.Fatal("a stale ca/next replaced ca/")
-	}
-	if _, err := os.Stat(filepath.Join(dir, statedir.CADir, caNextDir)); !os.IsNotExist(err) {
-		t.Fatalf("stale ca/next not removed: %v", err)
-	}
 }

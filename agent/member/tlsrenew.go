@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // every node it adopts its own renewed leaf once its current one is due.
 // It wakes when the next leaf falls due (at the latest every interval),
 // so a seconds-long lifetime renews on time without a fast reconcile tick.
-func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
+func (rt *Runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -50,7 +50,7 @@ func (rt *runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 // to the state dir and swapped into the live identity, so the listeners
 // on 7300 and 7301 and every client present it from their next handshake
 // on, without restarting raft or gossip. It returns when to look again.
-func (rt *runtime) adoptRenewedTLS(ctx context.Context) time.Time {
+func (rt *Runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 	rt.idMu.Lock()
 	defer rt.idMu.Unlock()
 	own, leaf := rt.identity(), rt.live.Leaf()

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"bytes"
@@ -92,7 +92,7 @@ func signedIdentity(t *testing.T, ca *pki.CA, name string, role pki.Role, issued
 
 // workerRuntime is the part of a worker's runtime that certificate
 // adoption and revocation refreshes use.
-func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
+func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *Runtime {
 	t.Helper()
 	client, err := control.NewClient(id)
 	if err != nil {
@@ -108,7 +108,7 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *runtime {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return &runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
+	return &Runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
 		live: live, client: client, log: log, now: time.Now, stateDir: dir, cluster: fetched.New(client, "id-w1", seeds, dir, log)}
 }
 

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/fetched"
+	"github.com/meshd/meshd/agent/metrics"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
@@ -27,11 +29,35 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// runtime is everything a member node runs: for a control node raft and the
-// control listener (enroll and internal API). It is started from the state
-// dir and stopped in reverse order.
-type runtime struct {
-	facts *statedir.Facts
+// Options are what a member's runtime starts with.
+type Options struct {
+	Config config.File
+	Facts  *statedir.Facts
+	// Boot, on init, is the first raft entry: raft is bootstrapped with
+	// this node as its single voter and Boot is committed before Start
+	// returns. nil for every other start.
+	Boot *state.Bootstrap
+	// Policy is the overlay firewall and MTU to start with (the last
+	// reload's, else the config's).
+	Policy config.Policy
+	// Parked is where a userspace overlay a stopped runtime could not
+	// stop waits for the next one; nil in kernel mode.
+	Parked  *Parked
+	Metrics *metrics.Set
+	Version string
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// Runtime is everything a member node runs: Nebula, gossip, the loops that
+// keep them in line with the cluster, and for a control node raft and the
+// control listener (enroll and internal API). It is started from the
+// state dir and stopped in reverse order.
+type Runtime struct {
+	cfg     config.File
+	version string
+	met     *metrics.Set
+	facts   *statedir.Facts
 	// live is the identity the node presents now; a renewed TLS leaf or
 	// Nebula cert is swapped in (idMu serialises those changes) and the
 	// TLS listeners and clients use it at their next handshake.
@@ -90,14 +116,13 @@ type runtime struct {
 	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
 
 	stateDir string
-	parked   *parkedMesh // userspace mode: where stop parks the overlay it cannot stop
+	parked   *Parked // userspace mode: where stop parks the overlay it cannot stop
 }
 
-// startRuntime starts a member node's components from its state dir. If
-// boot is non-nil this is init: raft is bootstrapped with this node as the
-// single voter and boot is the first entry it commits.
-func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *state.Bootstrap) (_ *runtime, err error) {
-	dir := a.cfg.StateDir
+// Start starts a member node's components from its state dir (o.Boot: on
+// init, bootstrapping raft). On an error everything started is stopped.
+func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
+	facts, dir := o.Facts, o.Config.StateDir
 	id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 	if err != nil {
 		return nil, statedir.Corrupt(err)
@@ -106,14 +131,15 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	if err != nil {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
-	loadHeld(dir, live, a.log) // a CA rotation's leaf under the old CA (carotation.go)
-	rt := &runtime{facts: facts, live: live, ports: a.cfg.Ports, log: a.log, now: a.d.Now,
-		meshBase: a.cfg.MeshBase(facts.Role, facts.Underlay), overlay: a.startPolicy(), kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1), caReport: make(chan struct{}, 1),
-		ca:       caFollow{wake: make(chan struct{}, 1)},
-		stateDir: a.cfg.StateDir, parked: a.parked}
+	loadHeld(dir, live, o.Log) // a CA rotation's leaf under the old CA (carotation.go)
+	rt := &Runtime{cfg: o.Config, version: o.Version, met: o.Metrics, facts: facts, live: live, ports: o.Config.Ports,
+		log: o.Log, now: o.Now, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), overlay: o.Policy,
+		kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1),
+		caReport: make(chan struct{}, 1), ca: caFollow{wake: make(chan struct{}, 1)}, stateDir: dir, parked: o.Parked}
+	boot := o.Boot
 	defer func() {
 		if err != nil {
-			rt.stop()
+			rt.Stop()
 		}
 	}()
 	if rt.client, err = control.NewLiveClient(live); err != nil {
@@ -122,7 +148,7 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	// Until its raft opens, a control node knows what a worker knows
 	// before its first node list: the seeds and lighthouses its join
 	// named. A worker reads the list it saved before a restart.
-	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, rt.stateDir, a.log)
+	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, rt.stateDir, rt.log)
 	if facts.Role != pki.RoleControl {
 		if err := copies.Load(); err != nil {
 			return nil, err
@@ -133,17 +159,17 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	if err := rt.startMesh(); err != nil {
 		return nil, err
 	}
-	if err := a.startGossip(ctx, rt); err != nil {
+	if err := rt.startGossip(ctx); err != nil {
 		return nil, err
 	}
 	if facts.Role == pki.RoleControl {
-		if err := a.startControlPlane(ctx, rt, boot); err != nil {
+		if err := rt.startControlPlane(ctx, boot); err != nil {
 			return nil, err
 		}
 		rt.cluster = planeFacts{p: rt.ctl, nodeID: facts.NodeID, seeds: facts.Seeds}
 		rt.renewOthers = rt.ctl.RenewTLSCerts
 		rt.steps = rt.followSteps(rt.controlDuties())
-		if err := a.startControl(rt); err != nil {
+		if err := rt.startControl(); err != nil {
 			return nil, err
 		}
 	}
@@ -152,23 +178,23 @@ func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *s
 	if rt.steps == nil {
 		rt.steps = rt.followSteps(nil) // a worker: fetches only
 	}
-	rt.spawn(func(ctx context.Context) { rt.runReconcile(ctx, a.cfg.ReconcileInterval) })
-	rt.spawn(func(ctx context.Context) { rt.runFollow(ctx, a.cfg.ReconcileInterval) })
-	rt.spawn(func(ctx context.Context) { rt.runTLSRenewal(ctx, a.cfg.ReconcileInterval) })
-	rt.spawn(func(ctx context.Context) { rt.runRejoin(ctx, a.cfg.ReconcileInterval) })
-	rt.spawn(rt.answerQueries)
-	rt.spawn(rt.runKeyReports)
-	rt.spawn(rt.runCAReports)
+	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(func(ctx context.Context) { rt.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(func(ctx context.Context) { rt.runRejoin(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(rt.answerQueries)
+	rt.Spawn(rt.runKeyReports)
+	rt.Spawn(rt.runCAReports)
 	if rt.ctl == nil {
-		rt.spawn(rt.runTunnelReports) // tunnels.go
+		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
-	a.startOverlayMetrics(loopCtx, rt)
+	rt.startOverlayMetrics(loopCtx)
 	return rt, nil
 }
 
 // startControlPlane opens raft (bootstrapping it with boot on init), loads
 // the CA on the CA holder, and builds the control plane over them.
-func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.Bootstrap) error {
+func (rt *Runtime) startControlPlane(ctx context.Context, boot *state.Bootstrap) error {
 	serverTLS, err := pki.LiveServerTLSConfig(rt.live, pki.RoleControl)
 	if err != nil {
 		return err
@@ -177,29 +203,29 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 	if err != nil {
 		return err
 	}
-	advertise := &net.TCPAddr{IP: rt.facts.Underlay.AsSlice(), Port: a.cfg.Ports.Raft}
-	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Raft))
+	advertise := &net.TCPAddr{IP: rt.facts.Underlay.AsSlice(), Port: rt.cfg.Ports.Raft}
+	bind := net.JoinHostPort(rt.cfg.BindAddr, strconv.Itoa(rt.cfg.Ports.Raft))
 	stream, err := raftnode.NewTLSStreamLayer(bind, advertise, serverTLS, clientTLS)
 	if err != nil {
 		return fmt.Errorf("listen raft %s: %w", bind, err)
 	}
-	dir := filepath.Join(a.cfg.StateDir, statedir.RaftDir)
+	dir := filepath.Join(rt.cfg.StateDir, statedir.RaftDir)
 	if boot != nil && raftnode.HasState(dir) {
 		_ = stream.Close()
 		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
 	}
-	ca, nextCA, err := a.loadCA(rt)
+	ca, nextCA, err := rt.loadCA()
 	if err != nil {
 		_ = stream.Close()
 		return err
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: a.cfg.RaftNodeTiming(), Log: a.log,
-		ObserveApply: a.met.ObserveRaftApply})
+		Timing: rt.cfg.RaftNodeTiming(), Log: rt.log,
+		ObserveApply: rt.met.ObserveRaftApply})
 	if err != nil {
 		return err
 	}
-	rt.ctl = control.New(a.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(a.cfg.StateDir, statedir.CADir)), node, ca, rt.client, control.Deps{Log: a.log, Now: a.d.Now, Hooks: rt.controlHooks()})
+	rt.ctl = control.New(rt.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(rt.cfg.StateDir, statedir.CADir)), node, ca, rt.client, control.Deps{Log: rt.log, Now: rt.now, Hooks: rt.controlHooks()})
 	if nextCA != nil {
 		rt.ctl.AddCA(nextCA) // a rotation's next CA (carotation.go)
 	}
@@ -219,7 +245,7 @@ func (a *Agent) startControlPlane(ctx context.Context, rt *runtime, boot *state.
 
 // controlHooks connect the control plane to this node's overlay and
 // gossip.
-func (rt *runtime) controlHooks() control.Hooks {
+func (rt *Runtime) controlHooks() control.Hooks {
 	return control.Hooks{
 		Poke:          rt.wake,
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
@@ -235,27 +261,27 @@ func (rt *runtime) controlHooks() control.Hooks {
 	}
 }
 
-func (a *Agent) startControl(rt *runtime) error {
+func (rt *Runtime) startControl() error {
 	tlsConf, err := pki.LiveServerTLSConfig(rt.live)
 	if err != nil {
 		return err
 	}
-	bind := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.Ports.Control))
-	limits := a.cfg.PortLimits()
-	ln, err := control.Listen(bind, tlsConf, limits, a.log.With("component", "control"))
+	bind := net.JoinHostPort(rt.cfg.BindAddr, strconv.Itoa(rt.cfg.Ports.Control))
+	limits := rt.cfg.PortLimits()
+	ln, err := control.Listen(bind, tlsConf, limits, rt.log.With("component", "control"))
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	es := enroll.NewServer(a.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
-		enroll.Deps{Log: a.log, Now: a.d.Now, Observe: a.met.ObserveJoin})
-	rt.control = control.NewServer(rt.ctl.Handler(es), limits, a.log.With("component", "control"))
+	es := enroll.NewServer(rt.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
+		enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin})
+	rt.control = control.NewServer(rt.ctl.Handler(es), limits, rt.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
 		if err := rt.control.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("control listener stopped", "err", err)
+			rt.log.Error("control listener stopped", "err", err)
 		}
 	}()
 	return nil
@@ -264,7 +290,7 @@ func (a *Agent) startControl(rt *runtime) error {
 // spawn runs f in the runtime's wait group with the loops' context: stop
 // cancels it and waits for f to return. Every goroutine a runtime starts
 // goes through here (or adds itself to wg for a listener it serves).
-func (rt *runtime) spawn(f func(ctx context.Context)) {
+func (rt *Runtime) Spawn(f func(ctx context.Context)) {
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -273,7 +299,7 @@ func (rt *runtime) spawn(f func(ctx context.Context)) {
 }
 
 // stop stops the components in reverse order of start.
-func (rt *runtime) stop() {
+func (rt *Runtime) Stop() {
 	if rt.loops != nil {
 		rt.loops()
 	}
@@ -304,7 +330,28 @@ func (rt *runtime) stop() {
 }
 
 // identity is this node's current identity.
-func (rt *runtime) identity() *pki.Identity { return rt.live.Identity() }
+func (rt *Runtime) identity() *pki.Identity { return rt.live.Identity() }
 
 // overlayAddr is this node's overlay address without the prefix length.
-func (rt *runtime) overlayAddr() netip.Addr { return rt.facts.Overlay.Addr() }
+func (rt *Runtime) overlayAddr() netip.Addr { return rt.facts.Overlay.Addr() }
+
+// Facts is this node's node.json as the runtime runs it.
+func (rt *Runtime) Facts() *statedir.Facts { return rt.facts }
+
+// Plane is a control node's control plane; nil on a worker. The role is
+// decided once, in Start.
+func (rt *Runtime) Plane() *control.Plane { return rt.ctl }
+
+// NodeRows are `meshctl nodes`' rows (clusterFacts.NodeRows).
+func (rt *Runtime) NodeRows(ctx context.Context) ([]apitype.Node, error) {
+	return rt.cluster.NodeRows(ctx)
+}
+
+// AskNodes asks the control nodes for their node list over the internal
+// API, as a member (codes.NotMember when the cluster no longer counts this
+// node one).
+func (rt *Runtime) AskNodes(ctx context.Context) ([]apitype.Node, error) {
+	var rows []apitype.Node
+	err := rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
+	return rows, err
+}

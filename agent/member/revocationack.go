@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -10,10 +10,14 @@ import (
 	"github.com/meshd/meshd/gossip"
 )
 
+// notifyRevoked is the gossip notification that the revocation list
+// changed: workers fetch it at once instead of on their next tick.
+const notifyRevoked = "meshd-revoked"
+
 // answerQueries answers the gossip queries members ask until ctx ends or
 // gossip stops. Each is answered on its own goroutine, within its
 // deadline.
-func (rt *runtime) answerQueries(ctx context.Context) {
+func (rt *Runtime) answerQueries(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,7 +50,7 @@ func (rt *runtime) answerQueries(ctx context.Context) {
 // once) AND its running Nebula blocks every fingerprint of that list. A
 // node that cannot get there before the query's deadline stays silent,
 // and the remover lists it as pending.
-func (rt *runtime) answerRevocation(ctx context.Context, q gossip.Query) {
+func (rt *Runtime) answerRevocation(ctx context.Context, q gossip.Query) {
 	var want control.RevocationQuery
 	if json.Unmarshal(q.Payload, &want) != nil || want.Version <= 0 {
 		return
@@ -82,7 +86,7 @@ func (rt *runtime) answerRevocation(ctx context.Context, q gossip.Query) {
 
 // blocksAll reports whether the Nebula config last applied blocks every
 // fingerprint in fps.
-func (rt *runtime) blocksAll(fps []string) bool {
+func (rt *Runtime) blocksAll(fps []string) bool {
 	applied := rt.applied().Blocklist
 	for _, fp := range fps {
 		if !slices.Contains(applied, fp) {

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // before; one that never gets there stays silent and gives up at the
 // query's deadline.
 func TestAnswerKeyring(t *testing.T) {
-	rt := &runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	rt := &Runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	rt.keys.id = "old"
 	ask := func(want string, deadline time.Duration) (<-chan []byte, <-chan struct{}) {
 		answers, returned := make(chan []byte, 2), make(chan struct{})

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"errors"
@@ -18,8 +18,9 @@ import (
 // config: that works when Nebula can reload the change (the same overlay
 // address, which a rejoin under the same name keeps, since the admission
 // reuses the former record, and the same role). Otherwise the join says
-// so with codes.RestartNeeded.
-type parkedMesh struct {
+// so with codes.RestartNeeded. The zero value is ready; the agent keeps
+// one for the life of the process (Options.Parked).
+type Parked struct {
 	mu  sync.Mutex
 	m   *mesh.Mesh
 	cfg mesh.Config // what it runs
@@ -28,7 +29,7 @@ type parkedMesh struct {
 // park takes m, which the stopping runtime could not stop, and cuts it
 // off from every peer (best effort: a refused reload leaves it as it
 // was, still on the old identity, which the cluster no longer lists).
-func (p *parkedMesh) park(m *mesh.Mesh, applied mesh.Config, log interface{ Warn(string, ...any) }) {
+func (p *Parked) park(m *mesh.Mesh, applied mesh.Config, log interface{ Warn(string, ...any) }) {
 	cut := applied
 	cut.Lighthouses, cut.StaticHosts = nil, nil
 	if err := m.Reload(cut); err != nil {
@@ -44,7 +45,7 @@ func (p *parkedMesh) park(m *mesh.Mesh, applied mesh.Config, log interface{ Warn
 // take returns the parked Nebula reloaded to c, or nil when none is
 // parked. A reload Nebula cannot do live leaves it parked and is
 // codes.RestartNeeded.
-func (p *parkedMesh) take(c mesh.Config) (*mesh.Mesh, error) {
+func (p *Parked) take(c mesh.Config) (*mesh.Mesh, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"context"
@@ -35,12 +35,12 @@ const (
 // startGossip starts serf with the cluster gossip key and this node's tags,
 // then joins the peers it knows (a restarted node also rejoins through its
 // serf snapshot).
-func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
-	cfg := gossipConfig(a.cfg, rt.facts, a.d.Version)
+func (rt *Runtime) startGossip(ctx context.Context) error {
+	cfg := gossipConfig(rt.cfg, rt.facts, rt.version)
 	if err := os.MkdirAll(filepath.Dir(cfg.SnapshotPath), 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
-	cfg.Log = a.log
+	cfg.Log = rt.log
 	g, err := gossip.New(cfg)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (a *Agent) startGossip(ctx context.Context, rt *runtime) error {
 // the cluster's (clusterFacts.SerfPeers: every active node on a control
 // node, the active control nodes on a worker) and those the join
 // response named.
-func (rt *runtime) serfPeers() []string {
+func (rt *Runtime) serfPeers() []string {
 	peers := rt.cluster.SerfPeers()
 	for _, p := range rt.facts.SerfPeers {
 		if !slices.Contains(peers, p) && p != rt.selfSerf() {
@@ -65,7 +65,7 @@ func (rt *runtime) serfPeers() []string {
 	return peers
 }
 
-func (rt *runtime) selfSerf() string {
+func (rt *Runtime) selfSerf() string {
 	return net.JoinHostPort(rt.facts.Underlay.String(), strconv.Itoa(rt.ports.Gossip))
 }
 
@@ -76,7 +76,7 @@ func (rt *runtime) selfSerf() string {
 // loss) each rejoin only the first previous member that answers (serf's
 // snapshot rejoin), and could gossip among themselves while the rest of
 // the cluster formed apart. It reports whether a peer was missing.
-func (rt *runtime) rejoin(ctx context.Context) bool {
+func (rt *Runtime) rejoin(ctx context.Context) bool {
 	peers := rt.missingPeers()
 	if len(peers) == 0 {
 		return false
@@ -94,7 +94,7 @@ func (rt *runtime) rejoin(ctx context.Context) bool {
 // missingPeers are the known peers (serfPeers: the active records' gossip
 // addresses, the control nodes' for a worker) that gossip does not show
 // alive or suspect.
-func (rt *runtime) missingPeers() []string {
+func (rt *Runtime) missingPeers() []string {
 	seen := map[string]bool{}
 	for _, m := range rt.gossip.Members() {
 		if m.Status == gossip.StatusAlive || m.Status == gossip.StatusSuspect {
@@ -118,7 +118,7 @@ const rejoinFirst = time.Second
 
 // runRejoin rejoins missing peers (rejoin) with a backoff from rejoinFirst
 // to most: quickly after a power loss, rarely while a peer stays down.
-func (rt *runtime) runRejoin(ctx context.Context, most time.Duration) {
+func (rt *Runtime) runRejoin(ctx context.Context, most time.Duration) {
 	wait := min(rejoinFirst, most)
 	for {
 		t := time.NewTimer(wait)
@@ -141,7 +141,7 @@ func (rt *runtime) runRejoin(ctx context.Context, most time.Duration) {
 // node list on a worker), the join response's lighthouses (used only
 // before a worker's first list), gossip members as their tags describe
 // them (desired takes only their liveness), and the revocation list.
-func (rt *runtime) overlayInputs() desired.Inputs {
+func (rt *Runtime) overlayInputs() desired.Inputs {
 	rev := rt.cluster.Revocations()
 	in := desired.Inputs{SelfName: rt.facts.Name, SelfOverlay: rt.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
 	in.Records, in.RecordsKnown = rt.records()
@@ -165,7 +165,7 @@ func (rt *runtime) overlayInputs() desired.Inputs {
 
 // keyReports are the gossip members' keyring reports (their tags), for
 // a rotation this node runs.
-func (rt *runtime) keyReports() []control.KeyReport {
+func (rt *Runtime) keyReports() []control.KeyReport {
 	var out []control.KeyReport
 	for _, m := range rt.gossip.Members() {
 		out = append(out, control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // records are the other nodes' active records for desired.Compute (the
 // cluster's facts: raft on a control node, the node list on a worker).
 // ok is false on a worker before its first list.
-func (rt *runtime) records() ([]desired.Record, bool) {
+func (rt *Runtime) records() ([]desired.Record, bool) {
 	list, ok := rt.cluster.Records()
 	var out []desired.Record
 	for _, n := range list {
@@ -30,11 +30,11 @@ func (rt *runtime) records() ([]desired.Record, bool) {
 }
 
 // seeds are the control nodes this node asks, in the order it asks them.
-func (rt *runtime) seeds() []string { return rt.cluster.Seeds() }
+func (rt *Runtime) seeds() []string { return rt.cluster.Seeds() }
 
 // reportIgnored logs each gossip member desired ignored, once per member
 // per change of what it claims, with codes.GossipMemberIgnored.
-func (rt *runtime) reportIgnored(in desired.Inputs) {
+func (rt *Runtime) reportIgnored(in desired.Inputs) {
 	if !in.RecordsKnown {
 		return
 	}

@@ -1,4 +1,4 @@
-package agent
+package member
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // control node over mTLS on a worker (only once its own cert is due). The
 // cert is checked against the CA, this node's key and overlay IP, saved
 // atomically, and the next reconcile reloads Nebula with it.
-func (rt *runtime) adoptRenewedCert(ctx context.Context) {
+func (rt *Runtime) adoptRenewedCert(ctx context.Context) {
 	rt.idMu.Lock()
 	defer rt.idMu.Unlock()
 	own := rt.identity()

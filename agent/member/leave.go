@@ -1,0 +1,52 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+)
+
+// Depart takes rt's node out of its cluster, leaving the runtime
+// running: the CA holder is refused, and so is a voter whose leave would
+// cost raft its quorum (codes.QuorumLoss). Raft membership first (a
+// control node), then the record (once it says left, the leader no longer
+// answers this node), then gossip. actor is the operator who asked.
+func (rt *Runtime) Depart(ctx context.Context, actor string) error {
+	if rt.HoldsCA() {
+		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", rt.facts.Name))
+	}
+	if rt.ctl != nil {
+		if err := rt.ctl.LeaveVoterCheck(); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if rt.ctl != nil {
+		if err := rt.ctl.LeaveRaft(ctx); err != nil {
+			return fmt.Errorf("leave raft: %w", err)
+		}
+	}
+	if err := rt.recordLeft(ctx, actor); err != nil {
+		return err
+	}
+	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := rt.gossip.Leave(lctx); err != nil {
+		rt.log.Warn("gossip leave did not complete; the others will see this node fail instead", "err", err)
+	}
+	lcancel()
+	return nil
+}
+
+// recordLeft sets this node's record to left: through raft on a control
+// node, through a control node's internal API on a worker. actor is the
+// operator who asked; the control node records it only as this node's.
+func (rt *Runtime) recordLeft(ctx context.Context, actor string) error {
+	if rt.ctl != nil {
+		return rt.ctl.RecordLeft(ctx, actor)
+	}
+	return rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.LeftRequest{NodeID: rt.facts.NodeID, Actor: actor}, nil)
+}

@@ -1,0 +1,63 @@
+package member
+
+import (
+	"context"
+
+	"github.com/meshd/meshd/agent/metrics"
+	"github.com/meshd/meshd/codes"
+)
+
+// startOverlayMetrics serves metrics on the node's overlay address, when
+// metrics_addr names it, until ctx ends (metrics.ListenFreebind: it does
+// not depend on the moment Nebula gives the TUN device its address).
+func (rt *Runtime) startOverlayMetrics(ctx context.Context) {
+	ap, loopback, ok := rt.cfg.MetricsListen()
+	if !ok || loopback {
+		return
+	}
+	if err := rt.cfg.CheckMetricsOverlay(rt.overlayAddr()); err != nil {
+		rt.log.Error("metrics are not served", "code", codes.OrInternal(err), "err", err)
+		return
+	}
+	ln, err := metrics.ListenFreebind(ctx, ap)
+	if err != nil {
+		rt.log.Error("metrics are not served", "code", codes.MetricsAddrRefused, "addr", ap, "err", err)
+		return
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		if err := rt.met.Serve(ctx, ln); err != nil {
+			rt.log.Warn("metrics listener", "err", err)
+		}
+	}()
+}
+
+// FillMetrics fills st with what this member runs (metrics.State): raft,
+// the gossip view, the overlay, the certificates' expiry.
+func (rt *Runtime) FillMetrics(st *metrics.State) {
+	st.Running = true
+	st.TLSExpires = rt.live.Leaf().NotAfter
+	if rt.ctl != nil {
+		st.Control = true
+		r := rt.ctl.Raft()
+		st.Nodes = map[[2]string]int{}
+		for _, n := range r.FSM().Nodes() {
+			st.Nodes[[2]string{string(n.Role), string(n.State)}]++
+		}
+		st.Leader, st.Voters = r.IsLeader(), r.Voters()
+		p := r.Progress()
+		st.Commit, st.Applied = r.CommitIndex(), p.AppliedIndex
+		st.LastContact, st.HeardLeader = p.LastContact, p.LastContact >= 0
+	}
+	if rt.gossip != nil {
+		st.GossipKnown, st.Gossip = true, map[string]int{}
+		for _, g := range rt.gossipView() { // desired.View: what status and nodes show
+			st.Gossip[string(g)]++
+		}
+		st.KeyErrors = uint64(rt.gossip.KeyErrors())
+	}
+	if o := rt.overlayStatus(); o != nil {
+		st.OverlayKnown, st.Tunnels, st.Blocklist, st.NebulaExpires = true, len(o.Tunnels), o.Blocklist, o.CertExpires
+	}
+}

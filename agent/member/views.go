@@ -1,0 +1,127 @@
+package member
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/desired"
+	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
+)
+
+// gossipView is this node's gossip view (desired.View): serf's members,
+// with those raft records as gone (left, removed, failed) shown left at
+// once. `meshctl status` counts it, `meshctl nodes` and the metrics show it.
+func (rt *Runtime) gossipView() map[string]gossip.Status {
+	return desired.View(rt.overlayInputs())
+}
+
+// gossipMembers is the gossip view as text, by node name.
+func (rt *Runtime) gossipMembers() map[string]string {
+	out := map[string]string{}
+	for name, st := range rt.gossipView() {
+		out[name] = string(st)
+	}
+	return out
+}
+
+// gossipVersions is the version each gossip member advertises, by name.
+func (rt *Runtime) gossipVersions() map[string]string {
+	out := map[string]string{}
+	if rt.gossip != nil {
+		for _, m := range rt.gossip.Members() {
+			out[m.Name] = m.Tags[tagVersion]
+		}
+	}
+	return out
+}
+
+func (rt *Runtime) overlayStatus() *apitype.Overlay {
+	if rt.mesh == nil {
+		return nil
+	}
+	applied := rt.applied()
+	o := &apitype.Overlay{Mode: string(config.OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
+		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
+		Tunnels: []apitype.Tunnel{}}
+	if applied.Userspace {
+		o.Mode, o.Device = string(config.OverlayUserspace), ""
+	}
+	if fp, exp, err := pki.NebulaCertInfo(applied.Cert); err == nil {
+		o.CertFingerprint, o.CertExpires = fp, exp
+	}
+	for _, l := range applied.Lighthouses {
+		o.Lighthouses = append(o.Lighthouses, l.OverlayIP.String())
+	}
+	o.Tunnels = append(o.Tunnels, rt.tunnels()...) // tunnels.go
+	if b, ok := rt.overlayErr.Load().(errBox); ok && b.err != nil {
+		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)
+	}
+	return o
+}
+
+func (rt *Runtime) gossipStatus() *apitype.Gossip {
+	if rt.gossip == nil {
+		return nil
+	}
+	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
+	g.Keys, g.PrimaryKey, g.KeysRotated = rt.keyStatus()
+	for _, st := range rt.gossipView() {
+		g.Members++
+		if st == gossip.StatusAlive {
+			g.Alive++
+		}
+	}
+	return g
+}
+
+// Status fills in s what this member knows of itself: identity,
+// addresses, overlay, gossip, certificate expiry, and on a control node
+// raft, the CA holder, waiting approvals and quorum health, with their
+// warnings.
+func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
+	f := rt.facts
+	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
+	s.Role = string(f.Role)
+	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
+	s.Overlay, s.Gossip = rt.overlayStatus(), rt.gossipStatus()
+	s.TLSCertExpires = rt.live.Leaf().NotAfter
+	s.CertExpires, s.CertExpiresOf = s.TLSCertExpires, "tls"
+	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {
+		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
+	}
+	if s.Gossip != nil && s.Gossip.KeyErrors > 0 {
+		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
+			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
+	}
+	s.Raft = string(raftnode.None)
+	if rt.ctl != nil {
+		r := rt.ctl.Raft()
+		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
+		s.Approvals = rt.ctl.WaitingApprovals()
+		if c, ok := r.FSM().Cluster(); ok {
+			s.CAHolder = c.CAHolder == f.NodeID
+			if n, ok := r.FSM().Node(c.CAHolder); ok {
+				s.CAHolderNode = n.Name
+			}
+			s.CABackedUp = c.CABackedUp
+		}
+		if id := r.LeaderID(); id != "" {
+			if n, ok := r.FSM().Node(id); ok {
+				s.Leader = n.Name
+			} else {
+				s.Leader = id
+			}
+		}
+		if r.IsVoter(f.NodeID) { // quorum health: what a voter's loss would cost
+			q := rt.ctl.QuorumHealth(ctx)
+			s.Quorum = &q
+			s.Warnings = append(s.Warnings, control.QuorumWarnings(q)...)
+		}
+	}
+}
