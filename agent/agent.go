@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/localapi"
@@ -210,7 +209,7 @@ func (a *Agent) start(ctx context.Context) error {
 	}
 	a.setPhase(phaseRunning, rt)
 	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok {
-		rt.Spawn(func(ctx context.Context) { a.resumeJoin(ctx, rt) }) // stop waits for it
+		rt.Spawn(func(ctx context.Context) { joiner{a}.resumeJoin(ctx, rt) }) // stop waits for it
 	}
 	return nil
 }
@@ -253,27 +252,6 @@ func (a *Agent) controlPlane() (*control.Plane, error) {
 		return nil, codes.Wrap(codes.NotControl, fmt.Errorf("%s is a %s node", rt.Facts().Name, rt.Facts().Role))
 	}
 	return rt.Plane(), nil
-}
-
-// Admit mints a one-time join token on a control node
-// (control.Plane.Admit).
-func (a *Agent) Admit(ctx context.Context, req apitype.AdmitRequest, actor string) (_ *apitype.AdmitResponse, err error) {
-	defer func() { a.met.ObserveAdmit(err) }() // meshd_admissions_total
-	ctl, err := a.controlPlane()
-	if err != nil {
-		return nil, err
-	}
-	return ctl.Admit(ctx, req, actor)
-}
-
-// RevokeToken revokes an unused join token on a control node
-// (control.Plane.RevokeToken).
-func (a *Agent) RevokeToken(ctx context.Context, id, actor string) (*apitype.RevokeResponse, error) {
-	ctl, err := a.controlPlane()
-	if err != nil {
-		return nil, err
-	}
-	return ctl.RevokeToken(ctx, id, actor)
 }
 
 func (a *Agent) stopRuntime() {

@@ -15,18 +15,23 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
+// joiner is the join flow (join.go, plan.go, rejoin.go): DESIGN §6's
+// steps over the agent whose single init/join/leave slot, runtime and
+// phase it changes.
+type joiner struct{ a *Agent }
+
 // Join runs DESIGN §6's join on this machine. Everything reversible comes
 // first (token checks, address choice, key generation, the pinned enroll
 // call); the state dir is written only after the cluster has recorded this
 // node, and node.json last. emit receives each step as it happens.
-func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(apitype.JoinLine)) (*apitype.JoinResult, error) {
-	done, err := a.beginOp()
+func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(apitype.JoinLine)) (*apitype.JoinResult, error) {
+	done, err := j.a.beginOp()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
 	step := func(format string, args ...any) { emit(apitype.JoinLine{Step: fmt.Sprintf(format, args...)}) }
-	if a.currentPhase() == phaseStarting {
+	if j.a.currentPhase() == phaseStarting {
 		return nil, codes.Wrap(codes.DaemonStarting, nil)
 	}
 
@@ -35,8 +40,8 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if err != nil {
 		return nil, err
 	}
-	now := a.d.Now()
-	if err := a.preflight().CheckTokenExpiry(ctx, tok, now); err != nil {
+	now := j.a.d.Now()
+	if err := j.a.preflight().CheckTokenExpiry(ctx, tok, now); err != nil {
 		return nil, err
 	}
 	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
@@ -44,17 +49,17 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	crash.At(crash.JoinAfterToken)
 
 	// 2. refuse to overwrite an identity without --force.
-	existing, err := statedir.Load(a.cfg.StateDir)
+	existing, err := statedir.Load(j.a.cfg.StateDir)
 	if err != nil && !req.Force {
 		return nil, err
 	}
 	if existing != nil && !req.Force {
 		// The same join, interrupted after node.json was written and
 		// before the cluster recorded it active: finish it.
-		if token, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); ok && token == tok.Secret.Hash().String() {
-			if rt, err := a.running(); err == nil {
+		if token, ok := statedir.UnconfirmedJoin(j.a.cfg.StateDir); ok && token == tok.Secret.Hash().String() {
+			if rt, err := j.a.running(); err == nil {
 				step("this join was interrupted before it was confirmed; %s runs, finishing its confirmation", existing)
-				if err := a.finishJoin(ctx, rt, step); err != nil {
+				if err := j.finishJoin(ctx, rt, step); err != nil {
 					return nil, err
 				}
 				return joinResult(rt.Facts()), nil
@@ -62,13 +67,13 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		}
 		return nil, codes.Wrap(codes.AlreadyJoined, fmt.Errorf("this node is %s", existing))
 	}
-	if err := statedir.RefuseCAWipe(a.cfg.StateDir, "join"); err != nil {
+	if err := statedir.RefuseCAWipe(j.a.cfg.StateDir, "join"); err != nil {
 		return nil, err
 	}
 	crash.At(crash.JoinAfterIdentityCheck)
 
 	// 3. the underlay address (joinclock.go).
-	u, err := a.preflight().Underlay(ctx, a.preflight().UnderlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
+	u, err := j.a.preflight().Underlay(ctx, j.a.preflight().UnderlayPin(req.AdvertiseAddr, req.AdvertiseIface), tok)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +84,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
 	// keys: reuse them, so the cluster can hand back what it recorded.
-	keys, reused, err := statedir.PendingKeys(a.cfg.StateDir, tok)
+	keys, reused, err := statedir.PendingKeys(j.a.cfg.StateDir, tok)
 	if err != nil {
 		return nil, fmt.Errorf("generate keys: %w", err)
 	}
@@ -92,7 +97,7 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 	// A member joining again (--force) leaves its cluster first, cleanly.
 	if existing != nil {
-		if err := a.departForRejoin(ctx, tok, underlay, step); err != nil {
+		if err := j.departForRejoin(ctx, tok, underlay, step); err != nil {
 			return nil, err
 		}
 	}
@@ -102,27 +107,27 @@ func (a *Agent) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
 		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
-		Version: a.d.Version, Clock: a.d.Now(), Ports: a.ports(),
-	}, a.joinEnrollDeps(underlay, step, emit))
+		Version: j.a.d.Version, Clock: j.a.d.Now(), Ports: j.ports(),
+	}, j.joinEnrollDeps(underlay, step, emit))
 	if err != nil {
 		if !statedir.OutcomeUnknown(err) {
-			statedir.SettlePending(a.cfg.StateDir) // an answer: nothing recorded for these keys
+			statedir.SettlePending(j.a.cfg.StateDir) // an answer: nothing recorded for these keys
 		}
 		return nil, err
 	}
 	crash.At(crash.JoinAfterEnroll)
 
 	// 9. persist atomically, node.json last; start what this role runs.
-	rt, err := a.commitJoin(ctx, keys, resp, underlay.String())
+	rt, err := j.commitJoin(ctx, keys, resp, underlay.String())
 	if err != nil {
 		return nil, err
 	}
-	a.setPhase(phaseRunning, rt)
+	j.a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
 	crash.At(crash.JoinAfterStart)
 
 	// 10. confirm, not merely configure (finishJoin).
-	if err := a.finishJoin(ctx, rt, step); err != nil {
+	if err := j.finishJoin(ctx, rt, step); err != nil {
 		return nil, err
 	}
 	return joinResult(rt.Facts()), nil
@@ -142,10 +147,10 @@ func joinResult(f *statedir.Facts) *apitype.JoinResult {
 // confirmation instead of running a member the cluster fails after
 // JoinBound. Each part is idempotent (a voter is not added again; a
 // second ConfirmJoin is a no-op), so a resumed finish may repeat one.
-func (a *Agent) finishJoin(ctx context.Context, rt *member.Runtime, step func(string, ...any)) error {
-	a.finishing.Lock()
-	defer a.finishing.Unlock()
-	if _, ok := statedir.UnconfirmedJoin(a.cfg.StateDir); !ok {
+func (j joiner) finishJoin(ctx context.Context, rt *member.Runtime, step func(string, ...any)) error {
+	j.a.finishing.Lock()
+	defer j.a.finishing.Unlock()
+	if _, ok := statedir.UnconfirmedJoin(j.a.cfg.StateDir); !ok {
 		step("confirmed: the cluster records %s active", rt.Facts().Name)
 		return nil // finished meanwhile
 	}
@@ -164,19 +169,19 @@ func (a *Agent) finishJoin(ctx context.Context, rt *member.Runtime, step func(st
 	if err := rt.ConfirmJoined(cctx, step); err != nil {
 		return codes.Wrap(codes.JoinUnconfirmed, fmt.Errorf("joined and confirmed here, but the cluster did not record it active: %w", err))
 	}
-	statedir.SettlePending(a.cfg.StateDir) // confirmed: the keys live in the identity
-	a.log.Info("joined cluster", "cluster", rt.Facts().ClusterName, "node", rt.Facts().Name, "node_id", rt.Facts().NodeID,
+	statedir.SettlePending(j.a.cfg.StateDir) // confirmed: the keys live in the identity
+	j.a.log.Info("joined cluster", "cluster", rt.Facts().ClusterName, "node", rt.Facts().Name, "node_id", rt.Facts().NodeID,
 		"role", rt.Facts().Role, "overlay_ip", rt.Facts().Overlay)
 	return nil
 }
 
 // resumeJoin finishes, on a restart, the join a crash interrupted after
 // node.json was written (finishJoin); its outcome is logged.
-func (a *Agent) resumeJoin(ctx context.Context, rt *member.Runtime) {
-	a.log.Warn("the join that made this node was interrupted before the cluster recorded it active; finishing it", "node", rt.Facts().Name)
-	err := a.finishJoin(ctx, rt, func(format string, args ...any) { a.log.Info("resumed join: " + fmt.Sprintf(format, args...)) })
+func (j joiner) resumeJoin(ctx context.Context, rt *member.Runtime) {
+	j.a.log.Warn("the join that made this node was interrupted before the cluster recorded it active; finishing it", "node", rt.Facts().Name)
+	err := j.finishJoin(ctx, rt, func(format string, args ...any) { j.a.log.Info("resumed join: " + fmt.Sprintf(format, args...)) })
 	if err != nil {
-		a.log.Error("the interrupted join could not be finished: run `meshctl join` with its token again, or admit the node again and join --force",
+		j.a.log.Error("the interrupted join could not be finished: run `meshctl join` with its token again, or admit the node again and join --force",
 			"code", codes.OrInternal(err), "err", err)
 	}
 }
@@ -185,26 +190,26 @@ func (a *Agent) resumeJoin(ctx context.Context, rt *member.Runtime) {
 const joinConfirmTimeout = 30 * time.Second
 
 // ports announces where this node listens.
-func (a *Agent) ports() enroll.Ports {
-	p := a.cfg.Ports
+func (j joiner) ports() enroll.Ports {
+	p := j.a.cfg.Ports
 	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
-func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *member.Runtime, err error) {
+func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *member.Runtime, err error) {
 	facts := &statedir.Facts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
 		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
-		GossipKeys: resp.GossipKeys, Joined: a.d.Now(), MachineID: a.machineIDToRecord(),
+		GossipKeys: resp.GossipKeys, Joined: j.a.d.Now(), MachineID: j.a.machineIDToRecord(),
 	}
 	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
 		return nil, err
 	}
 	id := &pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM,
 		NebulaCACert: resp.NebulaCACert, NebulaCert: resp.NebulaCert, NebulaKey: keys.NebulaKeyPEM}
-	a.stopRuntime()
-	a.setPhase(phaseUnjoined, nil)
-	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
+	j.a.stopRuntime()
+	j.a.setPhase(phaseUnjoined, nil)
+	if err := statedir.Wipe(j.a.cfg.StateDir); err != nil {
 		return nil, err
 	}
 	// A failure from here on (a full disk, a failed fsync or rename) takes
@@ -212,18 +217,18 @@ func (a *Agent) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	// with the pending keys, so that the same join resumes.
 	defer func() {
 		if err != nil {
-			_ = statedir.Wipe(a.cfg.StateDir)
+			_ = statedir.Wipe(j.a.cfg.StateDir)
 		}
 	}()
-	if err := id.Save(filepath.Join(a.cfg.StateDir, statedir.IdentityDir)); err != nil {
+	if err := id.Save(filepath.Join(j.a.cfg.StateDir, statedir.IdentityDir)); err != nil {
 		return nil, statedir.WriteErr(err)
 	}
 	crash.At(crash.JoinAfterIdentitySaved)
-	rt, err := a.startRuntime(ctx, facts, nil)
+	rt, err := j.a.startRuntime(ctx, facts, nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := statedir.Save(a.cfg.StateDir, facts); err != nil {
+	if err := statedir.Save(j.a.cfg.StateDir, facts); err != nil {
 		rt.Stop()
 		return nil, err
 	}

@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"time"
 
-	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 )
@@ -41,15 +39,4 @@ func (a *Agent) Leave(ctx context.Context) error {
 	}
 	a.log.Info("left the cluster", "code", codes.EventNodeLeft, "node", rt.Facts().Name, "cluster", rt.Facts().ClusterName)
 	return nil
-}
-
-// Remove takes a dead or unwanted node out of the cluster from a control
-// node and shows convergence: who acknowledged the revocation within wait
-// (control.Plane.RemoveAndConfirm).
-func (a *Agent) Remove(ctx context.Context, name, actor string, wait time.Duration) (*apitype.RemoveResponse, error) {
-	ctl, err := a.controlPlane()
-	if err != nil {
-		return nil, err
-	}
-	return ctl.RemoveAndConfirm(ctx, name, actor, wait)
 }

@@ -18,22 +18,22 @@ const planTimeout = 60 * time.Second
 // writes nothing. The result is OK only if a real join would pass every
 // check; an error means the plan could not run at all (another init,
 // join or leave runs, or meshd is starting).
-func (a *Agent) Plan(ctx context.Context, req apitype.JoinRequest, emit func(apitype.PlanCheck)) (*apitype.PlanResult, error) {
-	done, err := a.beginOp()
+func (j joiner) Plan(ctx context.Context, req apitype.JoinRequest, emit func(apitype.PlanCheck)) (*apitype.PlanResult, error) {
+	done, err := j.a.beginOp()
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	if a.currentPhase() == phaseStarting {
+	if j.a.currentPhase() == phaseStarting {
 		return nil, codes.Wrap(codes.DaemonStarting, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, planTimeout)
 	defer cancel()
-	res := preflight.Run(ctx, a.preflight(), req, a.currentPhase() == phaseRunning, emit)
+	res := preflight.Run(ctx, j.a.preflight(), req, j.a.currentPhase() == phaseRunning, emit)
 	if f := res.Failed(); f != nil {
-		a.log.Info("join plan: a join would fail", "code", f.Code, "check", f.Name)
+		j.a.log.Info("join plan: a join would fail", "code", f.Code, "check", f.Name)
 	} else {
-		a.log.Info("join plan: a join would pass every check")
+		j.a.log.Info("join plan: a join would pass every check")
 	}
 	return res, nil
 }

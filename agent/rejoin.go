@@ -29,12 +29,12 @@ const departTimeout = 5 * time.Second
 // have been checked the way the join will check them (verifySeeds): a
 // token for a cluster this machine cannot reach or verify costs it
 // nothing, neither its membership nor the token.
-func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
-	rt, err := a.running()
+func (j joiner) departForRejoin(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
+	rt, err := j.a.running()
 	if err != nil {
 		return nil // no runtime: nothing runs that could be left
 	}
-	if err := a.verifySeeds(ctx, tok, underlay, step); err != nil {
+	if err := j.verifySeeds(ctx, tok, underlay, step); err != nil {
 		return err
 	}
 	actx, cancel := context.WithTimeout(ctx, departTimeout)
@@ -56,9 +56,9 @@ func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 	}
 	// As `meshctl leave`: stop and wipe, so that nothing of the old
 	// membership answers (a control node is one of the token's seeds).
-	a.stopRuntime()
-	a.setPhase(phaseUnjoined, nil)
-	if err := statedir.Wipe(a.cfg.StateDir); err != nil {
+	j.a.stopRuntime()
+	j.a.setPhase(phaseUnjoined, nil)
+	if err := statedir.Wipe(j.a.cfg.StateDir); err != nil {
 		return err
 	}
 	step("--force: %s left cluster %s (raft, record, gossip) before joining again", rt.Facts().Name, rt.Facts().ClusterName)
@@ -69,11 +69,11 @@ func (a *Agent) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 // reachable, verified against the CA the token pins, and within the clock
 // bound (enroll.ProbeSeeds: nothing secret is sent). None: the first
 // seed's error, with its code, and this node stays where it is.
-func (a *Agent) verifySeeds(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
+func (j joiner) verifySeeds(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
 	pctx, cancel := context.WithTimeout(ctx, departTimeout)
 	defer cancel()
 	var first error
-	for _, r := range enroll.ProbeSeeds(pctx, tok, a.preflight().EnrollDeps(underlay, nil, nil)) {
+	for _, r := range enroll.ProbeSeeds(pctx, tok, j.a.preflight().EnrollDeps(underlay, nil, nil)) {
 		if r.Err == nil {
 			step("--force: seed %s verified against the token's CA before leaving", r.Seed)
 			return nil

@@ -141,7 +141,7 @@ func TestHandleReload(t *testing.T) {
 	next := withCfg(func(c *config.File) { c.BindAddr = "127.0.0.1" })
 	a, _, _ := reloadAgent(t, &next, nil)
 	rec := httptest.NewRecorder()
-	localapi.Do(a.log, "", a.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, strings.NewReader("{}")))
+	localapi.Do(a.log, "", api{a}.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, strings.NewReader("{}")))
 	var ws []apitype.Warning
 	if err := json.Unmarshal(rec.Body.Bytes(), &ws); rec.Code != http.StatusOK || err != nil {
 		t.Fatalf("status %d, body %s (%v)", rec.Code, rec.Body, err)
@@ -152,7 +152,7 @@ func TestHandleReload(t *testing.T) {
 
 	next = withCfg(func(c *config.File) { c.OverlayCIDR = "nope" })
 	rec = httptest.NewRecorder()
-	localapi.Do(a.log, "", a.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
+	localapi.Do(a.log, "", api{a}.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
 	var e apitype.Error
 	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ReloadRefused ||
 		rec.Code != codes.ReloadRefused.Status() || !strings.Contains(e.Detail, "overlay_cidr") {
@@ -198,7 +198,7 @@ func TestReloadRefusalListsEveryProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	localapi.Do(a.log, "", a.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
+	localapi.Do(a.log, "", api{a}.postReload)(rec, httptest.NewRequest(http.MethodPost, apitype.PathReload, nil))
 	var e apitype.Error
 	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.ErrCode != codes.ReloadRefused {
 		t.Fatalf("answer %s (%v), want %s", rec.Body, err, codes.ReloadRefused)

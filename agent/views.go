@@ -22,25 +22,3 @@ func (a *Agent) status(ctx context.Context) apitype.Status {
 	rt.Status(ctx, &s)
 	return s
 }
-
-// nodes lists the cluster from this node's raft, or asks a control node.
-func (a *Agent) nodes(ctx context.Context) ([]apitype.Node, error) {
-	rt, err := a.running()
-	if err != nil {
-		return nil, err
-	}
-	var rows []apitype.Node
-	rows, err = rt.NodeRows(ctx)
-	for i := range rows {
-		rows[i].Self = rows[i].ID == rt.Facts().NodeID
-	}
-	return rows, err
-}
-
-func (a *Agent) tokens(ctx context.Context) ([]apitype.Token, error) {
-	ctl, err := a.controlPlane()
-	if err != nil {
-		return nil, err
-	}
-	return ctl.Tokens(ctx)
-}

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
@@ -35,88 +34,78 @@ const tagCA = "ca"
 // rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
 const caNextDir = pki.CANextDir
 
-// caFollow is what this node last read of the CA bundle.
-type caFollow struct {
-	mu      sync.Mutex
-	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
-	// wake wakes runTLSRenewal when the phase or the signing CA changed
-	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
-	// next timer.
-	wake chan struct{}
-}
-
 // followCA brings this node's trust bundles in line with the cluster's
 // (clusterFacts.CABundle: the FSM on a control node; GET /v1/ca/bundle on
 // a worker, at once when told, otherwise at most every 5 s).
-func (rt *Runtime) followCA(ctx context.Context, told bool) {
-	b, ok := rt.cluster.CABundle(ctx, told)
+func (cf *caFollow) followCA(ctx context.Context, told bool) {
+	b, ok := cf.cluster.CABundle(ctx, told)
 	if !ok {
 		return
 	}
-	rt.ca.mu.Lock()
-	changed := rt.ca.signing.Phase != b.Phase || rt.ca.signing.SigningCA != b.SigningCA
-	rt.ca.signing = b
-	rt.ca.mu.Unlock()
+	cf.mu.Lock()
+	changed := cf.signing.Phase != b.Phase || cf.signing.SigningCA != b.SigningCA
+	cf.signing = b
+	cf.mu.Unlock()
 	if changed {
 		select {
-		case rt.ca.wake <- struct{}{}:
+		case cf.wake <- struct{}{}:
 		default:
 		}
 	}
-	rt.adoptBundle(b.TLS, b.Nebula)
+	cf.adoptBundle(b.TLS, b.Nebula)
 }
 
 // adoptBundle makes tlsBundle and nebulaBundle this node's trust: saved
 // in the identity (tls/ca.crt, nebula/ca.crt), swapped into the live
 // identity (every TLS handshake from now on), and the reconcile pass
 // reloads Nebula with the new pki.ca.
-func (rt *Runtime) adoptBundle(tlsBundle, nebulaBundle []byte) {
+func (cf *caFollow) adoptBundle(tlsBundle, nebulaBundle []byte) {
 	if len(tlsBundle) == 0 || len(nebulaBundle) == 0 {
 		return
 	}
-	rt.idMu.Lock()
-	defer rt.idMu.Unlock()
-	own := rt.identity()
+	cf.idMu.Lock()
+	defer cf.idMu.Unlock()
+	own := cf.identity()
 	if bytes.Equal(own.CACert, tlsBundle) && bytes.Equal(own.NebulaCACert, nebulaBundle) {
 		return
 	}
 	if cas, err := pki.BundleCerts(tlsBundle); err != nil || len(cas) == 0 {
-		rt.log.Warn("CA bundle refused: unreadable", "code", codes.CertRefused, "err", err)
+		cf.log.Warn("CA bundle refused: unreadable", "code", codes.CertRefused, "err", err)
 		return
 	}
 	id := *own
 	id.CACert, id.NebulaCACert = bytes.Clone(tlsBundle), bytes.Clone(nebulaBundle)
 	if leaf, err := id.Leaf(); err == nil && pki.IssuerIn(id.CACert, leaf) == nil {
-		rt.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
+		cf.log.Warn("the new CA bundle does not hold the CA of this node's TLS leaf", "code", codes.CertRefused)
 	}
-	if err := pki.SaveTrustBundles(filepath.Join(rt.stateDir, statedir.IdentityDir), id.CACert, id.NebulaCACert); err != nil {
-		rt.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
+	if err := pki.SaveTrustBundles(filepath.Join(cf.stateDir, statedir.IdentityDir), id.CACert, id.NebulaCACert); err != nil {
+		cf.log.Warn("CA bundle not saved", "code", codes.StateDir, "err", err)
 		return
 	}
-	if err := rt.live.Swap(&id); err != nil {
-		rt.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
+	if err := cf.live.Swap(&id); err != nil {
+		cf.log.Warn("CA bundle not adopted", "code", codes.Internal, "err", err)
 		return
 	}
-	rt.saveHeld() // the held leaf goes when its CA leaves the bundle
+	cf.saveHeld() // the held leaf goes when its CA leaves the bundle
 	cas, _ := pki.BundleCerts(tlsBundle)
-	rt.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
+	cf.log.Info("adopted the cluster's CA bundle", "code", codes.EventCARotated, "cas", len(cas),
 		"bundle", pki.BundleID(tlsBundle, nebulaBundle))
-	rt.client.CloseIdle()
-	rt.poke()
-	rt.wakeCAReport()
+	cf.client.CloseIdle()
+	cf.poke()
+	cf.wakeCAReport()
 }
 
 // reissuePending reports whether a worker's certificate is to be fetched
 // again although it is not due: the CA holder signs with another CA than
 // the one that issued it (a CA rotation reissues every certificate).
-func (rt *Runtime) reissuePending(nebula bool) bool {
-	rt.ca.mu.Lock()
-	b := rt.ca.signing
-	rt.ca.mu.Unlock()
+func (cf *caFollow) reissuePending(nebula bool) bool {
+	cf.mu.Lock()
+	b := cf.signing
+	cf.mu.Unlock()
 	if b.Phase != state.CAPhaseReissue {
 		return false
 	}
-	own := rt.identity()
+	own := cf.identity()
 	if nebula {
 		is, err := pki.NebulaIssuer(own.NebulaCert)
 		return err == nil && is != b.SigningNebulaCA
@@ -129,9 +118,9 @@ func (rt *Runtime) reissuePending(nebula bool) bool {
 	return ca != nil && pki.FingerprintOf(ca).String() != b.SigningCA
 }
 
-func (rt *Runtime) wakeCAReport() {
+func (cf *caFollow) wakeCAReport() {
 	select {
-	case rt.caReport <- struct{}{}:
+	case cf.report <- struct{}{}:
 	default:
 	}
 }
@@ -139,38 +128,38 @@ func (rt *Runtime) wakeCAReport() {
 // runCAReports keeps this node's gossip tag "ca" equal to what it runs
 // (control.CAReport of running()), in a goroutine of its own for the
 // reason runKeyReports gives; it looks every second as well as when woken.
-func (rt *Runtime) runCAReports(ctx context.Context) {
+func (cf *caFollow) runCAReports(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-rt.caReport:
+		case <-cf.report:
 		case <-tick.C:
 		}
-		want := control.CAReport(rt.running())
-		tags := maps.Clone(rt.gossip.LocalMember().Tags)
+		want := control.CAReport(cf.ov.running())
+		tags := maps.Clone(cf.gossip.LocalMember().Tags)
 		if tags[tagCA] == want {
 			continue
 		}
 		tags[tagCA] = want
-		if err := rt.gossip.SetTags(tags); err != nil {
-			rt.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
+		if err := cf.gossip.SetTags(tags); err != nil {
+			cf.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
 		}
 	}
 }
 
 // finishCARotation, on the CA holder, drops the old CA once nothing
 // depends on it, and tidies ca/ afterwards (a control duty).
-func (rt *Runtime) finishCARotation(ctx context.Context) {
-	if !rt.ctl.HoldsCA() {
+func (cf *caFollow) finishCARotation(ctx context.Context) {
+	if !cf.ctl.HoldsCA() {
 		return
 	}
-	if _, err := rt.ctl.FinishCARotation(ctx, ""); err != nil {
-		rt.log.Warn("CA rotation not finished", "code", codes.OrInternal(err), "err", err)
+	if _, err := cf.ctl.FinishCARotation(ctx, ""); err != nil {
+		cf.log.Warn("CA rotation not finished", "code", codes.OrInternal(err), "err", err)
 	}
-	rt.tidyCADir()
+	cf.tidyCADir()
 }
 
 // tidyCADir moves ca/next/ into ca/ once raft records the next CA as the
@@ -178,12 +167,12 @@ func (rt *Runtime) finishCARotation(ctx context.Context) {
 // never depends on it (the holder picks the key pair by fingerprint), so a
 // crash in the middle loses nothing: at start a ca/ that does not load
 // falls back to ca/next/ (loadCAs), and the next pass completes ca/.
-func (rt *Runtime) tidyCADir() {
-	cl, ok := rt.ctl.Raft().FSM().Cluster()
+func (cf *caFollow) tidyCADir() {
+	cl, ok := cf.ctl.Raft().FSM().Cluster()
 	if !ok || cl.Rotation != nil {
 		return
 	}
-	dir := filepath.Join(rt.stateDir, statedir.CADir)
+	dir := filepath.Join(cf.stateDir, statedir.CADir)
 	nextDir := filepath.Join(dir, caNextDir)
 	if _, err := os.Stat(nextDir); err != nil {
 		return
@@ -193,14 +182,14 @@ func (rt *Runtime) tidyCADir() {
 		return // an unused next of a rotation that never began, or not ours to move
 	}
 	if err := next.Save(dir); err != nil {
-		rt.log.Warn("could not move ca/next into ca", "code", codes.StateDir, "err", err)
+		cf.log.Warn("could not move ca/next into ca", "code", codes.StateDir, "err", err)
 		return
 	}
 	if err := os.RemoveAll(nextDir); err != nil {
-		rt.log.Warn("could not remove ca/next", "code", codes.StateDir, "err", err)
+		cf.log.Warn("could not remove ca/next", "code", codes.StateDir, "err", err)
 		return
 	}
-	rt.log.Info("the rotated CA's keys are now ca/", "ca", pki.ShortID(cl.CAFingerprint))
+	cf.log.Info("the rotated CA's keys are now ca/", "ca", pki.ShortID(cl.CAFingerprint))
 }
 
 // loadCAs loads the CA holder's key pairs: ca/, and ca/next/ when a
@@ -214,27 +203,27 @@ func loadCAs(stateDir string) (cur, next *pki.CA, err error) {
 
 // reissueWatch reports whether a worker should look at its TLS leaf again
 // soon: a CA rotation is in progress.
-func (rt *Runtime) reissueWatch() bool {
-	rt.ca.mu.Lock()
-	defer rt.ca.mu.Unlock()
-	return rt.ca.signing.Phase != "" && rt.ca.signing.Phase != state.CAPhaseNone
+func (cf *caFollow) reissueWatch() bool {
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	return cf.signing.Phase != "" && cf.signing.Phase != state.CAPhaseNone
 }
 
 // saveHeld keeps the leaf the live identity holds under the old CA of a
 // rotation in identity/tls/held.crt, or removes the file when it holds
 // none, so a restarted control node still answers a token minted before
 // the rotation (loadHeld).
-func (rt *Runtime) saveHeld() {
-	p := filepath.Join(rt.stateDir, statedir.IdentityDir, pki.HeldLeafFile)
-	held := rt.live.HeldLeaves()
+func (cf *caFollow) saveHeld() {
+	p := filepath.Join(cf.stateDir, statedir.IdentityDir, pki.HeldLeafFile)
+	held := cf.live.HeldLeaves()
 	if len(held) == 0 {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			rt.log.Warn("could not remove the held TLS leaf", "code", codes.StateDir, "err", err)
+			cf.log.Warn("could not remove the held TLS leaf", "code", codes.StateDir, "err", err)
 		}
 		return
 	}
 	if err := pki.WriteFileAtomic(p, held[0], 0o644); err != nil {
-		rt.log.Warn("could not save the held TLS leaf", "code", codes.StateDir, "err", err)
+		cf.log.Warn("could not save the held TLS leaf", "code", codes.StateDir, "err", err)
 	}
 }
 
@@ -259,9 +248,9 @@ func loadHeld(dir string, live *pki.LiveIdentity, log interface{ Warn(string, ..
 // live identity (every handshake takes it), the Nebula side from the
 // config Nebula last applied, so a node reports trusting a Nebula CA only
 // once its Nebula does (a reload can lag the identity, or be refused).
-func (rt *Runtime) running() *pki.Identity {
-	id := *rt.identity()
-	if applied := rt.applied(); len(applied.CACert) > 0 {
+func (ov *overlay) running() *pki.Identity {
+	id := *ov.identity()
+	if applied := ov.applied(); len(applied.CACert) > 0 {
 		id.NebulaCACert, id.NebulaCert = applied.CACert, applied.Cert
 	}
 	return &id

@@ -17,19 +17,19 @@ import (
 // control node over mTLS on a worker (only once its own cert is due). The
 // cert is checked against the CA, this node's key and overlay IP, saved
 // atomically, and the next reconcile reloads Nebula with it.
-func (rt *Runtime) adoptRenewedCert(ctx context.Context) {
-	rt.idMu.Lock()
-	defer rt.idMu.Unlock()
-	own := rt.identity()
+func (rn *renewal) adoptRenewedCert(ctx context.Context) {
+	rn.idMu.Lock()
+	defer rn.idMu.Unlock()
+	own := rn.identity()
 	cur, err := nebulaValidity(own.NebulaCert)
 	if err != nil {
-		rt.log.Warn("own Nebula certificate unreadable", "err", err)
+		rn.log.Warn("own Nebula certificate unreadable", "err", err)
 		return
 	}
-	due := control.RenewDue(cur.issued, cur.expires, rt.now()) || rt.reissuePending(true)
-	next, err := rt.cluster.OwnNebulaCert(ctx, due)
+	due := control.RenewDue(cur.issued, cur.expires, rn.now()) || rn.ca.reissuePending(true)
+	next, err := rn.cluster.OwnNebulaCert(ctx, due)
 	if err != nil {
-		rt.log.Debug("renewed Nebula certificate not fetched", "err", err)
+		rn.log.Debug("renewed Nebula certificate not fetched", "err", err)
 		return
 	}
 	if len(next) == 0 || bytes.Equal(next, own.NebulaCert) {
@@ -39,21 +39,21 @@ func (rt *Runtime) adoptRenewedCert(ctx context.Context) {
 	if err != nil || !nv.expires.After(cur.expires) {
 		return
 	}
-	if err := pki.CheckNebulaCert(own.NebulaCACert, next, own.NebulaKey, rt.overlayAddr(), rt.now()); err != nil {
-		rt.log.Warn("renewed Nebula certificate refused", "code", codes.OverlayApply, "err", err)
+	if err := pki.CheckNebulaCert(own.NebulaCACert, next, own.NebulaKey, rn.overlayAddr(), rn.now()); err != nil {
+		rn.log.Warn("renewed Nebula certificate refused", "code", codes.OverlayApply, "err", err)
 		return
 	}
 	id := *own
 	id.NebulaCert = next
-	if err := id.Save(filepath.Join(rt.stateDir, statedir.IdentityDir)); err != nil {
-		rt.log.Warn("renewed Nebula certificate not saved", "code", codes.StateDir, "err", err)
+	if err := id.Save(filepath.Join(rn.stateDir, statedir.IdentityDir)); err != nil {
+		rn.log.Warn("renewed Nebula certificate not saved", "code", codes.StateDir, "err", err)
 		return
 	}
-	if err := rt.live.Swap(&id); err != nil {
-		rt.log.Warn("renewed Nebula certificate not adopted", "code", codes.Internal, "err", err)
+	if err := rn.live.Swap(&id); err != nil {
+		rn.log.Warn("renewed Nebula certificate not adopted", "code", codes.Internal, "err", err)
 		return
 	}
-	rt.log.Info("adopted renewed Nebula certificate", "expires", nv.expires)
+	rn.log.Info("adopted renewed Nebula certificate", "expires", nv.expires)
 }
 
 type validity struct{ issued, expires time.Time }

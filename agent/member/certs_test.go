@@ -91,8 +91,8 @@ func signedIdentity(t *testing.T, ca *pki.CA, name string, role pki.Role, issued
 }
 
 // workerRuntime is the part of a worker's runtime that certificate
-// adoption and revocation refreshes use.
-func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *Runtime {
+// adoption and revocation refreshes use: its renewal, over its node.
+func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *renewal {
 	t.Helper()
 	client, err := control.NewClient(id)
 	if err != nil {
@@ -108,8 +108,9 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *Runtime {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return &Runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
+	nd := &node{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
 		live: live, client: client, log: log, now: time.Now, stateDir: dir, cluster: fetched.New(client, "id-w1", seeds, dir, log)}
+	return &renewal{node: nd, ca: &caFollow{node: nd, wake: make(chan struct{}, 1)}}
 }
 
 // renewedFor signs a Nebula cert for the public key pub, issued now.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
@@ -19,20 +18,13 @@ import (
 // themselves never travel over gossip.
 const notifyKeys = "meshd-keys"
 
-// keyState is the gossip keyring this node runs.
-type keyState struct {
-	mu      sync.Mutex
-	id      string    // state.KeyringID of the keys applied
-	rotated time.Time // when the cluster last finished a rotation, as last heard
-}
-
 // followKeys brings this node's gossip keyring in line with the
 // cluster's (clusterFacts.GossipKeys: raft's cluster record on a control
 // node; GET /v1/gossip/keys on a worker, at once when told, otherwise at
 // most once a second).
-func (rt *Runtime) followKeys(ctx context.Context, told bool) {
-	if gk, ok := rt.cluster.GossipKeys(ctx, told); ok && len(gk.Keys) > 0 {
-		rt.applyKeys(gk.Keys, gk.Rotated)
+func (kr *keyring) followKeys(ctx context.Context, told bool) {
+	if gk, ok := kr.cluster.GossipKeys(ctx, told); ok && len(gk.Keys) > 0 {
+		kr.applyKeys(gk.Keys, gk.Rotated)
 	}
 }
 
@@ -40,33 +32,33 @@ func (rt *Runtime) followKeys(ctx context.Context, told bool) {
 // keyring if they differ from what it runs, saves them in node.json
 // (0600) so a restart uses them, and has runKeyReports report the new
 // keyring in its tags. Only the reconcile loop calls it.
-func (rt *Runtime) applyKeys(keys [][]byte, rotated time.Time) {
+func (kr *keyring) applyKeys(keys [][]byte, rotated time.Time) {
 	id := state.KeyringID(keys)
-	rt.keys.mu.Lock()
+	kr.mu.Lock()
 	if !rotated.IsZero() {
-		rt.keys.rotated = rotated
+		kr.rotated = rotated
 	}
-	same := id == rt.keys.id
-	rt.keys.mu.Unlock()
+	same := id == kr.id
+	kr.mu.Unlock()
 	if same {
 		return
 	}
-	if err := rt.gossip.SetKeys(keys); err != nil {
-		rt.log.Warn("gossip keyring not changed", "code", codes.OrInternal(err), "err", err)
+	if err := kr.gossip.SetKeys(keys); err != nil {
+		kr.log.Warn("gossip keyring not changed", "code", codes.OrInternal(err), "err", err)
 		return
 	}
-	rt.facts.GossipKeys = keys // read only by startGossip, before the loops run
-	if err := statedir.Save(rt.stateDir, rt.facts); err != nil {
-		rt.log.Warn("gossip keyring changed but not saved; a restart uses the old keys", "code", codes.OrInternal(err), "err", err)
+	kr.facts.GossipKeys = keys // read only by startGossip, before the loops run
+	if err := statedir.Save(kr.stateDir, kr.facts); err != nil {
+		kr.log.Warn("gossip keyring changed but not saved; a restart uses the old keys", "code", codes.OrInternal(err), "err", err)
 	}
-	rt.keys.mu.Lock()
-	rt.keys.id = id
-	rt.keys.mu.Unlock()
+	kr.mu.Lock()
+	kr.id = id
+	kr.mu.Unlock()
 	select {
-	case rt.keyReport <- struct{}{}:
+	case kr.report <- struct{}{}:
 	default: // a report is already due; it reads the latest id
 	}
-	rt.log.Info("gossip keyring changed", "keys", len(keys), "primary", state.KeyID(keys[0]), "keyring", id)
+	kr.log.Info("gossip keyring changed", "keys", len(keys), "primary", state.KeyID(keys[0]), "keyring", id)
 }
 
 // runKeyReports reports the keyring this node runs in its gossip tags
@@ -79,23 +71,23 @@ func (rt *Runtime) applyKeys(keys [][]byte, rotated time.Time) {
 // the node's next keyring, and revocations and overlay changes waited with
 // it, so `meshctl remove` took 5-12 s in the soak (e2e.TestSoak) instead of
 // well under a second.
-func (rt *Runtime) runKeyReports(ctx context.Context) {
+func (kr *keyring) runKeyReports(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-rt.keyReport:
+		case <-kr.report:
 		}
-		rt.keys.mu.Lock()
-		id := rt.keys.id
-		rt.keys.mu.Unlock()
-		tags := maps.Clone(rt.gossip.LocalMember().Tags)
+		kr.mu.Lock()
+		id := kr.id
+		kr.mu.Unlock()
+		tags := maps.Clone(kr.gossip.LocalMember().Tags)
 		if tags[tagKeyring] == id {
 			continue
 		}
 		tags[tagKeyring] = id
-		if err := rt.gossip.SetTags(tags); err != nil {
-			rt.log.Warn("gossip keyring not reported, or its broadcast not confirmed", "keyring", id, "err", err)
+		if err := kr.gossip.SetTags(tags); err != nil {
+			kr.log.Warn("gossip keyring not reported, or its broadcast not confirmed", "keyring", id, "err", err)
 		}
 	}
 }
@@ -105,7 +97,7 @@ func (rt *Runtime) runKeyReports(ctx context.Context) {
 // node that does not get there before the query's deadline stays silent.
 // Unlike the tag report, the answer goes straight to the asker and waits
 // for no broadcast.
-func (rt *Runtime) answerKeyring(ctx context.Context, q gossip.Query) {
+func (kr *keyring) answerKeyring(ctx context.Context, q gossip.Query) {
 	var want control.KeyringQuery
 	if json.Unmarshal(q.Payload, &want) != nil || want.Keyring == "" {
 		return
@@ -114,21 +106,21 @@ func (rt *Runtime) answerKeyring(ctx context.Context, q gossip.Query) {
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	rt.wake() // a control node reads the new keyring from raft on its next follow pass
+	kr.wake() // a control node reads the new keyring from raft on its next follow pass
 	for {
-		rt.keys.mu.Lock()
-		id := rt.keys.id
-		rt.keys.mu.Unlock()
+		kr.mu.Lock()
+		id := kr.id
+		kr.mu.Unlock()
 		if id == want.Keyring {
-			b, _ := json.Marshal(control.KeyringQuery{Keyring: id, ID: rt.facts.NodeID})
+			b, _ := json.Marshal(control.KeyringQuery{Keyring: id, ID: kr.facts.NodeID})
 			if err := q.Respond(b); err != nil {
-				rt.log.Debug("keyring answer not sent", "err", err)
+				kr.log.Debug("keyring answer not sent", "err", err)
 			}
 			return
 		}
 		select {
 		case <-ctx.Done():
-			rt.log.Debug("keyring not reached within the query's deadline", "want", want.Keyring, "have", id)
+			kr.log.Debug("keyring not reached within the query's deadline", "want", want.Keyring, "have", id)
 			return
 		case <-tick.C:
 		}
@@ -137,9 +129,9 @@ func (rt *Runtime) answerKeyring(ctx context.Context, q gossip.Query) {
 
 // keyStatus is the key state `meshctl status` shows: how many keys, the
 // primary's short id, and when the cluster last finished a rotation.
-func (rt *Runtime) keyStatus() (n int, primary string, rotated time.Time) {
-	keys := rt.gossip.Keys()
-	rt.keys.mu.Lock()
-	defer rt.keys.mu.Unlock()
-	return len(keys), state.KeyID(keys[0]), rt.keys.rotated
+func (kr *keyring) keyStatus() (n int, primary string, rotated time.Time) {
+	keys := kr.gossip.Keys()
+	kr.mu.Lock()
+	defer kr.mu.Unlock()
+	return len(keys), state.KeyID(keys[0]), kr.rotated
 }

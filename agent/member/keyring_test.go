@@ -18,8 +18,8 @@ import (
 // before; one that never gets there stays silent and gives up at the
 // query's deadline.
 func TestAnswerKeyring(t *testing.T) {
-	rt := &Runtime{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	rt.keys.id = "old"
+	rt := &keyring{node: &node{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1"}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	rt.id = "old"
 	ask := func(want string, deadline time.Duration) (<-chan []byte, <-chan struct{}) {
 		answers, returned := make(chan []byte, 2), make(chan struct{})
 		payload, _ := json.Marshal(control.KeyringQuery{Keyring: want})
@@ -37,9 +37,9 @@ func TestAnswerKeyring(t *testing.T) {
 		t.Fatalf("answered %s while running the old keyring", b)
 	case <-time.After(100 * time.Millisecond):
 	}
-	rt.keys.mu.Lock()
-	rt.keys.id = "new" // applyKeys installed the step
-	rt.keys.mu.Unlock()
+	rt.mu.Lock()
+	rt.id = "new" // applyKeys installed the step
+	rt.mu.Unlock()
 	select {
 	case b := <-answers:
 		var got control.KeyringQuery

@@ -35,19 +35,19 @@ const (
 // startGossip starts serf with the cluster gossip key and this node's tags,
 // then joins the peers it knows (a restarted node also rejoins through its
 // serf snapshot).
-func (rt *Runtime) startGossip(ctx context.Context) error {
-	cfg := gossipConfig(rt.cfg, rt.facts, rt.version)
+func (ms *membership) startGossip(ctx context.Context) error {
+	cfg := gossipConfig(ms.cfg, ms.facts, ms.version)
 	if err := os.MkdirAll(filepath.Dir(cfg.SnapshotPath), 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
-	cfg.Log = rt.log
+	cfg.Log = ms.log
 	g, err := gossip.New(cfg)
 	if err != nil {
 		return err
 	}
-	rt.gossip = g
-	rt.keys.id = state.KeyringID(cfg.Keys)
-	rt.rejoin(ctx)
+	ms.gossip = g
+	ms.keys.id = state.KeyringID(cfg.Keys)
+	ms.rejoin(ctx)
 	return nil
 }
 
@@ -55,18 +55,18 @@ func (rt *Runtime) startGossip(ctx context.Context) error {
 // the cluster's (clusterFacts.SerfPeers: every active node on a control
 // node, the active control nodes on a worker) and those the join
 // response named.
-func (rt *Runtime) serfPeers() []string {
-	peers := rt.cluster.SerfPeers()
-	for _, p := range rt.facts.SerfPeers {
-		if !slices.Contains(peers, p) && p != rt.selfSerf() {
+func (ms *membership) serfPeers() []string {
+	peers := ms.cluster.SerfPeers()
+	for _, p := range ms.facts.SerfPeers {
+		if !slices.Contains(peers, p) && p != ms.selfSerf() {
 			peers = append(peers, p)
 		}
 	}
 	return peers
 }
 
-func (rt *Runtime) selfSerf() string {
-	return net.JoinHostPort(rt.facts.Underlay.String(), strconv.Itoa(rt.ports.Gossip))
+func (ms *membership) selfSerf() string {
+	return net.JoinHostPort(ms.facts.Underlay.String(), strconv.Itoa(ms.ports.Gossip))
 }
 
 // rejoin joins the known peers gossip does not show alive (missingPeers).
@@ -76,17 +76,17 @@ func (rt *Runtime) selfSerf() string {
 // loss) each rejoin only the first previous member that answers (serf's
 // snapshot rejoin), and could gossip among themselves while the rest of
 // the cluster formed apart. It reports whether a peer was missing.
-func (rt *Runtime) rejoin(ctx context.Context) bool {
-	peers := rt.missingPeers()
+func (ms *membership) rejoin(ctx context.Context) bool {
+	peers := ms.missingPeers()
 	if len(peers) == 0 {
 		return false
 	}
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if n, err := rt.gossip.Join(jctx, peers); err != nil {
-		rt.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
+	if n, err := ms.gossip.Join(jctx, peers); err != nil {
+		ms.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
 	} else {
-		rt.log.Info("gossip joined known peers it did not see", "peers", peers, "contacted", n)
+		ms.log.Info("gossip joined known peers it did not see", "peers", peers, "contacted", n)
 	}
 	return true
 }
@@ -94,15 +94,15 @@ func (rt *Runtime) rejoin(ctx context.Context) bool {
 // missingPeers are the known peers (serfPeers: the active records' gossip
 // addresses, the control nodes' for a worker) that gossip does not show
 // alive or suspect.
-func (rt *Runtime) missingPeers() []string {
+func (ms *membership) missingPeers() []string {
 	seen := map[string]bool{}
-	for _, m := range rt.gossip.Members() {
+	for _, m := range ms.gossip.Members() {
 		if m.Status == gossip.StatusAlive || m.Status == gossip.StatusSuspect {
 			seen[m.Addr.String()] = true
 		}
 	}
 	var missing []string
-	for _, p := range rt.serfPeers() {
+	for _, p := range ms.serfPeers() {
 		if ap, err := netip.ParseAddrPort(p); err == nil && seen[ap.String()] {
 			continue
 		}
@@ -118,7 +118,7 @@ const rejoinFirst = time.Second
 
 // runRejoin rejoins missing peers (rejoin) with a backoff from rejoinFirst
 // to most: quickly after a power loss, rarely while a peer stays down.
-func (rt *Runtime) runRejoin(ctx context.Context, most time.Duration) {
+func (ms *membership) runRejoin(ctx context.Context, most time.Duration) {
 	wait := min(rejoinFirst, most)
 	for {
 		t := time.NewTimer(wait)
@@ -128,7 +128,7 @@ func (rt *Runtime) runRejoin(ctx context.Context, most time.Duration) {
 			return
 		case <-t.C:
 		}
-		if rt.rejoin(ctx) {
+		if ms.rejoin(ctx) {
 			wait = min(2*wait, most)
 		} else {
 			wait = min(rejoinFirst, most)
@@ -141,18 +141,18 @@ func (rt *Runtime) runRejoin(ctx context.Context, most time.Duration) {
 // node list on a worker), the join response's lighthouses (used only
 // before a worker's first list), gossip members as their tags describe
 // them (desired takes only their liveness), and the revocation list.
-func (rt *Runtime) overlayInputs() desired.Inputs {
-	rev := rt.cluster.Revocations()
-	in := desired.Inputs{SelfName: rt.facts.Name, SelfOverlay: rt.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
-	in.Records, in.RecordsKnown = rt.records()
-	for _, l := range rt.facts.Lighthouses {
+func (nd *node) overlayInputs() desired.Inputs {
+	rev := nd.cluster.Revocations()
+	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
+	in.Records, in.RecordsKnown = nd.records()
+	for _, l := range nd.facts.Lighthouses {
 		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped
 		in.Lighthouses = append(in.Lighthouses, desired.Lighthouse{Overlay: l.OverlayIP, Underlay: ap})
 	}
-	if rt.gossip == nil {
+	if nd.gossip == nil {
 		return in
 	}
-	for _, m := range rt.gossip.Members() {
+	for _, m := range nd.gossip.Members() {
 		dm := desired.Member{ID: m.Tags[tagID], Name: m.Name, Role: pki.Role(m.Tags[tagRole]), Status: m.Status}
 		dm.Overlay, _ = netip.ParseAddr(m.Tags[tagOverlay])
 		if port, err := strconv.Atoi(m.Tags[tagNebulaPort]); err == nil && port > 0 && port <= 65535 {
@@ -165,9 +165,9 @@ func (rt *Runtime) overlayInputs() desired.Inputs {
 
 // keyReports are the gossip members' keyring reports (their tags), for
 // a rotation this node runs.
-func (rt *Runtime) keyReports() []control.KeyReport {
+func (ms *membership) keyReports() []control.KeyReport {
 	var out []control.KeyReport
-	for _, m := range rt.gossip.Members() {
+	for _, m := range ms.gossip.Members() {
 		out = append(out, control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,
 			Keyring: m.Tags[tagKeyring], CA: m.Tags[tagCA]})
 	}

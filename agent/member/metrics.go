@@ -52,12 +52,12 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 	}
 	if rt.gossip != nil {
 		st.GossipKnown, st.Gossip = true, map[string]int{}
-		for _, g := range rt.gossipView() { // desired.View: what status and nodes show
+		for _, g := range rt.members.gossipView() { // desired.View: what status and nodes show
 			st.Gossip[string(g)]++
 		}
 		st.KeyErrors = uint64(rt.gossip.KeyErrors())
 	}
-	if o := rt.overlayStatus(); o != nil {
+	if o := rt.ov.overlayStatus(); o != nil {
 		st.OverlayKnown, st.Tunnels, st.Blocklist, st.NebulaExpires = true, len(o.Tunnels), o.Blocklist, o.CertExpires
 	}
 }

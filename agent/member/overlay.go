@@ -18,12 +18,12 @@ import (
 // meshConfig is the Nebula config this node should run now: its identity,
 // the control nodes as lighthouses, every other live node in the static
 // host map, and the revoked certificates blocked.
-func (rt *Runtime) meshConfig() mesh.Config {
-	c := rt.meshBase
-	rt.policy().Apply(&c)
-	id := rt.identity()
+func (ov *overlay) meshConfig() mesh.Config {
+	c := ov.meshBase
+	ov.policy().Apply(&c)
+	id := ov.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
-	d := desired.Compute(rt.overlayInputs())
+	d := desired.Compute(ov.overlayInputs())
 	c.Lighthouses, c.StaticHosts, c.Blocklist = d.Lighthouses, d.StaticHosts, d.Blocklist
 	return c
 }
@@ -31,31 +31,31 @@ func (rt *Runtime) meshConfig() mesh.Config {
 // startMesh starts Nebula with the config the node knows at start.
 // In userspace mode it takes over the overlay an earlier runtime of this
 // process parked (see Parked).
-func (rt *Runtime) startMesh() error {
-	c := rt.meshConfig()
-	if rt.parked != nil {
-		m, err := rt.parked.take(c)
+func (ov *overlay) startMesh() error {
+	c := ov.meshConfig()
+	if ov.parked != nil {
+		m, err := ov.parked.take(c)
 		if err != nil {
 			return err
 		}
 		if m != nil {
-			rt.mesh, rt.meshApplied = m, c
+			ov.mesh, ov.meshApplied = m, c
 			return nil
 		}
 	}
-	m, err := mesh.Start(c, rt.log)
+	m, err := mesh.Start(c, ov.log)
 	if err != nil {
 		return fmt.Errorf("start overlay: %w", err)
 	}
-	rt.mesh, rt.meshApplied = m, c
+	ov.mesh, ov.meshApplied = m, c
 	return nil
 }
 
 // applied is the Nebula config last applied.
-func (rt *Runtime) applied() mesh.Config {
-	rt.appliedMu.Lock()
-	defer rt.appliedMu.Unlock()
-	return rt.meshApplied
+func (ov *overlay) applied() mesh.Config {
+	ov.appliedMu.Lock()
+	defer ov.appliedMu.Unlock()
+	return ov.meshApplied
 }
 
 // reloadGap is the least time between two overlay reloads. A burst of
@@ -70,26 +70,26 @@ const reloadGap = 250 * time.Millisecond
 // facts this node holds now (it never waits for a fetch). A change within
 // reloadGap of the last reload is held back: it returns how long to wait
 // before trying again, or 0.
-func (rt *Runtime) reconcileOverlay() time.Duration {
-	want := rt.meshConfig()
-	if reflect.DeepEqual(want, rt.applied()) {
+func (ov *overlay) reconcileOverlay() time.Duration {
+	want := ov.meshConfig()
+	if reflect.DeepEqual(want, ov.applied()) {
 		return 0
 	}
-	if wait := reloadGap - time.Since(rt.lastReload); wait > 0 {
+	if wait := reloadGap - time.Since(ov.lastReload); wait > 0 {
 		return wait
 	}
 	start := time.Now()
-	rt.lastReload = start
-	if err := rt.mesh.Reload(want); err != nil {
-		rt.overlayErr.Store(errBox{err})
-		rt.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
+	ov.lastReload = start
+	if err := ov.mesh.Reload(want); err != nil {
+		ov.overlayErr.Store(errBox{err})
+		ov.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
 		return 0
 	}
-	rt.overlayErr.Store(errBox{})
-	rt.appliedMu.Lock()
-	rt.meshApplied = want
-	rt.appliedMu.Unlock()
-	rt.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
+	ov.overlayErr.Store(errBox{})
+	ov.appliedMu.Lock()
+	ov.meshApplied = want
+	ov.appliedMu.Unlock()
+	ov.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
 		"took", time.Since(start))
 	return 0
 }
@@ -116,9 +116,9 @@ func controlGossip(in desired.Inputs) string {
 }
 
 // poke asks the overlay loop to reconcile now (a fact it reads changed).
-func (rt *Runtime) poke() {
+func (nd *node) poke() {
 	select {
-	case rt.kick <- struct{}{}:
+	case nd.kick <- struct{}{}:
 	default:
 	}
 }

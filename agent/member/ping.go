@@ -59,7 +59,7 @@ func (rt *Runtime) Ping(ctx context.Context, req apitype.PingRequest) (apitype.P
 	addr := netip.AddrPortFrom(tg.overlay, uint16(tg.port)).String()
 	start := time.Now()
 	var conn net.Conn
-	if rt.meshBase.Userspace {
+	if rt.ov.meshBase.Userspace {
 		conn, err = rt.mesh.DialContext(pctx, "tcp", addr)
 	} else {
 		var d net.Dialer

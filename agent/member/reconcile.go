@@ -43,11 +43,11 @@ const stepBudget = 5 * time.Second
 func (rt *Runtime) followSteps(duties []followStep) []followStep {
 	steps := []followStep{
 		{"revocations and node list", stepBudget, func(ctx context.Context, t told) { _ = rt.cluster.Refresh(ctx, t.revoked) }},
-		{"gossip keys", stepBudget, func(ctx context.Context, t told) { rt.followKeys(ctx, t.keys) }},
-		{"CA bundle", stepBudget, func(ctx context.Context, t told) { rt.followCA(ctx, t.ca) }},
+		{"gossip keys", stepBudget, func(ctx context.Context, t told) { rt.keys.followKeys(ctx, t.keys) }},
+		{"CA bundle", stepBudget, func(ctx context.Context, t told) { rt.ca.followCA(ctx, t.ca) }},
 	}
 	steps = append(steps, duties...)
-	return append(steps, followStep{"renewed Nebula certificate", stepBudget, func(ctx context.Context, _ told) { rt.adoptRenewedCert(ctx) }})
+	return append(steps, followStep{"renewed Nebula certificate", stepBudget, func(ctx context.Context, _ told) { rt.renew.adoptRenewedCert(ctx) }})
 }
 
 // controlDuties are a control node's own steps: follow the CA custody on
@@ -57,25 +57,25 @@ func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
 		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) { rt.followCustody(ctx) }},
 		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) { rt.ctl.RenewNebulaCerts(ctx) }},
-		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) { rt.finishCARotation(ctx) }},
+		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) { rt.ca.finishCARotation(ctx) }},
 		{"token pruning", stepBudget, func(ctx context.Context, _ told) { _, _ = rt.ctl.PruneTokens(ctx) }}, // the leader only; it logs its own failure
 	}
 }
 
 // wake asks both loops for a pass now: raft changed something this node
 // follows (the control plane's Hooks.Poke).
-func (rt *Runtime) wake() {
-	rt.poke()
-	rt.wakeFollow(told{})
+func (nd *node) wake() {
+	nd.poke()
+	nd.wakeFollow(told{})
 }
 
 // wakeFollow asks the follow loop for a pass answering t.
-func (rt *Runtime) wakeFollow(t told) {
-	rt.followMu.Lock()
-	rt.followTold = rt.followTold.or(t)
-	rt.followMu.Unlock()
+func (nd *node) wakeFollow(t told) {
+	nd.followMu.Lock()
+	nd.followTold = nd.followTold.or(t)
+	nd.followMu.Unlock()
 	select {
-	case rt.followKick <- struct{}{}:
+	case nd.followKick <- struct{}{}:
 	default:
 	}
 }
@@ -139,9 +139,9 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 		case <-retry.C:
 		case <-tick.C:
 		}
-		if wait := rt.reconcileOverlay(); wait > 0 {
+		if wait := rt.ov.reconcileOverlay(); wait > 0 {
 			retry.Reset(wait)
 		}
-		rt.reportIgnored(rt.overlayInputs())
+		rt.ov.reportIgnored(rt.overlayInputs())
 	}
 }

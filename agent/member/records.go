@@ -12,11 +12,11 @@ import (
 // records are the other nodes' active records for desired.Compute (the
 // cluster's facts: raft on a control node, the node list on a worker).
 // ok is false on a worker before its first list.
-func (rt *Runtime) records() ([]desired.Record, bool) {
-	list, ok := rt.cluster.Records()
+func (nd *node) records() ([]desired.Record, bool) {
+	list, ok := nd.cluster.Records()
 	var out []desired.Record
 	for _, n := range list {
-		if n.ID == rt.facts.NodeID || !n.Active() {
+		if n.ID == nd.facts.NodeID || !n.Active() {
 			continue
 		}
 		ovl, _ := netip.ParseAddr(n.OverlayIP)
@@ -30,11 +30,11 @@ func (rt *Runtime) records() ([]desired.Record, bool) {
 }
 
 // seeds are the control nodes this node asks, in the order it asks them.
-func (rt *Runtime) seeds() []string { return rt.cluster.Seeds() }
+func (nd *node) seeds() []string { return nd.cluster.Seeds() }
 
 // reportIgnored logs each gossip member desired ignored, once per member
 // per change of what it claims, with codes.GossipMemberIgnored.
-func (rt *Runtime) reportIgnored(in desired.Inputs) {
+func (ov *overlay) reportIgnored(in desired.Inputs) {
 	if !in.RecordsKnown {
 		return
 	}
@@ -42,15 +42,15 @@ func (rt *Runtime) reportIgnored(in desired.Inputs) {
 	for _, ig := range desired.Unmatched(in) {
 		now[ig.Name] = fmt.Sprintf("%s|%s", ig.ID, ig.Reason)
 	}
-	rt.ignoredMu.Lock()
-	defer rt.ignoredMu.Unlock()
+	ov.ignoredMu.Lock()
+	defer ov.ignoredMu.Unlock()
 	for name, why := range now {
-		if rt.ignored[name] == why {
+		if ov.ignored[name] == why {
 			continue
 		}
 		id, reason, _ := strings.Cut(why, "|")
-		rt.log.Warn("gossip member ignored: raft decides, gossip only reports liveness", "code", codes.GossipMemberIgnored,
+		ov.log.Warn("gossip member ignored: raft decides, gossip only reports liveness", "code", codes.GossipMemberIgnored,
 			"member", name, "member_id", id, "reason", reason)
 	}
-	rt.ignored = now
+	ov.ignored = now
 }

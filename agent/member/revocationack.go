@@ -17,27 +17,27 @@ const notifyRevoked = "meshd-revoked"
 // answerQueries answers the gossip queries members ask until ctx ends or
 // gossip stops. Each is answered on its own goroutine, within its
 // deadline.
-func (rt *Runtime) answerQueries(ctx context.Context) {
+func (ms *membership) answerQueries(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case q, ok := <-rt.gossip.Queries():
+		case q, ok := <-ms.gossip.Queries():
 			if !ok {
 				return
 			}
 			var answer func(context.Context, gossip.Query)
 			switch q.Name {
 			case control.RevocationQueryName:
-				answer = rt.answerRevocation
+				answer = ms.answerRevocation
 			case control.KeyringQueryName:
-				answer = rt.answerKeyring
+				answer = ms.keys.answerKeyring
 			default:
 				continue
 			}
-			rt.wg.Add(1)
+			ms.wg.Add(1)
 			go func() {
-				defer rt.wg.Done()
+				defer ms.wg.Done()
 				answer(ctx, q)
 			}()
 		}
@@ -50,7 +50,7 @@ func (rt *Runtime) answerQueries(ctx context.Context) {
 // once) AND its running Nebula blocks every fingerprint of that list. A
 // node that cannot get there before the query's deadline stays silent,
 // and the remover lists it as pending.
-func (rt *Runtime) answerRevocation(ctx context.Context, q gossip.Query) {
+func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 	var want control.RevocationQuery
 	if json.Unmarshal(q.Payload, &want) != nil || want.Version <= 0 {
 		return
@@ -62,22 +62,22 @@ func (rt *Runtime) answerRevocation(ctx context.Context, q gossip.Query) {
 	fresh := false
 	for {
 		if !fresh {
-			_ = rt.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
-			fresh = len(rt.cluster.Revocations().Fingerprints) >= want.Version
+			_ = ms.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
+			fresh = len(ms.cluster.Revocations().Fingerprints) >= want.Version
 			if fresh {
-				rt.poke() // reconcile now with the list just read
+				ms.poke() // reconcile now with the list just read
 			}
 		}
-		if fresh && rt.blocksAll(rt.cluster.Revocations().Fingerprints) {
+		if fresh && ms.ov.blocksAll(ms.cluster.Revocations().Fingerprints) {
 			b, _ := json.Marshal(control.RevocationQuery{Version: want.Version})
 			if err := q.Respond(b); err != nil {
-				rt.log.Debug("revocation acknowledgement not sent", "err", err)
+				ms.log.Debug("revocation acknowledgement not sent", "err", err)
 			}
 			return
 		}
 		select {
 		case <-ctx.Done():
-			rt.log.Debug("revocation not acknowledged within the query's deadline", "version", want.Version, "fresh", fresh)
+			ms.log.Debug("revocation not acknowledged within the query's deadline", "version", want.Version, "fresh", fresh)
 			return
 		case <-tick.C:
 		}
@@ -86,8 +86,8 @@ func (rt *Runtime) answerRevocation(ctx context.Context, q gossip.Query) {
 
 // blocksAll reports whether the Nebula config last applied blocks every
 // fingerprint in fps.
-func (rt *Runtime) blocksAll(fps []string) bool {
-	applied := rt.applied().Blocklist
+func (ov *overlay) blocksAll(fps []string) bool {
+	applied := ov.applied().Blocklist
 	for _, fp := range fps {
 		if !slices.Contains(applied, fp) {
 			return false

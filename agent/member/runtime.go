@@ -49,14 +49,13 @@ type Options struct {
 	Now     func() time.Time
 }
 
-// Runtime is everything a member node runs: Nebula, gossip, the loops that
-// keep them in line with the cluster, and for a control node raft and the
-// control listener (enroll and internal API). It is started from the
-// state dir and stopped in reverse order.
-type Runtime struct {
+// node is what every part of a member's runtime shares: who the node is
+// (its facts, its live identity), how it reaches the others (the
+// internal API's client, gossip, Nebula), where its cluster facts come
+// from, and the loops' context and wake-ups.
+type node struct {
 	cfg     config.File
 	version string
-	met     *metrics.Set
 	facts   *statedir.Facts
 	// live is the identity the node presents now; a renewed TLS leaf or
 	// Nebula cert is swapped in (idMu serialises those changes) and the
@@ -65,58 +64,112 @@ type Runtime struct {
 	live *pki.LiveIdentity
 	// ctl is the control plane: raft, the internal API's server side,
 	// admission and signing. Only control nodes have one; this is where a
-	// node's role shows, decided once in startRuntime.
-	ctl    *control.Plane
-	client *control.Client // calls control nodes' internal API (every node)
-	ports  config.Ports
-	log    *slog.Logger
-	now    func() time.Time
+	// node's role shows, decided once in Start.
+	ctl      *control.Plane
+	client   *control.Client // calls control nodes' internal API (every node)
+	ports    config.Ports
+	log      *slog.Logger
+	now      func() time.Time
+	stateDir string
+	gossip   *gossip.Gossip
+	mesh     *mesh.Mesh
+	// cluster is where the node's cluster facts come from (facts.go):
+	// its raft on a control node, fetched copies on a worker.
+	cluster clusterFacts
+
+	// kick wakes the overlay loop (poke); followKick the follow loop,
+	// with the notifications in followTold it is to answer (reconcile.go).
+	kick       chan struct{}
+	followKick chan struct{}
+	followMu   sync.Mutex
+	followTold told
+	// loopCtx is the context of the runtime's goroutines (Spawn); Stop
+	// cancels it with loops and waits for them (wg).
+	wg      sync.WaitGroup
+	loopCtx context.Context
+	loops   context.CancelFunc
+}
+
+// Runtime is everything a member node runs: Nebula (overlay), gossip
+// (membership, keyring), the CA bundle and certificates it follows
+// (caFollow, renewal), the loops that keep them in line with the cluster,
+// and for a control node raft and the control listener (enroll and
+// internal API). It is started from the state dir and stopped in reverse
+// order.
+type Runtime struct {
+	*node
+	ov      *overlay
+	members *membership
+	keys    *keyring
+	ca      *caFollow
+	renew   *renewal
+	met     *metrics.Set
 
 	control   *http.Server
 	controlLn net.Listener
-	wg        sync.WaitGroup
+	// steps are the follow loop's, decided at start (reconcile.go).
+	steps []followStep
+}
 
-	// overlay and membership
+// overlay is the node's Nebula: the config it should run (its identity,
+// the others from raft and gossip, the firewall and MTU in force), what
+// it runs, and reloading the one into the other (overlay.go).
+type overlay struct {
+	*node
 	meshBase    mesh.Config // from meshd.yaml and the facts; meshConfig adds identity and peers
 	policyMu    sync.Mutex
-	overlay     config.Policy // firewall and MTU in force (firewall.go), guarded by policyMu
-	mesh        *mesh.Mesh
+	inForce     config.Policy // firewall and MTU in force (firewall.go), guarded by policyMu
 	appliedMu   sync.Mutex
 	meshApplied mesh.Config  // guarded by appliedMu
 	lastReload  time.Time    // when reconcileOverlay last reloaded Nebula (the overlay loop's own)
 	overlayErr  atomic.Value // errBox: the last reload refusal, for status
-	gossip      *gossip.Gossip
-	kick        chan struct{} // wakes the overlay loop (poke)
-	// The follow loop (reconcile.go): its steps, decided at start, and
-	// what wakes it with which notifications to answer.
-	steps      []followStep
-	followKick chan struct{}
-	followMu   sync.Mutex
-	followTold told
-	// loopCtx is the context of the runtime's goroutines (spawn); stop
-	// cancels it with loops and waits for them (wg).
-	loopCtx context.Context
-	loops   context.CancelFunc
+	parked      *Parked      // userspace mode: where Stop parks the overlay it cannot stop
+	ignoredMu   sync.Mutex
+	ignored     map[string]string // gossip members reported ignored, and why (logged once per change)
+}
 
-	// cluster is where the node's cluster facts come from (facts.go):
-	// its raft on a control node, fetched copies on a worker.
-	cluster clusterFacts
+// membership is the node's gossip: joining and rejoining its peers, the
+// gossip view, and the answers to the cluster's queries (membership.go,
+// views.go, revocationack.go).
+type membership struct {
+	*node
+	ov   *overlay
+	keys *keyring
+}
+
+// keyring is the gossip keyring this node runs and reports (keyring.go).
+type keyring struct {
+	*node
+	mu      sync.Mutex
+	id      string    // state.KeyringID of the keys applied
+	rotated time.Time // when the cluster last finished a rotation, as last heard
+	// report wakes runKeyReports: the keyring changed (buffered 1).
+	report chan struct{}
+}
+
+// caFollow is the CA trust bundles this node follows, what it reports of
+// them, and, on the CA holder, the end of a rotation (carotation.go).
+type caFollow struct {
+	*node
+	ov      *overlay
+	mu      sync.Mutex
+	signing control.CABundle // the signing CAs, so a worker knows to fetch reissued certificates
+	// wake wakes runTLSRenewal when the phase or the signing CA changed
+	// (buffered 1): a reissued leaf is adopted at once, not at the loop's
+	// next timer.
+	wake chan struct{}
+	// report wakes runCAReports (buffered 1).
+	report chan struct{}
+}
+
+// renewal adopts this node's renewed certificates, and on a control node
+// renews the others' TLS leaves (tlsrenew.go, certs.go).
+type renewal struct {
+	*node
+	ca *caFollow
 	// renewOthers signs the TLS leaves that are due, on a control node
 	// (the CA holder signs, the others forward); nil on a worker.
 	renewOthers func(context.Context) time.Time
-	keys        keyState // the gossip keyring this node runs
-	// keyReport wakes runKeyReports: the keyring changed (buffered 1).
-	keyReport chan struct{}
-	// caReport wakes runCAReports (buffered 1); ca is a worker's view of
-	// the CA bundle (carotation.go).
-	caReport chan struct{}
-	ca       caFollow
-
-	ignoredMu sync.Mutex
-	ignored   map[string]string // gossip members reported ignored, and why (logged once per change)
-
-	stateDir string
-	parked   *Parked // userspace mode: where stop parks the overlay it cannot stop
 }
 
 // Start starts a member node's components from its state dir (o.Boot: on
@@ -132,10 +185,13 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, codes.Wrap(codes.StateDir, err)
 	}
 	loadHeld(dir, live, o.Log) // a CA rotation's leaf under the old CA (carotation.go)
-	rt := &Runtime{cfg: o.Config, version: o.Version, met: o.Metrics, facts: facts, live: live, ports: o.Config.Ports,
-		log: o.Log, now: o.Now, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), overlay: o.Policy,
-		kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1), keyReport: make(chan struct{}, 1),
-		caReport: make(chan struct{}, 1), ca: caFollow{wake: make(chan struct{}, 1)}, stateDir: dir, parked: o.Parked}
+	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
+		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
+	ov := &overlay{node: nd, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), inForce: o.Policy, parked: o.Parked}
+	keys := &keyring{node: nd, report: make(chan struct{}, 1)}
+	ca := &caFollow{node: nd, ov: ov, wake: make(chan struct{}, 1), report: make(chan struct{}, 1)}
+	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
+		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
 	boot := o.Boot
 	defer func() {
 		if err != nil {
@@ -156,10 +212,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	rt.cluster = copies
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
-	if err := rt.startMesh(); err != nil {
+	if err := rt.ov.startMesh(); err != nil {
 		return nil, err
 	}
-	if err := rt.startGossip(ctx); err != nil {
+	if err := rt.members.startGossip(ctx); err != nil {
 		return nil, err
 	}
 	if facts.Role == pki.RoleControl {
@@ -167,7 +223,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 			return nil, err
 		}
 		rt.cluster = planeFacts{p: rt.ctl, nodeID: facts.NodeID, seeds: facts.Seeds}
-		rt.renewOthers = rt.ctl.RenewTLSCerts
+		rt.renew.renewOthers = rt.ctl.RenewTLSCerts
 		rt.steps = rt.followSteps(rt.controlDuties())
 		if err := rt.startControl(); err != nil {
 			return nil, err
@@ -180,11 +236,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(func(ctx context.Context) { rt.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(func(ctx context.Context) { rt.runRejoin(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(rt.answerQueries)
-	rt.Spawn(rt.runKeyReports)
-	rt.Spawn(rt.runCAReports)
+	rt.Spawn(func(ctx context.Context) { rt.renew.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(func(ctx context.Context) { rt.members.runRejoin(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(rt.members.answerQueries)
+	rt.Spawn(rt.keys.runKeyReports)
+	rt.Spawn(rt.ca.runCAReports)
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
@@ -250,14 +306,14 @@ func (rt *Runtime) controlHooks() control.Hooks {
 		Poke:          rt.wake,
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
-		Gossip:        rt.gossipMembers,
-		Versions:      rt.gossipVersions,
+		Gossip:        rt.members.gossipMembers,
+		Versions:      rt.members.gossipVersions,
 		LastSeen:      rt.gossip.LastSeen,
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
 		NotifyCA:      func() error { return rt.gossip.Notify(notifyCA) },
-		KeyReports:    rt.keyReports,
+		KeyReports:    rt.members.keyReports,
 		AskMembers:    rt.gossip.Ask,
-		Tunnels:       rt.tunnels,
+		Tunnels:       rt.ov.tunnels,
 	}
 }
 
@@ -290,11 +346,11 @@ func (rt *Runtime) startControl() error {
 // spawn runs f in the runtime's wait group with the loops' context: stop
 // cancels it and waits for f to return. Every goroutine a runtime starts
 // goes through here (or adds itself to wg for a listener it serves).
-func (rt *Runtime) Spawn(f func(ctx context.Context)) {
-	rt.wg.Add(1)
+func (nd *node) Spawn(f func(ctx context.Context)) {
+	nd.wg.Add(1)
 	go func() {
-		defer rt.wg.Done()
-		f(rt.loopCtx)
+		defer nd.wg.Done()
+		f(nd.loopCtx)
 	}()
 }
 
@@ -322,18 +378,18 @@ func (rt *Runtime) Stop() {
 			rt.log.Warn("gossip shutdown", "err", err)
 		}
 	}
-	if rt.mesh != nil && rt.parked != nil {
-		rt.parked.park(rt.mesh, rt.applied(), rt.log)
+	if rt.mesh != nil && rt.ov.parked != nil {
+		rt.ov.parked.park(rt.mesh, rt.ov.applied(), rt.log)
 	} else if rt.mesh != nil {
 		rt.mesh.Stop()
 	}
 }
 
 // identity is this node's current identity.
-func (rt *Runtime) identity() *pki.Identity { return rt.live.Identity() }
+func (nd *node) identity() *pki.Identity { return nd.live.Identity() }
 
 // overlayAddr is this node's overlay address without the prefix length.
-func (rt *Runtime) overlayAddr() netip.Addr { return rt.facts.Overlay.Addr() }
+func (nd *node) overlayAddr() netip.Addr { return nd.facts.Overlay.Addr() }
 
 // Facts is this node's node.json as the runtime runs it.
 func (rt *Runtime) Facts() *statedir.Facts { return rt.facts }

@@ -17,7 +17,7 @@ import (
 // every node it adopts its own renewed leaf once its current one is due.
 // It wakes when the next leaf falls due (at the latest every interval),
 // so a seconds-long lifetime renews on time without a fast reconcile tick.
-func (rt *Runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
+func (rn *renewal) runTLSRenewal(ctx context.Context, interval time.Duration) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -25,19 +25,19 @@ func (rt *Runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-rt.ca.wake: // a CA rotation changed phase (carotation.go)
+		case <-rn.ca.wake: // a CA rotation changed phase (carotation.go)
 			timer.Stop() // Go 1.23 timers: no stale value after Stop; Reset below
 		}
 		var next time.Time
-		if rt.renewOthers != nil { // a control node
-			next = rt.renewOthers(ctx)
+		if rn.renewOthers != nil { // a control node
+			next = rn.renewOthers(ctx)
 		}
-		if own := rt.adoptRenewedTLS(ctx); !own.IsZero() && (next.IsZero() || own.Before(next)) {
+		if own := rn.adoptRenewedTLS(ctx); !own.IsZero() && (next.IsZero() || own.Before(next)) {
 			next = own
 		}
 		wait := interval
 		if !next.IsZero() {
-			wait = min(max(next.Sub(rt.now()), 20*time.Millisecond), interval)
+			wait = min(max(next.Sub(rn.now()), 20*time.Millisecond), interval)
 		}
 		timer.Reset(wait)
 	}
@@ -50,25 +50,25 @@ func (rt *Runtime) runTLSRenewal(ctx context.Context, interval time.Duration) {
 // to the state dir and swapped into the live identity, so the listeners
 // on 7300 and 7301 and every client present it from their next handshake
 // on, without restarting raft or gossip. It returns when to look again.
-func (rt *Runtime) adoptRenewedTLS(ctx context.Context) time.Time {
-	rt.idMu.Lock()
-	defer rt.idMu.Unlock()
-	own, leaf := rt.identity(), rt.live.Leaf()
+func (rn *renewal) adoptRenewedTLS(ctx context.Context) time.Time {
+	rn.idMu.Lock()
+	defer rn.idMu.Unlock()
+	own, leaf := rn.identity(), rn.live.Leaf()
 	issued, expires := leaf.NotBefore.Add(pki.LeafBackdate), leaf.NotAfter
-	now := rt.now()
-	if !control.RenewDue(issued, expires, now) && !rt.reissuePending(false) {
-		if rt.reissueWatch() {
+	now := rn.now()
+	if !control.RenewDue(issued, expires, now) && !rn.ca.reissuePending(false) {
+		if rn.ca.reissueWatch() {
 			return now.Add(time.Second) // a CA rotation: look again soon
 		}
 		return control.RenewAt(issued, expires)
 	}
 	retry := now.Add(control.RenewRetry(issued, expires))
-	if rt.reissueWatch() && retry.After(now.Add(time.Second)) {
+	if rn.ca.reissueWatch() && retry.After(now.Add(time.Second)) {
 		retry = now.Add(time.Second) // a CA rotation reissues: the new leaf is due any moment
 	}
-	next, err := rt.cluster.OwnTLSCert(ctx)
+	next, err := rn.cluster.OwnTLSCert(ctx)
 	if err != nil {
-		rt.log.Debug("renewed TLS leaf not fetched", "err", err)
+		rn.log.Debug("renewed TLS leaf not fetched", "err", err)
 		return retry
 	}
 	if len(next) == 0 || bytes.Equal(next, own.Cert) {
@@ -76,23 +76,23 @@ func (rt *Runtime) adoptRenewedTLS(ctx context.Context) time.Time {
 	}
 	nl, err := pki.CheckRenewedLeaf(own, next, now)
 	if err != nil {
-		rt.log.Warn("renewed TLS leaf refused; keeping the current one", "code", codes.OrInternal(err), "err", err)
+		rn.log.Warn("renewed TLS leaf refused; keeping the current one", "code", codes.OrInternal(err), "err", err)
 		return retry
 	}
-	if err := pki.SaveTLSLeaf(filepath.Join(rt.stateDir, statedir.IdentityDir), next); err != nil {
-		rt.log.Warn("renewed TLS leaf not saved", "code", codes.StateDir, "err", err)
+	if err := pki.SaveTLSLeaf(filepath.Join(rn.stateDir, statedir.IdentityDir), next); err != nil {
+		rn.log.Warn("renewed TLS leaf not saved", "code", codes.StateDir, "err", err)
 		return retry
 	}
 	id := *own
 	id.Cert = next
-	if err := rt.live.Swap(&id); err != nil {
-		rt.log.Warn("renewed TLS leaf not adopted", "code", codes.Internal, "err", err)
+	if err := rn.live.Swap(&id); err != nil {
+		rn.log.Warn("renewed TLS leaf not adopted", "code", codes.Internal, "err", err)
 		return retry
 	}
-	rt.saveHeld() // a CA rotation: the leaf under the old CA, for old tokens (carotation.go)
+	rn.ca.saveHeld() // a CA rotation: the leaf under the old CA, for old tokens (carotation.go)
 	// Kept-alive connections still present the old leaf (accepted as the
 	// previous one); new ones present the new leaf.
-	rt.client.CloseIdle()
-	rt.log.Info("adopted renewed TLS leaf", "code", codes.EventTLSRenewed, "expires", nl.NotAfter)
+	rn.client.CloseIdle()
+	rn.log.Info("adopted renewed TLS leaf", "code", codes.EventTLSRenewed, "expires", nl.NotAfter)
 	return control.RenewAt(nl.NotBefore.Add(pki.LeafBackdate), nl.NotAfter)
 }

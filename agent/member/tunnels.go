@@ -11,12 +11,12 @@ import (
 
 // tunnels is this node's established Nebula tunnels, as the local and the
 // internal API show them.
-func (rt *Runtime) tunnels() []apitype.Tunnel {
+func (ov *overlay) tunnels() []apitype.Tunnel {
 	out := []apitype.Tunnel{}
-	if rt.mesh == nil {
+	if ov.mesh == nil {
 		return out
 	}
-	for _, tn := range rt.mesh.Tunnels() {
+	for _, tn := range ov.mesh.Tunnels() {
 		out = append(out, apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Remote: tn.Remote.String(),
 			Name: tn.CertName, Relayed: tn.Relayed})
 	}
@@ -45,7 +45,7 @@ func (rt *Runtime) runTunnelReports(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		now := rt.tunnels()
+		now := rt.ov.tunnels()
 		if time.Now().Before(retry) {
 			continue
 		}

@@ -17,35 +17,35 @@ import (
 // gossipView is this node's gossip view (desired.View): serf's members,
 // with those raft records as gone (left, removed, failed) shown left at
 // once. `meshctl status` counts it, `meshctl nodes` and the metrics show it.
-func (rt *Runtime) gossipView() map[string]gossip.Status {
-	return desired.View(rt.overlayInputs())
+func (ms *membership) gossipView() map[string]gossip.Status {
+	return desired.View(ms.overlayInputs())
 }
 
 // gossipMembers is the gossip view as text, by node name.
-func (rt *Runtime) gossipMembers() map[string]string {
+func (ms *membership) gossipMembers() map[string]string {
 	out := map[string]string{}
-	for name, st := range rt.gossipView() {
+	for name, st := range ms.gossipView() {
 		out[name] = string(st)
 	}
 	return out
 }
 
 // gossipVersions is the version each gossip member advertises, by name.
-func (rt *Runtime) gossipVersions() map[string]string {
+func (ms *membership) gossipVersions() map[string]string {
 	out := map[string]string{}
-	if rt.gossip != nil {
-		for _, m := range rt.gossip.Members() {
+	if ms.gossip != nil {
+		for _, m := range ms.gossip.Members() {
 			out[m.Name] = m.Tags[tagVersion]
 		}
 	}
 	return out
 }
 
-func (rt *Runtime) overlayStatus() *apitype.Overlay {
-	if rt.mesh == nil {
+func (ov *overlay) overlayStatus() *apitype.Overlay {
+	if ov.mesh == nil {
 		return nil
 	}
-	applied := rt.applied()
+	applied := ov.applied()
 	o := &apitype.Overlay{Mode: string(config.OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
 		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
 		Tunnels: []apitype.Tunnel{}}
@@ -58,20 +58,20 @@ func (rt *Runtime) overlayStatus() *apitype.Overlay {
 	for _, l := range applied.Lighthouses {
 		o.Lighthouses = append(o.Lighthouses, l.OverlayIP.String())
 	}
-	o.Tunnels = append(o.Tunnels, rt.tunnels()...) // tunnels.go
-	if b, ok := rt.overlayErr.Load().(errBox); ok && b.err != nil {
+	o.Tunnels = append(o.Tunnels, ov.tunnels()...) // tunnels.go
+	if b, ok := ov.overlayErr.Load().(errBox); ok && b.err != nil {
 		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)
 	}
 	return o
 }
 
-func (rt *Runtime) gossipStatus() *apitype.Gossip {
-	if rt.gossip == nil {
+func (ms *membership) gossipStatus() *apitype.Gossip {
+	if ms.gossip == nil {
 		return nil
 	}
-	g := &apitype.Gossip{KeyErrors: rt.gossip.KeyErrors()}
-	g.Keys, g.PrimaryKey, g.KeysRotated = rt.keyStatus()
-	for _, st := range rt.gossipView() {
+	g := &apitype.Gossip{KeyErrors: ms.gossip.KeyErrors()}
+	g.Keys, g.PrimaryKey, g.KeysRotated = ms.keys.keyStatus()
+	for _, st := range ms.gossipView() {
 		g.Members++
 		if st == gossip.StatusAlive {
 			g.Alive++
@@ -89,7 +89,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
 	s.Role = string(f.Role)
 	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
-	s.Overlay, s.Gossip = rt.overlayStatus(), rt.gossipStatus()
+	s.Overlay, s.Gossip = rt.ov.overlayStatus(), rt.members.gossipStatus()
 	s.TLSCertExpires = rt.live.Leaf().NotAfter
 	s.CertExpires, s.CertExpiresOf = s.TLSCertExpires, "tls"
 	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {
