@@ -110,7 +110,7 @@ func (s *Snapshot) freeIP() (netip.Addr, error) {
 	return netip.Addr{}, codes.Wrap(codes.Internal, fmt.Errorf("overlay %v has no free address", p))
 }
 
-func (s *Snapshot) recordCerts(c RecordCerts) error {
+func (c RecordCerts) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("record certificates: no node with id %q", c.NodeID))
@@ -137,7 +137,7 @@ func (s *Snapshot) recordCerts(c RecordCerts) error {
 	return nil
 }
 
-func (s *Snapshot) abortAdmission(c AbortAdmission) error {
+func (c AbortAdmission) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("abort admission: no node with id %q", c.NodeID))

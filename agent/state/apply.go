@@ -11,10 +11,10 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// Each apply method checks everything first and changes the state only
-// once nothing can fail: a failed command changes nothing.
+// Each command's applyTo checks everything first and changes the state
+// only once nothing can fail: a failed command changes nothing.
 
-func (s *Snapshot) bootstrap(c Bootstrap) error {
+func (c Bootstrap) applyTo(s *Snapshot) error {
 	if s.Cluster != nil {
 		return codes.Wrap(codes.AlreadyInitialised, fmt.Errorf("cluster %s already exists", s.Cluster.ID))
 	}
@@ -60,7 +60,7 @@ func (s *Snapshot) bootstrap(c Bootstrap) error {
 	return nil
 }
 
-func (s *Snapshot) mintToken(c MintToken) error {
+func (c MintToken) applyTo(s *Snapshot) error {
 	r := c.Record
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("mint token: no cluster yet"))
@@ -104,7 +104,7 @@ func (s *Snapshot) mintToken(c MintToken) error {
 	return nil
 }
 
-func (s *Snapshot) admit(c Admit) error {
+func (c Admit) applyTo(s *Snapshot) error {
 	a, n := c.Admission, c.Node.clone()
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("admit: no cluster yet"))
@@ -201,7 +201,7 @@ func (s *Snapshot) admit(c Admit) error {
 	return nil
 }
 
-func (s *Snapshot) setNodeState(c SetNodeState) error {
+func (c SetNodeState) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))

@@ -74,7 +74,7 @@ func (s *Snapshot) approvalToken(what string, h enroll.TokenHash, at time.Time) 
 	return rec, nil
 }
 
-func (s *Snapshot) requestApproval(c RequestApproval) error {
+func (c RequestApproval) applyTo(s *Snapshot) error {
 	if c.Pending.Code.IsZero() {
 		return codes.Wrap(codes.BadRequest, errors.New("request approval: no code"))
 	}
@@ -99,7 +99,7 @@ func (s *Snapshot) requestApproval(c RequestApproval) error {
 	return nil
 }
 
-func (s *Snapshot) approveJoin(c ApproveJoin) error {
+func (c ApproveJoin) applyTo(s *Snapshot) error {
 	rec, err := s.approvalToken("approve", c.Hash, c.At)
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ type RecordCABackup struct {
 
 func (RecordCABackup) commandType() cmdType { return typeRecordCABackup }
 
-func (s *Snapshot) recordCABackup(c RecordCABackup) error {
+func (c RecordCABackup) applyTo(s *Snapshot) error {
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("record CA backup: no cluster yet"))
 	}

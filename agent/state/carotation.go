@@ -143,7 +143,7 @@ func (s *Snapshot) OldDependents() []string {
 	return out
 }
 
-func (s *Snapshot) rotateCA(c RotateCA) error {
+func (c RotateCA) applyTo(s *Snapshot) error {
 	cl := s.Cluster
 	if cl == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("no cluster to rotate the CA of"))

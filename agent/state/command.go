@@ -46,6 +46,9 @@ const (
 // ApproveJoin, SetCAHolder, RecordCABackup and Tracked.
 type Command interface {
 	commandType() cmdType
+	// applyTo applies the command to s, in the file of its concern: it
+	// checks everything first and changes s only once nothing can fail.
+	applyTo(s *Snapshot) error
 }
 
 // Bootstrap creates the cluster and records the origin node (active, with

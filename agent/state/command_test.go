@@ -89,15 +89,3 @@ func TestEncodeRefusesUnencodable(t *testing.T) {
 		t.Fatalf("Encode of a year-10000 time = %q, want an error", b)
 	}
 }
-
-// unknownCommand is a Command that apply has no case for.
-type unknownCommand struct{}
-
-func (unknownCommand) commandType() cmdType { return 0 }
-
-func TestApplyUnknownCommand(t *testing.T) {
-	s := New().snapshot()
-	if got := codes.Of(s.apply(unknownCommand{})); got != codes.Internal {
-		t.Fatalf("code %q, want %q", got, codes.Internal)
-	}
-}

@@ -28,7 +28,7 @@ type SetCAHolder struct {
 
 func (SetCAHolder) commandType() cmdType { return typeSetCAHolder }
 
-func (s *Snapshot) setCAHolder(c SetCAHolder) error {
+func (c SetCAHolder) applyTo(s *Snapshot) error {
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("set CA holder: no cluster yet"))
 	}

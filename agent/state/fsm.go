@@ -12,7 +12,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
 )
 
@@ -51,11 +50,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.index.Store(max(f.index.Load(), l.Index))
-	if t, ok := c.(Tracked); ok {
-		err = f.s.applyTracked(t)
-	} else {
-		err = f.s.apply(c)
-	}
+	err = f.s.apply(c) // a Tracked command applies the one it carries, once per request id
 	if err == nil && changesNodes(c) {
 		f.signal()
 	}
@@ -98,53 +93,8 @@ func changesNodes(c Command) bool {
 // Index is the raft index of the last command applied (or restored).
 func (f *FSM) Index() uint64 { return f.index.Load() }
 
-// apply applies one decoded command to s.
-func (s *Snapshot) apply(c Command) error {
-	var err error
-	switch c := c.(type) {
-	case Bootstrap:
-		err = s.bootstrap(c)
-	case MintToken:
-		err = s.mintToken(c)
-	case Admit:
-		err = s.admit(c)
-	case SetNodeState:
-		err = s.setNodeState(c)
-	case RenewNebula:
-		err = s.renewNebula(c)
-	case RevokeToken:
-		err = s.revokeToken(c)
-	case PruneTokens:
-		err = s.pruneTokens(c)
-	case RecordCerts:
-		err = s.recordCerts(c)
-	case AbortAdmission:
-		err = s.abortAdmission(c)
-	case SetGossipKeys:
-		err = s.setGossipKeys(c)
-	case RenewTLS:
-		err = s.renewTLS(c)
-	case RecordRevocationAcks:
-		err = s.recordRevocationAcks(c)
-	case ConfirmJoin:
-		err = s.confirmJoin(c)
-	case FailJoin:
-		err = s.failJoin(c)
-	case RequestApproval:
-		err = s.requestApproval(c)
-	case ApproveJoin:
-		err = s.approveJoin(c)
-	case SetCAHolder:
-		err = s.setCAHolder(c)
-	case RecordCABackup:
-		err = s.recordCABackup(c)
-	case RotateCA:
-		err = s.rotateCA(c)
-	default:
-		err = codes.Wrap(codes.Internal, fmt.Errorf("apply: unhandled command %T", c))
-	}
-	return err
-}
+// apply applies one decoded command to s (Command.applyTo).
+func (s *Snapshot) apply(c Command) error { return c.applyTo(s) }
 
 // Snapshot returns a deep copy of the state, taken under the lock; raft
 // persists it while Apply goes on.

@@ -68,7 +68,7 @@ func KeyringID(keys [][]byte) string {
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-func (s *Snapshot) setGossipKeys(c SetGossipKeys) error {
+func (c SetGossipKeys) applyTo(s *Snapshot) error {
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("set gossip keys: no cluster yet"))
 	}

@@ -43,7 +43,7 @@ type FailJoin struct {
 func (ConfirmJoin) commandType() cmdType { return typeConfirmJoin }
 func (FailJoin) commandType() cmdType    { return typeFailJoin }
 
-func (s *Snapshot) confirmJoin(c ConfirmJoin) error {
+func (c ConfirmJoin) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	switch {
 	case !ok:
@@ -64,7 +64,7 @@ func (s *Snapshot) confirmJoin(c ConfirmJoin) error {
 	return nil
 }
 
-func (s *Snapshot) failJoin(c FailJoin) error {
+func (c FailJoin) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	switch {
 	case !ok:

@@ -23,7 +23,7 @@ type RenewNebula struct {
 	Actor       string    `json:"actor,omitempty"`
 }
 
-func (s *Snapshot) renewNebula(c RenewNebula) error {
+func (c RenewNebula) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))

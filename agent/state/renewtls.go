@@ -25,7 +25,7 @@ type RenewTLS struct {
 
 func (RenewTLS) commandType() cmdType { return typeRenewTLS }
 
-func (s *Snapshot) renewTLS(c RenewTLS) error {
+func (c RenewTLS) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))

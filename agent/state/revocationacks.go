@@ -30,7 +30,7 @@ type RecordRevocationAcks struct {
 
 func (RecordRevocationAcks) commandType() cmdType { return typeRecordRevocationAcks }
 
-func (s *Snapshot) recordRevocationAcks(c RecordRevocationAcks) error {
+func (c RecordRevocationAcks) applyTo(s *Snapshot) error {
 	a := c.Ack
 	n, ok := s.Nodes[a.NodeID]
 	if !ok {

@@ -51,7 +51,7 @@ func Prunable(r enroll.TokenRecord, before time.Time) bool {
 	return Ended(r).Before(before)
 }
 
-func (s *Snapshot) revokeToken(c RevokeToken) error {
+func (c RevokeToken) applyTo(s *Snapshot) error {
 	if s.Cluster == nil {
 		return codes.Wrap(codes.NotInCluster, errors.New("revoke token: no cluster yet"))
 	}
@@ -75,7 +75,7 @@ func (s *Snapshot) revokeToken(c RevokeToken) error {
 	return nil
 }
 
-func (s *Snapshot) pruneTokens(c PruneTokens) error {
+func (c PruneTokens) applyTo(s *Snapshot) error {
 	if c.Before.IsZero() || !c.Before.Before(c.At) {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("prune tokens: cut-off %s is not before %s",
 			c.Before.UTC().Format(time.RFC3339), c.At.UTC().Format(time.RFC3339)))

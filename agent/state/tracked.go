@@ -39,7 +39,7 @@ type RequestResult struct {
 
 const resultIPTaken = "ip-taken"
 
-func (s *Snapshot) applyTracked(t Tracked) error {
+func (t Tracked) applyTo(s *Snapshot) error {
 	if t.ReqID == "" {
 		return codes.Wrap(codes.BadRequest, errors.New("tracked command without a request id"))
 	}
