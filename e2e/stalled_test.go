@@ -14,24 +14,31 @@ import (
 // TestOverlayFollowsGossipWhileControlStalls (issue 26 item 3): the only
 // control node is stopped with SIGSTOP, so its kernel still accepts
 // connections that the process never answers: every fetch of a worker's
-// follow loop waits out its budget. A worker that fails in gossip must
-// still leave the other worker's overlay (static host map) within the
-// gossip failure bound and one reload gap: the overlay loop does not wait
-// behind the fetches. Before the overlay and follow loops were split, the
-// reconcile pass ran the fetches first and the overlay followed 5-20 s
-// later.
+// follow loop waits out its budget. Once w1's gossip saw the control node
+// fail (which starts such fetches), w2 is killed: w2 must leave w1's
+// overlay (static host map) within the gossip failure bound and one
+// reload gap: the overlay loop does not wait behind the fetches. Before
+// the overlay and follow loops were split, the reconcile pass ran the
+// fetches first and the overlay followed only after they timed out.
 func TestOverlayFollowsGossipWhileControlStalls(t *testing.T) {
 	n := NewNet(t)
 	nodes := cluster(t, n, "w1", "w2")
 	origin, w1, w2 := nodes[0], nodes[1], nodes[2]
 	allPairsPing(t, nodes, 10*time.Second)
-	staticHosts := func() (int, error) {
+	status := func() (apitype.Status, error) {
 		var st apitype.Status
 		if err := w1.CtlJSON(t.Context(), &st, "status"); err != nil {
-			return 0, err
+			return st, err
 		}
-		if st.Overlay == nil {
-			return 0, fmt.Errorf("no overlay in w1's status")
+		if st.Overlay == nil || st.Gossip == nil {
+			return st, fmt.Errorf("no overlay or gossip in w1's status")
+		}
+		return st, nil
+	}
+	staticHosts := func() (int, error) {
+		st, err := status()
+		if err != nil {
+			return 0, err
 		}
 		return st.Overlay.StaticHosts, nil
 	}
@@ -46,6 +53,16 @@ func TestOverlayFollowsGossipWhileControlStalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = origin.cmd.Process.Signal(syscall.SIGCONT) })
+	// Gossip sees the stopped control node fail: that event starts a
+	// follow pass on w1 whose fetches are due by now (more than a second
+	// since the last) and wait on the stopped control node.
+	Eventually(t, n.gossipFailBound(3), "w1's gossip sees the stopped control node fail", func() error {
+		st, err := status()
+		if err != nil || st.Gossip.Alive != 2 {
+			return fmt.Errorf("alive %+v, %v", st.Gossip, err)
+		}
+		return nil
+	})
 	w2.Kill()
 	bound := n.gossipFailBound(3) + reloadGapBound
 	took := Eventually(t, bound, "w1's overlay drops the failed w2 while the control node stalls", func() error {
