@@ -76,9 +76,9 @@ func (c *Copies) Load() error {
 }
 
 // refreshNodeList updates the list from a control node: at once when told
-// something changed, otherwise at most once a second. The new list is
-// saved (0600) and from then on decides which control leaves the worker
-// accepts.
+// something changed, otherwise at most once a second. A list that
+// differs from the last is saved (0600); from then on it decides which
+// control leaves the worker accepts.
 func (c *Copies) refreshNodeList(ctx context.Context, told bool) (changed bool, _ error) {
 	// After a fetch in flight ends, a call that was told of a change
 	// fetches again (that fetch may have started before the change); one
@@ -112,6 +112,9 @@ func (c *Copies) refreshNodeList(ctx context.Context, told bool) (changed bool, 
 	}
 	c.log.Debug("node list refreshed", "took", time.Since(start), "records", len(list), "told", told)
 	changed = c.setNodeList(list, time.Now())
+	if !changed {
+		return false, nil // the saved list is this one
+	}
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err == nil {
 		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
