@@ -86,12 +86,18 @@ func (s *stampedLines) first(prefix string) (time.Time, bool) {
 }
 
 // burstWorkers creates and starts count unjoined workers named
-// <prefix>01, <prefix>02, ...
+// <prefix>01, <prefix>02, ... With MESHD_BURST_PROFILE=DIR each writes
+// its CPU profile to DIR/<name>.cpu when it stops (go tool pprof merges
+// them: where a burst's worker CPU goes).
 func burstWorkers(t testing.TB, n *Net, prefix string, count int) []*Node {
 	t.Helper()
 	ws := make([]*Node, count)
+	profDir := os.Getenv(burstEnv + "_PROFILE")
 	for i := range ws {
 		ws[i] = n.NewNode(fmt.Sprintf("%s%02d", prefix, i+1))
+		if profDir != "" {
+			ws[i].Env = append(ws[i].Env, "MESHD_CPUPROFILE="+filepath.Join(profDir, ws[i].NodeName+".cpu"))
+		}
 		ws[i].Start(t)
 	}
 	return ws
@@ -407,6 +413,11 @@ func TestJoinBurst50(t *testing.T) {
 				logCount(t, append(controls, ws...), "overlay reloaded"), phaseReport(joins))
 			recordBurst(t, timers, joins)
 			checkBurst(t, controls, joins)
+			if os.Getenv(burstEnv+"_PROFILE") != "" {
+				for _, w := range ws {
+					w.Stop(t) // a clean exit writes the profile
+				}
+			}
 			rounds = append(rounds, s)
 			if s.total > bound {
 				t.Fatalf("first start to last exit %s, want at most %s", s.total.Round(time.Millisecond), bound)

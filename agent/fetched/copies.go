@@ -60,11 +60,13 @@ func (d *dueCopy) done() {
 }
 
 // Refresh updates the revocation list and the node list (each at once
-// when told, otherwise when due). It returns the node list's error, if
-// any: the fetch a join's confirmation waits on.
-func (c *Copies) Refresh(ctx context.Context, told bool) error {
-	c.refreshRevocations(ctx, told)
-	return c.refreshNodeList(ctx, told)
+// when told, otherwise when due). changed says either copy changed; the
+// error is the node list's, if any: the fetch a join's confirmation waits
+// on.
+func (c *Copies) Refresh(ctx context.Context, told bool) (changed bool, err error) {
+	revoked := c.refreshRevocations(ctx, told)
+	listed, err := c.refreshNodeList(ctx, told)
+	return revoked || listed, err
 }
 
 // GossipKeys fetches the cluster's gossip keyring (GET

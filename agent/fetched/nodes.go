@@ -76,10 +76,10 @@ func (c *Copies) Load() error {
 }
 
 // refreshNodeList updates the list from a control node: at once when told
-// something changed, otherwise at most once a second. The new list is
-// saved (0600) and from then on decides which control leaves the worker
-// accepts.
-func (c *Copies) refreshNodeList(ctx context.Context, told bool) error {
+// something changed, otherwise at most once a second. A list that
+// differs from the last is saved (0600); from then on it decides which
+// control leaves the worker accepts.
+func (c *Copies) refreshNodeList(ctx context.Context, told bool) (changed bool, _ error) {
 	// After a fetch in flight ends, a call that was told of a change
 	// fetches again (that fetch may have started before the change); one
 	// that was not finds the list fresh.
@@ -93,7 +93,7 @@ func (c *Copies) refreshNodeList(ctx context.Context, told bool) error {
 	err := c.nodes.err
 	c.nodes.mu.Unlock()
 	if !due {
-		return err
+		return false, err
 	}
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
@@ -108,10 +108,13 @@ func (c *Copies) refreshNodeList(ctx context.Context, told bool) error {
 	c.nodes.mu.Unlock()
 	if err != nil {
 		c.log.Debug("node list not refreshed", "took", time.Since(start), "err", err)
-		return err
+		return false, err
 	}
 	c.log.Debug("node list refreshed", "took", time.Since(start), "records", len(list), "told", told)
-	c.setNodeList(list, time.Now())
+	changed = c.setNodeList(list, time.Now())
+	if !changed {
+		return false, nil // the saved list is this one
+	}
 	b, err := json.MarshalIndent(list, "", "  ")
 	if err == nil {
 		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
@@ -119,10 +122,11 @@ func (c *Copies) refreshNodeList(ctx context.Context, told bool) error {
 	if err != nil {
 		c.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)
 	}
-	return nil
+	return changed, nil
 }
 
-func (c *Copies) setNodeList(list []control.NodeRecord, at time.Time) {
+// setNodeList adopts list; it reports whether it differs from the last.
+func (c *Copies) setNodeList(list []control.NodeRecord, at time.Time) bool {
 	c.nodes.mu.Lock()
 	changed := !c.nodes.have || !slices.EqualFunc(list, c.nodes.list, sameRecord)
 	c.nodes.list, c.nodes.have = list, true
@@ -133,6 +137,7 @@ func (c *Copies) setNodeList(list []control.NodeRecord, at time.Time) {
 	if changed {
 		c.client.CheckServers(control.ActiveControlLeaves(list))
 	}
+	return changed
 }
 
 func sameRecord(a, b control.NodeRecord) bool {

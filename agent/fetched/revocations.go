@@ -2,6 +2,7 @@ package fetched
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,20 +24,21 @@ func (c *Copies) Revocations() control.Revocations {
 }
 
 // refreshRevocations updates the copy: at once when told the list
-// changed, otherwise at most once a second.
-func (c *Copies) refreshRevocations(ctx context.Context, told bool) {
+// changed, otherwise at most once a second. It reports whether the copy
+// changed.
+func (c *Copies) refreshRevocations(ctx context.Context, told bool) bool {
 	c.revoked.mu.Lock()
 	due := told || time.Since(c.revoked.fetched) >= time.Second
 	c.revoked.mu.Unlock()
 	if !due {
-		return
+		return false
 	}
 	var l control.Revocations
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
 	if err := c.client.AskSeeds(fctx, c.Seeds(), control.PathRevocations, &l); err != nil {
 		c.log.Debug("revocations not refreshed", "err", err)
-		return
+		return false
 	}
 	c.revoked.mu.Lock()
 	defer c.revoked.mu.Unlock()
@@ -46,7 +48,9 @@ func (c *Copies) refreshRevocations(ctx context.Context, told bool) {
 		// healed but not yet heard from its leader, answers from its own
 		// state). Keep ours, and fetch again on the next pass.
 		c.log.Debug("revocations from a control node behind; kept ours", "got", len(l.Fingerprints), "held", held)
-		return
+		return false
 	}
+	changed := !slices.Equal(l.Fingerprints, c.revoked.list.Fingerprints) || !slices.Equal(l.Gone, c.revoked.list.Gone)
 	c.revoked.list, c.revoked.fetched = l, time.Now()
+	return changed
 }

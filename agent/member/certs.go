@@ -54,6 +54,7 @@ func (rn *renewal) adoptRenewedCert(ctx context.Context) {
 		return
 	}
 	rn.log.Info("adopted renewed Nebula certificate", "expires", nv.expires)
+	rn.poke() // the overlay reloads with it
 }
 
 type validity struct{ issued, expires time.Time }

@@ -199,18 +199,18 @@ func TestWorkerRevocations(t *testing.T) {
 
 	first := control.Revocations{Fingerprints: []string{"fp1"}, Gone: []string{"id-x"}}
 	fc.revocations.Store(first)
-	_ = rt.cluster.Refresh(ctx, false) // never fetched: due
+	_, _ = rt.cluster.Refresh(ctx, false) // never fetched: due
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || got.Gone[0] != "id-x" {
 		t.Fatalf("after the first fetch: %+v", got)
 	}
 	second := control.Revocations{Fingerprints: []string{"fp1", "fp2"}}
 	fc.revocations.Store(second)
 	calls := fc.calls.Load()
-	_ = rt.cluster.Refresh(ctx, false) // fetched a moment ago, not told: not due
+	_, _ = rt.cluster.Refresh(ctx, false) // fetched a moment ago, not told: not due
 	if fc.calls.Load() != calls || len(rt.cluster.Revocations().Fingerprints) != 1 {
 		t.Fatalf("refreshed within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.cluster.Revocations())
 	}
-	_ = rt.cluster.Refresh(ctx, true) // told: at once
+	_, _ = rt.cluster.Refresh(ctx, true) // told: at once
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("told of a change, still %+v", got)
 	}
@@ -218,12 +218,12 @@ func TestWorkerRevocations(t *testing.T) {
 	// the worker keeps the longer one (found by e2e.TestSoak, where a
 	// healed control node without a leader served stale state).
 	fc.revocations.Store(first)
-	_ = rt.cluster.Refresh(ctx, true)
+	_, _ = rt.cluster.Refresh(ctx, true)
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a stale control node's list replaced a longer one: %+v", got)
 	}
 	fc.fail.Store(true)
-	_ = rt.cluster.Refresh(ctx, true)
+	_, _ = rt.cluster.Refresh(ctx, true)
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a failed fetch changed the list: %+v", got)
 	}

@@ -25,8 +25,10 @@ type clusterFacts interface {
 	// Refresh brings Records and Revocations up to date: a worker
 	// fetches them (at once when told, else when due); a control node,
 	// when told, makes sure its raft has applied what the leader
-	// committed (a read index). The error is the node list's.
-	Refresh(ctx context.Context, told bool) error
+	// committed (a read index). changed says a worker's copies changed
+	// (a control node's raft pokes its overlay itself); the error is the
+	// node list's.
+	Refresh(ctx context.Context, told bool) (changed bool, err error)
 	// GossipKeys and CABundle are the cluster's gossip keyring and CA
 	// trust bundles; ok is false when there is nothing (new) to apply.
 	GossipKeys(ctx context.Context, told bool) (control.GossipKeys, bool)
@@ -74,11 +76,11 @@ func (f planeFacts) SerfPeers() []string {
 
 func (f planeFacts) Revocations() control.Revocations { return f.p.Revocations() }
 
-func (f planeFacts) Refresh(ctx context.Context, told bool) error {
+func (f planeFacts) Refresh(ctx context.Context, told bool) (bool, error) {
 	if !told {
-		return nil
+		return false, nil
 	}
-	return f.p.SyncRead(ctx)
+	return false, f.p.SyncRead(ctx)
 }
 
 func (f planeFacts) GossipKeys(context.Context, bool) (control.GossipKeys, bool) {

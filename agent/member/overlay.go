@@ -18,12 +18,15 @@ import (
 // meshConfig is the Nebula config this node should run now: its identity,
 // the control nodes as lighthouses, every other live node in the static
 // host map, and the revoked certificates blocked.
-func (ov *overlay) meshConfig() mesh.Config {
+func (ov *overlay) meshConfig() mesh.Config { return ov.meshConfigFor(ov.overlayInputs()) }
+
+// meshConfigFor is meshConfig from inputs already read.
+func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	c := ov.meshBase
 	ov.policy().Apply(&c)
 	id := ov.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
-	d := desired.Compute(ov.overlayInputs())
+	d := desired.Compute(in)
 	c.Lighthouses, c.StaticHosts, c.Blocklist = d.Lighthouses, d.StaticHosts, d.Blocklist
 	return c
 }
@@ -67,11 +70,11 @@ func (ov *overlay) applied() mesh.Config {
 const reloadGap = 250 * time.Millisecond
 
 // reconcileOverlay brings Nebula in line with raft and gossip, from the
-// facts this node holds now (it never waits for a fetch). A change within
-// reloadGap of the last reload is held back: it returns how long to wait
-// before trying again, or 0.
-func (ov *overlay) reconcileOverlay() time.Duration {
-	want := ov.meshConfig()
+// facts this node holds now, read into in (it never waits for a fetch). A
+// change within reloadGap of the last reload is held back: it returns how
+// long to wait before trying again, or 0.
+func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
+	want := ov.meshConfigFor(in)
 	if reflect.DeepEqual(want, ov.applied()) {
 		return 0
 	}
@@ -138,7 +141,7 @@ func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) e
 	var listErr error
 	for {
 		var ok bool
-		listErr = rt.cluster.Refresh(ctx, false)
+		_, listErr = rt.cluster.Refresh(ctx, false)
 		in := rt.overlayInputs()
 		if !listed && in.RecordsKnown {
 			listed = true

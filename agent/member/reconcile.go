@@ -15,17 +15,21 @@ import (
 //   - the follow loop (runFollow) brings the facts in, one named step at
 //     a time, each within its own budget (a worker's fetches from the
 //     control nodes, a control node's own duties), and pokes the overlay
-//     loop after each step.
+//     loop as soon as a step changed what it computes from.
 //
 // So a slow or silent control node delays only the facts it would
 // serve, never an overlay change that gossip alone decides (a member
 // failed, or came back): e2e.TestOverlayFollowsGossipWhileControlStalls.
 
-// followStep is one named step of the follow loop.
+// followStep is one named step of the follow loop. run reports whether
+// it changed what the overlay is computed from and the overlay loop was
+// not told otherwise: a step whose change pokes the overlay itself (a CA
+// bundle, a certificate adopted) or reaches it through raft's own pokes
+// (a control node's duties) reports false.
 type followStep struct {
 	name   string
 	budget time.Duration
-	run    func(ctx context.Context, t told)
+	run    func(ctx context.Context, t told) bool
 }
 
 // told is which gossip notifications a follow pass answers: each makes
@@ -42,12 +46,18 @@ const stepBudget = 5 * time.Second
 // own duties (controlDuties) come after the CA bundle.
 func (rt *Runtime) followSteps(duties []followStep) []followStep {
 	steps := []followStep{
-		{"revocations and node list", stepBudget, func(ctx context.Context, t told) { _ = rt.cluster.Refresh(ctx, t.revoked) }},
-		{"gossip keys", stepBudget, func(ctx context.Context, t told) { rt.keys.followKeys(ctx, t.keys) }},
-		{"CA bundle", stepBudget, func(ctx context.Context, t told) { rt.ca.followCA(ctx, t.ca) }},
+		{"revocations and node list", stepBudget, func(ctx context.Context, t told) bool {
+			changed, _ := rt.cluster.Refresh(ctx, t.revoked)
+			return changed
+		}},
+		{"gossip keys", stepBudget, func(ctx context.Context, t told) bool { rt.keys.followKeys(ctx, t.keys); return false }},
+		{"CA bundle", stepBudget, func(ctx context.Context, t told) bool { rt.ca.followCA(ctx, t.ca); return false }},
 	}
 	steps = append(steps, duties...)
-	return append(steps, followStep{"renewed Nebula certificate", stepBudget, func(ctx context.Context, _ told) { rt.renew.adoptRenewedCert(ctx) }})
+	return append(steps, followStep{"renewed Nebula certificate", stepBudget, func(ctx context.Context, _ told) bool {
+		rt.renew.adoptRenewedCert(ctx)
+		return false
+	}})
 }
 
 // controlDuties are a control node's own steps: follow the CA custody on
@@ -55,10 +65,10 @@ func (rt *Runtime) followSteps(duties []followStep) []followStep {
 // rotation that nothing depends on, prune old token records.
 func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
-		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) { rt.followCustody(ctx) }},
-		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) { rt.ctl.RenewNebulaCerts(ctx) }},
-		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) { rt.ca.finishCARotation(ctx) }},
-		{"token pruning", stepBudget, func(ctx context.Context, _ told) { _, _ = rt.ctl.PruneTokens(ctx) }}, // the leader only; it logs its own failure
+		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.followCustody(ctx); return false }},
+		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ctl.RenewNebulaCerts(ctx); return false }},
+		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ca.finishCARotation(ctx); return false }},
+		{"token pruning", stepBudget, func(ctx context.Context, _ told) bool { _, _ = rt.ctl.PruneTokens(ctx); return false }}, // the leader only; it logs its own failure
 	}
 }
 
@@ -81,8 +91,8 @@ func (nd *node) wakeFollow(t told) {
 }
 
 // runFollow runs the follow steps when woken and every interval (the
-// safety net), each within its budget, poking the overlay loop after
-// each.
+// safety net), each within its budget, poking the overlay loop at once
+// after a step that changed what it computes from.
 func (rt *Runtime) runFollow(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -100,7 +110,7 @@ func (rt *Runtime) runFollow(ctx context.Context, every time.Duration) {
 		for _, s := range rt.steps {
 			sctx, cancel := context.WithTimeout(ctx, s.budget)
 			start := time.Now()
-			s.run(sctx, t)
+			changed := s.run(sctx, t)
 			cancel()
 			if took := time.Since(start); took >= s.budget {
 				rt.log.Debug("follow step ran out of its budget", "step", s.name, "budget", s.budget)
@@ -108,7 +118,9 @@ func (rt *Runtime) runFollow(ctx context.Context, every time.Duration) {
 			if ctx.Err() != nil {
 				return
 			}
-			rt.poke()
+			if changed {
+				rt.poke() // at once: a later step may take its whole budget
+			}
 		}
 	}
 }
@@ -139,9 +151,10 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 		case <-retry.C:
 		case <-tick.C:
 		}
-		if wait := rt.ov.reconcileOverlay(); wait > 0 {
+		in := rt.overlayInputs() // read once for the pass
+		if wait := rt.ov.reconcileOverlay(in); wait > 0 {
 			retry.Reset(wait)
 		}
-		rt.ov.reportIgnored(rt.overlayInputs())
+		rt.ov.reportIgnored(in)
 	}
 }

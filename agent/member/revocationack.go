@@ -62,7 +62,7 @@ func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 	fresh := false
 	for {
 		if !fresh {
-			_ = ms.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
+			_, _ = ms.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
 			fresh = len(ms.cluster.Revocations().Fingerprints) >= want.Version
 			if fresh {
 				ms.poke() // reconcile now with the list just read
