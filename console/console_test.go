@@ -82,7 +82,10 @@ func TestCookieFlow(t *testing.T) {
 	wantRefused(t, "the secret a second time", status, body, codes.ConsoleSecret)
 	// The first browser opening it again just drops the secret; a path a
 	// browser would read as another host moves on to / instead.
-	for path, want := range map[string]string{"/": "/", "//evil.example/": "/", "/\\evil.example": "/", "/tokens": "/tokens"} {
+	// Browsers drop tab, CR and LF from a URL: "/\t/evil.example" is
+	// "//evil.example" to them (issue 27 item 9).
+	for path, want := range map[string]string{"/": "/", "//evil.example/": "/", "/\\evil.example": "/", "/tokens": "/tokens",
+		"/\t/evil.example": "/", "/\r\n/evil.example": "/", "/\n/evil.example": "/", "/node/a\\b": "/", "/\x7f/x": "/"} {
 		req := c.request("GET", "/?token="+secret, nil)
 		req.URL.Path = path
 		req.AddCookie(ck)

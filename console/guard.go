@@ -105,11 +105,15 @@ func (g *guard) wrap(next http.Handler, p *pages) http.Handler {
 }
 
 // localTarget is the page to go on to after the secret: the same path and
-// query without the secret, and "/" for a path a browser would read as
-// another host ("//evil.example", "/\\evil.example").
+// query without the secret, and "/" for a path a browser could read as
+// another host: "//evil.example", "/\\evil.example", and any path holding
+// a backslash or a control character anywhere (browsers drop tab, CR and
+// LF from a URL, so "/\t/evil.example" becomes "//evil.example": issue 27
+// item 9).
 func localTarget(path string, q url.Values) string {
 	q.Del("token")
-	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") || strings.HasPrefix(path, "/\\") {
+	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "//") ||
+		strings.ContainsFunc(path, func(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }) {
 		path = "/"
 	}
 	if len(q) > 0 {

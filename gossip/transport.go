@@ -41,6 +41,7 @@ type transport struct {
 	udp     *net.UDPConn
 	packets chan *memberlist.Packet
 	streams chan net.Conn
+	served  streamCap // bounds the streams served at once (streamcap.go)
 	log     *log.Logger
 
 	done    chan struct{}
@@ -200,8 +201,13 @@ func (t *transport) acceptStreams() {
 			continue
 		}
 		pause = 0
+		capped, ok := t.served.admit(c)
+		if !ok {
+			_ = c.Close() // one past a bound: memberlist never sees it
+			continue
+		}
 		select {
-		case t.streams <- c:
+		case t.streams <- capped:
 		case <-t.done:
 			_ = c.Close()
 			return

@@ -2,10 +2,14 @@ package gossip
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log"
 	"net"
+	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,5 +209,81 @@ func BenchmarkTransportReceive(b *testing.B) {
 				<-ch
 			}
 		})
+	}
+}
+
+// TestTransportStreamCap: silent TCP connections to port 7946 (what
+// memberlist serves each on a goroutine of its own until its TCP timeout)
+// are bounded: one source network gets maxStreamsPerSource of them at
+// once, the next is closed before memberlist sees it, and a stream that
+// ends gives its slot back. Before issue 27 every one was handed on.
+func TestTransportStreamCap(t *testing.T) {
+	tr, addr := newTestTransport(t)
+	var served []net.Conn // what memberlist would hold
+	stop, done := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case c := <-tr.StreamCh():
+				mu.Lock()
+				served = append(served, c)
+				mu.Unlock()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	src := &net.TCPAddr{IP: net.IPv4(127, 0, 4, 1)}
+	var dialed []net.Conn
+	for i := range 3 * maxStreamsPerSource {
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 4, byte(1+i%3))}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		dialed = append(dialed, c)
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(served)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for count() < maxStreamsPerSource && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The ones past the bound are closed at once: their reads end.
+	var closed atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range dialed {
+		wg.Go(func() {
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := count(); got != maxStreamsPerSource || closed.Load() != 2*maxStreamsPerSource {
+		t.Fatalf("%d connections from one /24: %d handed to memberlist, %d closed; want %d and %d",
+			len(dialed), got, closed.Load(), maxStreamsPerSource, 2*maxStreamsPerSource)
+	}
+	mu.Lock()
+	_ = served[0].Close() // memberlist is done with one stream
+	mu.Unlock()
+	c, err := (&net.Dialer{LocalAddr: src}).Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for count() < maxStreamsPerSource+1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := count(); got != maxStreamsPerSource+1 {
+		t.Fatalf("after a stream ended, a new one from the same source was not served (%d served)", got)
 	}
 }

@@ -305,6 +305,7 @@ check "meshd logged 'meshd ready' with its version" logged "meshd ready.*version
 check "systemd-analyze verify meshd.service" C systemd-analyze verify --man=no meshd.service
 check "runs as user meshd, NoNewPrivs, seccomp" has "^meshd 1 2$" C sh -c \
 	"echo \$(stat -c %U /proc/$PID) \$(sed -n 's/^NoNewPrivs:\t//p' /proc/$PID/status) \$(sed -n 's/^Seccomp:\t//p' /proc/$PID/status)"
+check "no core dumps (LimitCORE=0: a core would hold the CA and node keys)" has "^Max core file size +0 +0 " C grep "^Max core file size" /proc/"$PID"/limits
 check "capabilities: CAP_NET_ADMIN, CAP_NET_BIND_SERVICE only" has "^CapEff:.*0000000000001400$" C grep CapEff /proc/"$PID"/status
 check "state dir /var/lib/meshd 700 meshd:meshd" is "700 meshd:meshd" C stat -c '%a %U:%G' /var/lib/meshd
 check "socket /run/meshd/meshd.sock 660 meshd:meshd" is "660 meshd:meshd" C stat -c '%a %U:%G' /run/meshd/meshd.sock

@@ -35,7 +35,7 @@ func TestInternalAPIRefusals(t *testing.T) {
 		want      codes.Code
 	}{
 		{"apply on a follower", origin, c2, PathApply, true, ApplyRequest{Tracked: tracked}, codes.NoLeader},
-		{"raft remove on a follower", origin, c2, PathRaftRemove, true, NodeRef{NodeID: "id-nobody"}, codes.NoLeader},
+		{"raft remove on a follower", origin, c2, PathRaftRemove, true, RaftRemoveRequest{NodeID: "id-nobody"}, codes.NoLeader},
 		{"apply with an unknown field", c2, origin, PathApply, true, map[string]any{"tracked": tracked, "extra": 1}, codes.BadRequest},
 		{"raft join for another node", c2, origin, PathRaftJoin, false, NodeRef{NodeID: origin.nodeID}, codes.PeerRoleDenied},
 		{"forwarded raft join on a follower", origin, c2, PathRaftJoin, true, NodeRef{NodeID: origin.nodeID}, codes.NoLeader},
@@ -55,7 +55,7 @@ func TestInternalAPIRefusals(t *testing.T) {
 		t.Fatalf("apply on the leader: %v", err)
 	}
 	// A remove of a non-member on the leader is a no-op success.
-	if err := c2.p.client.Call(ctx, origin.addr, PathRaftRemove, true, NodeRef{NodeID: "id-nobody"}, nil); err != nil {
+	if err := c2.p.client.Call(ctx, origin.addr, PathRaftRemove, true, RaftRemoveRequest{NodeID: "id-nobody"}, nil); err != nil {
 		t.Fatalf("raft remove of a non-member: %v", err)
 	}
 	// The leader's read index is its FSM's index.

@@ -167,7 +167,7 @@ func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Du
 		if n.Role == pki.RoleControl && p.raft.IsMember(n.ID) {
 			// A control node that got into raft but never confirmed is no
 			// member: take it out again, as an unpromoted one is.
-			if err := p.raftRemove(ctx, n.ID); err != nil {
+			if err := p.raftRemove(ctx, Caller{NodeID: p.cfg.NodeID, Name: p.cfg.Name}, RaftRemoveRequest{NodeID: n.ID}); err != nil {
 				p.log.Warn("could not remove the failed joiner from raft", "node", n.Name, "err", err)
 			}
 		}

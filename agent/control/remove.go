@@ -38,11 +38,12 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 		return state.Node{}, codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
 	}
 	if n.Role == pki.RoleControl {
-		if err := p.removeFromRaft(ctx, n.ID); err != nil {
+		// The leader drops it from raft and records it removed, audited
+		// with actor (raftRemove).
+		if err := p.removeFromRaft(ctx, n.ID, actor); err != nil {
 			return state.Node{}, err
 		}
-	}
-	if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
+	} else if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
 		return state.Node{}, err
 	}
 	p.hooks.Poke()
@@ -113,7 +114,7 @@ func (p *Plane) LeaveRaft(ctx context.Context) error {
 	// new one's first heartbeat: asking then failed NoLeader at once
 	// (found by e2e.TestCAHandoff, the first test where the leader leaves).
 	p.awaitKnownLeader(ctx, 10*time.Second)
-	return p.removeFromRaft(ctx, p.cfg.NodeID)
+	return p.removeFromRaft(ctx, p.cfg.NodeID, "")
 }
 
 // awaitKnownLeader returns once this node knows a raft leader, or after
@@ -132,29 +133,78 @@ func (p *Plane) awaitKnownLeader(ctx context.Context, bound time.Duration) {
 	}
 }
 
-// removeFromRaft has the leader drop id from raft membership. A leader
-// that loses its leadership mid-way answers NoLeader; the removal is
-// repeatable (a non-member's is a no-op), so it is asked again of whoever
-// leads next until ctx ends (untilLeaderAnswers).
-func (p *Plane) removeFromRaft(ctx context.Context, id string) error {
+// removeFromRaft has the leader drop id from raft membership (actor, an
+// Actor's text, is who asked, for the audit trail when the node is
+// removed by it: raftRemove). A leader that loses its leadership mid-way
+// answers NoLeader; the removal is repeatable (a non-member's is a
+// no-op), so it is asked again of whoever leads next until ctx ends
+// (untilLeaderAnswers).
+func (p *Plane) removeFromRaft(ctx context.Context, id, actor string) error {
+	req := RaftRemoveRequest{NodeID: id, Actor: actor}
+	self := Caller{NodeID: p.cfg.NodeID, Name: p.cfg.Name}
 	return untilLeaderAnswers(ctx, func() error {
-		return p.onLeader(ctx, PathRaftRemove, NodeRef{NodeID: id}, nil, func() error { return p.raftRemove(ctx, id) })
+		return p.onLeader(ctx, PathRaftRemove, req, nil, func() error { return p.raftRemove(ctx, self, req) })
 	})
 }
 
-// raftRemove drops id from raft on the leader, unless that would leave
-// fewer reachable voters than a majority (codes.QuorumLoss).
-func (p *Plane) raftRemove(ctx context.Context, id string) error {
-	if err := p.quorumAfterRemoving(ctx, id); err != nil {
-		return err
+// raftRemove drops a server from raft on the leader, for caller. What is
+// asked is checked, not only who asks (issue 27 item 6: any control node
+// could drop the CA holder from raft with its record still active, no
+// audit event, CAHolderStays bypassed):
+//
+//   - the CA holder is never dropped (CAHolderStays);
+//   - a server with no record is refused; a record's own node (it
+//     leaves), or one already removed, left or failed, is dropped;
+//   - any other record is a removal: it is dropped, then recorded
+//     removed (audited with the caller's operator or the caller, its
+//     certificates revoked), as `meshctl remove` does; asked again once
+//     the server is gone, it records what is not recorded yet;
+//
+// and never when fewer than a majority of the voters left would be
+// reachable (codes.QuorumLoss).
+func (p *Plane) raftRemove(ctx context.Context, caller Caller, req RaftRemoveRequest) error {
+	member := p.raft.IsMember(req.NodeID)
+	n, ok := p.raft.FSM().Node(req.NodeID)
+	if !ok {
+		if !member {
+			return nil // nothing to do
+		}
+		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("raft server %s has no node record; not dropped", req.NodeID))
 	}
-	return p.raft.RemoveServer(id, 10*time.Second)
+	if c, ok := p.raft.FSM().Cluster(); ok && c.CAHolder == n.ID {
+		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA; hand custody off before it leaves raft", n.Name))
+	}
+	removal := n.ID != caller.NodeID && (n.State == state.NodeActive || n.State == state.NodeJoining)
+	if member {
+		if err := p.quorumAfterRemoving(ctx, n.ID); err != nil {
+			return err
+		}
+		if err := p.raft.RemoveServer(n.ID, 10*time.Second); err != nil {
+			return err
+		}
+		p.log.Info("raft server dropped", "node", n.Name, "state", n.State, "asked_by", caller.Name)
+		if removal && n.ID == p.cfg.NodeID {
+			// This leader dropped itself: the next leader records the
+			// removal when asked again (it finds the server gone).
+			return codes.Wrap(codes.NoLeader, errors.New("the leader left raft; the next one records the removal"))
+		}
+	}
+	if !removal {
+		return nil
+	}
+	// The actor binds to the caller's authenticated name, as a forwarded
+	// write's does (forwardedActor): its own operator, or itself.
+	actor := NodeActor(caller.Name).String()
+	if a, ok := ParseActor(req.Actor); ok && a.Via == "" && a.Node == caller.Name {
+		actor = a.String()
+	}
+	return p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor})
 }
 
 // handleRaftRemove is the leader's side of removeFromRaft.
-func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, _ Caller) {
-	var req NodeRef
-	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(r.Context(), req.NodeID) })
+func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, c Caller) {
+	var req RaftRemoveRequest
+	p.leaderOnly(w, r, &req, func() error { return p.raftRemove(r.Context(), c, req) })
 }
 
 // handleLeft records the calling member as left, with the operator it

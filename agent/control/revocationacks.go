@@ -21,8 +21,8 @@ const RevocationQueryName = "meshd-revocation"
 // members' acknowledgements.
 const DefaultRevocationAckTimeout = 5 * time.Second
 
-// maxRevocationAckTimeout caps the bound an operator may ask for.
-const maxRevocationAckTimeout = time.Minute
+// MaxRevocationAckTimeout caps the bound an operator may ask for.
+const MaxRevocationAckTimeout = time.Minute
 
 // RevocationQuery is the query's payload, and a member's answer: the
 // revocation list version (its length), which only grows.
@@ -49,7 +49,7 @@ func (p *Plane) RemoveAndConfirm(ctx context.Context, name, actor string, bound 
 	if bound <= 0 {
 		bound = p.cfg.revocationAckTimeout()
 	}
-	bound = min(bound, maxRevocationAckTimeout)
+	bound = min(bound, MaxRevocationAckTimeout)
 	resp := p.confirmRevocation(ctx, n, bound, actor)
 	return resp, nil
 }

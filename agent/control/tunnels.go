@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -103,8 +105,44 @@ func (p *Plane) handleSelfTunnels(w http.ResponseWriter, r *http.Request, c Call
 		writeError(w, codes.Wrap(codes.BadRequest, errors.New("too many tunnels in one report")))
 		return
 	}
-	p.tunnels.put(TunnelReport{NodeID: c.NodeID, Name: c.Name, At: p.now(), Tunnels: orEmpty(req.Tunnels)})
+	tunnels, err := p.checkedTunnels(req.Tunnels)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p.tunnels.put(TunnelReport{NodeID: c.NodeID, Name: c.Name, At: p.now(), Tunnels: tunnels})
 	apitype.WriteJSON(w, http.StatusOK, struct{}{})
+}
+
+// checkedTunnels is what a worker's report may add to the tunnel view
+// (issue 27 item 10: a report could invent edges to nodes that do not
+// exist, with free text as the remote). A remote must be an address and
+// port, or empty on a relayed tunnel: anything else refuses the report
+// (BadRequest; meshd never sends it). A tunnel to a name that is not an
+// active or joining node at the overlay IP its record holds is dropped
+// (Nebula keeps a removed peer's tunnel until it times out, so an honest
+// report may hold one for a while).
+func (p *Plane) checkedTunnels(in []apitype.Tunnel) ([]apitype.Tunnel, error) {
+	out := []apitype.Tunnel{}
+	for _, t := range in {
+		if t.Relayed && t.Remote != "" {
+			if _, err := netip.ParseAddrPort(t.Remote); err != nil {
+				t.Remote = "" // a relayed tunnel has no remote of its own
+			}
+		}
+		if !t.Relayed {
+			if _, err := netip.ParseAddrPort(t.Remote); err != nil {
+				return nil, codes.Wrap(codes.BadRequest, fmt.Errorf("tunnel to %q: remote is not an address and port", t.Name))
+			}
+		}
+		n, ok := p.raft.FSM().NodeByName(t.Name)
+		if !ok || (n.State != state.NodeActive && n.State != state.NodeJoining) || !n.OverlayIP.IsValid() ||
+			n.OverlayIP.String() != t.OverlayIP {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // handleTunnels answers this node's tunnels and the fresh reports of
@@ -208,6 +246,10 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 			down[name] = true
 		}
 	}
+	names := map[string]bool{} // edges go only to active nodes, whatever a report names
+	for _, n := range active {
+		names[n.Name] = true
+	}
 	m := apitype.TunnelMap{Edges: []apitype.TunnelEdge{}, Nodes: []apitype.TunnelNode{}}
 	edges := map[[2]string]*apitype.TunnelEdge{}
 	for _, n := range active {
@@ -222,7 +264,7 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 		case ok:
 			tn.Reported, tn.ReportedAt = true, r.At
 			for _, t := range r.Tunnels {
-				if t.Name == "" || t.Name == n.Name || down[t.Name] {
+				if t.Name == "" || t.Name == n.Name || down[t.Name] || !names[t.Name] {
 					continue
 				}
 				a, b := n.Name, t.Name

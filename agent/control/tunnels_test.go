@@ -27,9 +27,13 @@ func TestTunnelMap(t *testing.T) {
 	origin.hooks.mu.Unlock()
 	waitState(t, c2, "id-w2", state.NodeActive)
 
+	ip := func(name string) string { // a report names each peer at its record's overlay IP
+		n, _ := c2.p.Raft().FSM().NodeByName(name)
+		return n.OverlayIP.String()
+	}
 	report := TunnelsRequest{Tunnels: []apitype.Tunnel{
-		{Name: "origin", OverlayIP: "10.42.0.1", Remote: "192.0.2.1:4242"},
-		{Name: "w2", OverlayIP: "10.42.0.12", Relayed: true},
+		{Name: "origin", OverlayIP: ip("origin"), Remote: "192.0.2.1:4242"},
+		{Name: "w2", OverlayIP: ip("w2"), Relayed: true},
 	}}
 	if err := w1.Call(ctx, c2.addr, PathSelfTunnels, false, report, nil); err != nil {
 		t.Fatalf("w1 reports its tunnels to c2: %v", err)
@@ -117,4 +121,57 @@ func nodesText(m apitype.TunnelMap) string {
 		}
 	}
 	return s
+}
+
+// TestForgedTunnelReports is issue 27's tenth attack: a worker's report
+// added edges to a node that does not exist, with free text as the
+// remote. A remote that is no address and port refuses the report; a
+// tunnel to a name that is no active node at its record's overlay IP is
+// dropped; and the merged view draws edges to active nodes only.
+func TestForgedTunnelReports(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	_, w1 := c.worker(t, origin, "w1")
+	ctx := within(t, 20*time.Second)
+	waitState(t, c2, "id-w1", state.NodeActive)
+	originIP := func() string {
+		n, _ := c2.p.Raft().FSM().NodeByName("origin")
+		return n.OverlayIP.String()
+	}()
+
+	junk := TunnelsRequest{Tunnels: []apitype.Tunnel{{Name: "origin", OverlayIP: originIP, Remote: "<script>evil</script>"}}}
+	if err := w1.Call(ctx, c2.addr, PathSelfTunnels, false, junk, nil); codes.Of(err) != codes.BadRequest {
+		t.Fatalf("a report with free text as the remote: %v, want %s", err, codes.BadRequest)
+	}
+	forged := TunnelsRequest{Tunnels: []apitype.Tunnel{
+		{Name: "origin", OverlayIP: originIP, Remote: "192.0.2.1:4242"},
+		{Name: "ghost", OverlayIP: "10.42.9.9", Remote: "192.0.2.9:4242"},   // no such node
+		{Name: "origin", OverlayIP: "10.42.9.8", Remote: "192.0.2.8:4242"},  // a real name at another IP
+		{Name: "c2", OverlayIP: "10.42.9.7", Relayed: true, Remote: "junk"}, // relayed: no remote of its own
+	}}
+	if err := w1.Call(ctx, c2.addr, PathSelfTunnels, false, forged, nil); err != nil {
+		t.Fatalf("w1 reports: %v", err)
+	}
+	var held TunnelReports
+	if err := origin.p.client.Call(ctx, c2.addr, PathTunnels, false, nil, &held); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range held.Reports {
+		if r.Name != "w1" {
+			continue
+		}
+		if len(r.Tunnels) != 1 || r.Tunnels[0].Name != "origin" || r.Tunnels[0].Remote != "192.0.2.1:4242" {
+			t.Errorf("w1's report as held: %+v, want only its tunnel to origin", r.Tunnels)
+		}
+	}
+
+	// The merge, given a report from elsewhere (another control node's
+	// store), draws no edge to a name that is no active node.
+	now := time.Now()
+	active := []state.Node{{ID: "a", Name: "a", Role: pki.RoleControl}, {ID: "w", Name: "w", Role: pki.RoleWorker}}
+	m := mergeTunnels(active, []TunnelReport{{NodeID: "w", Name: "w", At: now, Tunnels: []apitype.Tunnel{
+		{Name: "a", Remote: "192.0.2.1:4242"}, {Name: "ghost", Remote: "192.0.2.9:4242"}}}}, nil, nil)
+	if got, want := edgesText(m), "a-w seen from [w] via [w→192.0.2.1:4242]; "; got != want {
+		t.Errorf("edges:\n got %s\nwant %s", got, want)
+	}
 }

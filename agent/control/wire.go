@@ -41,6 +41,14 @@ type NodeRef struct {
 	NodeID string `json:"node_id"`
 }
 
+// RaftRemoveRequest asks the leader to drop a server from raft: the
+// caller itself, a node no longer active, or one being removed by Actor
+// (an Actor's text; the leader records the removal: Plane.raftRemove).
+type RaftRemoveRequest struct {
+	NodeID string `json:"node_id"`
+	Actor  string `json:"actor,omitempty"`
+}
+
 // RaftJoinResult answers a control node's request to become a voter.
 type RaftJoinResult struct {
 	Index  uint64        `json:"index"`  // the leader's commit index the node had reached

@@ -14,61 +14,53 @@ import (
 // changed: workers fetch it at once instead of on their next tick.
 const notifyRevoked = "meshd-revoked"
 
-// answerQueries answers the gossip queries members ask until ctx ends or
-// gossip stops. Each is answered on its own goroutine, within its
-// deadline.
-func (ms *membership) answerQueries(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case q, ok := <-ms.gossip.Queries():
-			if !ok {
-				return
-			}
-			var answer func(context.Context, gossip.Query)
-			switch q.Name {
-			case control.RevocationQueryName:
-				answer = ms.answerRevocation
-			case control.KeyringQueryName:
-				answer = ms.keys.answerKeyring
-			default:
-				continue
-			}
-			ms.wg.Add(1)
-			go func() {
-				defer ms.wg.Done()
-				answer(ctx, q)
-			}()
-		}
-	}
-}
+// revocationMargin is how far beyond the revocation list it holds a
+// node still takes a query's version to be real. The version is the
+// list's length; a removal adds the fingerprints of the removed node's
+// certificates (a handful), and a node is at most one fetch behind
+// (notified at once, otherwise it fetches every second). A version
+// further ahead names a list nobody holds: it is refused without a fetch.
+const revocationMargin = 256
+
+// revocationRefetch spaces a query's fetches when the first one did not
+// bring the asked version (it failed, or reached a control node behind).
+const revocationRefetch = time.Second
 
 // answerRevocation acknowledges a removal's revocation query only once
 // this node holds the asked revocation list version (a control node after
-// a read index through the leader; a worker after fetching the list at
-// once) AND its running Nebula blocks every fingerprint of that list. A
-// node that cannot get there before the query's deadline stays silent,
-// and the remover lists it as pending.
+// a read index through the leader; a worker after fetching the list) AND
+// its running Nebula blocks every fingerprint of that list. A node that
+// cannot get there before the query's deadline stays silent, and the
+// remover lists it as pending. It fetches at once only when the version
+// is ahead of its list, at most once a second after that, and refuses a
+// version beyond revocationMargin without fetching (queries.go).
 func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 	var want control.RevocationQuery
 	if json.Unmarshal(q.Payload, &want) != nil || want.Version <= 0 {
+		return
+	}
+	if have := len(ms.cluster.Revocations().Fingerprints); want.Version > have+revocationMargin {
+		ms.log.Debug("revocation query for a version far beyond this node's list; not answered",
+			"version", want.Version, "have", have)
 		return
 	}
 	ctx, cancel := context.WithDeadline(ctx, q.Deadline)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	fresh := false
+	var fetched time.Time
 	for {
-		if !fresh {
+		fps := ms.cluster.Revocations().Fingerprints
+		fresh := len(fps) >= want.Version
+		if !fresh && time.Since(fetched) >= revocationRefetch {
+			fetched = time.Now()
 			_, _ = ms.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
-			fresh = len(ms.cluster.Revocations().Fingerprints) >= want.Version
-			if fresh {
+			if fps = ms.cluster.Revocations().Fingerprints; len(fps) >= want.Version {
+				fresh = true
 				ms.poke() // reconcile now with the list just read
 			}
 		}
-		if fresh && ms.ov.blocksAll(ms.cluster.Revocations().Fingerprints) {
+		if fresh && ms.ov.blocksAll(fps) {
 			b, _ := json.Marshal(control.RevocationQuery{Version: want.Version})
 			if err := q.Respond(b); err != nil {
 				ms.log.Debug("revocation acknowledgement not sent", "err", err)

@@ -17,8 +17,11 @@ func (ov *overlay) tunnels() []apitype.Tunnel {
 		return out
 	}
 	for _, tn := range ov.mesh.Tunnels() {
-		out = append(out, apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Remote: tn.Remote.String(),
-			Name: tn.CertName, Relayed: tn.Relayed})
+		t := apitype.Tunnel{OverlayIP: tn.OverlayIP.String(), Name: tn.CertName, Relayed: tn.Relayed}
+		if tn.Remote.IsValid() {
+			t.Remote = tn.Remote.String() // a relayed tunnel has none
+		}
+		out = append(out, t)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -120,8 +121,27 @@ func Open(o Options) (_ *Node, err error) {
 		}
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
-	return &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream,
-		observe: o.ObserveApply}, nil
+	n := &Node{openIndex: openIndex, id: conf.LocalID, r: r, fsm: fsm, store: store, trans: trans, stream: o.Stream,
+		observe: o.ObserveApply}
+	o.Stream.setPeers(n.peerAddrs)
+	return n, nil
+}
+
+// peerAddrs are the addresses of raft's configured servers (this one
+// included): the sources whose handshakes get reserved slots on the raft
+// port (slots.go).
+func (n *Node) peerAddrs() []netip.Addr {
+	f := n.r.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, s := range f.Configuration().Servers {
+		if ap, err := netip.ParseAddrPort(string(s.Address)); err == nil {
+			out = append(out, ap.Addr().Unmap())
+		}
+	}
+	return out
 }
 
 // openStore opens raft.db and reads every log entry in it once, so that a

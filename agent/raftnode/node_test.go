@@ -7,9 +7,12 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,5 +399,82 @@ func TestRaftLogsThroughSlog(t *testing.T) {
 	}
 	if !leader {
 		t.Errorf("no INFO 'entering leader state' from lib=raft in:\n%s", buf.String())
+	}
+}
+
+// TestRaftSlotsPerNetwork is issue 27's eighth attack: 8 source
+// addresses × 16 silent connections held all 128 handshake slots of the
+// raft port, and no control node's dial got through until they timed
+// out. Now the share is per source network (an IPv4 /24, an IPv6 /64),
+// and raft's configured servers have slots of their own: with the pool
+// full from 8 networks, a configured peer still completes its handshake,
+// and 8 addresses of one /24 hold 16 slots between them, not 128.
+func TestRaftSlotsPerNetwork(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	server, client := controlTLS(t, ca, "c1")
+	peer := netip.MustParseAddr("127.0.0.1")
+	s, err := raftnode.NewTLSStreamLayer("127.0.0.1:0", nil, server, client,
+		raftnode.WithPeers(func() []netip.Addr { return []netip.Addr{peer} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.ListenAddr().String()
+	dial := func(ip net.IP) net.Conn {
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	held := func(c net.Conn) bool { // still open after 300 ms: it holds a slot
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		_, err := c.Read(make([]byte, 1))
+		return errors.Is(err, os.ErrDeadlineExceeded)
+	}
+
+	// One /24, 8 addresses, 16 connections each: 16 held in all.
+	var same []net.Conn
+	for i := range 8 * 16 {
+		same = append(same, dial(net.IPv4(127, 0, 3, byte(1+i%8))))
+	}
+	var n atomic.Int64 // checked at once: a held handshake ends at its 3 s deadline
+	var wg sync.WaitGroup
+	for _, c := range same {
+		wg.Go(func() {
+			if held(c) {
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n.Load() != 16 {
+		t.Errorf("8 addresses of one /24 hold %d handshake slots, want 16", n.Load())
+	}
+	for _, c := range same {
+		_ = c.Close()
+	}
+
+	// 8 networks, 16 each: the shared pool (128) is full.
+	for i := range 8 * 16 {
+		dial(net.IPv4(127, 0, byte(10+i%8), 1))
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := s.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	c, err := s.Dial(raftAddress(addr), 2*time.Second)
+	if err != nil {
+		t.Fatalf("a configured peer behind a full pool: %v", err)
+	}
+	defer c.Close()
+	select {
+	case sc := <-accepted:
+		_ = sc.Close()
+	case <-time.After(time.Second):
+		t.Fatal("Accept did not hand over the configured peer's connection within 1 s")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -20,8 +21,8 @@ const (
 	// maxHandshakes bounds the handshakes in progress at once; a
 	// connection beyond it is closed at once.
 	maxHandshakes = 128
-	// maxHandshakesPerSource bounds them per source address, so one host
-	// cannot take every slot.
+	// maxHandshakesPerSource bounds them per source network, so one host
+	// cannot take every slot (slots.go).
 	maxHandshakesPerSource = 16
 )
 
@@ -44,11 +45,12 @@ type TLSStreamLayer struct {
 	once   sync.Once
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	pending   map[net.Conn]struct{}
-	perSource map[string]int
-	verify    Verify                 // guarded by mu; nil accepts every handshake
-	open      map[*peerConn]struct{} // guarded by mu
+	slots handshakeSlots
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{}
+	verify  Verify                 // guarded by mu; nil accepts every handshake
+	open    map[*peerConn]struct{} // guarded by mu
 }
 
 // Verify judges a raft peer by its leaf (already verified against the CA
@@ -62,6 +64,19 @@ type StreamOption func(*TLSStreamLayer)
 
 // WithVerify makes the layer admit only peers v accepts.
 func WithVerify(v Verify) StreamOption { return func(s *TLSStreamLayer) { s.verify = v } }
+
+// WithPeers gives the layer raft's configured servers' addresses, whose
+// handshakes get slots nobody else can take (slots.go). A raftnode.Node
+// sets it to its own configuration (Open).
+func WithPeers(peers func() []netip.Addr) StreamOption {
+	return func(s *TLSStreamLayer) { s.setPeers(peers) }
+}
+
+func (s *TLSStreamLayer) setPeers(peers func() []netip.Addr) {
+	s.slots.mu.Lock()
+	s.slots.peers, s.slots.known = peers, nil
+	s.slots.mu.Unlock()
+}
 
 var _ raft.StreamLayer = (*TLSStreamLayer)(nil)
 
@@ -77,7 +92,8 @@ func NewTLSStreamLayer(bind string, advertise net.Addr, server, client *tls.Conf
 	}
 	s := &TLSStreamLayer{ln: ln, server: server, advertise: advertise, client: client,
 		ready: make(chan net.Conn), closed: make(chan struct{}),
-		pending: map[net.Conn]struct{}{}, perSource: map[string]int{}, open: map[*peerConn]struct{}{}}
+		pending: map[net.Conn]struct{}{}, open: map[*peerConn]struct{}{},
+		slots: handshakeSlots{byNet: map[netip.Prefix]int{}, byPeer: map[netip.Addr]int{}, now: time.Now}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -99,51 +115,34 @@ func (s *TLSStreamLayer) acceptLoop() {
 			}
 			return // closed
 		}
-		src := sourceOf(c)
-		if !s.reserve(c, src) {
+		sl, ok := s.slots.take(sourceAddr(c))
+		if !ok {
 			_ = c.Close()
 			continue
 		}
+		s.mu.Lock()
+		s.pending[c] = struct{}{}
+		s.mu.Unlock()
 		s.wg.Add(1)
-		go s.handshake(c, src)
+		go s.handshake(c, sl)
 	}
 }
 
-func sourceOf(c net.Conn) string {
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
-	}
-	return c.RemoteAddr().String()
-}
-
-func (s *TLSStreamLayer) reserve(c net.Conn, src string) bool {
+func (s *TLSStreamLayer) release(c net.Conn, sl slot) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.pending) >= maxHandshakes || s.perSource[src] >= maxHandshakesPerSource {
-		return false
-	}
-	s.pending[c] = struct{}{}
-	s.perSource[src]++
-	return true
-}
-
-func (s *TLSStreamLayer) release(c net.Conn, src string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.pending, c)
-	if s.perSource[src]--; s.perSource[src] <= 0 {
-		delete(s.perSource, src)
-	}
+	s.mu.Unlock()
+	s.slots.give(sl)
 }
 
 // handshake completes one peer's handshake within handshakeTimeout and
 // hands the connection to Accept, or closes it.
-func (s *TLSStreamLayer) handshake(raw net.Conn, src string) {
+func (s *TLSStreamLayer) handshake(raw net.Conn, sl slot) {
 	defer s.wg.Done()
 	tc := tls.Server(raw, s.server)
 	_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
 	err := tc.Handshake()
-	s.release(raw, src)
+	s.release(raw, sl)
 	if err != nil {
 		_ = tc.Close()
 		return
