@@ -60,7 +60,7 @@ var routes = []Route{
 	{"GET", PathIndex, controlOnly, "the leader's FSM index, for a follower's read index", (*Plane).handleIndex},
 	{"POST", PathRaftJoin, controlOnly, "a new control node asks to become a voter", (*Plane).handleRaftJoin},
 	{"GET", PathRaftStats, controlOnly, "this node's raft progress, read by the leader before promotion", (*Plane).handleRaftStats},
-	{"POST", PathRaftRemove, controlOnly, "the leader drops a server from raft", (*Plane).handleRaftRemove},
+	{"POST", PathRaftRemove, controlOnly, "the leader drops a server from raft: the caller itself, a former member, or a removal it records; never the CA holder", (*Plane).handleRaftRemove},
 	{"POST", PathSignTLS, controlOnly, "the CA holder signs a TLS leaf", (*Plane).handleSignTLS},
 	{"POST", PathSignNebula, controlOnly, "the CA holder signs a Nebula host cert", (*Plane).handleSignNebula},
 	{"POST", PathCAReceive, controlOnly, "a CA handoff's target takes the keys from the holder on record and signs a probe", (*Plane).handleCAReceive},
