@@ -428,8 +428,11 @@ func TestRaftSlotsPerNetwork(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	held := func(c net.Conn) bool { // still open after 300 ms: it holds a slot
-		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	// Still open after a second: it holds a slot (a held handshake ends
+	// only at its 3 s deadline; one past the bound is closed as soon as
+	// the accept loop reaches it, which a second leaves ample time for).
+	held := func(c net.Conn) bool {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
 		_, err := c.Read(make([]byte, 1))
 		return errors.Is(err, os.ErrDeadlineExceeded)
 	}
@@ -476,5 +479,46 @@ func TestRaftSlotsPerNetwork(t *testing.T) {
 		_ = sc.Close()
 	case <-time.After(time.Second):
 		t.Fatal("Accept did not hand over the configured peer's connection within 1 s")
+	}
+}
+
+// TestStreamLayerCloseCutsOpenConns: closing the layer ends the raft
+// connections it accepted, not only the listener. raft's transport leaves
+// them open, and a heartbeat read on one after raft shut down made raft
+// save its term in a closed store (a panic in control's tests).
+func TestStreamLayerCloseCutsOpenConns(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	server, client := controlTLS(t, ca, "c1")
+	s, err := raftnode.NewTLSStreamLayer("127.0.0.1:0", nil, server, client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := s.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	peer, err := raftnode.NewTLSStreamLayer("127.0.0.1:0", nil, server, client) // another server, dialling
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	c, err := peer.Dial(raftAddress(s.ListenAddr().String()), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case <-accepted:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no connection accepted within 2 s")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the peer's connection still open 2 s after the layer closed (read: %v)", err)
 	}
 }

@@ -170,8 +170,8 @@ func (s *TLSStreamLayer) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops accepting, ends the handshakes in progress and waits for
-// their goroutines.
+// Close stops accepting, ends the handshakes in progress and the open
+// connections, and waits for the handshakes' goroutines.
 func (s *TLSStreamLayer) Close() error {
 	var err error
 	s.once.Do(func() {
@@ -181,7 +181,19 @@ func (s *TLSStreamLayer) Close() error {
 		for c := range s.pending {
 			_ = c.Close()
 		}
+		open := make([]*peerConn, 0, len(s.open))
+		for c := range s.open {
+			open = append(open, c)
+		}
 		s.mu.Unlock()
+		// Open connections too: raft's transport does not close the ones
+		// it accepted, and a heartbeat read on one after raft shut down
+		// made raft save its term in a store already closed (a panic,
+		// "failed to save current term: database not open", seen once in
+		// control's tests).
+		for _, c := range open {
+			c.cut()
+		}
 		s.wg.Wait()
 	})
 	return err
