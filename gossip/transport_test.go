@@ -260,7 +260,7 @@ func TestTransportStreamCap(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, c := range dialed {
 		wg.Go(func() {
-			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			_ = c.SetReadDeadline(time.Now().Add(time.Second)) // time for the accept loop to reach every one
 			if _, err := c.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				closed.Add(1)
 			}
