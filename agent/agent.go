@@ -51,6 +51,10 @@ const (
 	// not run (a clone: codes.ClonedIdentity); the socket serves status
 	// and a `join --force` that replaces the identity, nothing else.
 	phaseRefused phase = "refused"
+	// phaseStopping: from SIGTERM (Run's context ending) to the socket
+	// closing; every route that needs the runtime answers
+	// codes.DaemonStopping, retryable, never "not in a cluster".
+	phaseStopping phase = "stopping"
 )
 
 // Agent is the meshd daemon.
@@ -168,7 +172,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.log.Error("local API stopped", "err", err)
 		}
 	}
-	a.d.Notify("STOPPING")
+	a.mu.Lock()
+	a.phase = phaseStopping
+	a.mu.Unlock()
+	a.d.Notify("STOPPING") // after the phase: from here every route answers DaemonStopping
 	a.log.Info("meshd stopping")
 	a.stopRuntime()
 	return nil
@@ -226,13 +233,30 @@ func (a *Agent) currentPhase() phase {
 	return a.phase
 }
 
-// running returns the runtime of a member node, or codes.NotInCluster.
+// serving is nil while meshd takes requests that change it, else why
+// not: codes.DaemonStarting before the state dir is read,
+// codes.DaemonStopping from SIGTERM on (both retryable).
+func (a *Agent) serving() error {
+	switch a.currentPhase() {
+	case phaseStarting:
+		return codes.Wrap(codes.DaemonStarting, nil)
+	case phaseStopping:
+		return codes.Wrap(codes.DaemonStopping, nil)
+	}
+	return nil
+}
+
+// running returns the runtime of a member node, or codes.NotInCluster
+// (codes.DaemonStarting, codes.DaemonStopping while it has none yet or
+// any more).
 func (a *Agent) running() (*member.Runtime, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
 	case a.phase == phaseStarting:
 		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	case a.phase == phaseStopping:
+		return nil, codes.Wrap(codes.DaemonStopping, nil)
 	case a.phase == phaseRefused:
 		return nil, a.refused
 	case a.rt == nil:

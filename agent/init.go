@@ -29,8 +29,8 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 		return nil, err
 	}
 	defer done()
-	if a.currentPhase() == phaseStarting {
-		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	if err := a.serving(); err != nil {
+		return nil, err
 	}
 	if err := enroll.ValidName(req.Cluster); err != nil {
 		return nil, fmt.Errorf("cluster name: %w", err)
@@ -143,7 +143,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		ID: nodeID, Name: name, Role: pki.RoleControl, State: state.NodeActive,
 		Underlay: host, EnrollAddr: enrollAddr,
 		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Raft)),
-		SerfAddr:   net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Gossip)),
+		SerfAddr:   net.JoinHostPort(ip.Addr().String(), strconv.Itoa(a.cfg.Ports.Gossip)), // gossip rides the overlay
 		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
 		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,

@@ -31,8 +31,8 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	}
 	defer done()
 	step := func(format string, args ...any) { emit(apitype.JoinLine{Step: fmt.Sprintf(format, args...)}) }
-	if j.a.currentPhase() == phaseStarting {
-		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	if err := j.a.serving(); err != nil {
+		return nil, err
 	}
 
 	// 1. decode and check the token locally.

@@ -6,7 +6,6 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/preflight"
-	"github.com/meshd/meshd/codes"
 )
 
 // planTimeout bounds a whole plan: a seed that drops packets costs its
@@ -24,8 +23,8 @@ func (j joiner) Plan(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 	defer done()
-	if j.a.currentPhase() == phaseStarting {
-		return nil, codes.Wrap(codes.DaemonStarting, nil)
+	if err := j.a.serving(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, planTimeout)
 	defer cancel()

@@ -41,6 +41,9 @@ const (
 	NotMember        Code = "X403115NOTMBR"
 	ForwardRefused   Code = "X403116FWDREF"
 	ClonedIdentity   Code = "X409117CLONED"
+	// SeedNotNamed: the seed's leaf is a control node's, of the pinned
+	// CA, but not the node the token names at that address (issue 27).
+	SeedNotNamed Code = "X495118SEEDID"
 
 	// Cluster and raft.
 	AlreadyInitialised Code = "X409201ALRINI"
@@ -75,11 +78,28 @@ const (
 	// Local daemon and API.
 	DaemonStarting    Code = "X503301STRTNG"
 	DaemonUnreachable Code = "X503302DMNUNR"
-	BadRequest        Code = "X400303BADREQ"
-	PermissionDenied  Code = "X403304PRMDNY"
-	UnknownCode       Code = "X404305UNKCOD"
-	Busy              Code = "X409306BUSYOP"
-	PortInUse         Code = "X409307PRTUSE"
+	// DaemonStopping: meshd got SIGTERM (or was stopped) and is shutting
+	// down; every local route answers it from then until the socket closes.
+	DaemonStopping Code = "X503309STOPNG"
+	// SeedUnfit: a control node whose disk fails its write check, or
+	// whose clock is off from the other control nodes', answers joins
+	// with this; the joiner moves on to the token's next seed (issue 28).
+	SeedUnfit Code = "X503660SDUNFT"
+	// DiskCheckFailed: the state dir failed its periodic write check for
+	// another reason than a full filesystem (a status warning).
+	DiskCheckFailed Code = "X507661DSKCHK"
+	// ClockUntrusted: this control node's clock is more than
+	// max_clock_skew from the median of the control nodes' clocks: it
+	// mints no token and serves no join (status warning and refusal).
+	ClockUntrusted Code = "X412662CLKUNT"
+	// ClockPeerSkewed: a status warning on a control node whose own clock
+	// agrees with the median: another control node's does not.
+	ClockPeerSkewed  Code = "X200663CLKPER"
+	BadRequest       Code = "X400303BADREQ"
+	PermissionDenied Code = "X403304PRMDNY"
+	UnknownCode      Code = "X404305UNKCOD"
+	Busy             Code = "X409306BUSYOP"
+	PortInUse        Code = "X409307PRTUSE"
 	// AlreadyRunning: another meshd holds this state dir or answers on
 	// this socket; the message names its PID.
 	AlreadyRunning Code = "X409308ALRRUN"
@@ -124,6 +144,9 @@ const (
 	FirewallRule Code = "X400520FWRULE"
 	BadGroup     Code = "X400521BADGRP"
 	PingLost     Code = "X504522PNGLST"
+	// Pair health (issue 28 item 4): this node's own probes cannot reach
+	// a member over the overlay (a warning).
+	PairUnreachable Code = "X200523PAIRBR"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -146,6 +169,7 @@ var table = map[Code]Info{
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
+	SeedNotNamed:     {495, "the seed's certificate belongs to another node than the control node the token names at that address (a removed node, or an address that moved)", "mint a new token with `meshctl admit` on an active control node; nothing was sent to the seed"},
 	NameTaken:        {409, "another node in the cluster already has this name", "admit the machine under a different name, or remove the old node first"},
 	SeedsUnreachable: {503, "no seed in the token could be reached", "check that a control node is running and its enroll port (7300/tcp) is reachable from here"},
 	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
@@ -188,6 +212,11 @@ var table = map[Code]Info{
 	NoLeaderWarning:    {200, "this control node sees no raft leader: the cluster cannot change (no admit, join or remove) until one is elected", "wait a few seconds for an election; if it persists, bring control nodes back until a majority of the voters runs"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},
+	DiskCheckFailed:   {507, "this node's state dir failed its write check (a page written, synced and removed every few seconds): the disk or filesystem is failing, read-only or out of inodes; raft and the identity live there", "look at the kernel log (`journalctl -k`) and `df -i`; a control node hands raft leadership to another voter and serves no joins until the check passes again"},
+	ClockUntrusted:    {412, "this control node's clock differs from the median of the control nodes' clocks by more than max_clock_skew: it mints no token, serves no join and hands off raft leadership until its clock is fixed; nothing was changed", "synchronise this machine's clock (`timedatectl set-ntp true`, `chronyc makestep`); `meshctl status` on each control node shows the offsets; mint on another control node meanwhile"},
+	ClockPeerSkewed:   {200, "another control node's clock differs from the median of the control nodes' clocks by more than max_clock_skew: it mints no token and serves no join until it is fixed", "synchronise that machine's clock (`timedatectl set-ntp true`, `chronyc makestep`)"},
+	SeedUnfit:         {503, "this control node is not fit to serve joins now: its state dir fails a write check, or its clock is off from the other control nodes' (its `meshctl status` says which); nothing was recorded", "nothing to do for the join: it moves on to the token's next seed; on that control node, fix what its status names (free disk space, repair the disk, or synchronise the clock)"},
+	DaemonStopping:    {503, "meshd is stopping (it was told to stop or restart); nothing was changed", "wait for it to start again (`systemctl status meshd`) and run the same command again"},
 	DaemonUnreachable: {503, "meshd is not running or its socket cannot be reached", "start it (`systemctl start meshd`) and check `systemctl status meshd`, or pass --socket"},
 	BadRequest:        {400, "the request is malformed", "check the command's usage with --help"},
 	PermissionDenied:  {403, "this user may not do this: only root and members of the meshd group may connect to meshd or change it", "run as root (sudo), or add the user to the meshd group (`usermod -aG meshd USER`) and log in again so the new group takes effect"},
@@ -212,7 +241,7 @@ var table = map[Code]Info{
 	RestartNeeded:  {200, "the configuration change takes effect only after a restart", "restart meshd (`systemctl restart meshd`)"},
 
 	GossipKey:           {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
-	GossipJoin:          {503, "no gossip peer could be reached", "check that UDP and TCP 7946 are open between the nodes"},
+	GossipJoin:          {503, "no gossip peer could be reached", "gossip rides the overlay: check that Nebula reaches the control nodes (UDP 4242 on the underlay)"},
 	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
@@ -224,6 +253,8 @@ var table = map[Code]Info{
 	FirewallRule: {400, "a firewall rule in meshd.yaml is invalid (port, proto, host, group, groups or cidr)", "fix the rule named in the message (see docs/operations.md, Overlay firewall); the running firewall was not changed"},
 	BadGroup:     {400, "the node group name is not valid or is reserved", "use 1-32 of a-z, 0-9 and '-', starting with a letter; control, worker and any are reserved (every certificate carries its role as a group)"},
 	PingLost:     {504, "no probe to the node was answered over the overlay", "check that the node runs (`meshctl nodes`), that UDP 4242 is open between the nodes, and that the node's firewall.inbound allows TCP to its gossip port from this node"},
+
+	PairUnreachable: {200, "this node cannot reach a member over the overlay by its own probes, though gossip may show it alive (other members probe it on this node's behalf): a one-way or pair-wise break", "check the path between the two nodes' underlay addresses in both directions (UDP to the Nebula port, 4242 by default; firewalls, routes, NAT); `meshctl ping NAME` probes it, `meshctl nodes` marks the broken pairs"},
 
 	Internal: {500, "meshd hit an internal error", "see the meshd log (`journalctl -u meshd`) and report it"},
 

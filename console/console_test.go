@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -630,22 +632,25 @@ func TestAuditFilter(t *testing.T) {
 	c := startConsole(t, newFake())
 	c.login()
 	_, body := c.get("/audit?q=REMOVE")
-	if !strings.Contains(body, "1 of 2 events") || !strings.Contains(body, "<td>w3</td>") || strings.Contains(body, "<td>w1</td>") {
+	if !strings.Contains(body, "1 of 2 events") || !strings.Contains(body, ">w3</td>") || strings.Contains(body, ">w1</td>") {
 		t.Errorf("filter remove:\n%s", body)
 	}
 	_, body = c.get("/audit")
-	if i, j := strings.Index(body, "<td>w3</td>"), strings.Index(body, "<td>w1</td>"); i < 0 || j < 0 || i > j {
+	if i, j := strings.Index(body, ">w3</td>"), strings.Index(body, ">w1</td>"); i < 0 || j < 0 || i > j {
 		t.Errorf("unfiltered: want both, newest (w3) first")
 	}
 	// The period goes to meshd as `audit --since` does.
 	if _, body = c.get("/audit?since=24h&q=w"); !strings.Contains(body, `<option value="24h" selected>`) {
 		t.Errorf("the period is not kept in the form")
 	}
-	c.fake.mu.Lock()
-	last := c.fake.queries[len(c.fake.queries)-1]
-	c.fake.mu.Unlock()
+	var last string
+	for _, q := range c.fake.reads() {
+		if strings.HasPrefix(q, apitype.PathAudit) {
+			last = q
+		}
+	}
 	if last != apitype.PathAudit+"?since=24h0m0s" {
-		t.Errorf("meshd was asked %q", last)
+		t.Errorf("meshd was asked %q for the audit trail", last)
 	}
 	status, body := c.get("/audit?since=forever")
 	wantRefused(t, "since forever", status, body, codes.ConsoleForm)
@@ -700,5 +705,153 @@ func TestStopsWithContext(t *testing.T) {
 	if conn, err := net.Dial("tcp", srv.Addr()); err == nil {
 		conn.Close()
 		t.Errorf("the port still accepts connections after Run returned")
+	}
+}
+
+// TestNamesForIDs: where a record carries a node's id, the Audit and
+// Tokens pages show the node's name from the node list and keep the id in
+// a title (issue 28 item 6): an audit actor "node:ID" and the id in a
+// detail, a token's minter and its consumer. An id the list does not know
+// and a longer hex string that begins with an id are shown as they came;
+// the audit filter finds an event by the name and by the id; without the
+// node list the ids are shown and the page still works.
+func TestNamesForIDs(t *testing.T) {
+	fake := newFake()
+	const unknown = "ffffffffffffffffffffffffffffffff"
+	const hostileID = "0123456789abcdef0123456789abcdef"
+	hash := idW1 + "00112233445566778899aabbccddeeff" // a token's hash that begins with w1's id
+	fake.nodes = append(fake.nodes, apitype.Node{Name: `<b>x</b>`, ID: hostileID, Role: "worker", State: "failed", Gossip: "failed"})
+	fake.audit = append(fake.audit,
+		apitype.AuditEvent{At: time.Now(), Code: codes.EventNodeActive, Event: "confirm", Actor: "node:" + idW1, Subject: "w1",
+			Detail: "node " + idW1 + " confirmed its join"},
+		apitype.AuditEvent{At: time.Now(), Code: codes.EventJoinFailed, Event: "join failed", Actor: "node:" + unknown, Subject: "x",
+			Detail: "node " + hostileID + ": not confirmed"},
+		apitype.AuditEvent{At: time.Now(), Code: codes.EventClusterCreated, Event: "init", Actor: "uid=0@cp1", Subject: "prod",
+			Detail: "cluster c1, origin cp1 (" + idCP1 + ") at 10.42.0.1, hash " + hash})
+	fake.tokens[0].MintedBy = idCP1
+	fake.tokens[2].MintedBy, fake.tokens[2].ConsumedBy = idCP1, idW1
+	c := startConsole(t, fake)
+	c.login()
+	named := func(id, name string) string {
+		return `<span class="named" title="node id ` + id + `">` + name + `</span>`
+	}
+
+	_, body := c.get("/audit")
+	for _, want := range []string{
+		"<td class=\"wrap\">node:" + named(idW1, "w1") + "</td>",
+		"<td class=\"wrap\">node " + named(idW1, "w1") + " confirmed its join</td>",
+		"node:" + unknown + "</td>",
+		"node " + named(hostileID, "&lt;b&gt;x&lt;/b&gt;") + ": not confirmed",
+		"origin cp1 (" + idCP1 + ") at 10.42.0.1, hash " + hash + "</td>",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the audit page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "node:"+idW1) || strings.Contains(body, "<b>x") {
+		t.Errorf("the audit page shows w1's id as its actor, or a name unescaped")
+	}
+	for _, q := range []string{"node:w1", idW1[:12]} {
+		if _, body := c.get("/audit?q=" + url.QueryEscape(q)); !strings.Contains(body, "confirmed its join") || strings.Contains(body, ">remove</td>") {
+			t.Errorf("the audit filter %q does not keep exactly the events of w1", q)
+		}
+	}
+
+	_, body = c.get("/tokens")
+	if n := strings.Count(body, "<td>"+named(idCP1, "cp1")+"</td>"); n != 2 {
+		t.Errorf("%d tokens minted by %s, want 2 (the id shown as cp1, with the id in the title)", n, named(idCP1, "cp1"))
+	}
+	if !strings.Contains(body, "used by "+named(idW1, "w1")+"</td>") || strings.Contains(body, ">"+idCP1+"<") {
+		t.Errorf("the tokens page shows an id where it knows the name:\n%s", body)
+	}
+
+	// Without the node list: the ids as they came, and no failure.
+	fake.mu.Lock()
+	fake.failPaths[apitype.PathNodes] = codes.NoLeader
+	fake.mu.Unlock()
+	for path, want := range map[string]string{"/audit": "node:" + idW1 + "</td>", "/tokens": "<td>" + idCP1 + "</td>"} {
+		if status, body := c.get(path); status != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "problem-code") {
+			t.Errorf("GET %s without the node list: %d, want 200 with %s and no failure", path, status, want)
+		}
+	}
+}
+
+// tableNodes is the names in the Mesh page's node table, in order.
+func tableNodes(t *testing.T, body string) []string {
+	t.Helper()
+	_, table, ok := strings.Cut(body, `<table id="nodes">`)
+	if table, _, ok = strings.Cut(table, "</table>"); !ok {
+		t.Fatalf("no node table:\n%s", body)
+	}
+	out := []string{}
+	for _, m := range regexp.MustCompile(`<tr class="cond-[a-z]+"><td><a href="/node/([^"]+)">`).FindAllStringSubmatch(table, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestMeshFilter: ?q= keeps the node table's rows whose name, role, state
+// (raft's or gossip's), overlay IP or a node group contains the text, in
+// any case (issue 28 item 6); the picture and the counts keep every node;
+// the live fragment filters the same way, and the page's live URL carries
+// the filter, so a refresh keeps it. The form is a GET: it works without
+// the script.
+func TestMeshFilter(t *testing.T) {
+	fake := newFake()
+	fake.nodes[1].Groups = []string{"db", "EU-west"}
+	fake.nodes[2].Groups = []string{"web"}
+	fake.nodes[2].State = "joining"
+	c := startConsole(t, fake)
+	c.login()
+	_, body := c.get("/")
+	if !strings.Contains(body, `<form method="get" action="/" role="search" data-filter="live">`) ||
+		!strings.Contains(body, `<input id="node-filter" name="q" type="search" value=""`) || !strings.Contains(body, `data-live="/live/mesh"`) {
+		t.Fatalf("the mesh page has no filter form, or a filtered live URL:\n%s", body)
+	}
+	for q, want := range map[string][]string{
+		"":          {"cp1", "w1", "w2"},
+		"W1":        {"w1"},       // name, any case
+		"CONTROL":   {"cp1"},      // role
+		"worker":    {"w1", "w2"}, // role
+		"join":      {"w2"},       // state, part of it
+		"failed":    {"w2"},       // gossip state
+		"10.42.0.3": {"w2"},       // overlay IP
+		"10.42.0.":  {"cp1", "w1", "w2"},
+		"eu-":       {"w1"}, // a node group, part of it, any case
+		" web ":     {"w2"}, // trimmed
+		"nomatch":   {},
+		"1.2.3":     {}, // the version is not searched
+	} {
+		status, body := c.get("/?q=" + url.QueryEscape(q))
+		if got := tableNodes(t, body); status != http.StatusOK || !slices.Equal(got, want) {
+			t.Errorf("q=%q: %d, rows %q, want %q", q, status, got, want)
+		}
+		if n := strings.Count(body, `<a href="/node/`+"w2"+`" class="node `); n != 1 || !strings.Contains(body, "3 nodes: ") {
+			t.Errorf("q=%q: the picture or the counts lost nodes", q)
+		}
+		if q == "" {
+			continue
+		}
+		tq := strings.TrimSpace(q)
+		if caption := fmt.Sprintf("<caption>Nodes: %d of 3 match “%s”</caption>", len(want), tq); !strings.Contains(body, caption) {
+			t.Errorf("q=%q: no caption %s", q, caption)
+		}
+		if !strings.Contains(body, `value="`+tq+`"`) || !strings.Contains(body, `data-live="/live/mesh?q=`+url.QueryEscape(tq)+`"`) ||
+			!strings.Contains(body, `<a href="/">show all</a>`) {
+			t.Errorf("q=%q: the form or the live URL does not keep the filter", q)
+		}
+		if len(want) == 0 && !strings.Contains(body, `<td colspan="9">no node matches</td>`) {
+			t.Errorf("q=%q: an empty table does not say so", q)
+		}
+	}
+	// The live fragment, as console.js asks for it.
+	status, body := c.get("/live/mesh?q=w2")
+	if got := tableNodes(t, body); status != http.StatusOK || !strings.HasPrefix(body, `<div id="live">`) || !slices.Equal(got, []string{"w2"}) {
+		t.Errorf("the live fragment filtered for w2: %d, rows %q", status, got)
+	}
+	// A hostile filter is text.
+	_, body = c.get("/?q=" + url.QueryEscape(`"><script>alert(1)</script>`))
+	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("the filter is not escaped")
 	}
 }

@@ -40,6 +40,13 @@ type fakeMeshd struct {
 	failWith map[string]*apitype.Error
 }
 
+// The fake's node ids, 32 hex characters as meshd makes them.
+const (
+	idCP1 = "53981b1e72498e0216f8b6580b59350c"
+	idW1  = "c645e29d95c639ad125caf2322f946f7"
+	idW2  = "0b6e4f1c2d3a4b5c6d7e8f9a0b1c2d3e"
+)
+
 // secretToken is what the fake's admit mints: the tests look for it on
 // every page.
 const secretToken = "MESHD-TOKEN-v1-secretsecretsecret"
@@ -56,9 +63,9 @@ func newFake() *fakeMeshd {
 					{OverlayIP: "10.42.0.3", Remote: "192.0.2.3:4242", Name: "w2"}}},
 			Approvals: []apitype.WaitingJoin{{Name: "w9", TokenID: "aaaabbbbcccc", Source: "192.0.2.9", Via: "cp1", Since: now, Expires: now.Add(time.Hour)}}},
 		nodes: []apitype.Node{
-			{Name: "cp1", ID: "n1", Role: "control", State: "active", Gossip: "alive", OverlayIP: "10.42.0.1", Raft: "leader", Version: "1.2.3", Self: true},
-			{Name: "w1", ID: "n2", Role: "worker", State: "active", Gossip: "alive", OverlayIP: "10.42.0.2", Raft: "none", Version: "1.2.3"},
-			{Name: "w2", ID: "n3", Role: "worker", State: "active", Gossip: "failed", OverlayIP: "10.42.0.3", Raft: "none", Version: "1.2.2", LastSeen: now.Add(-time.Minute)},
+			{Name: "cp1", ID: idCP1, Role: "control", State: "active", Gossip: "alive", OverlayIP: "10.42.0.1", Raft: "leader", Version: "1.2.3", Self: true},
+			{Name: "w1", ID: idW1, Role: "worker", State: "active", Gossip: "alive", OverlayIP: "10.42.0.2", Raft: "none", Version: "1.2.3"},
+			{Name: "w2", ID: idW2, Role: "worker", State: "active", Gossip: "failed", OverlayIP: "10.42.0.3", Raft: "none", Version: "1.2.2", LastSeen: now.Add(-time.Minute)},
 		},
 		tokens: []apitype.Token{
 			{ID: "0123456789ab", Name: "w5", Role: "worker", Created: now, Expires: now.Add(15 * time.Minute), MintedBy: "uid=0@cp1", State: apitype.TokenUnused},

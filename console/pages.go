@@ -76,6 +76,11 @@ type meshView struct {
 	Nodes   []nodeRow
 	Picture *picture
 	Count   map[string]int // nodes by condition
+	// Filter is the table's filter (filter.go), Shown the rows that
+	// match it, Live the live fragment's URL with the same filter.
+	Filter string
+	Shown  []nodeRow
+	Live   string
 }
 
 // nodeRow is a node as the pages show it.
@@ -100,9 +105,10 @@ func (p *pages) meshLive(w http.ResponseWriter, r *http.Request) {
 func (p *pages) meshData(r *http.Request) meshView {
 	ctx, cancel := p.call(r)
 	defer cancel()
+	q := filterQuery(r.URL.Query())
 	st, err := p.client.Status(ctx)
 	if err != nil {
-		return meshView{Problem: problemOf(err)}
+		return meshView{Problem: problemOf(err), Filter: q, Live: liveURL(q)}
 	}
 	nodes, err := p.client.Nodes(ctx)
 	rows := rowsOf(st, nodes)
@@ -114,7 +120,8 @@ func (p *pages) meshData(r *http.Request) meshView {
 	withTunnels(rows, tm)
 	pic := draw(st, rows, tm)
 	pic.MapProblem = problemOf(mapErr)
-	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: pic, Count: count}
+	return meshView{Problem: problemOf(err), Status: st, Nodes: rows, Picture: pic, Count: count,
+		Filter: q, Shown: filterNodes(rows, q), Live: liveURL(q)}
 }
 
 // tunnelMap is the cluster-wide tunnel view when the console talks to a
@@ -325,8 +332,15 @@ func (f admitFormView) request() (apitype.AdmitRequest, error) {
 
 // tokensView is the Tokens page.
 type tokensView struct {
-	Tokens  []apitype.Token
+	Tokens  []tokenRow
 	Revoked *apitype.RevokeResponse
+}
+
+// tokenRow is a token as the Tokens page shows it: who minted it and
+// who used it by name where the record has a node's id.
+type tokenRow struct {
+	apitype.Token
+	Minter, Consumer []part
 }
 
 func (p *pages) tokens(w http.ResponseWriter, r *http.Request) {
@@ -342,7 +356,12 @@ func (p *pages) renderTokens(w http.ResponseWriter, r *http.Request, status int,
 		v.Problem = problemOf(err)
 	}
 	slices.SortFunc(ts, func(a, b apitype.Token) int { return b.Created.Compare(a.Created) })
-	v.Data = tokensView{Tokens: ts, Revoked: revoked}
+	names := p.names(ctx)
+	rows := make([]tokenRow, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, tokenRow{Token: t, Minter: names.parts(t.MintedBy), Consumer: names.parts(t.ConsumedBy)})
+	}
+	v.Data = tokensView{Tokens: rows, Revoked: revoked}
 	p.render(w, status, "tokens", v)
 }
 
@@ -428,8 +447,15 @@ func (p *pages) reject(w http.ResponseWriter, r *http.Request) {
 type auditView struct {
 	Filter string
 	Since  string
-	Events []apitype.AuditEvent
+	Events []auditRow
 	Total  int
+}
+
+// auditRow is an audit event as the Audit page shows it: the actor and
+// the detail with node names in place of the ids the record has.
+type auditRow struct {
+	apitype.AuditEvent
+	Who, What []part
 }
 
 // auditSince are the periods the Audit page offers, as `meshctl audit
@@ -458,15 +484,32 @@ func (p *pages) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	av := auditView{Filter: q, Since: since, Total: len(events)}
 	lq := strings.ToLower(q)
+	names := nodeNames{}
+	if len(events) > 0 {
+		names = p.names(ctx)
+	}
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		hay := strings.ToLower(strings.Join([]string{string(e.Code), e.Event, e.Actor, e.Subject, e.Detail}, "\x00"))
+		// The text as the page shows it (names) and as meshd sent it
+		// (ids): a filter finds either.
+		hay := strings.ToLower(strings.Join([]string{string(e.Code), e.Event, e.Actor, e.Subject, e.Detail,
+			names.text(e.Actor), names.text(e.Detail)}, "\x00"))
 		if lq == "" || strings.Contains(hay, lq) {
-			av.Events = append(av.Events, e)
+			av.Events = append(av.Events, auditRow{AuditEvent: e, Who: names.parts(e.Actor), What: names.parts(e.Detail)})
 		}
 	}
 	v.Data = av
 	p.render(w, http.StatusOK, "audit", v)
+}
+
+// names is the id → name map of the cluster's nodes; empty when the node
+// list cannot be read (the page then shows the ids as they came).
+func (p *pages) names(ctx context.Context) nodeNames {
+	nodes, err := p.client.Nodes(ctx)
+	if err != nil {
+		return nodeNames{}
+	}
+	return namesOf(nodes)
 }
 
 // tunnelsOf is node name's tunnels in tm, by peer.

@@ -19,8 +19,9 @@ const (
 )
 
 // picture is the Mesh page's SVG: a node a circle on a ring, coloured by
-// role and condition, and an edge for each Nebula tunnel the local API
-// reports.
+// role and condition, an edge for each Nebula tunnel the local API
+// reports, and a broken edge for each pair one end of which cannot reach
+// the other over the overlay (the cluster-wide view's broken pairs).
 type picture struct {
 	W, H  int
 	Nodes []pictureNode
@@ -34,6 +35,8 @@ type picture struct {
 	// only those of the node asked; Missing names the nodes with no report.
 	Cluster bool
 	Missing []apitype.TunnelNode
+	// Broken counts the broken pairs drawn (Edges with Broken set).
+	Broken int
 	// MapProblem: the cluster-wide view was asked for and failed (the
 	// edges fell back to the asked node's tunnels).
 	MapProblem *problem
@@ -51,6 +54,10 @@ type pictureEdge struct {
 	X1, Y1, X2, Y2 int
 	Title          string
 	OneSided       bool // only one end reported it (drawn dashed)
+	// Broken: one end (or both) cannot reach the other over the overlay
+	// by its own probes (drawn dashed red), whether or not a tunnel is
+	// still reported between them.
+	Broken bool
 }
 
 // draw lays the nodes out on a ring (sorted by name, so a node keeps its
@@ -93,11 +100,23 @@ func draw(st *apitype.Status, rows []nodeRow, tm *apitype.TunnelMap) *picture {
 				p.Missing = append(p.Missing, n)
 			}
 		}
+		broken := map[[2]string]bool{}
+		for _, br := range tm.Broken {
+			i, ok1 := at[br.A]
+			j, ok2 := at[br.B]
+			if !ok1 || !ok2 || i == j {
+				continue
+			}
+			a, b := p.Nodes[i], p.Nodes[j]
+			p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y, Title: breakTitle(br), Broken: true})
+			broken[[2]string{br.A, br.B}] = true
+			p.Broken++
+		}
 		for _, e := range tm.Edges {
 			i, ok1 := at[e.A]
 			j, ok2 := at[e.B]
-			if !ok1 || !ok2 || i == j {
-				continue
+			if !ok1 || !ok2 || i == j || broken[[2]string{e.A, e.B}] {
+				continue // a broken pair is drawn broken, not as the tunnel Nebula still holds
 			}
 			a, b := p.Nodes[i], p.Nodes[j]
 			p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y,
@@ -148,6 +167,26 @@ func edgeTitle(e apitype.TunnelEdge) string {
 		s += " (not reported by " + other + ")"
 	}
 	return s
+}
+
+// Tunnels is how many of the edges are tunnels (the others are broken
+// pairs).
+func (p *picture) Tunnels() int { return len(p.Edges) - p.Broken }
+
+// breakTitle is a broken pair's tooltip: which end cannot reach which.
+func breakTitle(br apitype.TunnelBreak) string {
+	s := br.A + " ↮ " + br.B + ": "
+	for i, from := range br.From {
+		to := br.A
+		if from == br.A {
+			to = br.B
+		}
+		if i > 0 {
+			s += "; "
+		}
+		s += from + " cannot reach " + to
+	}
+	return s + " over the overlay (its own probes; gossip may show both alive)"
 }
 
 // pathText is one end's path: "a → 192.0.2.1:4242" or "a → relayed".

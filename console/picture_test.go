@@ -82,3 +82,31 @@ func TestDrawTunnels(t *testing.T) {
 		t.Errorf("second edge ends at (%d,%d), want c at (%d,%d)", e.X2, e.Y2, c.X, c.Y)
 	}
 }
+
+// TestDrawBrokenPairs: a pair of the cluster-wide view's broken pairs is
+// drawn as a broken edge (and not also as the tunnel Nebula may still
+// report between them) with a tooltip saying which end cannot reach
+// which; a pair with a node not in the list draws nothing.
+func TestDrawBrokenPairs(t *testing.T) {
+	rows := []nodeRow{{Node: apitype.Node{Name: "a"}}, {Node: apitype.Node{Name: "b"}}, {Node: apitype.Node{Name: "c"}}}
+	tm := &apitype.TunnelMap{
+		Edges: []apitype.TunnelEdge{
+			{A: "a", B: "b", SeenFrom: []string{"a"}, Paths: []apitype.TunnelPath{{From: "a", Remote: "192.0.2.2:4242"}}},
+			{A: "a", B: "c", SeenFrom: []string{"a", "c"}},
+		},
+		Broken: []apitype.TunnelBreak{{A: "a", B: "b", From: []string{"b"}}, {A: "b", B: "zz", From: []string{"b"}}},
+	}
+	p := draw(nil, rows, tm)
+	if len(p.Edges) != 2 || p.Broken != 1 || p.Tunnels() != 1 {
+		t.Fatalf("edges %+v (broken %d): want the broken a-b and the tunnel a-c", p.Edges, p.Broken)
+	}
+	br, tn := p.Edges[0], p.Edges[1]
+	a, b := p.Nodes[0], p.Nodes[1]
+	if !br.Broken || br.X1 != a.X || br.Y1 != a.Y || br.X2 != b.X || br.Y2 != b.Y ||
+		br.Title != "a ↮ b: b cannot reach a over the overlay (its own probes; gossip may show both alive)" {
+		t.Errorf("broken edge %+v", br)
+	}
+	if tn.Broken || tn.X2 != p.Nodes[2].X {
+		t.Errorf("tunnel edge %+v, want a-c not broken", tn)
+	}
+}

@@ -130,16 +130,25 @@ func TestAuditTrail(t *testing.T) {
 		t.Errorf("c2's trail differs from the origin's:\n%s\nvs\n%s", dumpAudit(got), dumpAudit(ev))
 	}
 
-	// --since: a cut-off between init and w1's admission keeps the latter.
+	// --since: a cut-off between init and w1's admission. meshd takes the
+	// cut as its now minus the duration, so it lies between cutLo and cutHi
+	// (the command's start and end): every event from cutHi on is listed,
+	// none before cutLo.
 	minted := findEvent(t, ev, codes.EventTokenMinted, "w1").At
-	cut := ev[0].At.Add(minted.Sub(ev[0].At) / 2)
-	since := auditOf(t, origin, "--since", time.Since(cut).Round(time.Millisecond).String())
-	if len(since) == 0 || since[0].At.Before(cut) || slices.ContainsFunc(since, func(e apitype.AuditEvent) bool {
+	d := time.Since(ev[0].At.Add(minted.Sub(ev[0].At) / 2)).Round(time.Millisecond)
+	start := time.Now()
+	since := auditOf(t, origin, "--since", d.String())
+	cutLo, cutHi := start.Add(-d-time.Millisecond), time.Now().Add(-d+time.Millisecond)
+	if len(since) == 0 || since[0].At.Before(cutLo) || slices.ContainsFunc(since, func(e apitype.AuditEvent) bool {
 		return e.Code == codes.EventClusterCreated
 	}) {
-		t.Errorf("--since: %d events, want some and none before %v:\n%s", len(since), cut, dumpAudit(since))
+		t.Errorf("--since: %d events, want some and none before %v:\n%s", len(since), cutLo, dumpAudit(since))
 	}
-	findEvent(t, since, codes.EventTokenMinted, "w1")
+	for _, e := range ev {
+		if !e.At.Before(cutHi) && !slices.ContainsFunc(since, func(s apitype.AuditEvent) bool { return s.At.Equal(e.At) && s.Code == e.Code && s.Subject == e.Subject }) {
+			t.Errorf("--since %v: %s %s at %v missing (listed: every event after %v)", d, e.Code, e.Subject, e.At, cutHi)
+		}
+	}
 	findEvent(t, since, codes.EventNodeRemoved, "w2")
 	if _, _, code := origin.Ctl(t.Context(), "audit", "--since=-5m"); code != 2 {
 		t.Errorf("audit --since=-5m: exit %d, want 2 (usage)", code)

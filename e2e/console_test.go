@@ -372,6 +372,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	shot(t, mesh, dir, "mesh")
 	accessible(t, mesh, dir, "mesh")
+	checkNodeFilter(t, mesh, []string{"origin", "w1", "w2"}, ips)
 
 	// A browser that never had the URL's secret is refused, and so is one
 	// that tries the spent secret.
@@ -470,6 +471,15 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	do(t, ops, "tokens page", chromedp.Navigate(base+"/tokens"), chromedp.WaitVisible(chromedp.CSS("table")))
+	// Minted by origin, by name: the record has its node id, kept in the
+	// title (issue 28 item 6).
+	var originStatus apitype.Status
+	if err := origin.CtlJSON(t.Context(), &originStatus, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if got := eval[[]string](t, ops, `[...new Set([...document.querySelectorAll("tbody tr")].map(r => r.cells[5].textContent + " " + (r.cells[5].querySelector("[title]") || {title: ""}).title))]`); !slices.Equal(got, []string{"origin node id " + originStatus.NodeID}) {
+		t.Errorf("the tokens' minted by: %q, want origin, with its id %s in the title", got, originStatus.NodeID)
+	}
 	shot(t, ops, dir, "tokens")
 	accessible(t, ops, dir, "tokens")
 	do(t, ops, "revoke spare",
@@ -593,6 +603,17 @@ func TestConsoleBrowser(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The Audit page fits a 1280 px window, and names the nodes that
+	// confirmed their joins, whose actor the record has as node:ID (issue
+	// 28 item 6).
+	checkAuditFits(t, ops, base, dir)
+	if got := eval[[]string](t, ops, `[...document.querySelectorAll("tbody tr")].filter(r => r.cells[1].textContent === "confirm" && r.cells[2].textContent !== "node:" + r.cells[3].textContent || /\b[0-9a-f]{32}\b/.test(r.cells[2].textContent)).map(r => r.textContent)`); len(got) != 0 {
+		t.Errorf("audit events whose actor is a node id, or a confirm not by its own node's name: %q", got)
+	}
+	if n := eval[int](t, ops, `[...document.querySelectorAll("tbody tr")].filter(r => r.cells[1].textContent === "confirm").length`); n < 3 {
+		t.Errorf("%d confirm events on the audit page, want one for each of w1 to w4 at least", n)
+	}
 
 	// The Audit page, filtered with its form, has what was done here.
 	do(t, ops, "audit page", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("#q")))

@@ -121,7 +121,18 @@ func crashJoin(t *testing.T, n *Net, bin string, admitter, server *Node, point, 
 	if point == "join/after-raft-join" {
 		extra = []string{"--role", "control"}
 	}
-	tok := admitter.Admit(t, name, extra...)
+	// The armed node serves the join; at a signer point the CA holder is
+	// armed and the admitter (a follower) serves it, asking the holder to
+	// sign over the internal API.
+	var tok string
+	switch {
+	case server != nil && strings.HasPrefix(point, "signer/"):
+		tok = admitter.AdmitFirstAt(t, admitter.IP, name, extra...)
+	case server != nil:
+		tok = admitter.AdmitFirstAt(t, server.IP, name, extra...)
+	default:
+		tok = admitter.Admit(t, name, extra...)
+	}
 
 	out, errs, code := j.Ctl(t.Context(), "join", tok)
 	if code == 0 && mustFail {
@@ -174,7 +185,7 @@ func crashJoin(t *testing.T, n *Net, bin string, admitter, server *Node, point, 
 
 // TestCrashOnServingControlNodes: the server's crash points with three
 // control nodes, where the node that serves the enroll call is a follower
-// (c2, the token's first seed: seeds are in name order) and the CA holder
+// (c2, minted to be the token's first seed) and the CA holder
 // (origin) signs for it over the internal API. The enroll points kill the
 // serving follower: the joiner moves on to the next seed, which resumes
 // or refuses, and the same join run again completes. The signer points

@@ -41,15 +41,30 @@ func setFirewall(t *testing.T, nd *Node, base, extra string) (string, string, in
 	return nd.Ctl(t.Context(), "reload")
 }
 
+// closedPort is a port nobody listens on: a probe to it (meshctl ping
+// --port) is answered with a reset when the firewall lets it through.
+const closedPort = "7999"
+
+// reaches is whether from's probe to w1's closed port is answered.
+func reaches(ctx context.Context, from *Node) error {
+	out, errs, code := from.Ctl(ctx, "ping", "w1", "-c", "1", "-W", "500ms", "--port", closedPort)
+	if code != 0 {
+		return fmt.Errorf("%s pings w1:%s: exit %d\n%s%s", from.NodeName, closedPort, code, out, errs)
+	}
+	return nil
+}
+
 // TestOverlayFirewall (issue 14 item 9), on kernel TUN devices in network
-// namespaces: origin (control), w1 (worker, listens on 0.0.0.0 so its
-// gossip port is reachable on its overlay address) and w2 (worker,
-// admitted with --group db).
+// namespaces: origin (control), w1 (worker, bind_addr 0.0.0.0) and w2
+// (worker, admitted with --group db).
 //   - w2's Nebula certificate carries [worker db];
-//   - meshctl ping prints an RTT per probe to a live node;
-//   - w1's inbound rule allowing only group control on TCP 7946 lets the
-//     origin connect and drops w2, after a reload, without restarting
-//     meshd; the MTU set in the same reload reaches the TUN device;
+//   - meshctl ping prints an RTT per probe to a live node, and the path
+//     (direct, the node's underlay address and Nebula port);
+//   - w1's inbound rule allowing only group control on TCP 7999 lets the
+//     origin's probes (meshctl ping --port) through and drops w2's, after
+//     a reload, without restarting meshd; the MTU set in the same reload
+//     reaches the TUN device; gossip's port stays open to both (meshd's
+//     own rule: gossip rides the overlay);
 //   - a reload to a rule for group db flips both;
 //   - a bad rule is refused with its code and changes nothing;
 //   - meshctl ping of a stopped node ends with PingLost, of an unknown one
@@ -87,8 +102,11 @@ func TestOverlayFirewall(t *testing.T) {
 		t.Fatalf("w2's Nebula certificate groups %v (%v), want [worker db]", crt.Groups(), err)
 	}
 
-	// meshctl ping: one line with an RTT per probe, and the summary.
-	answer := regexp.MustCompile(`(?m)^answer from origin \(` + regexp.QuoteMeta(ips["origin"]) + `\): probe=\d time=\d+\.\d{3} ms \((accepted|refused)\)$`)
+	// meshctl ping: one line with an RTT and the tunnel's path per probe
+	// (direct, to the origin's underlay address and Nebula port), and the
+	// summary.
+	answer := regexp.MustCompile(`(?m)^answer from origin \(` + regexp.QuoteMeta(ips["origin"]) + `\): probe=\d time=\d+\.\d{3} ms \((accepted|refused)\), direct ` +
+		regexp.QuoteMeta(origin.IP) + `:4242$`)
 	Eventually(t, 10*time.Second, "w2 pings origin", func() error {
 		out, errs, code := w2.Ctl(t.Context(), "ping", "origin", "-c", "3", "-i", "100ms")
 		if code != 0 || len(answer.FindAllString(out, -1)) != 3 || !strings.Contains(out, "3 probes, 3 answered, 0% lost, rtt min/avg/max = ") {
@@ -107,19 +125,22 @@ func TestOverlayFirewall(t *testing.T) {
 	pid := w1.cmd.Process.Pid
 
 	out, errs, code := setFirewall(t, w1, w1Base, "overlay_mtu: 1400\nfirewall:\n  inbound:\n"+
-		"    - {port: 7946, proto: tcp, group: control}\n    - {port: any, proto: icmp, host: any}\n")
+		"    - {port: "+closedPort+", proto: tcp, group: control}\n    - {port: any, proto: icmp, host: any}\n")
 	if code != 0 || strings.Contains(errs, "X") {
 		t.Fatalf("reload with group control: exit %d\n%s%s", code, out, errs)
 	}
-	Eventually(t, 5*time.Second, "origin (control) connects to w1:7946", func() error {
-		return tcpConnect(t.Context(), origin.Host, ips["w1"], 7946)
+	Eventually(t, 5*time.Second, "origin (control) reaches w1:"+closedPort, func() error {
+		return reaches(t.Context(), origin)
 	})
-	Eventually(t, 5*time.Second, "w2 (worker) is dropped at w1:7946", func() error {
-		if tcpConnect(t.Context(), w2.Host, ips["w1"], 7946) == nil {
-			return fmt.Errorf("w2 still connects")
+	Eventually(t, 5*time.Second, "w2 (worker) is dropped at w1:"+closedPort, func() error {
+		if reaches(t.Context(), w2) == nil {
+			return fmt.Errorf("w2 still reaches it")
 		}
 		return nil
 	})
+	if err := tcpConnect(t.Context(), w2.Host, ips["w1"], 7946); err != nil {
+		t.Errorf("gossip's port is closed to w2 by an operator's rule: %v", err)
+	}
 	if err := w2.Ping(t.Context(), ips["w1"]); err != nil {
 		t.Errorf("icmp is allowed to anyone: %v", err)
 	}
@@ -128,26 +149,26 @@ func TestOverlayFirewall(t *testing.T) {
 		t.Errorf("w1's meshd0 after the reload: %s %v, want mtu 1400", link, err)
 	}
 
-	out, errs, code = setFirewall(t, w1, w1Base, "firewall:\n  inbound:\n    - {port: 7946, proto: tcp, group: db}\n")
+	out, errs, code = setFirewall(t, w1, w1Base, "firewall:\n  inbound:\n    - {port: "+closedPort+", proto: tcp, group: db}\n")
 	if code != 0 || strings.Contains(errs, "X") {
 		t.Fatalf("reload with group db: exit %d\n%s%s", code, out, errs)
 	}
-	Eventually(t, 5*time.Second, "w2 (group db) connects to w1:7946", func() error {
-		return tcpConnect(t.Context(), w2.Host, ips["w1"], 7946)
+	Eventually(t, 5*time.Second, "w2 (group db) reaches w1:"+closedPort, func() error {
+		return reaches(t.Context(), w2)
 	})
-	Eventually(t, 5*time.Second, "origin (control) is dropped at w1:7946", func() error {
-		if tcpConnect(t.Context(), origin.Host, ips["w1"], 7946) == nil {
-			return fmt.Errorf("origin still connects")
+	Eventually(t, 5*time.Second, "origin (control) is dropped at w1:"+closedPort, func() error {
+		if reaches(t.Context(), origin) == nil {
+			return fmt.Errorf("origin still reaches it")
 		}
 		return nil
 	})
 
-	_, errs, code = setFirewall(t, w1, w1Base, "firewall:\n  inbound:\n    - {port: 7946, proto: sctp, group: db}\n")
+	_, errs, code = setFirewall(t, w1, w1Base, "firewall:\n  inbound:\n    - {port: "+closedPort+", proto: sctp, group: db}\n")
 	// The config checker lists the rule under ReloadRefused, with its code.
 	if code != 1 || !strings.HasPrefix(errs, string(codes.ReloadRefused)+": ") || !strings.Contains(errs, string(codes.FirewallRule)) {
 		t.Fatalf("reload with a bad rule: exit %d\n%s, want %s naming %s", code, errs, codes.ReloadRefused, codes.FirewallRule)
 	}
-	if err := tcpConnect(t.Context(), w2.Host, ips["w1"], 7946); err != nil {
+	if err := reaches(t.Context(), w2); err != nil {
 		t.Errorf("a refused reload changed the firewall: %v", err)
 	}
 	if w1.cmd == nil || w1.cmd.Process.Pid != pid {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +27,14 @@ import (
 	"github.com/meshd/meshd/codes"
 )
 
-// The forger is a bare serf member the test runs in its own namespace:
-// the test binary re-executed with forgerEnv set (see TestMain). It holds
-// a gossip key the test read from a node's state dir, advertises the tags
-// it is given, joins, prints "joined" or "join-failed: ..." and then
-// stays a member until killed.
+// The forger is a bare serf member the test runs in a namespace (its own,
+// or a member's, to speak from that member's overlay address): the test
+// binary re-executed with forgerEnv set (see TestMain). It holds a gossip
+// key the test read from a node's state dir, advertises the tags it is
+// given, joins, prints "joined" or "join-failed: ..." and then stays a
+// member until killed.
 const (
-	forgerEnv      = "MESHD_E2E_FORGER" // name,bind-ip,join-addr,key-file,tags (k=v;k=v)
+	forgerEnv      = "MESHD_E2E_FORGER" // name,bind-ip[:port],join-addr,key-file,tags (k=v;k=v)
 	forgerJoinFail = 3
 )
 
@@ -43,6 +46,14 @@ func runForger(spec string) int {
 		return 2
 	}
 	name, bind, join, keyFile, tagSpec := parts[0], parts[1], parts[2], parts[3], parts[4]
+	port := 7946
+	if h, p, err := net.SplitHostPort(bind); err == nil {
+		bind = h
+		if port, err = strconv.Atoi(p); err != nil {
+			fmt.Println("bad forger port")
+			return 2
+		}
+	}
 	raw, err := os.ReadFile(keyFile)
 	if err != nil {
 		fmt.Println("read key:", err)
@@ -65,7 +76,7 @@ func runForger(spec string) int {
 		return 2
 	}
 	ml := memberlist.DefaultLANConfig()
-	ml.Name, ml.BindAddr, ml.BindPort, ml.AdvertiseAddr, ml.AdvertisePort = name, bind, 7946, bind, 7946
+	ml.Name, ml.BindAddr, ml.BindPort, ml.AdvertiseAddr, ml.AdvertisePort = name, bind, port, bind, port
 	ml.Keyring, ml.GossipVerifyIncoming, ml.GossipVerifyOutgoing = ring, true, true
 	ml.ProbeInterval, ml.ProbeTimeout, ml.SuspicionMult, ml.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 2, 50*time.Millisecond
 	ml.LogOutput = io.Discard
@@ -95,6 +106,12 @@ type forger struct {
 // startForger runs a forger on h holding key, with tags, joining addr.
 func startForger(t *testing.T, h *Host, name, join string, key []byte, tags string) *forger {
 	t.Helper()
+	return startForgerAt(t, h, h.IP, name, join, key, tags)
+}
+
+// startForgerAt is startForger bound to bind ("ip" or "ip:port").
+func startForgerAt(t *testing.T, h *Host, bind, name, join string, key []byte, tags string) *forger {
+	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(base64.StdEncoding.EncodeToString(key)), 0o600); err != nil {
 		t.Fatal(err)
@@ -104,7 +121,7 @@ func startForger(t *testing.T, h *Host, name, join string, key []byte, tags stri
 		t.Fatal(err)
 	}
 	cmd := h.Exec(t.Context(), self)
-	cmd.Env = append(os.Environ(), forgerEnv+"="+strings.Join([]string{name, h.IP, join, keyFile, tags}, ","))
+	cmd.Env = append(os.Environ(), forgerEnv+"="+strings.Join([]string{name, bind, join, keyFile, tags}, ","))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -163,23 +180,41 @@ func status(ctx context.Context, nd *Node) (apitype.Status, error) {
 	return st, err
 }
 
-// TestGossipTrust: raft decides and gossip only reports liveness, and the
-// gossip key is rotated away from whoever should no longer hold it.
-// origin (control) and workers w1, w2, real binaries in namespaces.
+// TestGossipTrust: raft decides and gossip only reports liveness, gossip
+// rides the overlay, and the gossip key is rotated away from whoever
+// should no longer hold it. origin (control) and workers w1, w2, real
+// binaries in namespaces. The forgers that speak from inside the cluster
+// run in w1's namespace, bound to w1's overlay address (its kernel TUN
+// device) at another port: Nebula lets them in with w1's certificate.
 func TestGossipTrust(t *testing.T) {
 	n := NewNet(t)
 	nodes := cluster(t, n, "w1", "w2")
-	origin, w2 := nodes[0], nodes[2]
+	origin, w1, w2 := nodes[0], nodes[1], nodes[2]
 	allPairsPing(t, nodes, 10*time.Second)
-	join := origin.IP + ":7946"
+	ips := overlayIPs(t, origin)
+	join := ips["origin"] + ":7946"
+	inside := ips["w1"] + ":7950" // a forger on w1's machine, on the overlay
+
+	t.Run("key-alone-reaches-nobody", func(t *testing.T) {
+		// A holder of the gossip key off the overlay (a copied node.json):
+		// gossip listens only on the overlay, so neither the origin's
+		// underlay (where it listened before issue 27) nor its overlay
+		// address (Nebula needs a certificate) answers.
+		for i, addr := range []string{origin.IP + ":7946", join} {
+			f := startForger(t, n.AddHost("evil"+strconv.Itoa(i)), "evil", addr, clusterKey(t, w1), "role=control;id=forged-id")
+			if l := f.first(t, 15*time.Second); !strings.HasPrefix(l, "join-failed") {
+				t.Fatalf("a gossip key holder off the overlay joining %s: %q, want join-failed", addr, l)
+			}
+		}
+	})
 
 	t.Run("forged-control-member", func(t *testing.T) {
-		// A holder of the gossip key adds a member with role=control tags.
-		h := n.AddHost("evil")
-		f := startForger(t, h, "evil", join, clusterKey(t, nodes[1]),
+		// A member's machine holds the key and a certificate: a member
+		// with role=control tags, from w1's overlay address.
+		f := startForgerAt(t, w1.Host, inside, "evil", join, clusterKey(t, w1),
 			"role=control;id=forged-id;ovl=10.42.0.200;nport=4242")
 		if l := f.first(t, 10*time.Second); l != "joined" {
-			t.Fatalf("the forger did not join with the cluster's key: %s", l)
+			t.Fatalf("the forger did not join with the cluster's key from w1's overlay address: %s", l)
 		}
 		for _, nd := range nodes {
 			Eventually(t, 10*time.Second, nd.NodeName+" logs the forged member ignored", func() error {
@@ -198,10 +233,10 @@ func TestGossipTrust(t *testing.T) {
 			if slices.Contains(st.Overlay.Lighthouses, "10.42.0.200") {
 				t.Fatalf("%s made the forged member a lighthouse: %v", nd.NodeName, st.Overlay.Lighthouses)
 			}
-			if st.Gossip.Members < 4 {
-				t.Fatalf("%s's gossip never saw the forger (%d members): the check proves nothing", nd.NodeName, st.Gossip.Members)
+			if st.Gossip.Members != len(nodes) {
+				t.Fatalf("%s counts %d gossip members, want %d: the forger counted", nd.NodeName, st.Gossip.Members, len(nodes))
 			}
-			if nd != origin && !slices.Contains(st.Overlay.Lighthouses, overlayIPs(t, origin)["origin"]) {
+			if nd != origin && !slices.Contains(st.Overlay.Lighthouses, ips["origin"]) {
 				t.Fatalf("%s lost the real lighthouse: %v", nd.NodeName, st.Overlay.Lighthouses)
 			}
 		}
@@ -241,8 +276,9 @@ func TestGossipTrust(t *testing.T) {
 				t.Fatalf("%s's log holds a gossip key", nd.NodeName)
 			}
 		}
-		h := n.AddHost("thief")
-		f := startForger(t, h, "thief", join, old, "role=worker;id=thief")
+		// from inside (w1's overlay address): Nebula lets it through, the
+		// old key does not
+		f := startForgerAt(t, w1.Host, inside, "thief", join, old, "role=worker;id=thief")
 		if l := f.first(t, 15*time.Second); !strings.HasPrefix(l, "join-failed") {
 			t.Fatalf("a member with the old key: %q, want join-failed", l)
 		}
@@ -289,7 +325,7 @@ func TestGossipTrust(t *testing.T) {
 			}
 			return nil
 		})
-		f := startForger(t, n.AddHost("w2twin"), "w2twin", join, w2key, "role=worker;id=w2twin")
+		f := startForgerAt(t, w1.Host, inside, "w2twin", join, w2key, "role=worker;id=w2twin")
 		if l := f.first(t, 15*time.Second); !strings.HasPrefix(l, "join-failed") {
 			t.Fatalf("a member with w2's key: %q, want join-failed", l)
 		}

@@ -67,7 +67,10 @@ func setConfigLine(t testing.TB, nd *Node, base []byte, line string) {
 // values a dashboard needs (the worker's join counted once as ok on the
 // origin, build info, certificate expiry in the future, raft on the control
 // node only). A metrics_addr that is neither loopback nor the node's
-// overlay address stops meshd with MetricsAddrRefused.
+// overlay address stops meshd with MetricsAddrRefused. Right after init,
+// and again right after a restart, the origin's labelled counters are
+// series at 0 for every known outcome (ok, pending, refusal codes), not
+// absent until their first event.
 func TestMetricsScrape(t *testing.T) {
 	n := NewNet(t)
 	origin := n.NewNode("origin")
@@ -78,6 +81,14 @@ func TestMetricsScrape(t *testing.T) {
 	setConfigLine(t, origin, base, "metrics_addr: 127.0.0.1:9464")
 	origin.Start(t)
 	origin.MustCtl(t, "init", "--cluster", "e2e")
+	// A fresh control node: every known outcome is a series at 0 before
+	// its first event (issue 28 item 5), so increase() and rate() count
+	// that event. The loopback listener is bound before meshd answers.
+	fresh, err := scrape(t.Context(), origin, "127.0.0.1:9464")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStartAtZero(t, "origin after init", fresh)
 	w1 := n.NewNode("w1")
 	w1.Start(t)
 	w1.MustCtl(t, "join", origin.Admit(t, "w1"))
@@ -159,8 +170,10 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("origin: %s = %v (present %v), want %v", series, v, ok, want)
 		}
 	}
-	if k, _, ok := withPrefix(om, "meshd_joins_served_total{"); ok && k != `meshd_joins_served_total{code="ok"}` {
-		t.Errorf("origin: %s: a join was refused", k)
+	for k, v := range om {
+		if strings.HasPrefix(k, "meshd_joins_served_total{") && k != `meshd_joins_served_total{code="ok"}` && v != 0 {
+			t.Errorf("origin: %s %v: a join was refused", k, v)
+		}
 	}
 	if v := om["meshd_raft_apply_duration_seconds_count"]; v < 1 {
 		t.Errorf("origin: meshd_raft_apply_duration_seconds_count %v", v)
@@ -170,5 +183,39 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	if k, _, ok := withPrefix(wm, "meshd_raft_"); ok {
 		t.Errorf("w1 (a worker) has raft series: %s", k)
+	}
+	if k, _, ok := withPrefix(wm, "meshd_joins_served_total"); ok {
+		t.Errorf("w1 (a worker) serves joins: %s", k)
+	}
+	if v, ok := wm[`meshd_admissions_total{code="ok"}`]; !ok || v != 0 {
+		t.Errorf("w1: meshd_admissions_total{code=\"ok\"} = %v (present %t), want 0", v, ok)
+	}
+
+	// After a restart the counters start again, each at 0 and present.
+	origin.Stop(t)
+	origin.Start(t)
+	restarted, err := scrape(t.Context(), origin, "127.0.0.1:9464")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStartAtZero(t, "origin after a restart", restarted)
+}
+
+// checkStartAtZero checks that a control node that has served no join or
+// admission since it started has the counters' series at 0: ok, pending
+// and refusals for joins, ok and a refusal for admissions.
+func checkStartAtZero(t *testing.T, node string, m map[string]float64) {
+	t.Helper()
+	for _, series := range []string{
+		`meshd_joins_served_total{code="ok"}`,
+		`meshd_joins_served_total{code="pending"}`,
+		`meshd_joins_served_total{code="` + string(codes.TokenConsumed) + `"}`,
+		`meshd_joins_served_total{code="` + string(codes.NoLeader) + `"}`,
+		`meshd_admissions_total{code="ok"}`,
+		`meshd_admissions_total{code="` + string(codes.NameTaken) + `"}`,
+	} {
+		if v, ok := m[series]; !ok || v != 0 {
+			t.Errorf("%s: %s = %v (present %t), want 0", node, series, v, ok)
+		}
 	}
 }

@@ -146,3 +146,23 @@ func run(t testing.TB, args ...string) {
 		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
 	}
 }
+
+// DropFrom drops every packet that reaches h from the underlay address ip
+// (an nftables rule on the input hook in h's namespace): a one-way cut,
+// which h's own packets to ip pass, and their answers do not. Undrop
+// removes it.
+func (h *Host) DropFrom(ip string) {
+	h.Net.t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		h.Net.t.Fatalf("nft not found (%v); run scripts/install-deps.sh", err)
+	}
+	h.Net.in(h.Name, "nft", "add", "table", "inet", "cut")
+	h.Net.in(h.Name, "nft", "add", "chain", "inet", "cut", "in", "{ type filter hook input priority 0; }")
+	h.Net.in(h.Name, "nft", "add", "rule", "inet", "cut", "in", "ip", "saddr", ip, "drop")
+}
+
+// Undrop removes DropFrom's rule.
+func (h *Host) Undrop() {
+	h.Net.t.Helper()
+	h.Net.in(h.Name, "nft", "delete", "table", "inet", "cut")
+}

@@ -285,6 +285,29 @@ func (nd *Node) Admit(t testing.TB, name string, extra ...string) string {
 	return r.Token
 }
 
+// AdmitFirstAt mints tokens for name on nd until one names first the seed
+// on underlay IP first (each token starts its seed list at a control node
+// its hash picks), revoking the others, and returns it: a test that arms
+// or breaks one control node needs the join to meet it first.
+func (nd *Node) AdmitFirstAt(t testing.TB, first, name string, extra ...string) string {
+	t.Helper()
+	for range 40 {
+		var r struct {
+			Token, ID string
+			Seeds     []string
+		}
+		if err := nd.CtlJSON(t.Context(), &r, append([]string{"admit", name}, extra...)...); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Seeds) > 0 && strings.HasPrefix(r.Seeds[0], first+":") {
+			return r.Token
+		}
+		nd.MustCtl(t, "tokens", "revoke", r.ID)
+	}
+	t.Fatalf("40 tokens minted on %s for %s, none naming %s first", nd.NodeName, name, first)
+	return ""
+}
+
 // Eventually polls cond until it succeeds or d passes, then fails the test.
 // It returns how long it took.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() error) time.Duration {

@@ -71,14 +71,18 @@ func wantRed(t testing.TB, res apitype.PlanResult, exit int, stderr, name string
 }
 
 // reseed is tok with its seeds replaced: what a token of this cluster
-// would be if it named other enroll endpoints.
+// would be if it named other enroll endpoints for its first seeds' nodes
+// (the node ids stay: the first seed, the origin, at seeds[0]).
 func reseed(t testing.TB, tok string, seeds ...string) string {
 	t.Helper()
 	parsed, err := enroll.ParseToken(tok)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed.Seeds = seeds
+	if len(parsed.SeedIDs) < len(seeds) {
+		t.Fatalf("the token names %d seeds, want at least %d", len(parsed.SeedIDs), len(seeds))
+	}
+	parsed.Seeds, parsed.SeedIDs = seeds, parsed.SeedIDs[:len(seeds)]
 	s, err := parsed.Encode()
 	if err != nil {
 		t.Fatal(err)

@@ -59,13 +59,15 @@ type ClientDeps struct {
 // Enroll sends req to the cluster tok names and returns its verified
 // response. It tries tok.Seeds in order, moving on only when a seed cannot
 // be reached, does not complete the TLS handshake within the handshake
-// timeout, or the connection fails before or after verification. The
+// timeout, the connection fails before or after verification, or the
+// seed answers that it cannot serve a join now (stepsAside). The
 // TLS handshake succeeds only when pki.VerifyPinned accepts the seed's
 // chain against tok.CA; a verification failure ends the enrollment at once
 // with its code, before anything is sent and without trying another seed.
 // Over the verified connection the seed's time is asked first: a clock
-// more than d.MaxSkew off ends the enrollment with codes.ClockSkew, both
-// clocks shown, before the secret is sent (more than WarnSkew is a
+// more than d.MaxSkew off moves on to the next seed before the secret is
+// sent, and ends the enrollment with codes.ClockSkew, both clocks shown,
+// when every seed's is (more than WarnSkew is a
 // codes.ClockSkewWarning to d.Warn).
 //
 // When no seed answers, the error is codes.SeedsUnreachable. If the
@@ -106,6 +108,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	}
 
 	var failures, sentTo []string
+	var sick error // the last seed that answered it cannot serve joins now
 	for _, seed := range tok.Seeds {
 		resp, err := c.try(ctx, seed, body)
 		var unreachable *seedError
@@ -123,6 +126,21 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 				return nil, noAnswer(len(tok.Seeds), failures, sentTo, err)
 			}
 			continue
+		case stepsAside(err):
+			// A sick seed answered before or without recording anything
+			// it could not undo (a join it did record resumes at the next
+			// seed: the same request, the same keys). A seed whose clock
+			// is too far off got nothing: the secret is sent only after.
+			c.log.Warn("seed cannot serve the join now; trying the next", "seed", seed, "code", codes.Of(err), "err", err)
+			c.step(fmt.Sprintf("seed %s cannot serve the join now (%s); trying the next", seed, codes.Of(err)))
+			failures, sick = append(failures, fmt.Sprintf("%s: %v", seed, err)), err
+			if codes.Of(err) != codes.ClockSkew {
+				sentTo = append(sentTo, seed)
+			}
+			if err := stopped(ctx); err != nil {
+				return nil, noAnswer(len(tok.Seeds), failures, sentTo, err)
+			}
+			continue
 		case err != nil:
 			c.log.Warn("enroll failed", "code", codes.OrInternal(err), "seed", seed, "err", err)
 			return nil, err
@@ -132,7 +150,28 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 		}
 		return resp, nil
 	}
+	if sick != nil { // a seed answered but could not serve: its code says more than "unreachable"
+		msg := fmt.Sprintf("no seed of %d can serve the join now: %s", len(tok.Seeds), strings.Join(failures, "; "))
+		if len(sentTo) > 0 {
+			msg += "; the request went to " + strings.Join(sentTo, ", ") + ", so run the same join again: it resumes a join the cluster recorded"
+		}
+		return nil, codes.Wrap(codes.Of(sick), errors.New(msg))
+	}
 	return nil, noAnswer(len(tok.Seeds), failures, sentTo, nil)
+}
+
+// stepsAside is whether a seed's answer says it cannot serve a join now
+// (no leader, starting or stopping, a full or failing disk, a clock off
+// from the other control nodes'), or its clock is too far from this
+// machine's (the next seed's may agree: if none does, the join ends with
+// codes.ClockSkew), so the joiner asks the token's next seed. A
+// verification failure never does: it ends the join where it happened.
+func stepsAside(err error) bool {
+	switch codes.Of(err) {
+	case codes.NoLeader, codes.DaemonStarting, codes.DaemonStopping, codes.DiskFull, codes.SeedUnfit, codes.ClockSkew:
+		return true
+	}
+	return false
 }
 
 // stopped is ctx's error, or context.DeadlineExceeded once its deadline

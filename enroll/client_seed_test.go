@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"log"
@@ -260,4 +261,81 @@ func TestClientStoppedBeforeSending(t *testing.T) {
 	if strings.Contains(st.String(), "connecting to seed "+good) || len(c.ledger.Calls()) != 0 {
 		t.Errorf("the next seed was tried after the context ended:\n%s", &st)
 	}
+}
+
+// answerSick serves h but answers every join request with code, as a
+// control node that cannot serve joins now does (no leader, stopping, a
+// failing disk).
+func answerSick(h http.Handler, code codes.Code) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != enroll.Path {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code.Status())
+		_ = json.NewEncoder(w).Encode(enroll.ErrorBody{Code: code.String(), Cause: code.Cause(), Remedy: code.Remedy(), Detail: "sick"})
+	})
+}
+
+// TestClientSickSeedStepsAside: a seed that answers it cannot serve a
+// join now moves the join on to the token's next seed (issue 28: a
+// disk-full former leader answered NoLeader and the join ended there,
+// while another control node led); a refusal about the token does not.
+// Every seed sick ends with the seeds' code.
+func TestClientSickSeedStepsAside(t *testing.T) {
+	for _, code := range []codes.Code{codes.NoLeader, codes.DaemonStarting, codes.DaemonStopping, codes.DiskFull, codes.SeedUnfit} {
+		t.Run("ok/"+string(code), func(t *testing.T) {
+			c := newCluster(t)
+			id := pkitest.NewIdentity(t, c.ca, "c2", pki.RoleControl, pkitest.IP(2))
+			sick, good := serve(t, id, answerSick(c.server(), code)), c.seed(t)
+			req, _ := c.request(t, "w1")
+			var st steps
+			var logs bytes.Buffer
+			resp, err := enroll.Enroll(t.Context(), c.token(sick, good), req, clientDeps(&st, &logs))
+			if err != nil || resp.Name != "w1" {
+				t.Fatalf("Enroll = %+v, %v; want w1 joined through the second seed\nsteps:\n%s", resp, err, &st)
+			}
+			if !strings.Contains(st.String(), "seed "+sick+" cannot serve the join now ("+string(code)+")") {
+				t.Errorf("steps do not say the first seed stepped aside:\n%s", &st)
+			}
+		})
+	}
+	t.Run("fail/every-seed-sick", func(t *testing.T) {
+		c := newCluster(t)
+		a := serve(t, pkitest.NewIdentity(t, c.ca, "c2", pki.RoleControl, pkitest.IP(2)), answerSick(c.server(), codes.NoLeader))
+		b := serve(t, pkitest.NewIdentity(t, c.ca, "c3", pki.RoleControl, pkitest.IP(3)), answerSick(c.server(), codes.SeedUnfit))
+		req, _ := c.request(t, "w1")
+		var st steps
+		var logs bytes.Buffer
+		_, err := enroll.Enroll(t.Context(), c.token(a, b), req, clientDeps(&st, &logs))
+		if codes.Of(err) != codes.SeedUnfit || !strings.Contains(err.Error(), "no seed of 2 can serve the join now") {
+			t.Fatalf("Enroll = %v (code %q), want %s naming both seeds", err, codes.Of(err), codes.SeedUnfit)
+		}
+	})
+	t.Run("fail/sick-and-unreachable", func(t *testing.T) {
+		// A minority's seed answers NoLeader, the majority's cannot be
+		// reached: the join ends with the answer, not "unreachable".
+		c := newCluster(t)
+		a := serve(t, pkitest.NewIdentity(t, c.ca, "c2", pki.RoleControl, pkitest.IP(2)), answerSick(c.server(), codes.NoLeader))
+		req, _ := c.request(t, "w1")
+		var st steps
+		var logs bytes.Buffer
+		_, err := enroll.Enroll(t.Context(), c.token(a, deadAddr(t)), req, clientDeps(&st, &logs))
+		if codes.Of(err) != codes.NoLeader || !strings.Contains(err.Error(), "run the same join again") {
+			t.Fatalf("Enroll = %v (code %q), want %s saying to run it again", err, codes.Of(err), codes.NoLeader)
+		}
+	})
+	t.Run("fail/token-refusal-ends-the-join", func(t *testing.T) {
+		c := newCluster(t)
+		c.rec.Expires = pkitest.Now.Add(-time.Second)
+		first, second := c.seed(t), c.seed(t)
+		req, _ := c.request(t, "w1")
+		var st steps
+		var logs bytes.Buffer
+		_, err := enroll.Enroll(t.Context(), c.token(first, second), req, clientDeps(&st, &logs))
+		if codes.Of(err) != codes.TokenExpired || strings.Contains(st.String(), "connecting to seed "+second) {
+			t.Fatalf("Enroll = %v (code %q), want %s from the first seed alone\nsteps:\n%s", err, codes.Of(err), codes.TokenExpired, &st)
+		}
+	})
 }

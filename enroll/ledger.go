@@ -53,6 +53,10 @@ type TokenRecord struct {
 	// its role (`meshctl admit NAME --group G`); the admission copies them
 	// into the node's record.
 	Groups []string `json:"groups,omitempty"`
+	// SeedIDs are the node ids of the control nodes the token names as
+	// its seeds (Token.SeedIDs): removing one of them revokes the token
+	// while it is unused.
+	SeedIDs []string `json:"seed_ids,omitempty"`
 }
 
 // Consumed reports whether the token has been used.

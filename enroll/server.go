@@ -84,6 +84,12 @@ type Deps struct {
 	// at Path (observe.go): "ok", "pending" or the refusal's code, and
 	// how long it took. The agent counts them for its metrics.
 	Observe func(outcome string, elapsed time.Duration)
+	// Unfit, if set, is why this control node cannot serve a join now (a
+	// failing disk, a clock off from the other control nodes'), nil when
+	// it can. A join arriving while it is not nil is answered
+	// codes.SeedUnfit before its request is read: the joiner moves on to
+	// the token's next seed.
+	Unfit func() error
 }
 
 // Server admits joiners: it checks an enroll request against the ledger,
@@ -100,6 +106,7 @@ type Server struct {
 	now      func() time.Time
 	nodeID   func() string
 	observe  func(outcome string, elapsed time.Duration)
+	unfit    func() error
 }
 
 // NewServer returns a server that admits against l and signs with s.
@@ -129,7 +136,7 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	return &Server{
 		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
 		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
-		observe: d.Observe,
+		observe: d.Observe, unfit: d.Unfit,
 	}
 }
 
@@ -470,6 +477,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err = s.throttled(source); err != nil {
 		s.writeError(w, codes.TokenThrottled.Status(), err)
 		return
+	}
+	if r.URL.Path == Path && s.unfit != nil {
+		if why := s.unfit(); why != nil {
+			err = codes.Wrap(codes.SeedUnfit, fmt.Errorf("this control node steps aside: %s", codes.OrInternal(why).Cause()))
+			s.writeError(w, codes.SeedUnfit.Status(), err)
+			return
+		}
 	}
 	body := http.MaxBytesReader(w, r.Body, maxRequestBody)
 	var (

@@ -58,6 +58,9 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 				rawCerts[i] = pc.Raw
 			}
 			leaf, verifyErr = pki.VerifyPinnedAny(rawCerts, c.tok.Pins(), c.now())
+			if verifyErr == nil {
+				verifyErr = checkSeedID(c.tok, seed, leaf)
+			}
 			return verifyErr
 		},
 		// Names the CA the token pins: during a CA rotation a seed whose
@@ -195,5 +198,22 @@ func (c *client) judgeClock(ctx context.Context, s *session) error {
 		return nil
 	}
 	c.step(fmt.Sprintf("clock checked against seed %s: %s apart", s.seed, absDuration(sk.Offset()).Round(time.Millisecond)))
+	return nil
+}
+
+// checkSeedID refuses a seed whose leaf is not the node the token names at
+// that address: a control node removed with its leaf still valid (the
+// joiner cannot see revocation) fails here, as removal revoked every
+// unused token naming it and a newer token names only active control
+// nodes. A token of the previous release names none: the CA pin and the
+// role are all it checks.
+func checkSeedID(tok Token, seed string, leaf *x509.Certificate) error {
+	want := tok.SeedID(seed)
+	if want == "" {
+		return nil
+	}
+	if got := pki.NodeIDOf(leaf); got != want {
+		return codes.Wrap(codes.SeedNotNamed, fmt.Errorf("the token names node %s at %s, and the seed's certificate is node %q's", want, seed, got))
+	}
 	return nil
 }

@@ -67,10 +67,38 @@ type Token struct {
 	// seed that chains to CA or to NextCA. It travels as an optional
 	// trailer of the payload (nextCATag, then 32 bytes).
 	NextCA pki.Fingerprint
+	// SeedIDs are the node ids of the control nodes at Seeds, in the same
+	// order (none in a token the previous release minted): the joiner
+	// sends its secret to a seed only if the seed's leaf names that id,
+	// and a removal revokes every unused token naming the removed node,
+	// so a node removed with its leaf still valid cannot take a joiner's
+	// secret (issue 27). It travels as a second optional trailer
+	// (seedIDsTag, a count, then each id length-prefixed).
+	SeedIDs []string
 }
 
-// nextCATag starts the optional NextCA trailer of a token's payload.
-const nextCATag = 0x01
+// Tags of the payload's optional trailers, in the order they appear.
+const (
+	nextCATag  = 0x01
+	seedIDsTag = 0x02
+)
+
+// MaxSeedIDLen bounds a seed's node id in a token.
+const MaxSeedIDLen = 64
+
+// SeedID is the node id the token names for seed ("" when it names none:
+// a token of the previous release).
+func (t Token) SeedID(seed string) string {
+	if len(t.SeedIDs) != len(t.Seeds) {
+		return ""
+	}
+	for i, s := range t.Seeds {
+		if s == seed {
+			return t.SeedIDs[i]
+		}
+	}
+	return ""
+}
 
 // Pins are the CA fingerprints the token pins: CA, and NextCA if set.
 func (t Token) Pins() []pki.Fingerprint {
@@ -107,6 +135,13 @@ func (t Token) Encode() (string, error) {
 	if !t.NextCA.IsZero() {
 		b = append(b, nextCATag)
 		b = append(b, t.NextCA[:]...)
+	}
+	if len(t.SeedIDs) > 0 {
+		b = append(b, seedIDsTag, byte(len(t.SeedIDs)))
+		for _, id := range t.SeedIDs {
+			b = append(b, byte(len(id)))
+			b = append(b, id...)
+		}
 	}
 	b = binary.BigEndian.AppendUint32(b, checksum(b))
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
@@ -208,12 +243,27 @@ func decodePayload(p []byte) (Token, error) {
 		}
 		t.Seeds = append(t.Seeds, string(seed))
 	}
-	if len(p) == 1+len(t.NextCA) && p[0] == nextCATag {
+	if len(p) >= 1+len(t.NextCA) && p[0] == nextCATag {
 		copy(t.NextCA[:], p[1:])
 		if t.NextCA.IsZero() {
 			return Token{}, errors.New("a zero next CA fingerprint")
 		}
 		p = p[1+len(t.NextCA):]
+	}
+	if len(p) >= 2 && p[0] == seedIDsTag {
+		n := int(p[1])
+		if n != len(t.Seeds) {
+			return Token{}, fmt.Errorf("%d seed ids for %d seeds", n, len(t.Seeds))
+		}
+		p = p[2:]
+		t.SeedIDs = make([]string, 0, n)
+		for range n {
+			var id []byte
+			if id, p, ok = lenPrefixed(p); !ok {
+				return Token{}, errors.New("seed id overruns the token")
+			}
+			t.SeedIDs = append(t.SeedIDs, string(id))
+		}
 	}
 	if len(p) != 0 {
 		return Token{}, fmt.Errorf("%d trailing bytes", len(p))
@@ -260,6 +310,28 @@ func (t Token) validate() error {
 	for _, s := range t.Seeds {
 		if err := validSeed(s); err != nil {
 			return codes.Wrap(codes.BadRequest, err)
+		}
+	}
+	if len(t.SeedIDs) != 0 && len(t.SeedIDs) != len(t.Seeds) {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("%d seed ids for %d seeds", len(t.SeedIDs), len(t.Seeds)))
+	}
+	for _, id := range t.SeedIDs {
+		if err := validSeedID(id); err != nil {
+			return codes.Wrap(codes.BadRequest, err)
+		}
+	}
+	return nil
+}
+
+// validSeedID accepts a node id of 1 to MaxSeedIDLen letters, digits and
+// dashes.
+func validSeedID(id string) error {
+	if id == "" || len(id) > MaxSeedIDLen {
+		return fmt.Errorf("seed id of %d bytes: want 1 to %d", len(id), MaxSeedIDLen)
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Errorf("seed id %q: want letters, digits and dashes", id)
 		}
 	}
 	return nil

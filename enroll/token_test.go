@@ -62,6 +62,11 @@ func TestTokenRoundTrip(t *testing.T) {
 		{"seed-host-alphabet", func(t *Token) { t.Seeds = []string{"a-z.A-Z.0-9:7300", "zZ9.Aa0:1", "0:65535"} }},
 		{"name-alphabet", func(t *Token) { t.Name = "a-z0-9" }},
 		{"next-ca", func(t *Token) { t.NextCA = pki.Fingerprint{31: 1} }}, // minted during a CA rotation
+		{"seed-ids", func(t *Token) { t.SeedIDs = []string{"0123456789abcdef", "id-2", strings.Repeat("f", MaxSeedIDLen)} }},
+		{"next-ca-and-seed-ids", func(t *Token) {
+			t.NextCA = pki.Fingerprint{31: 1}
+			t.SeedIDs = []string{"a", "b", "c"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := testToken()
@@ -163,6 +168,14 @@ func TestParseTokenFailures(t *testing.T) {
 		{"corrupt/zero-secret", edit(func(b []byte) []byte { clear(b[clusterIDSize+32 : clusterIDSize+64]); return b }), codes.TokenCorrupt},
 		{"corrupt/zero-expiry", edit(func(b []byte) []byte { clear(b[clusterIDSize+64 : clusterIDSize+72]); return b }), codes.TokenCorrupt},
 		{"corrupt/negative-expiry", edit(func(b []byte) []byte { b[clusterIDSize+64] = 0x80; return b }), codes.TokenCorrupt},
+		{"corrupt/seed-ids-fewer", edit(func(b []byte) []byte { return append(b, seedIDsTag, 2, 1, 'a', 1, 'b') }), codes.TokenCorrupt},
+		{"corrupt/seed-ids-overrun", edit(func(b []byte) []byte { return append(b, seedIDsTag, 3, 1, 'a', 1, 'b', 9, 'c') }), codes.TokenCorrupt},
+		{"corrupt/seed-id-empty", edit(func(b []byte) []byte { return append(b, seedIDsTag, 3, 1, 'a', 1, 'b', 0) }), codes.TokenCorrupt},
+		{"corrupt/seed-id-bad", edit(func(b []byte) []byte { return append(b, seedIDsTag, 3, 1, 'a', 1, 'b', 1, '/') }), codes.TokenCorrupt},
+		{"corrupt/seed-ids-then-next-ca", edit(func(b []byte) []byte {
+			b = append(b, seedIDsTag, 3, 1, 'a', 1, 'b', 1, 'c', nextCATag)
+			return append(b, make([]byte, 31)...)
+		}), codes.TokenCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tok, err := ParseToken(tc.in)

@@ -43,6 +43,16 @@ type Config struct {
 	AdvertiseAddr string
 	// AdvertisePort is the port others reach this node on; 0 means BindPort.
 	AdvertisePort int
+	// Network, when not nil, gives the sockets BindAddr is bound on (a
+	// userspace overlay's); nil means the kernel's.
+	Network Network
+	// Overlay, when valid, is the network gossip rides (meshd: the
+	// cluster's overlay prefix, BindAddr the node's overlay address):
+	// members advertising an address outside it (the previous release's,
+	// on the underlay) are sent to and dialled through the kernel, never
+	// through Network or from the bound address. Nothing is received
+	// outside the bound sockets.
+	Overlay netip.Prefix
 	// Keys are the AES gossip keys (16, 24 or 32 bytes; meshd uses 32), the
 	// primary first. At least one is required: gossip is never plaintext.
 	Keys [][]byte

@@ -99,7 +99,7 @@ func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 	// Bind before serf starts goroutines (serf.Create does not stop them
 	// when memberlist then fails), so an unusable address fails here with
 	// its code.
-	tr, err := listenTransport(cfg.BindAddr, cfg.BindPort, sc.MemberlistConfig.Logger)
+	tr, err := listenTransport(cfg.Network, cfg.Overlay, cfg.BindAddr, cfg.BindPort, sc.MemberlistConfig.Logger)
 	if err != nil {
 		return nil, err
 	}

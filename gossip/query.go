@@ -51,20 +51,23 @@ func (g *Gossip) queryIn(q *serf.Query) {
 	}
 }
 
-// askRounds is how many times Ask sends its query within its timeout. A
-// serf query spreads like any broadcast: each member passes it to a few
-// random members a few times, and those may include failed or removed
-// members still in the gossip pool, so a live member can miss one query
-// (e2e.TestRemoveShowsConvergence saw a control node never get a
-// revocation query while two removed members and a cut one were in the
-// pool). Members that have not answered get the question again.
-const askRounds = 3
+// A serf query spreads like any broadcast: each member passes it to a
+// few random members a few times, and those may include failed or
+// removed members still in the gossip pool, so a live member can miss
+// one query (e2e.TestRemoveShowsConvergence saw a control node never get
+// a revocation query, and later a key rotation step's, while two removed
+// members and a cut one were in the pool). So Ask sends the query again
+// while answers are missing: askAgain after the first, then each wait
+// twice the one before, until its timeout. A rotation step that waited
+// a third of its timeout (10 s) for one lost query now waits about 1 s.
+const askAgain = time.Second
 
 // Ask asks every member (this node included) the query name with payload
 // and collects the answers by member name until timeout passes, ctx ends,
 // or done (if not nil) reports that the answers so far suffice. The query
-// goes out again at each third of timeout while answers are missing (an
-// answer must not depend on being asked once). The answers are what
+// goes out again after askAgain, then after twice as long each time,
+// while answers are missing (an answer must not depend on being asked
+// once). The answers are what
 // members sent, the last one per member; a member that did not answer is
 // simply absent.
 func (g *Gossip) Ask(ctx context.Context, name string, payload []byte, timeout time.Duration,
@@ -74,7 +77,8 @@ func (g *Gossip) Ask(ctx context.Context, name string, payload []byte, timeout t
 	}
 	deadline := time.Now().Add(timeout)
 	answers := map[string][]byte{}
-	for round := 1; round <= askRounds; round++ {
+	wait := askAgain
+	for round := 1; ; round++ {
 		left := time.Until(deadline)
 		if left <= 0 {
 			break
@@ -86,7 +90,8 @@ func (g *Gossip) Ask(ctx context.Context, name string, payload []byte, timeout t
 			}
 			return nil, fmt.Errorf("gossip query %s: %w", name, err)
 		}
-		end := time.NewTimer(left / time.Duration(askRounds-round+1))
+		end := time.NewTimer(min(wait, left))
+		wait *= 2
 		finished := collect(ctx, resp, end.C, answers, done)
 		end.Stop()
 		resp.Close()

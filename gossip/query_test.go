@@ -90,12 +90,18 @@ func TestAskAgain(t *testing.T) {
 	}()
 	t.Cleanup(func() { _ = nodes[1].g.Shutdown(); wg.Wait() })
 
-	got, err := nodes[0].g.Ask(t.Context(), "meshd-test", []byte("v9"), 3*time.Second,
+	start := time.Now()
+	got, err := nodes[0].g.Ask(t.Context(), "meshd-test", []byte("v9"), 30*time.Second,
 		func(a map[string][]byte) bool { return len(a) == 2 })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got["b"], []byte("b:again")) {
 		t.Fatalf("answers %q: b, which missed the first query, did not answer the second", got)
+	}
+	// Asked again after askAgain (1 s), not after a third of the 30 s
+	// timeout: a key rotation step lost 10 s to one missed query.
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("b's answer to the second query came %s after the first, want about %s", took, askAgain)
 	}
 }

@@ -1,6 +1,7 @@
 package gossip
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -37,48 +38,64 @@ const udpRecvBuf = 2 << 20
 const acceptBackoffMax = time.Second
 
 type transport struct {
-	tcp     *net.TCPListener
-	udp     *net.UDPConn
+	ln      net.Listener
+	udp     net.PacketConn
+	kudp    *net.UDPConn // udp when it is the kernel's: read without an allocation per packet
+	net     Network      // where udp and ln came from; dials go through it
+	overlay netip.Prefix // Config.Overlay: other addresses are reached through legacy
+	legacy  legacyNet    // the kernel's sockets for members outside the overlay (legacy.go)
 	packets chan *memberlist.Packet
 	streams chan net.Conn
 	served  streamCap // bounds the streams served at once (streamcap.go)
 	log     *log.Logger
 
-	done    chan struct{}
-	closing atomic.Bool
-	once    sync.Once
-	wg      sync.WaitGroup
+	done     chan struct{}
+	dialing  context.Context // ends at Shutdown: a dial in progress (a join) stops with it
+	stopDial context.CancelFunc
+	closing  atomic.Bool
+	once     sync.Once
+	wg       sync.WaitGroup
 }
 
 var _ memberlist.NodeAwareTransport = (*transport)(nil)
 
-// listenTransport binds addr:port for TCP and UDP and starts reading both.
+// listenTransport binds addr:port for TCP and UDP on nw (the kernel's
+// sockets when nil) and starts reading both. Addresses outside overlay
+// (when it is valid) are reached through the kernel instead (legacy.go).
 // A bind failure carries bindError's code and nothing is left open.
 // logger takes memberlist-style lines ("[ERR] memberlist: ...").
-func listenTransport(addr string, port int, logger *log.Logger) (*transport, error) {
-	ip := net.IP(netip.MustParseAddr(addr).AsSlice()) // Validate parsed it
+func listenTransport(nw Network, overlay netip.Prefix, addr string, port int, logger *log.Logger) (*transport, error) {
+	if nw == nil {
+		nw = kernelNet{}
+	}
 	hp := net.JoinHostPort(addr, fmt.Sprint(port))
-	tl, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip, Port: port})
+	tl, err := nw.Listen("tcp", hp)
 	if err != nil {
 		return nil, bindError(hp, err)
 	}
-	ul, err := net.ListenUDP("udp", &net.UDPAddr{IP: ip, Port: port})
+	ul, err := nw.ListenPacket("udp", hp)
 	if err != nil {
 		_ = tl.Close()
 		return nil, bindError(hp, err)
 	}
-	for size := udpRecvBuf; size > 0; size /= 2 {
-		if ul.SetReadBuffer(size) == nil {
-			break
-		}
-	}
 	t := &transport{
-		tcp:     tl,
+		ln:      tl,
 		udp:     ul,
+		net:     nw,
+		overlay: overlay,
 		packets: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn),
 		log:     logger,
 		done:    make(chan struct{}),
+	}
+	t.dialing, t.stopDial = context.WithCancel(context.Background())
+	if ku, ok := ul.(*net.UDPConn); ok {
+		t.kudp = ku
+		for size := udpRecvBuf; size > 0; size /= 2 {
+			if ku.SetReadBuffer(size) == nil {
+				break
+			}
+		}
 	}
 	t.wg.Go(t.readPackets)
 	t.wg.Go(t.acceptStreams)
@@ -94,7 +111,7 @@ func (t *transport) FinalAdvertiseAddr(ip string, port int) (net.IP, int, error)
 		return nil, 0, fmt.Errorf("gossip: advertise address %q: not an IP address", ip)
 	}
 	if port == 0 {
-		port = t.tcp.Addr().(*net.TCPAddr).Port
+		port = t.ln.Addr().(*net.TCPAddr).Port
 	}
 	return net.IP(a.Unmap().AsSlice()), port, nil
 }
@@ -105,18 +122,33 @@ func (t *transport) WriteTo(b []byte, addr string) (time.Time, error) {
 }
 
 // WriteToAddress implements memberlist.NodeAwareTransport: one datagram
-// to a.Addr ("ip:port"; a host name is resolved).
+// to a.Addr ("ip:port"; a host name is resolved). An address outside the
+// overlay goes out on the legacy socket.
 func (t *transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
-	if ap, err := netip.ParseAddrPort(a.Addr); err == nil {
-		_, err = t.udp.WriteToUDPAddrPort(b, ap)
-		return time.Now(), err
-	}
-	ua, err := net.ResolveUDPAddr("udp", a.Addr)
+	ap, err := netip.ParseAddrPort(a.Addr)
 	if err != nil {
-		return time.Time{}, err
+		ua, err := net.ResolveUDPAddr("udp", a.Addr)
+		if err != nil {
+			return time.Time{}, err
+		}
+		ap = ua.AddrPort()
 	}
-	_, err = t.udp.WriteTo(b, ua)
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if !t.through(ap.Addr()) {
+		return time.Now(), t.legacy.writeTo(b, ap)
+	}
+	if t.kudp != nil {
+		_, err = t.kudp.WriteToUDPAddrPort(b, ap)
+	} else {
+		_, err = t.udp.WriteTo(b, net.UDPAddrFromAddrPort(ap))
+	}
 	return time.Now(), err
+}
+
+// through reports whether a is reached through the bound sockets: every
+// address without an overlay, else the overlay's.
+func (t *transport) through(a netip.Addr) bool {
+	return !t.overlay.IsValid() || t.overlay.Contains(a)
 }
 
 // PacketCh implements memberlist.Transport. Each packet's Buf is its own.
@@ -129,8 +161,14 @@ func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 
 // DialAddressTimeout implements memberlist.NodeAwareTransport.
 func (t *transport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
-	return d.Dial("tcp", a.Addr)
+	// Over the overlay an unreachable peer sends no reset, so a dial
+	// waits out its timeout; Shutdown ends it rather than wait.
+	ctx, cancel := context.WithTimeout(t.dialing, timeout)
+	defer cancel()
+	if ap, err := netip.ParseAddrPort(a.Addr); err == nil && t.through(ap.Addr().Unmap()) {
+		return t.net.DialContext(ctx, "tcp", a.Addr)
+	}
+	return kernelNet{}.DialContext(ctx, "tcp", a.Addr)
 }
 
 // StreamCh implements memberlist.Transport.
@@ -143,8 +181,10 @@ func (t *transport) Shutdown() error {
 	t.once.Do(func() {
 		t.closing.Store(true)
 		close(t.done)
-		_ = t.tcp.Close()
+		t.stopDial()
+		_ = t.ln.Close()
 		_ = t.udp.Close()
+		t.legacy.close()
 	})
 	t.wg.Wait()
 	return nil
@@ -155,7 +195,7 @@ func (t *transport) Shutdown() error {
 func (t *transport) readPackets() {
 	buf := make([]byte, packetBufSize)
 	for {
-		n, from, err := t.udp.ReadFromUDPAddrPort(buf)
+		n, from, err := t.read(buf)
 		at := time.Now()
 		if err != nil {
 			if t.closing.Load() {
@@ -181,12 +221,25 @@ func (t *transport) readPackets() {
 	}
 }
 
+// read reads one datagram, without an allocation from the kernel's
+// socket.
+func (t *transport) read(buf []byte) (int, netip.AddrPort, error) {
+	if t.kudp != nil {
+		return t.kudp.ReadFromUDPAddrPort(buf)
+	}
+	n, from, err := t.udp.ReadFrom(buf)
+	if ua, ok := from.(*net.UDPAddr); ok {
+		return n, ua.AddrPort(), err
+	}
+	return n, netip.AddrPort{}, err
+}
+
 // acceptStreams hands each accepted TCP connection to memberlist, pausing
 // (doubling from 5 ms to acceptBackoffMax) while accepting fails.
 func (t *transport) acceptStreams() {
 	var pause time.Duration
 	for {
-		c, err := t.tcp.AcceptTCP()
+		c, err := t.ln.Accept()
 		if err != nil {
 			if t.closing.Load() || errors.Is(err, net.ErrClosed) {
 				return

@@ -2,11 +2,14 @@ package gossip
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log"
 	"net"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,7 +26,7 @@ import (
 func newTestTransport(t testing.TB) (*transport, string) {
 	t.Helper()
 	addr := takeIP(t)
-	tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	tr, err := listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +127,7 @@ func TestTransportAdvertise(t *testing.T) {
 func TestTransportShutdown(t *testing.T) {
 	a, _ := newTestTransport(t)
 	addr := takeIP(t)
-	b, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	b, err := listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +146,7 @@ func TestTransportShutdown(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown still blocked after 5 s")
 	}
-	again, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	again, err := listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatalf("port not freed by Shutdown: %v", err)
 	}
@@ -158,12 +161,12 @@ func TestTransportBindInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	_, err = listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 	if codes.Of(err) != codes.ConfigInvalid {
 		t.Fatalf("bind with the UDP port taken: %v (code %s), want %s", err, codes.Of(err), codes.ConfigInvalid)
 	}
 	_ = u.Close()
-	tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+	tr, err := listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatalf("TCP half not released after the refused bind: %v", err)
 	}
@@ -181,7 +184,7 @@ func BenchmarkTransportReceive(b *testing.B) {
 			var ch <-chan *memberlist.Packet
 			switch kind {
 			case "meshd":
-				tr, err := listenTransport(addr, DefaultPort, log.New(io.Discard, "", 0))
+				tr, err := listenTransport(nil, netip.Prefix{}, addr, DefaultPort, log.New(io.Discard, "", 0))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -285,5 +288,103 @@ func TestTransportStreamCap(t *testing.T) {
 	}
 	if got := count(); got != maxStreamsPerSource+1 {
 		t.Fatalf("after a stream ended, a new one from the same source was not served (%d served)", got)
+	}
+}
+
+// recordingNet is the kernel's sockets, counting what gossip asked of it.
+type recordingNet struct {
+	kernelNet
+	mu      sync.Mutex
+	listens []string
+	dials   []string
+}
+
+func (r *recordingNet) Listen(network, addr string) (net.Listener, error) {
+	r.mu.Lock()
+	r.listens = append(r.listens, network+" "+addr)
+	r.mu.Unlock()
+	return r.kernelNet.Listen(network, addr)
+}
+
+func (r *recordingNet) ListenPacket(network, addr string) (net.PacketConn, error) {
+	r.mu.Lock()
+	r.listens = append(r.listens, network+" "+addr)
+	r.mu.Unlock()
+	return r.kernelNet.ListenPacket(network, addr)
+}
+
+func (r *recordingNet) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	r.mu.Lock()
+	r.dials = append(r.dials, addr)
+	r.mu.Unlock()
+	return r.kernelNet.DialContext(ctx, network, addr)
+}
+
+// TestTransportOverlayAndLegacy: a transport with an overlay binds both
+// sockets through its Network; a member inside the overlay is sent to from
+// the bound address and dialled through the Network; a member outside it
+// (the previous release, gossiping on the underlay) is sent to from
+// another socket, never from the bound (overlay) address, and dialled
+// with the kernel.
+func TestTransportOverlayAndLegacy(t *testing.T) {
+	addr := takeIP(t)
+	overlay := netip.MustParsePrefix("127.78.0.0/16") // every takeIP address; 127.0.0.1 is outside
+	nw := &recordingNet{}
+	a, err := listenTransport(nw, overlay, addr, DefaultPort, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Shutdown() })
+	bound := net.JoinHostPort(addr, strconv.Itoa(DefaultPort))
+	if want := []string{"tcp " + bound, "udp " + bound}; !slices.Equal(nw.listens, want) {
+		t.Fatalf("listened %v, want %v", nw.listens, want)
+	}
+
+	inside, insideAddr := newTestTransport(t)
+	outside, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	outsideTCP, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outsideTCP.Close()
+
+	if _, err := a.WriteToAddress([]byte("legacy"), memberlist.Address{Addr: outside.LocalAddr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	_ = outside.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, from, err := outside.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "legacy" {
+		t.Fatalf("the legacy member read %q, %v", buf[:n], err)
+	}
+	if from.String() == bound {
+		t.Errorf("a datagram to a member outside the overlay left from the bound overlay address %s", from)
+	}
+	c, err := a.DialAddressTimeout(memberlist.Address{Addr: outsideTCP.Addr().String()}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if len(nw.dials) != 0 {
+		t.Errorf("a member outside the overlay was dialled through the overlay's Network: %v", nw.dials)
+	}
+
+	if _, err := a.WriteToAddress([]byte("member"), memberlist.Address{Addr: insideAddr}); err != nil {
+		t.Fatal(err)
+	}
+	if p := recvPacket(t, inside); p.From.String() != bound {
+		t.Errorf("a member inside the overlay heard from %s, want the bound address %s", p.From, bound)
+	}
+	c, err = a.DialAddressTimeout(memberlist.Address{Addr: insideAddr}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if !slices.Equal(nw.dials, []string{insideAddr}) {
+		t.Errorf("dials through the Network %v, want [%s]", nw.dials, insideAddr)
 	}
 }

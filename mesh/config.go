@@ -106,6 +106,13 @@ type Config struct {
 	// applies a change live.
 	Inbound, Outbound []FirewallRule
 
+	// GossipPort, when not 0, is the port meshd's gossip binds on the
+	// overlay address (udp and tcp): Render opens it in both directions
+	// to every holder of a cluster certificate, ahead of Inbound and
+	// Outbound, so no firewall an operator writes cuts the cluster's own
+	// membership. Nebula authenticates every packet to it.
+	GossipPort int
+
 	// Fast shortens Nebula's timers for tests: connection_alive_interval
 	// and pending_deletion_interval 2 s, lighthouse.interval 1 s.
 	Fast bool
@@ -189,6 +196,9 @@ func (c Config) validate() error {
 	}
 	if c.ListenPort < 0 || c.ListenPort > 65535 {
 		return bad("ListenPort", fmt.Sprint(c.ListenPort), "out of range 0-65535")
+	}
+	if c.GossipPort < 0 || c.GossipPort > 65535 {
+		return bad("GossipPort", fmt.Sprint(c.GossipPort), "out of range 0-65535")
 	}
 	if c.AmLighthouse && c.ListenPort == 0 {
 		return bad("ListenPort", "0", "a lighthouse needs a fixed port")

@@ -70,8 +70,11 @@
 //     run Nebula therefore run WITHOUT -race: the Makefile leaves mesh out
 //     of the -race run, and under -race those tests skip themselves (the
 //     Render and Validate tests still run).
-//   - Nebula's userspace service listens on wildcard addresses with a
-//     non-zero port only, IPv4, on the certificate's first network.
+//   - Userspace mode runs meshd's own gvisor stack on Nebula's user device
+//     (netstack.go, built as Nebula's service package builds its own),
+//     since the service package offers no UDP socket: Listen and
+//     ListenPacket bind the certificate's first network's address (or the
+//     unspecified one standing for it) at a non-zero port.
 //
 // The package holds no mutable package-level state.
 package mesh

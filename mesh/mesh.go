@@ -15,7 +15,6 @@ import (
 	"github.com/slackhq/nebula"
 	"github.com/slackhq/nebula/config"
 	"github.com/slackhq/nebula/overlay"
-	"github.com/slackhq/nebula/service"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -32,9 +31,9 @@ type Mesh struct {
 	bridge *logBridge
 	nc     *config.C
 	ctrl   *nebula.Control
-	svc    *service.Service // userspace mode only
-	self   netip.Addr       // own overlay address: first network of the certificate
-	net    netip.Prefix     // that network
+	stack  *netstack    // userspace mode only
+	self   netip.Addr   // own overlay address: first network of the certificate
+	net    netip.Prefix // that network
 	kernel bool
 	tunDev string
 	listen netip.AddrPort // configured listener; port 0 until Nebula reports the bound one
@@ -49,7 +48,7 @@ type Mesh struct {
 // Start validates c, checks its certificate against its CA and key, and
 // starts Nebula: nebula.Main with its own logrus logger bridged to log
 // (tagged component=mesh), then Control.Start, or in userspace mode
-// service.New, which starts it. Before returning it verifies the running
+// newNetstack, which starts it. Before returning it verifies the running
 // instance against c (see Verify).
 //
 // Errors carry codes.ConfigInvalid (Validate) or codes.OverlayApply. A
@@ -92,11 +91,11 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 		applied: eff, yaml: text, fp: id.fingerprint,
 	}
 	if c.Userspace {
-		svc, err := service.New(ctrl) // calls ctrl.Start
+		ns, err := newNetstack(ctrl) // calls ctrl.Start
 		if err != nil {
-			return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: userspace network stack: %w", err))
+			return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", err))
 		}
-		m.svc = svc
+		m.stack = ns
 	} else {
 		ctrl.Start()
 	}
@@ -110,6 +109,10 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)
 	return m, nil
 }
+
+// Userspace reports whether this instance runs on a userspace network
+// stack (DialContext, Listen and ListenPacket work), not a TUN device.
+func (m *Mesh) Userspace() bool { return m.stack != nil }
 
 // OverlayIP is this node's overlay address, from its certificate.
 func (m *Mesh) OverlayIP() netip.Addr { return m.self }
@@ -129,47 +132,45 @@ func (m *Mesh) udpAddr() netip.AddrPort {
 // Userspace mode only: in kernel mode the overlay is an ordinary network
 // interface, so use a net.Dialer.
 func (m *Mesh) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	svc, err := m.service()
+	ns, err := m.netstack()
 	if err != nil {
 		return nil, err
 	}
-	return svc.DialContext(ctx, network, addr)
+	return ns.dial(ctx, network, addr)
 }
 
-// Listen listens on the overlay. Userspace mode only, and as Nebula's
-// service allows it: network "tcp" or "tcp4", a wildcard address and a
-// non-zero port (":7000"). Keep calling Accept until Close: the userspace
-// stack hands each new connection over synchronously.
+// Listen listens for TCP ("tcp", "tcp4") on the overlay, at this node's
+// overlay address or the unspecified one (":7000" or "10.42.0.2:7000"),
+// port non-zero. Userspace mode only.
 func (m *Mesh) Listen(network, addr string) (net.Listener, error) {
-	svc, err := m.service()
+	ns, err := m.netstack()
 	if err != nil {
 		return nil, err
 	}
-	l, err := svc.Listen(network, addr)
-	if err != nil {
-		return nil, err
+	if network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil, fmt.Errorf("mesh: listen: network %q, want tcp", network)
 	}
-	return &onceCloseListener{Listener: l}, nil
+	return ns.listenTCP(addr)
 }
 
-func (m *Mesh) service() (*service.Service, error) {
-	if m.svc == nil {
+// ListenPacket opens a UDP socket ("udp", "udp4") on the overlay, bound
+// as Listen binds. Userspace mode only.
+func (m *Mesh) ListenPacket(network, addr string) (net.PacketConn, error) {
+	ns, err := m.netstack()
+	if err != nil {
+		return nil, err
+	}
+	if network != "udp" && network != "udp4" && network != "udp6" {
+		return nil, fmt.Errorf("mesh: listen: network %q, want udp", network)
+	}
+	return ns.listenUDP(addr)
+}
+
+func (m *Mesh) netstack() (*netstack, error) {
+	if m.stack == nil {
 		return nil, errors.New("mesh: dial and listen need userspace mode; in kernel mode use the overlay interface")
 	}
-	return m.svc, nil
-}
-
-// onceCloseListener makes Close idempotent: Nebula's listener panics on a
-// second Close.
-type onceCloseListener struct {
-	net.Listener
-	once sync.Once
-	err  error
-}
-
-func (l *onceCloseListener) Close() error {
-	l.once.Do(func() { l.err = l.Listener.Close() })
-	return l.err
+	return m.stack, nil
 }
 
 // Stop shuts the instance down. Calling it again does nothing.
@@ -184,8 +185,8 @@ func (l *onceCloseListener) Close() error {
 //
 // Userspace mode: Stop does NOT stop Nebula. In v1.10.3 stopping a
 // userspace instance closes the device pipes, Nebula's reader sees io.EOF
-// instead of os.ErrClosed and calls os.Exit(2); service.New type-asserts
-// the concrete device, so it cannot be wrapped. Stop logs a warning and
+// instead of os.ErrClosed and calls os.Exit(2); the device is Nebula's
+// concrete user device, which cannot be wrapped. Stop logs a warning and
 // returns; the instance keeps running until the process exits, and its
 // methods keep working.
 func (m *Mesh) Stop() {

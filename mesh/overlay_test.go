@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -94,6 +95,58 @@ func TestUserspaceOverlay(t *testing.T) {
 			first, sinceStart, time.Since(warm))
 	})
 
+	t.Run("udp-across-overlay", func(t *testing.T) {
+		// Gossip's packets: a UDP socket bound to b's overlay address
+		// receives a's datagram from a's overlay address, and answers it.
+		bc, err := b.ListenPacket("udp", netip.AddrPortFrom(bIP, 7001).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bc.Close()
+		ac, err := a.ListenPacket("udp", ":7001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ac.Close()
+		if _, err := a.ListenPacket("udp", netip.AddrPortFrom(bIP, 7002).String()); err == nil {
+			t.Error("a listened on b's overlay address")
+		}
+		to := &net.UDPAddr{IP: bIP.AsSlice(), Port: 7001}
+		buf := make([]byte, 64)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			if _, err := ac.WriteTo([]byte("ping"), to); err != nil {
+				t.Fatal(err)
+			}
+			_ = bc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			n, from, err := bc.ReadFrom(buf)
+			if err == nil {
+				if string(buf[:n]) != "ping" || from.(*net.UDPAddr).AddrPort().Addr().Unmap() != aIP {
+					t.Fatalf("b read %q from %v, want ping from %s", buf[:n], from, aIP)
+				}
+				if _, err := bc.WriteTo([]byte("pong"), from); err != nil {
+					t.Fatal(err)
+				}
+				_ = ac.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if n, _, err := ac.ReadFrom(buf); err != nil || string(buf[:n]) != "pong" {
+					t.Fatalf("a read %q, %v; want pong", buf[:n], err)
+				}
+				// to its own overlay address: delivered locally, as the
+				// kernel does (gossip answers its own queries)
+				if _, err := ac.WriteTo([]byte("self"), &net.UDPAddr{IP: aIP.AsSlice(), Port: 7001}); err != nil {
+					t.Fatal(err)
+				}
+				if n, _, err := ac.ReadFrom(buf); err != nil || string(buf[:n]) != "self" {
+					t.Fatalf("a read %q, %v from itself; want self", buf[:n], err)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no datagram crossed the overlay in 10 s: %v", err)
+			}
+		}
+	})
+
 	t.Run("tunnels", func(t *testing.T) {
 		tn := findTunnel(b.Tunnels(), aIP)
 		if tn == nil || tn.CertName != "a" || tn.CertFingerprint != fingerprint(t, aCert) || tn.Remote.Addr() != ip("127.0.0.1") {
@@ -101,6 +154,17 @@ func TestUserspaceOverlay(t *testing.T) {
 		}
 		if got := lh.Tunnels(); len(got) < 2 || !slices.IsSortedFunc(got, func(x, y Tunnel) int { return x.OverlayIP.Compare(y.OverlayIP) }) {
 			t.Errorf("lighthouse tunnels: %+v", got)
+		}
+		// TunnelTo reads the same host map entry (meshctl ping's path):
+		// direct, no relays; none to an address nobody holds, or to itself.
+		if one, ok := b.TunnelTo(aIP); !ok || tn == nil || one.Remote != tn.Remote || one.CertName != "a" || one.Relayed || one.Relays != nil {
+			t.Errorf("b.TunnelTo(a) = %+v, %t; want the tunnel Tunnels lists, %+v", one, ok, tn)
+		}
+		if one, ok := b.TunnelTo(overlayIP(99).Addr()); ok {
+			t.Errorf("b.TunnelTo(an unknown address) = %+v", one)
+		}
+		if one, ok := b.TunnelTo(bIP); ok {
+			t.Errorf("b.TunnelTo(itself) = %+v", one)
 		}
 	})
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 )
@@ -77,10 +78,15 @@ type nebulaLogging struct {
 	DisableTimestamp bool   `yaml:"disable_timestamp"`
 }
 
-// firewall is c's firewall as Nebula reads it; nil renders as an empty
-// list (drop everything), never as a missing key.
+// firewall is c's firewall as Nebula reads it: the gossip port's rule
+// first (Config.GossipPort), then c's rules; nil renders as an empty list
+// (drop everything), never as a missing key.
 func firewall(c Config) nebulaFirewall {
-	fw := nebulaFirewall{Outbound: slices.Clone(c.Outbound), Inbound: slices.Clone(c.Inbound)}
+	var own []FirewallRule
+	if c.GossipPort > 0 {
+		own = []FirewallRule{{Port: strconv.Itoa(c.GossipPort), Proto: "any", Host: "any"}}
+	}
+	fw := nebulaFirewall{Outbound: slices.Concat(own, c.Outbound), Inbound: slices.Concat(own, c.Inbound)}
 	if fw.Outbound == nil {
 		fw.Outbound = []FirewallRule{}
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
 	"github.com/slackhq/nebula/config"
+	"gopkg.in/yaml.v3"
+
+	"github.com/meshd/meshd/codes"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.yaml from Render")
@@ -171,6 +174,48 @@ func TestRenderRoutinesAndMTU(t *testing.T) {
 	if got := nc.GetInt("tun.mtu", 0); got != 1420 {
 		t.Errorf("tun.mtu = %d, want 1420", got)
 	}
+}
+
+// TestRenderOpensGossipPort: with GossipPort set, the gossip port is open
+// in both directions ahead of the operator's rules, even when those drop
+// everything; without it only the operator's rules are rendered.
+func TestRenderOpensGossipPort(t *testing.T) {
+	c := goldenWorker()
+	c.Inbound, c.Outbound = nil, []FirewallRule{{Port: "443", Proto: "tcp", Host: "any"}}
+	c.GossipPort = 7946
+	text, err := Render(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Firewall nebulaFirewall `yaml:"firewall"`
+	}
+	if err := yaml.Unmarshal([]byte(text), &got); err != nil {
+		t.Fatal(err)
+	}
+	gossipRule := FirewallRule{Port: "7946", Proto: "any", Host: "any"}
+	if want := []FirewallRule{gossipRule}; !slices.EqualFunc(got.Firewall.Inbound, want, ruleEqual) {
+		t.Errorf("inbound %+v, want %+v", got.Firewall.Inbound, want)
+	}
+	if want := []FirewallRule{gossipRule, c.Outbound[0]}; !slices.EqualFunc(got.Firewall.Outbound, want, ruleEqual) {
+		t.Errorf("outbound %+v, want %+v", got.Firewall.Outbound, want)
+	}
+	c.GossipPort = 0
+	if text, err = Render(c); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text, "7946") {
+		t.Errorf("GossipPort 0 rendered a gossip rule:\n%s", text)
+	}
+	c.GossipPort = 70000
+	if _, err := Render(c); codes.Of(err) != codes.ConfigInvalid {
+		t.Errorf("GossipPort 70000: %v, want %s", err, codes.ConfigInvalid)
+	}
+}
+
+func ruleEqual(a, b FirewallRule) bool {
+	return a.Port == b.Port && a.Proto == b.Proto && a.Host == b.Host && a.Group == b.Group &&
+		slices.Equal(a.Groups, b.Groups) && a.CIDR == b.CIDR
 }
 
 func TestRenderLighthouseListsNoHosts(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/slackhq/nebula"
+
 	"github.com/meshd/meshd/codes"
 )
 
@@ -24,6 +26,10 @@ type Tunnel struct {
 	CertName        string         // name in the peer's certificate
 	CertFingerprint string         // fingerprint of the peer's certificate
 	Relayed         bool           // through a relay: no direct underlay path (Remote is not valid)
+	// Relays are the overlay addresses of the relays the peer is reached
+	// through when Relayed, in Nebula's order: it sends through the first
+	// one it still has a tunnel to.
+	Relays []netip.Addr
 }
 
 // Tunnels lists the established tunnels (Nebula's main host map, not the
@@ -44,16 +50,40 @@ func (m *Mesh) Tunnels() []Tunnel {
 			continue
 		}
 		seen[h.LocalIndex] = true
-		t := Tunnel{OverlayIP: h.VpnAddrs[0], Remote: h.CurrentRemote,
-			Relayed: !h.CurrentRemote.IsValid() && len(h.CurrentRelaysToMe) > 0}
-		if h.Cert != nil {
-			t.CertName = h.Cert.Name()
-			t.CertFingerprint, _ = h.Cert.Fingerprint()
-		}
-		out = append(out, t)
+		out = append(out, tunnelOf(h))
 	}
 	slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
 	return out
+}
+
+// TunnelTo is the established tunnel to the peer at overlay address ip, as
+// Nebula's main host map has it now; false when there is none (no
+// handshake yet or only a pending one, a stopped instance, or ip itself).
+func (m *Mesh) TunnelTo(ip netip.Addr) (Tunnel, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.stopped || !ip.IsValid() {
+		return Tunnel{}, false
+	}
+	h := m.ctrl.GetHostInfoByVpnAddr(ip, false)
+	if h == nil || len(h.VpnAddrs) == 0 {
+		return Tunnel{}, false
+	}
+	return tunnelOf(*h), true
+}
+
+// tunnelOf is the Tunnel of a host map entry.
+func tunnelOf(h nebula.ControlHostInfo) Tunnel {
+	t := Tunnel{OverlayIP: h.VpnAddrs[0], Remote: h.CurrentRemote,
+		Relayed: !h.CurrentRemote.IsValid() && len(h.CurrentRelaysToMe) > 0}
+	if t.Relayed {
+		t.Relays = slices.Clone(h.CurrentRelaysToMe)
+	}
+	if h.Cert != nil {
+		t.CertName = h.Cert.Name()
+		t.CertFingerprint, _ = h.Cert.Fingerprint()
+	}
+	return t
 }
 
 // WaitTunnel makes sure a tunnel to ip is being built (starting a

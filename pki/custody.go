@@ -142,10 +142,22 @@ func ClearCAMarker(dir string) error {
 }
 
 // RemoveCADir deletes a CA directory, and whatever SaveCADir left beside
-// it, and makes the removal durable.
+// it, and makes the removal durable. The directory is first renamed
+// aside in one step, so nobody (a restart after a crash, a reader) ever
+// sees dir with some of its keys gone; a copy killed before the delete
+// is a leftover RemoveCADirLeftovers finds.
 func RemoveCADir(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
+	aside, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".new-*")
+	if err != nil {
 		return fmt.Errorf("remove CA: %w", err)
+	}
+	switch err := os.Rename(dir, filepath.Join(aside, "gone")); {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("remove CA: %w", err)
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return err
 	}
 	if err := RemoveCADirLeftovers(dir); err != nil {
 		return err

@@ -164,3 +164,38 @@ func dirExists(d string) bool {
 	_, err := os.Stat(d)
 	return err == nil
 }
+
+// TestRemoveCADirAllOrNothing: a reader racing RemoveCADir sees the
+// directory whole or not at all, never with some keys gone (a restart
+// after a crash mid-delete would find half a CA; an e2e check once read
+// the directory between two unlinks).
+func TestRemoveCADirAllOrNothing(t *testing.T) {
+	ca, err := NewCA("test", netip.MustParsePrefix("10.77.0.0/16"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		dir := filepath.Join(t.TempDir(), "ca")
+		if err := SaveCADir(dir, ca, "n1"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- RemoveCADir(dir) }()
+		for running := true; running; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				running = false
+			default:
+			}
+			if !dirExists(dir) {
+				continue
+			}
+			if _, _, err := LoadCAKeys(dir); err != nil && dirExists(dir) {
+				t.Fatalf("round %d: the directory is there but its keys do not load: %v", i, err)
+			}
+		}
+	}
+}

@@ -92,6 +92,7 @@ func TestTokenSingleUseAcrossControlNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	parsed.Seeds[0], parsed.Seeds[1] = parsed.Seeds[1], parsed.Seeds[0]
+	parsed.SeedIDs[0], parsed.SeedIDs[1] = parsed.SeedIDs[1], parsed.SeedIDs[0] // each seed keeps its node id
 	viaC2, err := parsed.Encode()
 	if err != nil {
 		t.Fatal(err)

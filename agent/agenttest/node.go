@@ -31,6 +31,10 @@ type Node struct {
 	fileMu sync.Mutex
 	file   config.File
 	logs   *syncBuffer
+	// gate is told what meshd tells systemd (READY, STOPPING), once
+	// Signal set it.
+	gateMu sync.Mutex
+	gate   func(state string)
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -84,7 +88,7 @@ func TestConfig(ip, stateDir, socket string) config.File {
 func (n *Node) Start(t testing.TB) {
 	t.Helper()
 	a, err := agent.New(n.cfg, agent.Deps{Log: n.cfg.NewLogger(n.logs, true),
-		Now: n.Clock.Now, Version: "test", ReadConfig: func() (config.File, error) {
+		Now: n.Clock.Now, Version: "test", Notify: n.notify, ReadConfig: func() (config.File, error) {
 			n.fileMu.Lock()
 			defer n.fileMu.Unlock()
 			return n.file, nil
@@ -118,6 +122,39 @@ func (n *Node) Stop(t testing.TB) {
 		t.Errorf("%s did not stop within 20s", n.Name)
 	}
 	n.cancel = nil
+}
+
+// Signal stops the agent as SIGTERM does (cancels Run's context) and
+// holds it once it has begun stopping (it told systemd STOPPING) until
+// release is called; wait waits for Run to return, as Stop does.
+func (n *Node) Signal(t testing.TB) (release, wait func()) {
+	t.Helper()
+	stopping, held := make(chan struct{}), make(chan struct{})
+	n.gateMu.Lock()
+	n.gate = func(state string) {
+		if state == "STOPPING" {
+			close(stopping)
+			<-held
+		}
+	}
+	n.gateMu.Unlock()
+	n.cancel()
+	select {
+	case <-stopping:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not begin stopping within 20s", n.Name)
+	}
+	return func() { close(held) }, func() { n.Stop(t) }
+}
+
+// notify is the agent's Deps.Notify: the gate Signal sets, if any.
+func (n *Node) notify(state string) {
+	n.gateMu.Lock()
+	g := n.gate
+	n.gateMu.Unlock()
+	if g != nil {
+		g(state)
+	}
 }
 
 // SetConfigFile edits what the agent's next reload reads as its config

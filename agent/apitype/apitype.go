@@ -90,7 +90,7 @@ type Warning struct {
 
 // Status is GET /v0/status.
 type Status struct {
-	State     string `json:"state"` // "starting", "unjoined", "running", "refused"
+	State     string `json:"state"` // "starting", "unjoined", "running", "refused", "stopping"
 	Version   string `json:"version"`
 	Cluster   string `json:"cluster,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -140,6 +140,10 @@ type Overlay struct {
 	CertExpires     time.Time `json:"cert_expires"`
 	Tunnels         []Tunnel  `json:"tunnels"`
 	Error           *Error    `json:"error,omitempty"` // the last refused reload, if any
+	// Unreachable are the members this node cannot reach over the
+	// overlay by its own probes (pair health: several in a row failed),
+	// though gossip may show them alive; sorted, absent when none.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // Tunnel is one established Nebula tunnel.
@@ -155,6 +159,19 @@ type Tunnel struct {
 type TunnelMap struct {
 	Edges []TunnelEdge `json:"edges"`
 	Nodes []TunnelNode `json:"nodes"` // every active node, with why it has no report
+	// Broken are the pairs of active nodes one end (or both) reports it
+	// cannot reach the other over the overlay by its own probes; absent
+	// when none (and from nodes that do not report it yet).
+	Broken []TunnelBreak `json:"broken,omitempty"`
+}
+
+// TunnelBreak is a broken pair: A and B (A < B) are both active and not
+// down in gossip, and From (A, B or both) report the other end
+// unreachable over the overlay.
+type TunnelBreak struct {
+	A    string   `json:"a"`
+	B    string   `json:"b"`
+	From []string `json:"from"`
 }
 
 // TunnelEdge is a tunnel between nodes A and B (A < B), as seen from one
@@ -181,6 +198,9 @@ type TunnelNode struct {
 	ReportedAt time.Time `json:"reported_at,omitzero"`
 	Tunnels    int       `json:"tunnels"`           // its tunnels in Edges (none to a dead node)
 	Problem    string    `json:"problem,omitempty"` // e.g. "no answer: ..."
+	// Unreachable are the active members it reports it cannot reach
+	// over the overlay (its own probes; Broken has the pairs).
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // Gossip is this node's membership view in GET /v0/status.
@@ -221,6 +241,11 @@ type Node struct {
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	// Groups are the node groups it was admitted with (`admit --group`).
 	Groups []string `json:"groups,omitempty"`
+	// UnreachableFrom are the members that report they cannot reach this
+	// node over the overlay by their own probes (pair health; a control
+	// node's tunnel view), though gossip may show it alive; absent when
+	// none or unknown.
+	UnreachableFrom []string `json:"unreachable_from,omitempty"`
 }
 
 // RemoveRequest is POST /v0/nodes/{name}/remove's optional body.
@@ -351,6 +376,10 @@ type AdmitResponse struct {
 	Approve bool `json:"approve,omitempty"`
 	// Groups are the node groups the token admits the node into.
 	Groups []string `json:"groups,omitempty"`
+	// Seeds are the enroll endpoints the token names, in the order a
+	// joiner tries them (each token starts at a control node its hash
+	// picks).
+	Seeds []string `json:"seeds,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.

@@ -24,7 +24,8 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 	m.AmLighthouse = role == pki.RoleControl
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
 	m.Routines = c.OverlayRoutines
-	c.Policy().Apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
+	m.GossipPort = c.Ports.Gossip // gossip rides the overlay: its port stays open whatever the firewall says
+	c.Policy().Apply(&m)          // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never
 	// advertises loopback addresses, so on loopback it advertises nothing
 	// and lighthouses use the address they observe.
@@ -57,6 +58,16 @@ func (c File) EnrollConfig() enroll.ServerConfig {
 	e := enroll.DefaultServerConfig()
 	e.MaxSkew = c.MaxClockSkew
 	return e
+}
+
+// FitnessEvery is how often a node checks that its state dir takes a
+// write and, on a control node, compares its clock with the other control
+// nodes' (agent/fitness): 5 s, 500 ms with fast timers.
+func (c File) FitnessEvery() time.Duration {
+	if c.Timers == TimersFast {
+		return 500 * time.Millisecond
+	}
+	return 5 * time.Second
 }
 
 // PortLimits are port 7300's limits: the defaults, with room to answer a

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -33,6 +34,11 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	role, err := pki.ParseRole(req.Role)
 	if err != nil {
 		return nil, err
+	}
+	// A clock off from the other control nodes' would stamp the token's
+	// life on it: its expiry would be wrong everywhere else.
+	if _, untrusted := p.hooks.Clock(); untrusted != nil {
+		return nil, untrusted
 	}
 	ttl := req.TTL
 	if ttl == 0 {
@@ -71,13 +77,19 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, err
 	}
-	now := p.now().UTC().Truncate(time.Second)
+	at := p.now().UTC()
+	now := at.Truncate(time.Second)
+	// Each token starts its seed list at another control node (picked by
+	// its hash): a joiner stops at the first seed that answers, and when
+	// every token listed the same first seed, one sick control node
+	// answered every join (issue 28).
+	seeds, seedIDs := p.seedNodes(spreadKey(secret.Hash()))
 	rec := enroll.TokenRecord{
 		Hash: secret.Hash(), Name: req.Name, Role: role, Addr: req.Addr,
 		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID, Approve: req.Approve,
-		Groups: req.Groups,
+		Groups: req.Groups, SeedIDs: seedIDs,
 	}
-	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: p.Seeds(), Name: req.Name,
+	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: seeds, SeedIDs: seedIDs, Name: req.Name,
 		Role: role, Expires: rec.Expires, Secret: secret}
 	if r := cluster.Rotation; r != nil { // a CA rotation: the token pins both CAs
 		if tok.NextCA, err = pki.ParseFingerprint(r.NextCAFingerprint); err != nil {
@@ -88,24 +100,46 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, fmt.Errorf("encode token: %w", err)
 	}
-	if err := p.Write(ctx, &state.MintToken{Record: rec, Actor: actor}); err != nil {
+	if err := p.Write(ctx, &state.MintToken{Record: rec, Actor: actor, At: at}); err != nil {
+		return nil, err
+	}
+	if err := p.checkSeedsStayed(ctx, rec); err != nil {
 		return nil, err
 	}
 	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
 		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "groups", strings.Join(req.Groups, ","), "actor", actor)
 	return &apitype.AdmitResponse{
 		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
-		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups,
+		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups, Seeds: seeds,
 	}, nil
 }
 
 // Seeds are the enroll endpoints of every active control node.
 func (p *Plane) Seeds() []string {
-	var out []string
+	seeds, _ := p.seedNodes(0)
+	return seeds
+}
+
+// spreadKey is where a token's seed list starts (seedNodes): four bytes of
+// its hash, which no one can choose.
+func spreadKey(h enroll.TokenHash) uint32 { return binary.BigEndian.Uint32(h[:4]) }
+
+// seedNodes are Seeds and, in the same order, those nodes' ids: a token
+// names both (enroll.Token.SeedIDs), at most enroll.MaxSeeds, starting at
+// the (start modulo their number)-th in raft's order.
+func (p *Plane) seedNodes(start uint32) (seeds, ids []string) {
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.Role == pki.RoleControl && n.State == state.NodeActive && n.EnrollAddr != "" {
-			out = append(out, n.EnrollAddr)
+			seeds, ids = append(seeds, n.EnrollAddr), append(ids, n.ID)
 		}
 	}
-	return out
+	if len(seeds) == 0 {
+		return nil, nil
+	}
+	k := int(start % uint32(len(seeds)))
+	seeds, ids = rotated(seeds, k), rotated(ids, k)
+	if len(seeds) > enroll.MaxSeeds {
+		seeds, ids = seeds[:enroll.MaxSeeds], ids[:enroll.MaxSeeds]
+	}
+	return seeds, ids
 }

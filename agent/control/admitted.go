@@ -44,7 +44,7 @@ func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]
 		ips = []netip.Addr{u.Unmap()}
 	}
 	return ca.SignTLS(pki.LeafRequest{CSR: req.CSR, Name: n.Name, NodeID: n.ID, Role: n.Role, IPs: ips,
-		Lifetime: p.cfg.tlsLifetime()}, p.now())
+		Lifetime: p.cfg.tlsLifetime()}, p.clusterNow())
 }
 
 // signAdmittedNebula signs the Nebula host certificate of the joining node
@@ -58,7 +58,7 @@ func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) 
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
 	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: p.cfg.NebulaLifetime}, p.now())
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: p.cfg.NebulaLifetime}, p.clusterNow())
 }
 
 // admittedFor returns the record of the joining node req names and the

@@ -128,15 +128,25 @@ func (p *Plane) Restore(ctx context.Context, sealed, passphrase []byte, actor st
 	return out, nil
 }
 
-// holderLost refuses (codes.CAHolderAlive) while the holder on record is
-// alive or suspect in gossip, or answers over the internal API.
+// holderLost refuses (codes.CAHolderAlive) while the holder on record
+// answers a direct probe of its overlay address (Nebula authenticates the
+// answer with the holder's certificate) or answers over the internal
+// API. Gossip's view is not asked: a member that was taken can make
+// gossip show a stopped holder alive (issue 27), and the record, not the
+// keys, says who signs, so a holder that comes back after a restore
+// stops signing.
 func (p *Plane) holderLost(ctx context.Context, id string) error {
 	n, ok := p.raft.FSM().Node(id)
 	if !ok {
 		return nil
 	}
-	if st := p.hooks.Gossip()[n.Name]; st == "alive" || st == "suspect" {
-		return codes.Wrap(codes.CAHolderAlive, fmt.Errorf("%s is %s in gossip", n.Name, st))
+	if n.OverlayIP.IsValid() {
+		rctx, cancel := context.WithTimeout(ctx, reachBound)
+		err := p.hooks.Reach(rctx, n.OverlayIP)
+		cancel()
+		if err == nil {
+			return codes.Wrap(codes.CAHolderAlive, fmt.Errorf("%s answers at its overlay address %s", n.Name, n.OverlayIP))
+		}
 	}
 	if n.EnrollAddr != "" {
 		cctx, cancel := context.WithTimeout(ctx, reachTimeout)

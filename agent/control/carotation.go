@@ -168,7 +168,9 @@ func (p *Plane) handleCABundle(w http.ResponseWriter, r *http.Request, _ Caller)
 }
 
 // caLaggers are the active records whose node does not report what the
-// phase needs, as "NAME (why)": in phase trust, the trust bundles want;
+// phase needs, as "NAME (why)", a report counting only with its signature
+// by the node's recorded TLS key (a member that was taken can gossip in
+// another node's name: issue 27): in phase trust, the trust bundles want;
 // in phase reissue, TLS leaf and Nebula cert issued by the next CA. Every
 // active record counts, alive or not: a node that missed the bundle could
 // not reach a control node whose leaf was reissued.
@@ -192,6 +194,10 @@ func (p *Plane) caLaggers(c state.Cluster) []string {
 		rep, ok := reports[n.Name]
 		if !ok || rep.ID != n.ID || rep.CA == "" {
 			out = append(out, n.Name+" (no report)")
+			continue
+		}
+		if !rep.Legacy && !attested(n, pki.AttestCA, []byte(n.ID), CAStatement(rep.CA), rep.CASig) {
+			out = append(out, n.Name+" (report not signed by its key)")
 			continue
 		}
 		parts := strings.Split(rep.CA, ".")

@@ -256,3 +256,47 @@ func TestRotateCAOnFollower(t *testing.T) {
 		t.Fatal("the origin took the leadership back; the test proves nothing")
 	}
 }
+
+// TestCAReportsNeedSignature is issue 27's attack on the CA rotation: a
+// member taken by an attacker can gossip in w1's name (another node's
+// overlay address, tags of its choice), and so "report" that w1 runs
+// the next CA's certificates. A report counts only with w1's signature
+// by the TLS key its record holds; one signed by another member's key,
+// or not signed, leaves w1 a laggard. The previous release (Legacy: it
+// gossips off the overlay) signs nothing and counts as it did.
+func TestCAReportsNeedSignature(t *testing.T) {
+	c, origin := newCluster(t)
+	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
+	honest := runsRecord(origin)
+	cl, _ := origin.p.Raft().FSM().Cluster()
+	for _, tc := range []struct {
+		name string
+		edit func(r *KeyReport)
+		want []string
+	}{
+		{"signed by w1", func(*KeyReport) {}, nil},
+		{"signed by origin's key", func(r *KeyReport) {
+			r.CASig = c.attest(t, "origin", pki.AttestCA, []byte(r.ID), CAStatement(r.CA))
+		}, []string{"w1 (report not signed by its key)"}},
+		{"signature of another report", func(r *KeyReport) {
+			r.CASig = c.attest(t, "w1", pki.AttestCA, []byte(r.ID), CAStatement("00000000.-.-"))
+		}, []string{"w1 (report not signed by its key)"}},
+		{"not signed", func(r *KeyReport) { r.CASig = []byte{} }, []string{"w1 (report not signed by its key)"}},
+		{"previous release", func(r *KeyReport) { r.CASig, r.Legacy = []byte{}, true }, nil},
+	} {
+		origin.hooks.mu.Lock()
+		origin.hooks.reports = func() []KeyReport {
+			r := honest()
+			for i := range r {
+				if r[i].Name == "w1" {
+					tc.edit(&r[i])
+				}
+			}
+			return r
+		}
+		origin.hooks.mu.Unlock()
+		if got := origin.p.caLaggers(cl); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: laggers %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -35,9 +35,10 @@ func (c Config) joinBound() time.Duration {
 // node promoted to voter, gossip alive, a lighthouse reached) it asks a
 // control node in seeds to record it active. The confirmation is
 // repeatable (a second one is a no-op), so an answer that only says no
-// leader could be reached (codes.NoLeader, or no seed answered) is asked
-// again, of the next seed first, until ctx ends; any other answer is
-// final. Found by e2e.TestJoinBurst50 with both cores busy: a follower
+// leader could be reached (codes.NoLeader, or no seed answered), or that
+// the seed cannot serve now (codes.SeedUnfit: its disk fails, so its raft
+// cannot keep up), is asked again, of the next seed first, until ctx
+// ends; any other answer is final. Found by e2e.TestJoinBurst50 with both cores busy: a follower
 // whose read index did not come back within 5 s answered NoLeader, and
 // the join failed (JoinUnconfirmed) 8 s in, with 22 s of its
 // confirmation time left.
@@ -45,7 +46,7 @@ func (c *Client) ConfirmJoin(ctx context.Context, seeds []string, nodeID string)
 	backoff := 50 * time.Millisecond
 	for k := 0; ; k++ {
 		err := c.PostSeeds(ctx, rotated(seeds, k), PathConfirm, NodeRef{NodeID: nodeID}, nil)
-		if !retryable(err) {
+		if !retryable(err) && codes.Of(err) != codes.SeedUnfit {
 			return err
 		}
 		select {
@@ -135,23 +136,27 @@ func confirmRule(p *Plane, _ Caller, cmd state.Command) error {
 func failJoinRule(p *Plane, _ Caller, cmd state.Command) error {
 	f := cmd.(state.FailJoin)
 	n, ok := p.raft.FSM().Node(f.NodeID)
-	if !ok || n.State != state.NodeJoining || p.now().Sub(n.Created) < p.cfg.joinBound() {
+	now := p.now()
+	p.joinAges.observe(p.raft.FSM().Nodes(), now)
+	if !ok || n.State != state.NodeJoining || p.joinAges.age(n.ID, now) < p.cfg.joinBound() {
 		return fmt.Errorf("node %s is not a join past its bound", f.NodeID)
 	}
 	return nil
 }
 
-// FailStaleJoins runs on the raft leader (elsewhere it does nothing): every
-// node still joining bound after its admission (by now, the leader's
-// clock) is recorded failed, with its cause. The time travels in the
+// FailStaleJoins times every joining node on this node's clock
+// (joinAges) and, on the raft leader only, records each one seen joining
+// for bound or longer failed, with its cause. The time travels in the
 // command.
 func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Duration) int {
+	nodes := p.raft.FSM().Nodes()
+	p.joinAges.observe(nodes, now)
 	if !p.raft.IsLeader() {
 		return 0
 	}
 	failed := 0
-	for _, n := range p.raft.FSM().Nodes() {
-		if n.State != state.NodeJoining || now.Sub(n.Created) < bound {
+	for _, n := range nodes {
+		if n.State != state.NodeJoining || p.joinAges.age(n.ID, now) < bound {
 			continue
 		}
 		cause := joinFailCause(n, p.raft.IsVoter(n.ID), bound)
@@ -193,8 +198,9 @@ func joinFailCause(n state.Node, voter bool, bound time.Duration) string {
 	}
 }
 
-// watchJoins runs the leader's sweep of stale joins until stop, at a
-// quarter of bound, so a join fails at most 1.25 bounds after its
+// watchJoins runs the sweep of stale joins until stop, at a quarter of
+// bound, on every control node (each times the joins it sees; the leader
+// fails the stale ones), so a join fails at most 1.5 bounds after its
 // admission. It takes bound and the clock once, from New: nothing it
 // reads is changed after.
 func (p *Plane) watchJoins(stop <-chan struct{}, bound time.Duration, now func() time.Time) {

@@ -187,4 +187,12 @@ func TestConfirmJoinRetriesNoLeader(t *testing.T) {
 		t.Fatal("the seed out of touch was never asked")
 	}
 	waitState(t, origin, nodeID, state.NodeActive)
+
+	// A seed whose disk fails answers SeedUnfit: asked again, of the next
+	// seed (a confirmation is repeatable).
+	answer.Store(codes.SeedUnfit)
+	before = asked.Load()
+	if err := cl.ConfirmJoin(within(t, 10*time.Second), []string{cutAddr, origin.addr}, nodeID); err != nil || asked.Load() == before {
+		t.Fatalf("confirm with a first seed answering SeedUnfit: %v (asked it: %v)", err, asked.Load() != before)
+	}
 }

@@ -49,7 +49,12 @@ type hooks struct {
 	versions map[string]string
 	keyNotes int                // NotifyKeys calls
 	reports  func() []KeyReport // what gossip members report; nil: none
-	tunnels  []apitype.Tunnel   // this node's Nebula tunnels
+	// sign signs a report's CA report with the TLS key of the node it
+	// names, as that node does (a report that has a CASig keeps it).
+	sign    func(KeyReport) []byte
+	tunnels []apitype.Tunnel // this node's Nebula tunnels
+	// unreachable are the members this node's probes cannot reach.
+	unreachable []string
 }
 
 func (h *hooks) hooks() Hooks {
@@ -86,6 +91,12 @@ func (h *hooks) hooks() Hooks {
 			defer h.mu.Unlock()
 			return h.tunnels
 		},
+		Unreachable: func() []string {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return h.unreachable
+		},
+		Reach: func(context.Context, netip.Addr) error { return nil }, // every member answers through the overlay
 		KeyReports: func() []KeyReport {
 			h.mu.Lock()
 			f := h.reports
@@ -93,7 +104,13 @@ func (h *hooks) hooks() Hooks {
 			if f == nil {
 				return nil
 			}
-			return f()
+			out := f()
+			for i, r := range out {
+				if r.CA != "" && r.CASig == nil {
+					out[i].CASig = h.sign(r)
+				}
+			}
+			return out
 		},
 	}
 }
@@ -132,6 +149,24 @@ type testCluster struct {
 	promote   time.Duration // every member's PromoteTimeout
 	keyStep   time.Duration // every member's KeyStepTimeout (0: the default)
 	joinBound time.Duration // every member's JoinBound (0: the default)
+	tlsKeys   sync.Map      // node name -> its TLS private key (PEM), to sign what it states (pki.Attest)
+	// nows are members' clocks by name (Deps.Now), set before start;
+	// time.Now for a member not in it.
+	nows map[string]func() time.Time
+}
+
+// attest is name's signature, with its TLS key, of statement (kind, nonce).
+func (c *testCluster) attest(t *testing.T, name, kind string, nonce, statement []byte) []byte {
+	t.Helper()
+	k, ok := c.tlsKeys.Load(name)
+	if !ok {
+		t.Fatalf("no TLS key for %s", name)
+	}
+	sig, err := (&pki.Identity{Key: k.([]byte)}).Attest(kind, nonce, statement)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
 }
 
 // freePort reserves a loopback port number (closed again; the caller
@@ -154,6 +189,7 @@ func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.I
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.tlsKeys.Store(name, keys.TLSKeyPEM)
 	c.nextIP++
 	ip := pkitest.IP(c.nextIP)
 	var ips []netip.Addr
@@ -213,11 +249,18 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 			t.Fatal(err)
 		}
 	}
-	h := &hooks{}
+	h := &hooks{sign: func(r KeyReport) []byte {
+		k, ok := c.tlsKeys.Load(r.Name)
+		if !ok {
+			return nil
+		}
+		sig, _ := (&pki.Identity{Key: k.([]byte)}).Attest(pki.AttestCA, []byte(r.ID), CAStatement(r.CA))
+		return sig
+	}}
 	logs := &logRecorder{}
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
 		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir, BackupWorkFactor: testWorkFactor},
-		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks()})
+		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks(), Now: c.nows[name]})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +321,7 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 	origin := state.Node{ID: o.nodeID, Name: o.name, Role: pki.RoleControl, State: state.NodeActive,
 		Underlay: host, EnrollAddr: o.addr, RaftAddr: o.raftAddr, OverlayIP: pkitest.IP(1).Addr(),
 		TLSFingerprint: leafFingerprint(t, o.id.Cert), NebulaFingerprint: "neb-origin"}
+	origin.TLSPublicKey, _ = pki.PublicKeyDER(o.id.Cert) // what it signs its reports with (pki.Attest)
 	if edit != nil {
 		edit(c, &origin)
 	}
@@ -340,6 +384,7 @@ func (c *testCluster) enrollLeaf(t *testing.T, via *member, name string, role pk
 			t.Fatal(err)
 		}
 	}
+	c.tlsKeys.Store(name, keys.TLSKeyPEM)
 	nodeID := "id-" + name
 	resp, err := enrollServer(via, nodeID).Enroll(ctx, enrollRequest(h, name, keys, ports), netip.MustParseAddr("127.0.0.1"))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // PathGossipKeys is where a member fetches the cluster's gossip keyring
@@ -40,11 +41,17 @@ type GossipKeys struct {
 
 // KeyReport is what one gossip member reports about itself: its status as
 // this node's gossip sees it, and the KeyringID it runs (from its tags).
+// Only the CA report is signed (CASig); the rest are hints.
 type KeyReport struct {
 	Name, ID string
 	Alive    bool
 	Keyring  string
 	CA       string // the member's "ca" tag: CAReport of what it runs (CA rotation)
+	CASig    []byte // the member's pki.Attest of CA (kind pki.AttestCA, nonce its node id)
+	// Legacy is a member gossiping from outside the overlay: the previous
+	// release, which signs nothing; its tags and answers are taken as
+	// they were.
+	Legacy bool
 }
 
 // KeyringQueryName is the gossip query a rotation asks every member
@@ -55,11 +62,16 @@ type KeyReport struct {
 // after the members already see the tag).
 const KeyringQueryName = "meshd-keyring"
 
-// KeyringQuery is the keyring query's payload (Keyring set) and a
-// member's answer (Keyring and the member's node ID).
+// KeyringQuery is the keyring query's payload (Keyring and a fresh
+// Nonce) and a member's answer (Keyring, the member's node ID, and Sig:
+// its pki.Attest of KeyringStatement, kind pki.AttestKeyring, bound to
+// the nonce). The previous release asks without a nonce and answers
+// without a signature.
 type KeyringQuery struct {
 	Keyring string `json:"kr"`
 	ID      string `json:"id,omitempty"`
+	Nonce   []byte `json:"n,omitempty"`
+	Sig     []byte `json:"sig,omitempty"`
 }
 
 // KeyRotation is the outcome of a rotation.
@@ -142,9 +154,11 @@ func (p *Plane) awaitKeyStep(ctx context.Context, step state.KeyStep, want strin
 	defer poll.Stop()
 	answered := p.askKeyring(ctx, want, timeout)
 	defer answered.stop()
+	reach := newReachCache(ctx, p.hooks.Reach, p.log)
+	defer reach.wait()
 	lastNotify := time.Time{}
 	for {
-		done, lagging := p.keyLaggers(want, answered.get())
+		done, lagging := p.keyLaggers(want, answered.nonce, answered.get(), reach)
 		if len(lagging) == 0 {
 			return done, nil
 		}
@@ -167,26 +181,27 @@ func (p *Plane) awaitKeyStep(ctx context.Context, step state.KeyStep, want strin
 	}
 }
 
-// keyAnswers are the answers to one keyring query: node ID by member
-// name, of the members that answered they run the asked keyring.
+// keyAnswers are the answers to one keyring query by member name, of the
+// members that answered they run the asked keyring.
 type keyAnswers struct {
+	nonce   []byte
 	mu      sync.Mutex
-	ids     map[string]string
+	got     map[string]KeyringQuery
 	changed chan struct{} // a new answer came (buffered 1)
 	stop    func()        // ends the query and waits for it
 }
 
-func (a *keyAnswers) get() map[string]string {
+func (a *keyAnswers) get() map[string]KeyringQuery {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return maps.Clone(a.ids)
+	return maps.Clone(a.got)
 }
 
 // askKeyring asks every member, over gossip, to answer once it runs
 // keyring want, collecting answers until bound passes or stop is called.
 func (p *Plane) askKeyring(ctx context.Context, want string, bound time.Duration) *keyAnswers {
-	a := &keyAnswers{ids: map[string]string{}, changed: make(chan struct{}, 1)}
-	payload, _ := json.Marshal(KeyringQuery{Keyring: want})
+	a := &keyAnswers{nonce: newQueryNonce(), got: map[string]KeyringQuery{}, changed: make(chan struct{}, 1)}
+	payload, _ := json.Marshal(KeyringQuery{Keyring: want, Nonce: a.nonce})
 	qctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -197,10 +212,10 @@ func (p *Plane) askKeyring(ctx context.Context, want string, bound time.Duration
 			defer a.mu.Unlock()
 			for from, b := range answers {
 				var got KeyringQuery
-				if _, ok := a.ids[from]; ok || json.Unmarshal(b, &got) != nil || got.Keyring != want || got.ID == "" {
+				if _, ok := a.got[from]; ok || json.Unmarshal(b, &got) != nil || got.Keyring != want || got.ID == "" {
 					continue
 				}
-				a.ids[from] = got.ID
+				a.got[from] = got
 				select {
 				case a.changed <- struct{}{}:
 				default:
@@ -217,12 +232,18 @@ func (p *Plane) askKeyring(ctx context.Context, want string, bound time.Duration
 }
 
 // keyLaggers are the live members with an active record that do not
-// report want yet (by name), and how many do. A member reports want in
-// its gossip tags, or by answering the keyring query (answered: node ID
-// by member name). A member counts only if its id and name match an
-// active record: a removed node, or one with no record, cannot hold a
-// rotation up, nor stand in for another.
-func (p *Plane) keyLaggers(want string, answered map[string]string) (int, []string) {
+// report want yet (by name), and how many do. A member reports want by
+// answering the keyring query (answered, by member name) with its
+// signature, checked against its record's TLS key (attested). A member is
+// waited for while gossip shows it alive and a direct probe of its
+// record's overlay address does not find it down (reach): a member taken
+// by an attacker can make gossip show another, stopped, node alive, but
+// cannot answer for that node's overlay address (issue 27). A member
+// counts only if its id and name match an active record: a removed node,
+// or one with no record, cannot hold a rotation up, nor stand in for
+// another. A member on the previous release (KeyReport.Legacy) signs
+// nothing: its answer or its tag counts as it did.
+func (p *Plane) keyLaggers(want string, nonce []byte, answered map[string]KeyringQuery, reach *reachCache) (int, []string) {
 	reports := p.hooks.KeyReports()
 	done := 0
 	var lagging []string
@@ -230,19 +251,24 @@ func (p *Plane) keyLaggers(want string, answered map[string]string) (int, []stri
 		if n.State != state.NodeActive {
 			continue
 		}
-		if id, ok := answered[n.Name]; ok && id == n.ID {
+		i := slices.IndexFunc(reports, func(r KeyReport) bool { return r.Name == n.Name && r.ID == n.ID })
+		legacy := i >= 0 && reports[i].Legacy
+		if a, ok := answered[n.Name]; ok && a.ID == n.ID &&
+			(legacy || attested(n, pki.AttestKeyring, nonce, KeyringStatement(n.ID, want), a.Sig)) {
 			done++
 			continue
 		}
-		i := slices.IndexFunc(reports, func(r KeyReport) bool { return r.Name == n.Name && r.ID == n.ID })
 		if i < 0 || !reports[i].Alive {
 			continue
 		}
-		if reports[i].Keyring != want {
-			lagging = append(lagging, n.Name)
+		if legacy && reports[i].Keyring == want {
+			done++
 			continue
 		}
-		done++
+		if !legacy && reach.get(n.OverlayIP) == reachDown {
+			continue
+		}
+		lagging = append(lagging, n.Name)
 	}
 	return done, lagging
 }

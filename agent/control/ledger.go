@@ -62,7 +62,16 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 		n.OverlayIP = a.OverlayIP.Addr()
 	}
 	if a.Ports.Gossip > 0 {
-		n.SerfAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Gossip))
+		// Gossip rides the overlay (DESIGN §11): the node gossips from
+		// its overlay address, which the FSM picks when the admission
+		// names none; then only the port is recorded (":7946"). Never
+		// the underlay: a record's underlay gossip address is what marks
+		// a node an earlier release admitted (GossipPeer).
+		host := ""
+		if a.OverlayIP.IsValid() {
+			host = a.OverlayIP.Addr().String()
+		}
+		n.SerfAddr = net.JoinHostPort(host, strconv.Itoa(a.Ports.Gossip))
 	}
 	n.NebulaPort = a.Ports.Nebula
 	if a.Role == pki.RoleControl && a.Ports.Control > 0 && a.Ports.Raft > 0 {
@@ -151,8 +160,8 @@ func (l *Ledger) JoinFacts(_ context.Context, r pki.Role) (enroll.JoinFacts, err
 		if n.EnrollAddr != "" {
 			f.Seeds = append(f.Seeds, n.EnrollAddr)
 		}
-		if n.SerfAddr != "" {
-			f.SerfPeers = append(f.SerfPeers, n.SerfAddr)
+		if g := GossipPeer(n.OverlayIP, n.SerfAddr); g != "" {
+			f.SerfPeers = append(f.SerfPeers, g)
 		}
 		if n.NebulaPort != 0 {
 			f.Lighthouses = append(f.Lighthouses, enroll.Lighthouse{OverlayIP: n.OverlayIP,

@@ -27,8 +27,10 @@ func TestAdmitRecordsAddresses(t *testing.T) {
 		nebula               int
 	}{
 		{"w-none", pki.RoleWorker, enroll.Ports{}, "", "", "", 0},
-		{"w-all", pki.RoleWorker, all, "127.0.0.1:7946", "", "", 4242},
-		{"c-all", pki.RoleControl, all, "127.0.0.1:7946", "127.0.0.1:7300", "127.0.0.1:7301", 4242},
+		// gossip rides the overlay: the port alone is recorded (the FSM
+		// picks the overlay address), never the underlay
+		{"w-all", pki.RoleWorker, all, ":7946", "", "", 4242},
+		{"c-all", pki.RoleControl, all, ":7946", "127.0.0.1:7300", "127.0.0.1:7301", 4242},
 		{"c-no-control", pki.RoleControl, enroll.Ports{Raft: 7301}, "", "", "", 0},
 		{"c-no-raft", pki.RoleControl, enroll.Ports{Control: 7300}, "", "", "", 0},
 	} {
@@ -75,7 +77,7 @@ func TestJoinFacts(t *testing.T) {
 	}
 	// Nodes come sorted by name: c2 before origin.
 	wantSeeds := []string{"127.0.0.1:7300", origin.addr}
-	wantSerf := []string{"127.0.0.1:7946"}                                                  // the origin's record has no gossip address
+	wantSerf := []string{c2rec.OverlayIP.String() + ":7946"}                                // on the overlay; the origin's record has no gossip address
 	wantLH := []enroll.Lighthouse{{OverlayIP: c2rec.OverlayIP, Underlay: "127.0.0.1:4242"}} // nor a Nebula port
 	if !reflect.DeepEqual(w.Seeds, wantSeeds) || !reflect.DeepEqual(w.SerfPeers, wantSerf) ||
 		!reflect.DeepEqual(w.Lighthouses, wantLH) || len(w.RaftPeers) != 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,8 +82,22 @@ type Hooks struct {
 	// (gossip.Gossip.Ask).
 	AskMembers func(ctx context.Context, name string, payload []byte, bound time.Duration,
 		done func(map[string][]byte) bool) (map[string][]byte, error)
+	// Reach probes a node's overlay address directly (a TCP connection
+	// to its gossip port, through Nebula, which authenticates the answer
+	// with that node's certificate): nil when it answers or refuses.
+	Reach func(ctx context.Context, addr netip.Addr) error
 	// Tunnels is this node's established Nebula tunnels (tunnels.go).
 	Tunnels func() []apitype.Tunnel
+	// Clock is this node's clock against the other control nodes'
+	// (clock.go): how far it runs ahead of their median, and
+	// codes.ClockUntrusted once that is past max_clock_skew.
+	Clock func() (deviation time.Duration, untrusted error)
+	// DiskFailing is the state dir's last write check failure
+	// (fitness.Disk), nil while it passes.
+	DiskFailing func() error
+	// Unreachable are the members this node cannot reach over the
+	// overlay by its own probes (pair health; nil: none or unknown).
+	Unreachable func() []string
 }
 
 // Deps are the control plane's collaborators.
@@ -94,20 +109,22 @@ type Deps struct {
 
 // Plane is a control node's control plane. Workers have none.
 type Plane struct {
-	cfg    Config
-	raft   *raftnode.Node
-	ca     atomic.Pointer[pki.CA] // this node's CA keys, if it has them; signing follows the record (heldCA)
-	client *Client
-	log    *slog.Logger
-	now    func() time.Time
-	hooks  Hooks
-	conns  *connSet      // port 7300's open connections
-	stop   chan struct{} // closed by Close: ends watchNodes and watchJoins
-	closed sync.Once
-	wg     sync.WaitGroup // goroutines the plane started (force-leave, read index rounds)
-	reads  readBatch      // a follower's read index round trips, shared (readbatch.go)
+	cfg      Config
+	raft     *raftnode.Node
+	ca       atomic.Pointer[pki.CA] // this node's CA keys, if it has them; signing follows the record (heldCA)
+	client   *Client
+	log      *slog.Logger
+	now      func() time.Time
+	hooks    Hooks
+	conns    *connSet      // port 7300's open connections
+	stop     chan struct{} // closed by Close: ends watchNodes and watchJoins
+	closed   sync.Once
+	wg       sync.WaitGroup // goroutines the plane started (force-leave, read index rounds)
+	reads    readBatch      // a follower's read index round trips, shared (readbatch.go)
+	joinAges joinAges       // how long each join has been pending, on this node's clock (joinage.go)
 
 	rotating sync.Mutex     // one gossip key rotation at a time on this node
+	keyDebt  keyDebt        // the background rotation owed for departed nodes (keysowed.go)
 	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time
 	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
 	watch    sync.WaitGroup // watchNodes, watchJoins
@@ -153,11 +170,20 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	if h.NotifyCA == nil {
 		h.NotifyCA = func() error { return nil }
 	}
+	if h.Reach == nil {
+		h.Reach = func(context.Context, netip.Addr) error { return errNoGossip }
+	}
 	if h.KeyReports == nil {
 		h.KeyReports = func() []KeyReport { return nil }
 	}
 	if h.Tunnels == nil {
 		h.Tunnels = func() []apitype.Tunnel { return nil }
+	}
+	if h.Clock == nil {
+		h.Clock = func() (time.Duration, error) { return 0, nil }
+	}
+	if h.DiskFailing == nil {
+		h.DiskFailing = func() error { return nil }
 	}
 	if h.AskMembers == nil {
 		h.AskMembers = func(context.Context, string, []byte, time.Duration, func(map[string][]byte) bool) (map[string][]byte, error) {

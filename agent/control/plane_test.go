@@ -42,7 +42,7 @@ func TestAdmitThroughFollower(t *testing.T) {
 	for _, m := range []*member{origin, c2} {
 		waitFor(t, 5*time.Second, m.name+" applies w1", func() bool {
 			n, ok := m.p.Raft().FSM().Node(id)
-			return ok && n.State == state.NodeActive && n.Role == pki.RoleWorker && n.SerfAddr == "127.0.0.1:7946"
+			return ok && n.State == state.NodeActive && n.Role == pki.RoleWorker && n.SerfAddr == ":7946"
 		})
 	}
 	n, _ := origin.p.Raft().FSM().Node(id)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
@@ -25,6 +27,41 @@ type NodeRecord struct {
 	TLSFingerprint     string `json:"tls_fingerprint,omitempty"`
 	PrevTLSFingerprint string `json:"prev_tls_fingerprint,omitempty"`
 	TLSPublicKey       []byte `json:"tls_public_key,omitempty"` // PKIX DER; renewals certify only this key
+}
+
+// GossipPeer is where the node gossips: its overlay IP at the port of its
+// recorded gossip address (NodeRecord.SerfAddr).
+func (r NodeRecord) GossipPeer() string {
+	ovl, err := netip.ParseAddr(r.OverlayIP)
+	if err != nil {
+		return ""
+	}
+	return GossipPeer(ovl, r.SerfAddr)
+}
+
+// GossipPeer is where a node with overlay address ovl and recorded gossip
+// address serf gossips: ovl at serf's port ("" without one). Gossip rides
+// the overlay (DESIGN §11). A record holds ":port" (an admission the FSM
+// picked the address for) or "overlay:port"; a record an earlier release
+// made holds the underlay address, and that release listened on every
+// address, the overlay's too.
+func GossipPeer(ovl netip.Addr, serf string) string {
+	_, port, err := net.SplitHostPort(serf)
+	if err != nil || !ovl.IsValid() || port == "" {
+		return ""
+	}
+	return net.JoinHostPort(ovl.Unmap().String(), port)
+}
+
+// LegacyGossip is the underlay address an earlier release recorded as the
+// node's gossip address (invalid when the record holds none, or its
+// overlay address: this release's records).
+func LegacyGossip(ovl netip.Addr, serf string) netip.Addr {
+	g, err := netip.ParseAddrPort(serf)
+	if err != nil || g.Addr().Unmap() == ovl.Unmap() {
+		return netip.Addr{}
+	}
+	return g.Addr().Unmap()
 }
 
 // nodeRecords are the node rows with their records' details.
@@ -85,18 +122,28 @@ func (r NodeRecord) StateOf() state.NodeState { return state.NodeState(r.State) 
 const StrictQuery = "?strict=1"
 
 // handleNodes serves the node list to a member: a worker's `meshctl
-// nodes` (from this node's state), and, with StrictQuery, the list a
-// worker takes its peers, lighthouses and control nodes from.
+// nodes` (from this node's state, with the members that cannot reach each
+// node: pairhealth.go), and, with StrictQuery, the list a worker takes its
+// peers, lighthouses and control nodes from (no tunnel view asked).
 func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
-	read := p.CaughtUp
 	if r.URL.Query().Has("strict") {
-		read = p.strictRead
+		if err := p.strictRead(r.Context()); err != nil {
+			writeError(w, err)
+			return
+		}
+		apitype.WriteJSON(w, http.StatusOK, p.nodeRecords())
+		return
 	}
-	if err := read(r.Context()); err != nil {
+	from, err := p.readWithPairs(r.Context(), p.CaughtUp)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	apitype.WriteJSON(w, http.StatusOK, p.nodeRecords())
+	recs := p.nodeRecords()
+	for i := range recs {
+		recs[i].UnreachableFrom = from[recs[i].Name]
+	}
+	apitype.WriteJSON(w, http.StatusOK, recs)
 }
 
 // Records are the FSM's node records as a worker's node list carries

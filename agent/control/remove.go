@@ -50,6 +50,9 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 	if err := p.hooks.NotifyRevoked(); err != nil {
 		p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
 	}
+	if n.Role == pki.RoleControl {
+		p.sweepSeedTokens(ctx) // its leaf stays valid: no unused token may lead a joiner to it
+	}
 	p.forceLeave(n.Name)
 	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
 	// A removed node may hold the gossip key: rotate it away.

@@ -32,7 +32,7 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 	if !ok {
 		return
 	}
-	now := p.now()
+	now := p.clusterNow() // what the certificates are signed at
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue

@@ -39,7 +39,7 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 	if p.heldCA() == nil {
 		return time.Time{}
 	}
-	now := p.now()
+	now := p.clusterNow() // what the certificates are signed at
 	cluster, _ := p.raft.FSM().Cluster()
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.TLSCert) == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // RevocationQueryName is the gossip query a removal asks every member:
@@ -24,10 +25,16 @@ const DefaultRevocationAckTimeout = 5 * time.Second
 // MaxRevocationAckTimeout caps the bound an operator may ask for.
 const MaxRevocationAckTimeout = time.Minute
 
-// RevocationQuery is the query's payload, and a member's answer: the
-// revocation list version (its length), which only grows.
+// RevocationQuery is the query's payload (Version, and a fresh Nonce),
+// and a member's answer: the revocation list version (its length, which
+// only grows), its node ID and Sig, its pki.Attest of RevokedStatement
+// bound to the nonce. The previous release asks without a nonce and
+// answers with the version alone.
 type RevocationQuery struct {
-	Version int `json:"v"`
+	Version int    `json:"v"`
+	Nonce   []byte `json:"n,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Sig     []byte `json:"sig,omitempty"`
 }
 
 // RevocationVersion is the version of the revocation list raft holds.
@@ -56,20 +63,31 @@ func (p *Plane) RemoveAndConfirm(ctx context.Context, name, actor string, bound 
 
 func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound time.Duration, actor string) *apitype.RemoveResponse {
 	version := p.RevocationVersion()
-	expect := map[string]bool{}
+	expect := map[string]state.Node{}
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State == state.NodeActive && n.ID != removed.ID && n.Name != removed.Name {
-			expect[n.Name] = true
+			expect[n.Name] = n
 		}
 	}
+	legacy := map[string]bool{} // the previous release signs nothing (KeyReport.Legacy)
+	for _, r := range p.hooks.KeyReports() {
+		legacy[r.Name] = r.Legacy
+	}
 	resp := &apitype.RemoveResponse{Name: removed.Name, Version: version, Bound: bound, Acked: []string{}, Pending: []string{}}
-	payload, _ := json.Marshal(RevocationQuery{Version: version})
+	nonce := newQueryNonce()
+	payload, _ := json.Marshal(RevocationQuery{Version: version, Nonce: nonce})
 	start := time.Now()
 	acked := map[string]bool{}
 	done := func(answers map[string][]byte) bool {
 		for from, b := range answers {
 			var a RevocationQuery
-			if !expect[from] || acked[from] || json.Unmarshal(b, &a) != nil || a.Version < version {
+			n, ok := expect[from]
+			if !ok || acked[from] || json.Unmarshal(b, &a) != nil || a.Version < version {
+				continue
+			}
+			// Signed by the member's recorded key: nobody acknowledges
+			// for another node (issue 27).
+			if !legacy[from] && (a.ID != n.ID || !attested(n, pki.AttestRevoked, nonce, RevokedStatement(n.ID, a.Version), a.Sig)) {
 				continue
 			}
 			acked[from] = true

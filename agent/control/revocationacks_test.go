@@ -16,8 +16,9 @@ import (
 
 // TestRemoveAndConfirm: after the removal is recorded, the members are
 // asked for the revocation list version that holds it; an answer for that
-// version counts, one for an older version, from the removed node itself
-// or from a stranger does not; the silent member is pending, with a
+// version signed by the member counts, one for an older version, one
+// signed by another member's key, from the removed node itself or from a
+// stranger does not; the silent member is pending, with a
 // RevocationPending warning; the round is recorded in raft, so every
 // control node's node list shows it.
 func TestRemoveAndConfirm(t *testing.T) {
@@ -37,11 +38,11 @@ func TestRemoveAndConfirm(t *testing.T) {
 			t.Errorf("asked %s %q", name, payload)
 		}
 		bound = b
-		ok, _ := json.Marshal(RevocationQuery{Version: asked.Version})
-		old, _ := json.Marshal(RevocationQuery{Version: asked.Version - 1})
-		answers := map[string][]byte{"origin": ok, "c2": ok, "w1": ok, "w2": old, "w3": ok[:3], "stranger": ok}
+		ok := func(name string) []byte { return ack(t, c, name, name, asked.Version, asked.Nonce) }
+		answers := map[string][]byte{"origin": ok("origin"), "c2": ack(t, c, "c2", "origin", asked.Version, asked.Nonce),
+			"w1": ok("w1"), "w2": ack(t, c, "w2", "w2", asked.Version-1, asked.Nonce), "w3": ok("w3")[:3], "stranger": ok("w1")}
 		if done(answers) {
-			t.Error("done with w2 and w3 not acknowledged")
+			t.Error("done with c2, w2 and w3 not acknowledged")
 		}
 		return answers, nil
 	}
@@ -56,8 +57,9 @@ func TestRemoveAndConfirm(t *testing.T) {
 	if bound != 1500*time.Millisecond {
 		t.Fatalf("bound %s", bound)
 	}
-	if !slices.Equal(resp.Acked, []string{"c2", "origin", "w1"}) || !slices.Equal(resp.Pending, []string{"w2"}) {
-		t.Fatalf("acked %v pending %v; want [c2 origin w1] and [w2] (w3 is the removed node)", resp.Acked, resp.Pending)
+	if !slices.Equal(resp.Acked, []string{"origin", "w1"}) || !slices.Equal(resp.Pending, []string{"c2", "w2"}) {
+		t.Fatalf("acked %v pending %v; want [origin w1] and [c2 w2] (c2's answer signed by origin's key; w3 is the removed node)",
+			resp.Acked, resp.Pending)
 	}
 	if len(resp.Warnings) != 1 || resp.Warnings[0].Code != codes.RevocationPending {
 		t.Fatalf("warnings %+v", resp.Warnings)
@@ -69,7 +71,7 @@ func TestRemoveAndConfirm(t *testing.T) {
 				return false
 			}
 			i := slices.IndexFunc(rows, func(r0 apitype.Node) bool { return r0.Name == "w3" })
-			return i >= 0 && rows[i].State == string(state.NodeRemoved) && rows[i].Revocation == "pending: w2"
+			return i >= 0 && rows[i].State == string(state.NodeRemoved) && rows[i].Revocation == "pending: c2, w2"
 		})
 	}
 
@@ -79,9 +81,11 @@ func TestRemoveAndConfirm(t *testing.T) {
 		if name == KeyringQueryName {
 			return nil, errNoGossip
 		}
+		var q RevocationQuery
+		_ = json.Unmarshal(payload, &q)
 		answers := map[string][]byte{}
 		for _, n := range []string{"origin", "c2", "w1"} {
-			answers[n] = payload
+			answers[n] = ack(t, c, n, n, q.Version, q.Nonce)
 			if done(answers) {
 				return answers, nil
 			}
@@ -97,4 +101,13 @@ func TestRemoveAndConfirm(t *testing.T) {
 		a, ok := c2.p.Raft().FSM().RevocationAck("id-w2")
 		return ok && RevocationSummary(a.Pending) == "acknowledged" && slices.Equal(a.Acked, []string{"c2", "origin", "w1"})
 	})
+}
+
+// ack is name's acknowledgement of revocation list version v, signed
+// with signer's TLS key (name's own, or another member's: forged).
+func ack(t *testing.T, c *testCluster, name, signer string, v int, nonce []byte) []byte {
+	a := RevocationQuery{Version: v, ID: "id-" + name}
+	a.Sig = c.attest(t, signer, pki.AttestRevoked, nonce, RevokedStatement(a.ID, v))
+	b, _ := json.Marshal(a)
+	return b
 }

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/enroll"
 )
 
 // TestSpread: every node asks every seed, in the ring's order, and the
@@ -36,5 +40,40 @@ func TestSpread(t *testing.T) {
 	}
 	if !slices.Equal(seeds, []string{"a:7300", "b:7300", "c:7300"}) {
 		t.Fatal("Spread changed its input")
+	}
+}
+
+// TestTokensSpreadSeeds: the tokens a control node mints start their seed
+// lists at different control nodes (a joiner stops at the first seed that
+// answers: when every token listed raft's first control node first, that
+// one node answered every join, sick or not; issue 28), each list holding
+// every control node once, with its id beside its address.
+func TestTokensSpreadSeeds(t *testing.T) {
+	c, origin := newCluster(t)
+	c.joinControl(t, origin, "c2")
+	c.joinControl(t, origin, "c3")
+	first := map[string]int{}
+	for i := range 24 {
+		resp, err := origin.p.Admit(within(t, 5*time.Second), apitype.AdmitRequest{Name: fmt.Sprintf("w%d", i), Role: "worker", TTL: time.Hour}, "uid:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := enroll.ParseToken(resp.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tok.Seeds) != 3 || len(tok.SeedIDs) != 3 {
+			t.Fatalf("token %d: seeds %v, ids %v; want the 3 control nodes", i, tok.Seeds, tok.SeedIDs)
+		}
+		for j, id := range tok.SeedIDs {
+			n, ok := origin.p.raft.FSM().Node(id)
+			if !ok || n.EnrollAddr != tok.Seeds[j] {
+				t.Fatalf("token %d: seed %s listed with id %s, whose record is %+v", i, tok.Seeds[j], id, n)
+			}
+		}
+		first[tok.Seeds[0]]++
+	}
+	if len(first) != 3 {
+		t.Fatalf("first seeds of 24 tokens: %v; want each of the 3 control nodes first in some", first)
 	}
 }

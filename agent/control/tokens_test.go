@@ -100,8 +100,14 @@ func TestRevokeTokenThroughFollower(t *testing.T) {
 		resp.Token.RevokedAt.IsZero() {
 		t.Fatalf("answer %+v", resp)
 	}
-	rec, ok := origin.p.Raft().FSM().Token(tok.Secret.Hash())
 	// The leader records the operator the forwarding node names on itself.
+	// (Under load an election may have moved leadership to c2 meanwhile:
+	// origin then applies the entry a heartbeat later. Seen in CI.)
+	waitFor(t, 5*time.Second, "origin applies the revocation", func() bool {
+		rec, ok := origin.p.Raft().FSM().Token(tok.Secret.Hash())
+		return ok && rec.Revoked()
+	})
+	rec, ok := origin.p.Raft().FSM().Token(tok.Secret.Hash())
 	if !ok || !rec.Revoked() || rec.RevokedBy != "uid=7@c2" || !rec.RevokedAt.Equal(resp.Token.RevokedAt) {
 		t.Fatalf("the leader's record %+v", rec)
 	}

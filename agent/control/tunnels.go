@@ -44,17 +44,21 @@ const (
 	maxReportedTunnels = 100000
 )
 
-// TunnelsRequest is a member's own tunnels, POSTed to PathSelfTunnels.
+// TunnelsRequest is a member's own tunnels, POSTed to PathSelfTunnels,
+// and the members it cannot reach over the overlay by its own probes
+// (pair health, pairhealth.go; a release before it sends none).
 type TunnelsRequest struct {
-	Tunnels []apitype.Tunnel `json:"tunnels"`
+	Tunnels     []apitype.Tunnel `json:"tunnels"`
+	Unreachable []string         `json:"unreachable,omitempty"`
 }
 
 // TunnelReport is one node's established tunnels, as it last reported them.
 type TunnelReport struct {
-	NodeID  string           `json:"node_id"`
-	Name    string           `json:"name"`
-	At      time.Time        `json:"at"`
-	Tunnels []apitype.Tunnel `json:"tunnels"`
+	NodeID      string           `json:"node_id"`
+	Name        string           `json:"name"`
+	At          time.Time        `json:"at"`
+	Tunnels     []apitype.Tunnel `json:"tunnels"`
+	Unreachable []string         `json:"unreachable,omitempty"` // the members it cannot reach (pairhealth.go)
 }
 
 // TunnelReports answers GET PathTunnels: this control node's tunnels and
@@ -101,7 +105,7 @@ func (p *Plane) handleSelfTunnels(w http.ResponseWriter, r *http.Request, c Call
 		writeError(w, err)
 		return
 	}
-	if len(req.Tunnels) > maxReportedTunnels {
+	if len(req.Tunnels) > maxReportedTunnels || len(req.Unreachable) > maxReportedTunnels {
 		writeError(w, codes.Wrap(codes.BadRequest, errors.New("too many tunnels in one report")))
 		return
 	}
@@ -110,7 +114,8 @@ func (p *Plane) handleSelfTunnels(w http.ResponseWriter, r *http.Request, c Call
 		writeError(w, err)
 		return
 	}
-	p.tunnels.put(TunnelReport{NodeID: c.NodeID, Name: c.Name, At: p.now(), Tunnels: tunnels})
+	p.tunnels.put(TunnelReport{NodeID: c.NodeID, Name: c.Name, At: p.now(), Tunnels: tunnels,
+		Unreachable: p.checkedUnreachable(c.Name, req.Unreachable)})
 	apitype.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
@@ -154,8 +159,9 @@ func (p *Plane) handleTunnels(w http.ResponseWriter, _ *http.Request, _ Caller) 
 func (p *Plane) localTunnels() TunnelReports {
 	out := TunnelReports{Reports: []TunnelReport{}}
 	now := p.now()
-	out.Reports = append(out.Reports, TunnelReport{NodeID: p.cfg.NodeID, Name: p.nameOf(p.cfg.NodeID), At: now,
-		Tunnels: orEmpty(p.hooks.Tunnels())})
+	self := p.nameOf(p.cfg.NodeID)
+	out.Reports = append(out.Reports, TunnelReport{NodeID: p.cfg.NodeID, Name: self, At: now,
+		Tunnels: orEmpty(p.hooks.Tunnels()), Unreachable: p.checkedUnreachable(self, p.ownUnreachable())})
 	for _, r := range p.tunnels.fresh(now.Add(-TunnelReportTTL)) {
 		if n, ok := p.raft.FSM().Node(r.NodeID); ok && n.State == state.NodeActive {
 			out.Reports = append(out.Reports, r)
@@ -179,7 +185,13 @@ func orEmpty(t []apitype.Tunnel) []apitype.Tunnel {
 // node's edges go); every
 // active node without a report is named with why.
 func (p *Plane) TunnelMap(ctx context.Context) apitype.TunnelMap {
-	ctx, cancel := context.WithTimeout(ctx, tunnelAskAll)
+	return p.tunnelMap(ctx, tunnelAskEach, tunnelAskAll)
+}
+
+// tunnelMap is TunnelMap with each control node asked within each, all
+// of them within all.
+func (p *Plane) tunnelMap(ctx context.Context, each, all time.Duration) apitype.TunnelMap {
+	ctx, cancel := context.WithTimeout(ctx, all)
 	defer cancel()
 	fsm := p.raft.FSM()
 	var active []state.Node
@@ -210,7 +222,7 @@ func (p *Plane) TunnelMap(ctx context.Context) apitype.TunnelMap {
 			var got TunnelReports
 			err := errors.New("no control address on record")
 			if n.EnrollAddr != "" {
-				cctx, cancel := context.WithTimeout(ctx, tunnelAskEach)
+				cctx, cancel := context.WithTimeout(ctx, each)
 				err = p.client.Call(cctx, n.EnrollAddr, PathTunnels, true, nil, &got)
 				cancel()
 			}
@@ -229,7 +241,8 @@ func (p *Plane) TunnelMap(ctx context.Context) apitype.TunnelMap {
 
 // mergeTunnels builds the view from the reports (newest per node wins),
 // keeping only active nodes gossip shows alive or suspect and the tunnels
-// to them (gossip nil: unknown, all kept).
+// to them (gossip nil: unknown, all kept), and the broken pairs among
+// them (brokenPairs).
 func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string]string, gossip map[string]string) apitype.TunnelMap {
 	newest := map[string]TunnelReport{}
 	for _, r := range reports {
@@ -263,6 +276,7 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 			tn.Problem = "gossip: not a member"
 		case ok:
 			tn.Reported, tn.ReportedAt = true, r.At
+			tn.Unreachable = liveNames(r.Unreachable, n.Name, names, down)
 			for _, t := range r.Tunnels {
 				if t.Name == "" || t.Name == n.Name || down[t.Name] || !names[t.Name] {
 					continue
@@ -298,5 +312,6 @@ func mergeTunnels(active []state.Node, reports []TunnelReport, failed map[string
 		return cmp.Or(cmp.Compare(x.A, y.A), cmp.Compare(x.B, y.B))
 	})
 	slices.SortFunc(m.Nodes, func(x, y apitype.TunnelNode) int { return cmp.Compare(x.Name, y.Name) })
+	m.Broken = brokenPairs(m.Nodes) // pairhealth.go
 	return m
 }

@@ -13,12 +13,18 @@ import (
 )
 
 // Nodes lists every node on record, with its raft role and gossip status,
-// from state at least as fresh as the leader's when a leader is reachable.
+// from state at least as fresh as the leader's when a leader is reachable,
+// and the members that cannot reach it (pairhealth.go).
 func (p *Plane) Nodes(ctx context.Context) ([]apitype.Node, error) {
-	if err := p.FreshRead(ctx); err != nil {
+	from, err := p.readWithPairs(ctx, p.FreshRead)
+	if err != nil {
 		return nil, err
 	}
-	return p.nodeRows(), nil
+	rows := p.nodeRows()
+	for i := range rows {
+		rows[i].UnreachableFrom = from[rows[i].Name]
+	}
+	return rows, nil
 }
 
 func (p *Plane) nodeRows() []apitype.Node {
@@ -72,7 +78,7 @@ func (p *Plane) Tokens(ctx context.Context) ([]apitype.Token, error) {
 	if err := p.FreshRead(ctx); err != nil {
 		return nil, err
 	}
-	now := p.now()
+	now := p.clusterNow() // expiry judged as every control node judges it
 	out := []apitype.Token{}
 	for _, t := range p.raft.FSM().Tokens() {
 		row := TokenRow(t, now)

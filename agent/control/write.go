@@ -153,6 +153,13 @@ func (p *Plane) CaughtUp(ctx context.Context) error {
 // no leader, or the one it knew stepped down, it waits up to readDeadline
 // for one; then codes.NoLeader.
 func (p *Plane) SyncRead(ctx context.Context) error {
+	// A node whose state dir fails its write check cannot append raft's
+	// log, so it falls behind and no read index would ever come back:
+	// answer at once, so the caller asks another control node instead of
+	// waiting out readDeadline (a worker's node list, a confirmation).
+	if err := p.hooks.DiskFailing(); err != nil {
+		return codes.Wrap(codes.SeedUnfit, fmt.Errorf("this control node's raft cannot keep up: %w", err))
+	}
 	if err := p.CaughtUp(ctx); err != nil {
 		return err
 	}

@@ -18,6 +18,11 @@ type Record struct {
 	Role     pki.Role
 	Overlay  netip.Addr
 	Underlay netip.AddrPort // its Nebula UDP endpoint; invalid when unknown
+	// LegacyGossip is the underlay address raft recorded as the node's
+	// gossip address when a release before gossip moved onto the overlay
+	// admitted it (invalid otherwise): such a node, while it still runs
+	// that release, gossips from there. See Member.
+	LegacyGossip netip.Addr
 }
 
 // Lighthouse is one the join response named.
@@ -26,14 +31,19 @@ type Lighthouse struct {
 	Underlay netip.AddrPort
 }
 
-// Member is a gossip member as its tags describe it. Only its Status is
-// ever used, and only when ID, Name, Role and Overlay all match an active
-// record.
+// Member is a gossip member as its tags describe it. It counts (its
+// Status and version are used) only when ID, Name, Role and Overlay all
+// match an active record AND it gossips from that record's overlay
+// address (Addr): gossip rides the overlay, so Nebula has authenticated
+// every packet from that address with the certificate of the node the
+// record names, and a key holder elsewhere cannot speak for it. A node
+// admitted by an earlier release counts from its recorded underlay gossip
+// address too (Record.LegacyGossip), for a rolling upgrade.
 type Member struct {
 	ID, Name string
 	Role     pki.Role
 	Overlay  netip.Addr
-	Underlay netip.AddrPort // gossip address with the Nebula port from its tags (never trusted)
+	Addr     netip.Addr // the address it gossips from (memberlist's, as it advertises it)
 	Status   gossip.Status
 }
 
@@ -77,8 +87,9 @@ type Ignored struct {
 // Peers are the other nodes: raft decides who they are, their role,
 // overlay IP and underlay; gossip adds only a member's liveness, and only
 // for a member that matches an active record by id and name with the same
-// role and overlay IP in its tags. A member without such a record
-// contributes nothing (see Unmatched). Before a worker's first node list
+// role and overlay IP in its tags, gossiping from that overlay IP (see
+// Member). A member without such a record contributes nothing (see
+// Unmatched). Before a worker's first node list
 // the join response's lighthouses stand in for the records.
 func Peers(in Inputs) map[string]Peer {
 	out := map[string]Peer{}
@@ -151,25 +162,27 @@ func mismatch(in Inputs, m Member) string {
 		return fmt.Sprintf("tag role %q, record says %s", m.Role, rec.Role)
 	case rec.Overlay != m.Overlay:
 		return fmt.Sprintf("tag overlay %v, record says %v", m.Overlay, rec.Overlay)
+	case m.Addr != rec.Overlay && (!rec.LegacyGossip.IsValid() || m.Addr != rec.LegacyGossip):
+		return fmt.Sprintf("gossips from %v, not its overlay address %v", m.Addr, rec.Overlay)
 	}
 	return ""
 }
 
-// Compute is the desired overlay: control nodes are lighthouses unless
-// they left gossip; other nodes go into the static host map unless gossip
-// says they left or failed (withdrawn until they are back); revoked
-// certificates are blocked.
+// Compute is the desired overlay: the active records' control nodes are
+// lighthouses, the other nodes go into the static host map, revoked
+// certificates are blocked. Only raft withdraws a peer (a node that left,
+// was removed or failed its join has no active record, or is Gone): what
+// gossip says of a member never does, so no gossip message, forged or
+// late, takes a live node out of the overlay (issue 27), and a peer gossip
+// lost stays reachable for gossip to find again.
 func Compute(in Inputs) Overlay {
 	o := Overlay{StaticHosts: map[netip.Addr][]netip.AddrPort{}, Blocklist: slices.Clone(in.Blocklist)}
 	for _, p := range Peers(in) {
-		if !p.Overlay.IsValid() || !p.Underlay.IsValid() || p.Gossip == gossip.StatusLeft {
+		if !p.Overlay.IsValid() || !p.Underlay.IsValid() {
 			continue
 		}
 		if p.Role == pki.RoleControl {
 			o.Lighthouses = append(o.Lighthouses, mesh.Lighthouse{OverlayIP: p.Overlay, Underlay: []netip.AddrPort{p.Underlay}})
-			continue
-		}
-		if p.Gossip == gossip.StatusFailed {
 			continue
 		}
 		o.StaticHosts[p.Overlay] = []netip.AddrPort{p.Underlay}

@@ -3,6 +3,7 @@ package desired
 import (
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/meshd/meshd/gossip"
@@ -27,9 +28,9 @@ func base() Inputs {
 			{ID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: ip("10.42.0.3"), Underlay: ap("192.0.2.3:4242")},
 		},
 		Members: []Member{
-			{ID: "id-c1", Name: "c1", Role: pki.RoleControl, Overlay: ip("10.42.0.1"), Underlay: ap("192.0.2.1:4242"), Status: gossip.StatusAlive},
-			{ID: "id-c2", Name: "c2", Role: pki.RoleControl, Overlay: ip("10.42.0.2"), Underlay: ap("192.0.2.2:4242"), Status: gossip.StatusAlive},
-			{ID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: ip("10.42.0.3"), Underlay: ap("192.0.2.3:4242"), Status: gossip.StatusAlive},
+			{ID: "id-c1", Name: "c1", Role: pki.RoleControl, Overlay: ip("10.42.0.1"), Addr: ip("10.42.0.1"), Status: gossip.StatusAlive},
+			{ID: "id-c2", Name: "c2", Role: pki.RoleControl, Overlay: ip("10.42.0.2"), Addr: ip("10.42.0.2"), Status: gossip.StatusAlive},
+			{ID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: ip("10.42.0.3"), Addr: ip("10.42.0.3"), Status: gossip.StatusAlive},
 		},
 		RecordsKnown: true,
 		Blocklist:    []string{"fp-old"},
@@ -75,22 +76,24 @@ func TestCompute(t *testing.T) {
 			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
 		},
 		{
-			name:            "a worker that failed is withdrawn until it is back",
+			name:            "a worker gossip lost stays a static host: only raft withdraws (issue 27)",
 			change:          func(in *Inputs) { in.Members[2].Status = gossip.StatusFailed },
 			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
-			wantHosts:       map[netip.Addr][]netip.AddrPort{},
+			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
 		},
 		{
-			name:            "a control node that left gossip is no lighthouse",
-			change:          func(in *Inputs) { in.Members[1].Status = gossip.StatusLeft },
-			wantLighthouses: nil,
+			name: "a live node made to look left by gossip (a forged leave or dead message) stays: raft has it active",
+			change: func(in *Inputs) {
+				in.Members[1].Status = gossip.StatusLeft
+				in.Members[2].Status = gossip.StatusLeft
+			},
+			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
 			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
 		},
 		{
 			name: "records win: a member whose tags disagree with its record (role, underlay) contributes nothing",
 			change: func(in *Inputs) {
 				in.Members[2].Role = pki.RoleControl
-				in.Members[2].Underlay = ap("198.51.100.9:4242")
 				in.Members[2].Status = gossip.StatusFailed // ignored too: the record alone stands
 			},
 			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
@@ -100,7 +103,7 @@ func TestCompute(t *testing.T) {
 			name: "forged member: no record, role=control tags, is no lighthouse and no peer",
 			change: func(in *Inputs) {
 				in.Members = append(in.Members, Member{ID: "id-evil", Name: "evil", Role: pki.RoleControl,
-					Overlay: ip("10.42.0.66"), Underlay: ap("198.51.100.66:4242"), Status: gossip.StatusAlive})
+					Overlay: ip("10.42.0.66"), Addr: ip("10.42.0.66"), Status: gossip.StatusAlive})
 			},
 			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
 			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
@@ -109,7 +112,7 @@ func TestCompute(t *testing.T) {
 			name: "forged member claiming a control node's overlay IP and name but another id: ignored",
 			change: func(in *Inputs) {
 				in.Members[1] = Member{ID: "id-evil", Name: "c2", Role: pki.RoleControl, Overlay: ip("10.42.0.2"),
-					Underlay: ap("198.51.100.66:4242"), Status: gossip.StatusLeft}
+					Addr: ip("198.51.100.66"), Status: gossip.StatusLeft}
 			},
 			wantLighthouses: []mesh.Lighthouse{lh("10.42.0.2", "192.0.2.2:4242")},
 			wantHosts:       map[netip.Addr][]netip.AddrPort{ip("10.42.0.3"): {ap("192.0.2.3:4242")}},
@@ -150,7 +153,7 @@ func TestCompute(t *testing.T) {
 				in.Records = in.Records[:1]
 				in.RecordsKnown = false
 				in.Members[2].Overlay = netip.Addr{}
-				in.Members[1].Underlay = netip.AddrPort{}
+				in.Members[1].Addr = netip.Addr{}
 				in.Lighthouses = []Lighthouse{{Overlay: ip("10.42.0.7")}}
 			},
 			wantLighthouses: nil,
@@ -219,5 +222,36 @@ func TestUnmatched(t *testing.T) {
 	}
 	if got := Unmatched(base()); len(got) != 0 {
 		t.Fatalf("steady state: unmatched %+v", got)
+	}
+}
+
+// TestPeersCountOnlyFromOverlay (issue 27): a member whose tags match its
+// record in every way but which gossips from another address (a gossip
+// key holder elsewhere speaking for a stopped node) lends no liveness, is
+// no alive lighthouse, and is listed as unmatched with the address; from
+// the recorded legacy address of a node an earlier release admitted, it
+// counts.
+func TestPeersCountOnlyFromOverlay(t *testing.T) {
+	in := base()
+	in.SelfName = "w1"
+	in.Members[0].Addr = ip("198.51.100.66") // "c1" from elsewhere
+	in.Members[1].Status = gossip.StatusFailed
+	peers := Peers(in)
+	if p := peers["c1"]; p.Gossip != "" {
+		t.Errorf("c1 gossiping from 198.51.100.66 lends status %q", p.Gossip)
+	}
+	if got, ok := AliveLighthouse(peers); ok {
+		t.Errorf("alive lighthouse %v from a member off its overlay address", got)
+	}
+	un := Unmatched(in)
+	if len(un) != 1 || un[0].Name != "c1" || !strings.Contains(un[0].Reason, "198.51.100.66") {
+		t.Errorf("unmatched %+v, want c1 with its gossip address", un)
+	}
+	if Counts(in, in.Members[0]) || !Counts(in, in.Members[1]) || !Counts(in, in.Members[2]) {
+		t.Error("Counts disagrees with Peers")
+	}
+	in.Records[0].LegacyGossip = ip("198.51.100.66")
+	if p := Peers(in)["c1"]; p.Gossip != gossip.StatusAlive {
+		t.Errorf("c1 from its recorded legacy gossip address: status %q, want alive", p.Gossip)
 	}
 }

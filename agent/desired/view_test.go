@@ -38,15 +38,29 @@ func TestView(t *testing.T) {
 			want: map[string]gossip.Status{"c1": gossip.StatusAlive, "c2": gossip.StatusLeft, "w1": gossip.StatusLeft},
 		},
 		{
-			name: "a member not on record (a joiner) shows serf's status; so does one with no id tag",
+			name: "a member that does not count is not in the view: no record (a joiner), no id tag, another address",
 			change: func(in *Inputs) {
 				in.Gone = []string{""}
 				in.Members = append(in.Members,
-					Member{ID: "id-w2", Name: "w2", Role: pki.RoleWorker, Status: gossip.StatusAlive},
+					Member{ID: "id-w2", Name: "w2", Role: pki.RoleWorker, Addr: ip("10.42.0.9"), Status: gossip.StatusAlive},
 					Member{Name: "old", Status: gossip.StatusFailed})
 			},
-			want: map[string]gossip.Status{"c1": gossip.StatusAlive, "c2": gossip.StatusAlive, "w1": gossip.StatusAlive,
-				"w2": gossip.StatusAlive, "old": gossip.StatusFailed},
+			want: steady,
+		},
+		{
+			name: "a key holder on the underlay named like a stopped worker: the worker is not shown alive (issue 27)",
+			change: func(in *Inputs) {
+				in.Members[2].Addr = ip("198.51.100.66")
+			},
+			want: map[string]gossip.Status{"c1": gossip.StatusAlive, "c2": gossip.StatusAlive},
+		},
+		{
+			name: "a node an earlier release admitted counts from its recorded underlay gossip address",
+			change: func(in *Inputs) {
+				in.Records[2].LegacyGossip = ip("192.0.2.3")
+				in.Members[2].Addr = ip("192.0.2.3")
+			},
+			want: steady,
 		},
 		{
 			name: "this node, removed (a control node whose FSM says so): left in its own view too",

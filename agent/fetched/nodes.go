@@ -171,14 +171,15 @@ func (c *Copies) seedList() []string {
 	return out
 }
 
-// SerfPeers are the gossip addresses of the active control nodes on the
+// SerfPeers are the gossip addresses on the overlay
+// (control.NodeRecord.GossipPeer) of the active control nodes on the
 // list: a worker rejoins gossip through them.
 func (c *Copies) SerfPeers() []string {
 	list, _ := c.Records()
 	var peers []string
 	for _, n := range list {
-		if n.ID != c.nodeID && n.SerfAddr != "" && n.Active() && n.RoleOf() == pki.RoleControl {
-			peers = append(peers, n.SerfAddr)
+		if g := n.GossipPeer(); n.ID != c.nodeID && g != "" && n.Active() && n.RoleOf() == pki.RoleControl {
+			peers = append(peers, g)
 		}
 	}
 	return peers

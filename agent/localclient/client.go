@@ -106,7 +106,7 @@ func dialFailure(sock string, err error) error {
 	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
 		return codes.Wrap(codes.PermissionDenied, fmt.Errorf("connect to %s: %w", sock, err))
 	}
-	return codes.Wrap(codes.DaemonUnreachable, fmt.Errorf("%w: %s: %v", ErrUnreachable, sock, err))
+	return codes.Wrap(codes.DaemonUnreachable, fmt.Errorf("%w: %s: %w", ErrUnreachable, sock, err))
 }
 
 func decodeError(resp *http.Response) error {

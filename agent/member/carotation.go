@@ -3,6 +3,7 @@ package member
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io/fs"
 	"maps"
@@ -27,8 +28,15 @@ import (
 // rotation's phase changed: workers fetch GET /v1/ca/bundle at once.
 const notifyCA = "meshd-ca"
 
-// tagCA is the gossip tag a node reports control.CAReport in.
-const tagCA = "ca"
+// tagCA is the gossip tag a node reports control.CAReport in; tagCASig
+// holds its signature of that report (pki.Attest, kind pki.AttestCA,
+// bound to its node id; unpadded base64), which the CA holder checks
+// against the node's recorded TLS key: gossip carries the report but
+// another member cannot forge it.
+const (
+	tagCA    = "ca"
+	tagCASig = "cas"
+)
 
 // caNextDir is where the CA holder keeps the next CA's key pair during a
 // rotation: the same files as ca/ (pki.CA.Save, pki.LoadCA).
@@ -140,10 +148,15 @@ func (cf *caFollow) runCAReports(ctx context.Context) {
 		}
 		want := control.CAReport(cf.ov.running())
 		tags := maps.Clone(cf.gossip.LocalMember().Tags)
-		if tags[tagCA] == want {
+		if tags[tagCA] == want && tags[tagCASig] != "" {
 			continue
 		}
-		tags[tagCA] = want
+		sig, err := cf.identity().Attest(pki.AttestCA, []byte(cf.facts.NodeID), control.CAStatement(want))
+		if err != nil {
+			cf.log.Warn("CA report not signed", "code", codes.OrInternal(err), "err", err)
+			continue
+		}
+		tags[tagCA], tags[tagCASig] = want, base64.RawStdEncoding.EncodeToString(sig)
 		if err := cf.gossip.SetTags(tags); err != nil {
 			cf.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
 		}

@@ -50,6 +50,7 @@ func TestConfigMapping(t *testing.T) {
 			"control": c.cfg.ControlConfig(c.facts.NodeID, c.facts.Name, filepath.Join(c.cfg.StateDir, statedir.CADir)),
 			"port":    c.cfg.PortLimits(),
 			"enroll":  c.cfg.EnrollConfig(),
+			"pairs":   c.cfg.PairProbe(),
 		}
 	}
 	b, err := json.MarshalIndent(got, "", "  ")

@@ -19,7 +19,8 @@
 // departure.
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
-// agent/control, agent/desired, agent/fetched, agent/metrics,
-// agent/raftnode, agent/state, agent/statedir, codes, crash, enroll, gossip,
-// mesh and pki; nothing else of meshd. Only agent imports it.
+// agent/control, agent/desired, agent/fetched, agent/fitness,
+// agent/metrics, agent/raftnode, agent/state, agent/statedir, codes, crash,
+// enroll, gossip, mesh and pki; nothing else of meshd. Only agent imports
+// it.
 package member

@@ -62,13 +62,13 @@ func (f planeFacts) Records() ([]control.NodeRecord, bool) { return f.p.Records(
 
 func (f planeFacts) Seeds() []string { return control.Spread(f.seeds, f.nodeID) }
 
-// SerfPeers are every active node's gossip address: a control node
-// rejoins anyone on record.
+// SerfPeers are every active node's gossip address on the overlay
+// (NodeRecord.GossipPeer): a control node rejoins anyone on record.
 func (f planeFacts) SerfPeers() []string {
 	var peers []string
 	for _, n := range f.p.Records() {
-		if n.ID != f.nodeID && n.SerfAddr != "" && n.Active() {
-			peers = append(peers, n.SerfAddr)
+		if g := n.GossipPeer(); n.ID != f.nodeID && g != "" && n.Active() {
+			peers = append(peers, g)
 		}
 	}
 	return peers

@@ -11,6 +11,7 @@ import (
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
 )
 
 // notifyKeys is the gossip notification that the gossip keyring changed:
@@ -93,7 +94,8 @@ func (kr *keyring) runKeyReports(ctx context.Context) {
 }
 
 // answerKeyring answers a rotation's keyring query once this node runs
-// the asked keyring (applyKeys has installed it), with its node ID; a
+// the asked keyring (applyKeys has installed it), with its node ID and
+// its signature of both bound to the query's nonce (pki.Attest); a
 // node that does not get there before the query's deadline stays silent.
 // Unlike the tag report, the answer goes straight to the asker and waits
 // for no broadcast.
@@ -112,7 +114,16 @@ func (kr *keyring) answerKeyring(ctx context.Context, q gossip.Query) {
 		id := kr.id
 		kr.mu.Unlock()
 		if id == want.Keyring {
-			b, _ := json.Marshal(control.KeyringQuery{Keyring: id, ID: kr.facts.NodeID})
+			a := control.KeyringQuery{Keyring: id, ID: kr.facts.NodeID}
+			if len(want.Nonce) > 0 { // signed, so no other member can answer for this one (issue 27)
+				sig, err := kr.identity().Attest(pki.AttestKeyring, want.Nonce, control.KeyringStatement(a.ID, id))
+				if err != nil {
+					kr.log.Warn("keyring answer not signed", "code", codes.OrInternal(err), "err", err)
+					return
+				}
+				a.Sig = sig
+			}
+			b, _ := json.Marshal(a)
 			if err := q.Respond(b); err != nil {
 				kr.log.Debug("keyring answer not sent", "err", err)
 			}

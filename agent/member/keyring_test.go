@@ -11,6 +11,8 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
 )
 
 // TestAnswerKeyring: a member answers a rotation's keyring query once it
@@ -60,5 +62,40 @@ func TestAnswerKeyring(t *testing.T) {
 	}
 	if len(answers) != 0 || time.Since(start) < 150*time.Millisecond {
 		t.Fatalf("%d answers for a keyring never reached, returned after %s", len(answers), time.Since(start))
+	}
+}
+
+// TestAnswerKeyringSigned: asked with a nonce (this release's rotation),
+// a member signs its answer with its TLS key, bound to the nonce: the
+// signature verifies against the key its leaf certifies, and not for
+// another nonce.
+func TestAnswerKeyringSigned(t *testing.T) {
+	id := pkitest.NewIdentity(t, pkitest.NewCA(t, "alpha"), "w1", pki.RoleWorker, pkitest.IP(5))
+	live, err := pki.NewLiveIdentity(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &keyring{node: &node{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1"}, live: live,
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}, id: "kr1"}
+	nonce := []byte("0123456789abcdef")
+	payload, _ := json.Marshal(control.KeyringQuery{Keyring: "kr1", Nonce: nonce})
+	answers := make(chan []byte, 1)
+	rt.answerKeyring(t.Context(), gossip.NewQuery(control.KeyringQueryName, payload, time.Now().Add(2*time.Second),
+		func(b []byte) error { answers <- b; return nil }))
+	var got control.KeyringQuery
+	select {
+	case b := <-answers:
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatal("no answer")
+	}
+	pub, _ := pki.PublicKeyDER(id.Cert)
+	if err := pki.VerifyAttestation(pub, pki.AttestKeyring, nonce, control.KeyringStatement("id-w1", "kr1"), got.Sig); err != nil {
+		t.Fatalf("answer %+v: %v", got, err)
+	}
+	if pki.VerifyAttestation(pub, pki.AttestKeyring, []byte("another nonce..."), control.KeyringStatement("id-w1", "kr1"), got.Sig) == nil {
+		t.Fatal("the signature verifies for another nonce")
 	}
 }

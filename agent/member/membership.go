@@ -2,12 +2,14 @@ package member
 
 import (
 	"context"
+	"encoding/base64"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/config"
@@ -37,6 +39,9 @@ const (
 // serf snapshot).
 func (ms *membership) startGossip(ctx context.Context) error {
 	cfg := gossipConfig(ms.cfg, ms.facts, ms.version)
+	if ms.ov.meshBase.Userspace {
+		cfg.Network = ms.mesh // the overlay's own sockets (mesh.Mesh.Listen, ListenPacket)
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.SnapshotPath), 0o700); err != nil {
 		return codes.Wrap(codes.StateDir, err)
 	}
@@ -66,7 +71,7 @@ func (ms *membership) serfPeers() []string {
 }
 
 func (ms *membership) selfSerf() string {
-	return net.JoinHostPort(ms.facts.Underlay.String(), strconv.Itoa(ms.ports.Gossip))
+	return net.JoinHostPort(ms.facts.Overlay.Addr().String(), strconv.Itoa(ms.ports.Gossip))
 }
 
 // rejoin joins the known peers gossip does not show alive (missingPeers).
@@ -76,19 +81,65 @@ func (ms *membership) selfSerf() string {
 // loss) each rejoin only the first previous member that answers (serf's
 // snapshot rejoin), and could gossip among themselves while the rest of
 // the cluster formed apart. It reports whether a peer was missing.
+//
+// Gossip rides the overlay, where a peer that is down sends no reset: a
+// join would wait memberlist's TCP timeout (10 s) for each such peer in
+// turn, holding serf's join lock. So the missing peers are first probed
+// all at once (reachable), and only those that answer are joined.
 func (ms *membership) rejoin(ctx context.Context) bool {
 	peers := ms.missingPeers()
 	if len(peers) == 0 {
 		return false
 	}
+	up := ms.reachable(ctx, peers)
+	if len(up) == 0 {
+		ms.log.Debug("gossip peers missing, none reachable over the overlay yet", "peers", peers)
+		return true
+	}
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if n, err := ms.gossip.Join(jctx, peers); err != nil {
-		ms.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", peers, "err", err)
+	if n, err := ms.gossip.Join(jctx, up); err != nil {
+		ms.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", up, "err", err)
 	} else {
-		ms.log.Info("gossip joined known peers it did not see", "peers", peers, "contacted", n)
+		ms.log.Info("gossip joined known peers it did not see", "peers", up, "contacted", n)
 	}
 	return true
+}
+
+// reachProbe bounds one probe of a missing peer's gossip port: Nebula's
+// handshake with a peer that is up takes well under a second.
+const reachProbe = 2 * time.Second
+
+// reachable are the peers (ip:port) that accept (or refuse) a TCP
+// connection within reachProbe, probed all at once; a peer outside the
+// overlay (the previous release's underlay) is kept without a probe.
+func (ms *membership) reachable(ctx context.Context, peers []string) []string {
+	ok := make([]bool, len(peers))
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		ap, err := netip.ParseAddrPort(p)
+		if err != nil || !ms.facts.Overlay.Masked().Contains(ap.Addr().Unmap()) {
+			ok[i] = true
+			continue
+		}
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, reachProbe)
+			defer cancel()
+			c, err := ms.dialOverlay(pctx, p)
+			if err == nil {
+				_ = c.Close()
+			}
+			ok[i] = err == nil || refused(err)
+		})
+	}
+	wg.Wait()
+	var out []string
+	for i, p := range peers {
+		if ok[i] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // missingPeers are the known peers (serfPeers: the active records' gossip
@@ -153,34 +204,65 @@ func (nd *node) overlayInputs() desired.Inputs {
 		return in
 	}
 	for _, m := range nd.gossip.Members() {
-		dm := desired.Member{ID: m.Tags[tagID], Name: m.Name, Role: pki.Role(m.Tags[tagRole]), Status: m.Status}
-		dm.Overlay, _ = netip.ParseAddr(m.Tags[tagOverlay])
-		if port, err := strconv.Atoi(m.Tags[tagNebulaPort]); err == nil && port > 0 && port <= 65535 {
-			dm.Underlay = netip.AddrPortFrom(m.Addr.Addr(), uint16(port))
-		}
-		in.Members = append(in.Members, dm)
+		in.Members = append(in.Members, asMember(m))
 	}
 	return in
 }
 
-// keyReports are the gossip members' keyring reports (their tags), for
-// a rotation this node runs.
-func (ms *membership) keyReports() []control.KeyReport {
-	var out []control.KeyReport
+// asMember is a gossip member as desired reads it: its tags and the
+// address it gossips from.
+func asMember(m gossip.Member) desired.Member {
+	dm := desired.Member{ID: m.Tags[tagID], Name: m.Name, Role: pki.Role(m.Tags[tagRole]), Status: m.Status,
+		Addr: m.Addr.Addr().Unmap()}
+	dm.Overlay, _ = netip.ParseAddr(m.Tags[tagOverlay])
+	return dm
+}
+
+// counted are the gossip members that count (desired.Counts: this node,
+// and members matching an active record from its overlay address): the
+// only ones whose versions and keyring and CA reports are read.
+func (ms *membership) counted() []gossip.Member {
+	if ms.gossip == nil {
+		return nil
+	}
+	in := ms.overlayInputs()
+	var out []gossip.Member
 	for _, m := range ms.gossip.Members() {
-		out = append(out, control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,
-			Keyring: m.Tags[tagKeyring], CA: m.Tags[tagCA]})
+		if desired.Counts(in, asMember(m)) {
+			out = append(out, m)
+		}
 	}
 	return out
 }
 
-// gossipConfig is serf's config: the cluster key, this node's tags, its
-// snapshot under the state dir. The logger is added by the caller.
+// keyReports are the keyring and CA reports (their tags) of the gossip
+// members that count, for a rotation this node runs: a key holder
+// gossiping as a node from anywhere but that node's overlay address
+// reports nothing (issue 27). Tags are hints; the control plane counts a
+// CA report only with its signature (tagCASig), a keyring step only from
+// a signed answer.
+func (ms *membership) keyReports() []control.KeyReport {
+	var out []control.KeyReport
+	for _, m := range ms.counted() {
+		r := control.KeyReport{Name: m.Name, ID: m.Tags[tagID], Alive: m.Status == gossip.StatusAlive,
+			Keyring: m.Tags[tagKeyring], CA: m.Tags[tagCA],
+			Legacy: !ms.facts.Overlay.Masked().Contains(m.Addr.Addr().Unmap())}
+		r.CASig, _ = base64.RawStdEncoding.DecodeString(m.Tags[tagCASig]) // nil when absent or garbled: verifies nothing
+		out = append(out, r)
+	}
+	return out
+}
+
+// gossipConfig is serf's config: bound to this node's overlay address
+// (gossip rides the overlay: DESIGN §11), the cluster key, this node's
+// tags, its snapshot under the state dir. The caller adds the logger, and
+// in userspace mode the overlay's sockets.
 func gossipConfig(c config.File, f *statedir.Facts, version string) gossip.Config {
 	g := gossip.DefaultConfig()
 	g.Name = f.Name
-	g.BindAddr, g.BindPort = c.BindAddr, c.Ports.Gossip
-	g.AdvertiseAddr, g.AdvertisePort = f.Underlay.String(), c.Ports.Gossip
+	g.BindAddr, g.BindPort = f.Overlay.Addr().String(), c.Ports.Gossip
+	g.AdvertiseAddr, g.AdvertisePort = g.BindAddr, c.Ports.Gossip
+	g.Overlay = f.Overlay.Masked()
 	g.Keys = f.GossipKeys
 	g.Tags = map[string]string{
 		tagRole: string(f.Role), tagID: f.NodeID, tagOverlay: f.Overlay.Addr().String(),

@@ -38,6 +38,11 @@ func (rt *Runtime) startOverlayMetrics(ctx context.Context) {
 func (rt *Runtime) FillMetrics(st *metrics.State) {
 	st.Running = true
 	st.TLSExpires = rt.live.Leaf().NotAfter
+	st.DiskFailing, st.DiskFailures = rt.fit.disk.Err() != nil, rt.fit.disk.Failures()
+	if rt.fit.clocks != nil {
+		v := rt.fit.clocks.Verdict()
+		st.ClockKnown, st.ClockDeviates, st.ClockUntrust = len(v.Offsets) > 0, v.Deviation, v.Untrusted() != nil
+	}
 	if rt.ctl != nil {
 		st.Control = true
 		r := rt.ctl.Raft()
@@ -59,5 +64,6 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 	}
 	if o := rt.ov.overlayStatus(); o != nil {
 		st.OverlayKnown, st.Tunnels, st.Blocklist, st.NebulaExpires = true, len(o.Tunnels), o.Blocklist, o.CertExpires
+		st.Unreachable = len(rt.pairs.unreachable())
 	}
 }

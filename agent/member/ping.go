@@ -49,22 +49,22 @@ func (rt *Runtime) Ping(ctx context.Context, req apitype.PingRequest) (apitype.P
 	if timeout < 0 || timeout > maxPingTimeout {
 		return apitype.PingReply{}, codes.Wrap(codes.BadRequest, fmt.Errorf("probe timeout %s: want up to %s", timeout, maxPingTimeout))
 	}
+	if req.Port < 0 || req.Port > 65535 {
+		return apitype.PingReply{}, codes.Wrap(codes.BadRequest, fmt.Errorf("probe port %d: want 1 to 65535, or 0 for the gossip port", req.Port))
+	}
 	tg, err := rt.pingTarget(req.Name, rt.ports.Gossip)
 	if err != nil {
 		return apitype.PingReply{}, err
+	}
+	if req.Port != 0 {
+		tg.port = req.Port
 	}
 	out := apitype.PingReply{Name: req.Name, OverlayIP: tg.overlay.String(), Port: tg.port, Timeout: timeout}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addr := netip.AddrPortFrom(tg.overlay, uint16(tg.port)).String()
 	start := time.Now()
-	var conn net.Conn
-	if rt.ov.meshBase.Userspace {
-		conn, err = rt.mesh.DialContext(pctx, "tcp", addr)
-	} else {
-		var d net.Dialer
-		conn, err = d.DialContext(pctx, "tcp", addr)
-	}
+	conn, err := rt.dialOverlay(pctx, addr)
 	rtt := time.Since(start)
 	if err == nil {
 		_ = conn.Close()
@@ -76,7 +76,40 @@ func (rt *Runtime) Ping(ctx context.Context, req apitype.PingRequest) (apitype.P
 	if out.Answered {
 		out.RTT = rtt
 	}
+	out.Path = rt.pingPath(tg.overlay) // pingpath.go
 	return out, nil
+}
+
+// dialOverlay opens a TCP connection to addr (an overlay address) through
+// the overlay: the TUN device in kernel mode, Nebula's userspace stack
+// otherwise.
+func (nd *node) dialOverlay(ctx context.Context, addr string) (net.Conn, error) {
+	if nd.mesh != nil && nd.mesh.Userspace() {
+		return nd.mesh.DialContext(ctx, "tcp", addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// reachOverlay probes a node's overlay address directly: a TCP
+// connection to its gossip port, through Nebula, which completes only
+// with the certificate issued for that address. nil when the node there
+// answers (accepts or resets); the control plane counts a member up for
+// a decision only on this (control.Hooks.Reach), never on gossip alone.
+func (nd *node) reachOverlay(ctx context.Context, addr netip.Addr) error {
+	return nd.reachAddr(ctx, netip.AddrPortFrom(addr, uint16(nd.ports.Gossip)))
+}
+
+// reachAddr is reachOverlay's probe of one overlay address and port.
+func (nd *node) reachAddr(ctx context.Context, ap netip.AddrPort) error {
+	c, err := nd.dialOverlay(ctx, ap.String())
+	switch {
+	case err == nil:
+		return c.Close()
+	case refused(err):
+		return nil
+	}
+	return err
 }
 
 // probeOutcome classifies a probe's dial result. An accepted connection

@@ -62,13 +62,17 @@ func (rt *Runtime) followSteps(duties []followStep) []followStep {
 
 // controlDuties are a control node's own steps: follow the CA custody on
 // record, renew the Nebula certificates that are due, finish a CA
-// rotation that nothing depends on, prune old token records.
+// rotation that nothing depends on, revoke unused tokens naming a seed
+// that left or was removed, rotate the gossip key when departed nodes are
+// owed a rotation, prune old token records.
 func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
 		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.followCustody(ctx); return false }},
 		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ctl.RenewNebulaCerts(ctx); return false }},
 		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ca.finishCARotation(ctx); return false }},
-		{"token pruning", stepBudget, func(ctx context.Context, _ told) bool { _, _ = rt.ctl.PruneTokens(ctx); return false }}, // the leader only; it logs its own failure
+		{"tokens naming departed seeds", stepBudget, func(ctx context.Context, _ told) bool { rt.ctl.SweepSeedTokens(ctx); return false }}, // the leader only
+		{"gossip key owed", stepBudget, func(context.Context, told) bool { rt.ctl.PayKeys(); return false }},                               // the leader only, in the background
+		{"token pruning", stepBudget, func(ctx context.Context, _ told) bool { _, _ = rt.ctl.PruneTokens(ctx); return false }},             // the leader only; it logs its own failure
 	}
 }
 

@@ -5,12 +5,16 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/codes"
 )
 
 // records are the other nodes' active records for desired.Compute (the
 // cluster's facts: raft on a control node, the node list on a worker).
+// A record whose gossip address is not its overlay IP was made by a
+// release that gossiped on the underlay: that address is its
+// LegacyGossip.
 // ok is false on a worker before its first list.
 func (nd *node) records() ([]desired.Record, bool) {
 	list, ok := nd.cluster.Records()
@@ -24,6 +28,7 @@ func (nd *node) records() ([]desired.Record, bool) {
 		if ip, err := netip.ParseAddr(n.Underlay); err == nil && n.NebulaPort > 0 && n.NebulaPort <= 65535 {
 			r.Underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
 		}
+		r.LegacyGossip = control.LegacyGossip(ovl, n.SerfAddr) // admitted by a release that gossiped on the underlay
 		out = append(out, r)
 	}
 	return out, ok

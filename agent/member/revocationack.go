@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
 )
 
 // notifyRevoked is the gossip notification that the revocation list
@@ -61,7 +62,17 @@ func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 			}
 		}
 		if fresh && ms.ov.blocksAll(fps) {
-			b, _ := json.Marshal(control.RevocationQuery{Version: want.Version})
+			a := control.RevocationQuery{Version: want.Version}
+			if len(want.Nonce) > 0 { // signed: no other member can acknowledge for this one (issue 27)
+				a.ID = ms.facts.NodeID
+				sig, err := ms.identity().Attest(pki.AttestRevoked, want.Nonce, control.RevokedStatement(a.ID, a.Version))
+				if err != nil {
+					ms.log.Warn("revocation acknowledgement not signed", "err", err)
+					return
+				}
+				a.Sig = sig
+			}
+			b, _ := json.Marshal(a)
 			if err := q.Respond(b); err != nil {
 				ms.log.Debug("revocation acknowledgement not sent", "err", err)
 			}

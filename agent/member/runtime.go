@@ -76,6 +76,8 @@ type node struct {
 	// cluster is where the node's cluster facts come from (facts.go):
 	// its raft on a control node, fetched copies on a worker.
 	cluster clusterFacts
+	// fit is the node's fitness to serve: disk and clock (fitness.go).
+	fit *fitCheck
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -104,6 +106,7 @@ type Runtime struct {
 	ca      *caFollow
 	renew   *renewal
 	met     *metrics.Set
+	pairs   *pairHealth // the members this node cannot reach (pairhealth.go)
 
 	control   *http.Server
 	controlLn net.Listener
@@ -187,11 +190,13 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	loadHeld(dir, live, o.Log) // a CA rotation's leaf under the old CA (carotation.go)
 	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
 		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
+	nd.fit = newFitCheck(nd)
 	ov := &overlay{node: nd, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), inForce: o.Policy, parked: o.Parked}
 	keys := &keyring{node: nd, report: make(chan struct{}, 1)}
 	ca := &caFollow{node: nd, ov: ov, wake: make(chan struct{}, 1), report: make(chan struct{}, 1)}
 	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
 		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
+	rt.pairs = newPairHealth(o.Config.PairProbe(), rt.pairTargets, nd.reachAddr, o.Log, o.Now)
 	boot := o.Boot
 	defer func() {
 		if err != nil {
@@ -241,6 +246,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.members.answerQueries)
 	rt.Spawn(rt.keys.runKeyReports)
 	rt.Spawn(rt.ca.runCAReports)
+	rt.Spawn(rt.runFitness) // fitness.go
+	rt.Spawn(rt.pairs.run)
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
@@ -308,12 +315,16 @@ func (rt *Runtime) controlHooks() control.Hooks {
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.members.gossipMembers,
 		Versions:      rt.members.gossipVersions,
-		LastSeen:      rt.gossip.LastSeen,
+		LastSeen:      rt.gossip.LastSeen, // shown only for a node not alive: display, never a decision
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
 		NotifyCA:      func() error { return rt.gossip.Notify(notifyCA) },
 		KeyReports:    rt.members.keyReports,
 		AskMembers:    rt.gossip.Ask,
+		Reach:         rt.node.reachOverlay,
 		Tunnels:       rt.ov.tunnels,
+		Clock:         rt.clockHook,
+		DiskFailing:   rt.fit.disk.Err,
+		Unreachable:   rt.pairs.unreachable,
 	}
 }
 
@@ -329,7 +340,7 @@ func (rt *Runtime) startControl() error {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
 	es := enroll.NewServer(rt.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
-		enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin})
+		enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit})
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, rt.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln

@@ -14,7 +14,7 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// gossipView is this node's gossip view (desired.View): serf's members,
+// gossipView is this node's gossip view (desired.View): the members that count,
 // with those raft records as gone (left, removed, failed) shown left at
 // once. `meshctl status` counts it, `meshctl nodes` and the metrics show it.
 func (ms *membership) gossipView() map[string]gossip.Status {
@@ -30,13 +30,12 @@ func (ms *membership) gossipMembers() map[string]string {
 	return out
 }
 
-// gossipVersions is the version each gossip member advertises, by name.
+// gossipVersions is the version each gossip member that counts
+// advertises, by name.
 func (ms *membership) gossipVersions() map[string]string {
 	out := map[string]string{}
-	if ms.gossip != nil {
-		for _, m := range ms.gossip.Members() {
-			out[m.Name] = m.Tags[tagVersion]
-		}
+	for _, m := range ms.counted() {
+		out[m.Name] = m.Tags[tagVersion]
 	}
 	return out
 }
@@ -95,10 +94,12 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {
 		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
 	}
+	rt.pairs.fillStatus(s) // pairhealth.go
 	if s.Gossip != nil && s.Gossip.KeyErrors > 0 {
 		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
 			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})
 	}
+	s.Warnings = append(s.Warnings, rt.fitnessWarnings()...)
 	s.Raft = string(raftnode.None)
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()

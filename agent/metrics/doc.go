@@ -2,7 +2,8 @@
 // series read from the node's State at each scrape (state, raft, gossip,
 // overlay, certificate expiry, build), the counters and histograms that
 // outlive a runtime (joins served, admissions, raft apply latency; the
-// control node's own series served only while the node is one),
+// control node's own series served only while the node is one; the
+// labelled counters start with every known outcome at 0, outcomes.go),
 // Nebula's own counters and gauges, the Go and process collectors, and
 // the /metrics listener.
 //

@@ -38,6 +38,17 @@ type State struct {
 	Tunnels       int
 	Blocklist     int
 	NebulaExpires time.Time
+
+	// The node's fitness (agent/fitness): the state dir's write check,
+	// and on a control node its clock against the other control nodes'.
+	DiskFailing   bool
+	DiskFailures  uint64
+	ClockKnown    bool // a control node that measured a peer's clock
+	ClockDeviates time.Duration
+	ClockUntrust  bool
+	// Unreachable are the members this node's own probes cannot reach
+	// over the overlay (pair health).
+	Unreachable int
 }
 
 // collector turns a State into series at each scrape.
@@ -58,11 +69,17 @@ var (
 	descKeyErrors      = prometheus.NewDesc("meshd_gossip_key_errors_total", "Gossip messages no installed key could decrypt.", nil, nil)
 	descTunnels        = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
 	descBlocklist      = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
+	descUnreachable    = prometheus.NewDesc("meshd_overlay_unreachable_peers", "Members this node's own probes cannot reach over the overlay, though gossip may show them alive (a broken pair).", nil, nil)
 	descNebulaExpires  = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
 	descTLSExpires     = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
 	descBuildInfo      = prometheus.NewDesc("meshd_build_info", "1, labelled with the meshd version, the commit it was built from and the Go version.", []string{"version", "commit", "goversion"}, nil)
+	descDiskOK         = prometheus.NewDesc("meshd_disk_check_ok", "1 if the state dir passed its last write check (a page written, synced and removed every 5 s), else 0.", nil, nil)
+	descDiskFailures   = prometheus.NewDesc("meshd_disk_check_failures_total", "Failed write checks of the state dir since meshd started.", nil, nil)
+	descClockDeviation = prometheus.NewDesc("meshd_clock_deviation_seconds", "How far this control node's clock runs ahead of the median of the control nodes' clocks (negative: behind); absent until a peer's clock was read (control nodes only).", nil, nil)
+	descClockUntrusted = prometheus.NewDesc("meshd_clock_untrusted", "1 while this control node's clock is more than max_clock_skew from the median of the control nodes' clocks: it mints nothing, serves no join and hands off leadership (control nodes only).", nil, nil)
 	metricsDescriptors = []*prometheus.Desc{descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
-		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo}
+		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
+		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable}
 )
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
@@ -79,6 +96,14 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(descTLSExpires, prometheus.GaugeValue, float64(st.TLSExpires.Unix()))
+	ch <- prometheus.MustNewConstMetric(descDiskOK, prometheus.GaugeValue, bool01(!st.DiskFailing))
+	ch <- prometheus.MustNewConstMetric(descDiskFailures, prometheus.CounterValue, float64(st.DiskFailures))
+	if st.Control {
+		ch <- prometheus.MustNewConstMetric(descClockUntrusted, prometheus.GaugeValue, bool01(st.ClockUntrust))
+		if st.ClockKnown {
+			ch <- prometheus.MustNewConstMetric(descClockDeviation, prometheus.GaugeValue, st.ClockDeviates.Seconds())
+		}
+	}
 	if st.Control {
 		for k, v := range st.Nodes {
 			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(v), k[0], k[1])
@@ -104,10 +129,19 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 	if st.OverlayKnown {
 		ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(st.Tunnels))
 		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(st.Blocklist))
+		ch <- prometheus.MustNewConstMetric(descUnreachable, prometheus.GaugeValue, float64(st.Unreachable))
 		if !st.NebulaExpires.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(st.NebulaExpires.Unix()))
 		}
 	}
+}
+
+// bool01 is 1 for true, 0 for false.
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // buildCommit is the VCS revision the Go toolchain stamped into this
@@ -165,6 +199,8 @@ func New(version string, state func() State) *Set {
 		raftApply: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshd_raft_apply_duration_seconds",
 			Help: "Seconds from a raft write this node led to its being committed by a quorum and applied (control nodes only).", Buckets: latencyBuckets}),
 	}
+	startAtZero(m.joins, joinOutcomes()) // outcomes.go: no series appears only with its first event
+	startAtZero(m.admissions, admitOutcomes())
 	// The Go runtime's and the process's own (go_goroutines,
 	// process_open_fds, process_resident_memory_bytes, ...): what a leak
 	// shows in first, and what the soak test bounds.

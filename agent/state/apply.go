@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -99,7 +100,7 @@ func (c MintToken) applyTo(s *Snapshot) error {
 	}
 
 	s.Tokens[r.Hash] = r
-	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: r.Created, Actor: c.Actor, Subject: r.Name,
+	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: cmp.Or(c.At, r.Created), Actor: c.Actor, Subject: r.Name,
 		Detail: fmt.Sprintf("role %s, expires %s, hash %s", r.Role, r.Expires.UTC().Format("2006-01-02T15:04:05Z"), r.Hash)})
 	return nil
 }
@@ -230,6 +231,9 @@ func (c SetNodeState) applyTo(s *Snapshot) error {
 
 	if c.State == NodeRemoved && n.State != NodeRemoved {
 		s.revoke(n, c.At)
+	}
+	if c.State.Former() && !n.State.Former() {
+		s.oweKeys(n.ID)
 	}
 	n.State, n.Updated, n.Prior = c.State, c.At, ""
 	s.Nodes[n.ID] = n

@@ -66,6 +66,10 @@ type Bootstrap struct {
 type MintToken struct {
 	Record enroll.TokenRecord `json:"record"`
 	Actor  string             `json:"actor,omitempty"`
+	// At is when it was minted, to the nanosecond: the audit event's time
+	// (Record.Created is whole seconds, like the token's expiry; an entry
+	// written before At existed falls back to it).
+	At time.Time `json:"at,omitzero"`
 }
 
 // Admit is the admission compare-and-set, ONE raft entry: it consumes the

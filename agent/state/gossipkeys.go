@@ -89,8 +89,12 @@ func (c SetGossipKeys) applyTo(s *Snapshot) error {
 		keys[i] = bytes.Clone(k)
 	}
 	s.Cluster.GossipKeys = keys
-	if c.Step == KeyDrop {
+	switch c.Step {
+	case KeyInstall:
+		s.Cluster.payKeys()
+	case KeyDrop:
 		s.Cluster.GossipKeysRotated = c.At
+		s.Cluster.KeysPaying = nil
 	}
 	s.audit(AuditEvent{Code: codes.EventKeysRotated, At: c.At, Actor: c.Actor, Subject: string(c.Step),
 		Detail: fmt.Sprintf("gossip keyring %s: %d keys, primary %s", c.Step, len(keys), KeyID(keys[0]))})

@@ -75,6 +75,7 @@ func (c FailJoin) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.BadRequest, errors.New("fail join: no cause"))
 	}
 	s.revoke(n, c.At)
+	s.oweKeys(n.ID) // it got the gossip keys with its join response
 	n.State, n.Cause, n.Updated, n.Prior = NodeFailed, c.Cause, c.At, ""
 	s.Nodes[n.ID] = n
 	s.audit(AuditEvent{Code: codes.EventJoinFailed, At: c.At, Actor: c.Actor, Subject: n.Name,

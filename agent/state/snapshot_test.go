@@ -129,6 +129,8 @@ func TestSnapshotIsACopy(t *testing.T) {
 func TestSnapshotGoldenV1(t *testing.T) {
 	want := goldenFSM(t).snapshot()
 	want.Index = 0 // the frozen v1 file predates the index field; it must decode all the same
+	// and the key rotation a removal owes (issue 27)
+	want.Cluster.KeysOwed = nil
 	if *update {
 		var b bytes.Buffer
 		if err := WriteSnapshot(&b, want); err != nil {

@@ -29,6 +29,12 @@ type Cluster struct {
 	// GossipKeysRotated is when the last gossip key rotation finished
 	// (its drop step); zero if the keys were never rotated.
 	GossipKeysRotated time.Time `json:"gossip_keys_rotated,omitzero"`
+	// KeysOwed are the nodes that left, failed their join or were removed
+	// while holding the current gossip keys: a key rotation is owed for
+	// them (keysowed.go). KeysPaying are those the rotation in progress
+	// (its install step is applied) pays for; its drop step clears them.
+	KeysOwed   []string `json:"keys_owed,omitempty"`
+	KeysPaying []string `json:"keys_paying,omitempty"`
 	// CABackedUp is when the last sealed CA backup was taken (RecordCABackup);
 	// zero if never.
 	CABackedUp time.Time `json:"ca_backed_up,omitzero"`
@@ -141,6 +147,7 @@ func (c Cluster) clone() Cluster {
 		r.NextCACert, r.NextNebulaCACert = bytes.Clone(r.NextCACert), bytes.Clone(r.NextNebulaCACert)
 		c.Rotation = &r
 	}
+	c.KeysOwed, c.KeysPaying = slices.Clone(c.KeysOwed), slices.Clone(c.KeysPaying)
 	if c.GossipKeys != nil {
 		keys := make([][]byte, len(c.GossipKeys))
 		for i, k := range c.GossipKeys {

@@ -152,6 +152,9 @@ func (a *app) admitCommand() *cobra.Command {
 				if len(resp.Groups) > 0 {
 					out["groups"] = resp.Groups
 				}
+				if len(resp.Seeds) > 0 {
+					out["seeds"] = resp.Seeds
+				}
 				return a.printJSON(out)
 			}
 			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,

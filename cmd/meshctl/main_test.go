@@ -325,6 +325,37 @@ func TestNodes(t *testing.T) {
 		})
 	}
 
+	// Pair health: a node some member cannot reach over the overlay is
+	// marked "!" and named under the table with who cannot reach it; the
+	// JSON carries unreachable_from.
+	t.Run("ok/unreachable-from", func(t *testing.T) {
+		c1 := apitype.Node{Name: "c1", Role: "control", State: "active", Gossip: "alive", Raft: "leader", UnreachableFrom: []string{"c2"}}
+		c2 := apitype.Node{Name: "c2", Role: "control", State: "active", Gossip: "alive", Raft: "voter", UnreachableFrom: []string{"c1", "w1"}, Self: true}
+		sock := localclienttest.Serve(t, &fakeMeshd{nodes: withNodes(c1, c2, node)})
+		r := meshctl(t, "--socket", sock, "nodes")
+		if r.exit != exitOK {
+			t.Fatalf("exit %d\nstderr:\n%s", r.exit, r.stderr)
+		}
+		l := lines(r.stdout)
+		want := []string{"* this node", "! c1: unreachable over the overlay from c2 (their own probes)",
+			"! c2: unreachable over the overlay from c1, w1 (their own probes)"}
+		if len(l) != 7 || !slices.Equal(l[4:], want) || strings.Fields(l[1])[1] != "!" || strings.Fields(l[2])[1] != "*" ||
+			strings.Fields(l[2])[2] != "!" || strings.Contains(l[3], "!") {
+			t.Fatalf("table:\n%s\nwant c1 and c2 marked, w1 not, then the footnotes %q", r.stdout, want)
+		}
+		r = meshctl(t, "--socket", sock, "nodes", "-o", "json")
+		var arr []map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &arr); err != nil || len(arr) != 3 {
+			t.Fatalf("json (%v):\n%s", err, r.stdout)
+		}
+		if got := fmt.Sprint(arr[1]["unreachable_from"]); got != "[c1 w1]" {
+			t.Errorf("c2's unreachable_from %s, want [c1 w1]", got)
+		}
+		if _, ok := arr[2]["unreachable_from"]; ok {
+			t.Errorf("w1 has unreachable_from in JSON: %v", arr[2])
+		}
+	})
+
 	t.Run("fail/daemon-error", func(t *testing.T) {
 		sock := localclienttest.Serve(t, &fakeMeshd{nodes: func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, codes.NotInCluster.Status(), apitype.NewError(codes.NotInCluster, nil))

@@ -51,9 +51,11 @@ func reply(answered bool, rtt time.Duration) *apitype.PingReply {
 	return r
 }
 
-// TestPing: one line per probe with its RTT, a summary, exit 0 when any
-// probe was answered; PingLost (exit 1, summary still printed) when none
-// was; NodeUnknown passed through; bad flags are usage errors.
+// TestPing: one line per probe with its RTT and the tunnel's path when
+// meshd knows one (direct ADDR, relayed via NAME; in -o json per probe and
+// the last one known), a summary, exit 0 when any probe was answered; PingLost (exit 1, summary still printed) when none
+// was; NodeUnknown passed through; --port reaches the request; bad flags
+// are usage errors.
 func TestPing(t *testing.T) {
 	t.Run("ok/some-lost", func(t *testing.T) {
 		f := &fakePing{replies: []*apitype.PingReply{reply(true, 1500*time.Microsecond), reply(false, 0), reply(true, 500*time.Microsecond)}}
@@ -87,6 +89,56 @@ func TestPing(t *testing.T) {
 			t.Errorf("json %v", m)
 		}
 	})
+	t.Run("ok/path", func(t *testing.T) {
+		direct := reply(true, time.Millisecond)
+		direct.Path = &apitype.PingPath{Direct: "192.0.2.3:4242"}
+		dropped := reply(false, 0) // a tunnel, but the probe lost (a firewall)
+		dropped.Path = &apitype.PingPath{Direct: "192.0.2.3:4242"}
+		relayed := reply(true, 3*time.Millisecond)
+		relayed.Path = &apitype.PingPath{Relay: "c1", RelayIP: "10.42.0.1"}
+		f := &fakePing{replies: []*apitype.PingReply{reply(false, 0), direct, dropped, relayed}}
+		r := meshctl(t, "--socket", localclienttest.Serve(t, f), "ping", "w1", "-c", "4", "-i", "10ms")
+		if r.exit != exitOK {
+			t.Fatalf("exit %d\nstderr:\n%s", r.exit, r.stderr)
+		}
+		want := []string{
+			"PING w1 (10.42.0.3): TCP probes to port 7946 over the overlay",
+			"no answer from w1 (10.42.0.3): probe=1 timeout 1s",
+			"answer from w1 (10.42.0.3): probe=2 time=1.000 ms (refused), direct 192.0.2.3:4242",
+			"no answer from w1 (10.42.0.3): probe=3 timeout 1s, direct 192.0.2.3:4242",
+			"answer from w1 (10.42.0.3): probe=4 time=3.000 ms (refused), relayed via c1",
+			"--- w1 ping statistics ---",
+			"4 probes, 2 answered, 50% lost, rtt min/avg/max = 1.000/2.000/3.000 ms",
+		}
+		if got := lines(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
+		}
+
+		f = &fakePing{replies: []*apitype.PingReply{direct, relayed, reply(false, 0)}}
+		r = meshctl(t, "--socket", localclienttest.Serve(t, f), "ping", "w1", "-c", "3", "-i", "10ms", "-o", "json")
+		var out struct {
+			Probes []struct {
+				Probe int               `json:"probe"`
+				Path  *apitype.PingPath `json:"path"`
+			} `json:"probes"`
+			Path *apitype.PingPath `json:"path"`
+		}
+		if r.exit != exitOK || json.Unmarshal([]byte(r.stdout), &out) != nil || len(out.Probes) != 3 {
+			t.Fatalf("exit %d, stdout %q", r.exit, r.stdout)
+		}
+		if p := out.Probes[0].Path; p == nil || *p != (apitype.PingPath{Direct: "192.0.2.3:4242"}) {
+			t.Errorf("probe 1 path %+v, want direct 192.0.2.3:4242", p)
+		}
+		if p := out.Probes[1].Path; p == nil || *p != (apitype.PingPath{Relay: "c1", RelayIP: "10.42.0.1"}) {
+			t.Errorf("probe 2 path %+v, want relayed via c1 (10.42.0.1)", p)
+		}
+		if p := out.Probes[2].Path; p != nil {
+			t.Errorf("probe 3 path %+v, want none (no tunnel)", p)
+		}
+		if out.Path == nil || out.Path.Relay != "c1" { // the last path known
+			t.Errorf("path %+v, want the last known one (relayed via c1)", out.Path)
+		}
+	})
 	t.Run("fail/all-lost", func(t *testing.T) {
 		f := &fakePing{replies: []*apitype.PingReply{reply(false, 0), reply(false, 0)}}
 		r := meshctl(t, "--socket", localclienttest.Serve(t, f), "ping", "w1", "-c", "2", "-i", "10ms")
@@ -113,7 +165,15 @@ func TestPing(t *testing.T) {
 			t.Errorf("stdout %q, want nothing", r.stdout)
 		}
 	})
-	for _, args := range [][]string{{"ping"}, {"ping", "w1", "-c", "0"}, {"ping", "w1", "-W", "0s"}, {"ping", "w1", "-i", "1ms"}, {"ping", "w1", "-W", "31s"}} {
+	t.Run("ok/port", func(t *testing.T) {
+		f := &fakePing{replies: []*apitype.PingReply{reply(true, time.Millisecond)}}
+		r := meshctl(t, "--socket", localclienttest.Serve(t, f), "ping", "w1", "-c", "1", "--port", "5432")
+		if r.exit != 0 || len(f.reqs) != 1 || f.reqs[0].Port != 5432 || f.reqs[0].Name != "w1" {
+			t.Errorf("exit %d, requests %+v; want one for w1 port 5432", r.exit, f.reqs)
+		}
+	})
+	for _, args := range [][]string{{"ping"}, {"ping", "w1", "-c", "0"}, {"ping", "w1", "-W", "0s"}, {"ping", "w1", "-i", "1ms"}, {"ping", "w1", "-W", "31s"},
+		{"ping", "w1", "-p", "70000"}, {"ping", "w1", "--port", "-1"}} {
 		t.Run("usage/"+strings.Join(args, "_"), func(t *testing.T) {
 			f := &fakePing{}
 			r := meshctl(t, append([]string{"--socket", localclienttest.Serve(t, f)}, args...)...)

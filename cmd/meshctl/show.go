@@ -50,11 +50,17 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 	p := printer{tw}
 	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
 	self := false
+	var broken []string // the footnotes of nodes some member cannot reach
 	for _, n := range nodes {
 		self = self || n.Self
 		name, st, g := n.Name, n.State, n.Gossip
 		if n.Self {
 			name += " *"
+		}
+		if len(n.UnreachableFrom) > 0 {
+			name += " !"
+			broken = append(broken, fmt.Sprintf("! %s: unreachable over the overlay from %s (their own probes)",
+				n.Name, strings.Join(n.UnreachableFrom, ", ")))
 		}
 		if n.Revocation != "" {
 			st += " (revocation " + n.Revocation + ")"
@@ -73,6 +79,9 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 	}
 	if self {
 		printer{out}.Printf("* this node\n")
+	}
+	for _, l := range broken {
+		printer{out}.Printf("%s\n", l)
 	}
 	return nil
 }
@@ -165,6 +174,7 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("overlay mode", mode)
 				row("lighthouses", strings.Join(o.Lighthouses, ", "))
+				row("unreachable", strings.Join(o.Unreachable, ", ")) // pair health: its own probes fail
 				if o.Error != nil {
 					row("overlay error", fmt.Sprintf("%s: %s (%s)", o.Error.ErrCode, o.Error.Cause, o.Error.Detail))
 				}

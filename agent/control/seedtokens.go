@@ -1,0 +1,102 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// A token names its seeds by node id (enroll.Token.SeedIDs) and the
+// joiner sends its secret only to a seed whose leaf is that node. A
+// removed control node keeps a leaf the joiner cannot see revoked; so
+// every unused token naming a removed (or failed, or unknown) node is
+// revoked (RevokeSeedTokens): by the removal itself, by a mint that raced
+// one, and by the leader's reconcile pass should either have died half
+// way. A usable token then names no removed node (issue 27). A node that
+// left is not a reason: it left in good standing and wiped its state, and
+// `join --force` on a control node uses a token that may name the node
+// itself. The revocations are ordinary RevokeToken entries, which every
+// release applies alike.
+
+// seedRevoker is the actor of a revocation a departed seed made.
+const seedRevoker = "meshd (seed %s gone)"
+
+// RevokeSeedTokens revokes every token not used or revoked yet that names
+// a seed which was removed, failed its join or is unknown, in hash order,
+// and returns how many it revoked.
+func (p *Plane) RevokeSeedTokens(ctx context.Context) (int, error) {
+	active := map[string]bool{} // may be named: not removed, failed or unknown
+	names := map[string]string{}
+	for _, n := range p.raft.FSM().Nodes() {
+		active[n.ID] = seedStands(n)
+		names[n.ID] = n.Name
+	}
+	toks := p.raft.FSM().Tokens()
+	slices.SortFunc(toks, func(a, b enroll.TokenRecord) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
+	revoked := 0
+	for _, r := range toks {
+		if r.Consumed() || r.Revoked() {
+			continue
+		}
+		i := slices.IndexFunc(r.SeedIDs, func(id string) bool { return !active[id] })
+		if i < 0 {
+			continue
+		}
+		gone := names[r.SeedIDs[i]]
+		if gone == "" {
+			gone = r.SeedIDs[i]
+		}
+		if err := p.Write(ctx, &state.RevokeToken{Hash: r.Hash, At: p.now(), Actor: fmt.Sprintf(seedRevoker, gone)}); err != nil {
+			return revoked, fmt.Errorf("revoke the token for %s naming departed seed %s: %w", r.Name, gone, err)
+		}
+		p.log.Info("join token revoked: it names a seed that is gone", "token_id", r.Hash.String()[:12], "name", r.Name, "seed", gone)
+		revoked++
+	}
+	return revoked, nil
+}
+
+// sweepSeedTokens is RevokeSeedTokens after a departure or a mint, logged
+// and not failed: the leader's reconcile pass finishes it.
+func (p *Plane) sweepSeedTokens(ctx context.Context) {
+	if _, err := p.RevokeSeedTokens(ctx); err != nil {
+		p.log.Warn("tokens naming a departed seed not all revoked yet; the leader's next pass does it", "err", err)
+	}
+}
+
+// SweepSeedTokens is the leader's reconcile duty (RevokeSeedTokens).
+func (p *Plane) SweepSeedTokens(ctx context.Context) {
+	if p.raft.IsLeader() {
+		p.sweepSeedTokens(ctx)
+	}
+}
+
+// checkSeedsStayed, after a mint was recorded, makes sure no seed it
+// names was removed meanwhile: a removal applied between the
+// seed list's read and the mint would otherwise leave a usable token
+// naming the removed node. Such a token is revoked at once, and the mint
+// fails with codes.Busy (mint again).
+func (p *Plane) checkSeedsStayed(ctx context.Context, rec enroll.TokenRecord) error {
+	if err := p.SyncRead(ctx); err != nil {
+		return err
+	}
+	for _, id := range rec.SeedIDs {
+		if n, ok := p.raft.FSM().Node(id); ok && seedStands(n) {
+			continue
+		}
+		p.sweepSeedTokens(ctx)
+		return codes.Wrap(codes.Busy, fmt.Errorf("control node %s left or was removed while the token was minted; the token is revoked: mint again", id))
+	}
+	return nil
+}
+
+// seedStands reports whether a token may name n as a seed: a control node
+// not removed and not failed (one that left may still be named).
+func seedStands(n state.Node) bool {
+	return n.Role == pki.RoleControl && n.State != state.NodeRemoved && n.State != state.NodeFailed
+}

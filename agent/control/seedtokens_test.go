@@ -1,0 +1,72 @@
+package control
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+)
+
+// TestSeedTokensRevoked (issue 27 item 7): a token names its seeds' node
+// ids; removing a control node revokes every unused token naming it
+// (audited with the seed's name), and leaves alone a token naming only
+// the others; a token naming a node that is no active control node (a
+// mint that raced a removal) is revoked by the sweep too.
+func TestSeedTokensRevoked(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	asked := 0
+	origin.p.hooks.AskMembers = answering(t, c, origin, &asked, nil, map[string]answer{"origin": as("origin"), "c2": as("c2")})
+	both, err := origin.p.Admit(within(t, 5*time.Second), admitReq("w1", pki.RoleWorker), "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := enroll.ParseToken(both.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tok.SeedIDs, c2.nodeID) || !slices.Contains(tok.SeedIDs, origin.nodeID) || len(tok.SeedIDs) != len(tok.Seeds) {
+		t.Fatalf("token seeds %v ids %v, want origin's and c2's", tok.Seeds, tok.SeedIDs)
+	}
+	// A mint recorded with a node id that is no control node: as if it
+	// raced that node's removal.
+	now := time.Now().Truncate(time.Second)
+	raced := enroll.TokenRecord{Hash: enroll.TokenHash{1}, Name: "w3", Role: pki.RoleWorker, Created: now,
+		Expires: now.Add(time.Hour), MintedBy: origin.nodeID, SeedIDs: []string{origin.nodeID, "id-gone"}}
+	if err := origin.p.Write(within(t, 5*time.Second), &state.MintToken{Record: raced, Actor: "uid:0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := origin.p.Remove(within(t, 30*time.Second), "c2", "uid:0"); err != nil {
+		t.Fatalf("remove c2: %v", err)
+	}
+	_, err = origin.p.Admit(within(t, 5*time.Second), admitReq("w2", pki.RoleWorker), "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := map[string]enroll.TokenRecord{}
+	for _, r := range origin.p.Raft().FSM().Tokens() {
+		toks[r.Name] = r
+	}
+	if r := toks["w1"]; !r.Revoked() || r.RevokedBy != "meshd (seed c2 gone)" {
+		t.Fatalf("the token naming removed c2: revoked %v by %q", r.RevokedAt, r.RevokedBy)
+	}
+	if r := toks["w3"]; !r.Revoked() {
+		t.Fatal("the token naming a node that is no control node was not revoked")
+	}
+	if r := toks["w2"]; r.Revoked() || !slices.Equal(r.SeedIDs, []string{origin.nodeID}) {
+		t.Fatalf("the token minted after the removal: revoked %v, seeds %v", r.Revoked(), r.SeedIDs)
+	}
+	n := 0
+	for _, e := range origin.p.Raft().FSM().Audit() {
+		if e.Code == codes.TokenRevoked && e.Actor == "meshd (seed c2 gone)" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d revocations audited as c2's departure, want 1", n)
+	}
+}

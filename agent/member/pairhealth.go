@@ -1,0 +1,243 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/gossip"
+)
+
+// Pair health (issue 28 item 4). Gossip cannot show a broken pair: when
+// a member's direct probe of another fails, memberlist asks other
+// members to probe it (indirect probes), so two nodes that cannot reach
+// each other over the overlay both stay alive everywhere. So every member
+// probes every other member gossip shows alive or suspect, from itself:
+// reachAddr, a TCP connection to the member's gossip port on its overlay
+// address through Nebula, which completes only with that node's
+// certificate (the probe control.Hooks.Reach and `meshctl ping` make).
+// A member counts unreachable after PairProbe.Misses failed probes in a
+// row, reachable again after one answer (config.PairProbe has the period
+// and cost). What this node cannot reach shows in its status (a
+// codes.PairUnreachable warning, status.overlay.unreachable), its metrics
+// (meshd_overlay_unreachable_peers) and its tunnel report, from which the
+// control nodes mark the pair in `meshctl nodes` and the console's
+// picture (agent/control/pairhealth.go).
+
+// pairTarget is a member to probe: its name and gossip address on the
+// overlay.
+type pairTarget struct {
+	name string
+	addr netip.AddrPort
+}
+
+// pairDown is a member's run of failed probes.
+type pairDown struct {
+	name   string
+	since  time.Time // the run's first failed probe
+	failed int       // failed probes in a row
+	reason string    // the last one's
+}
+
+// pairBook counts each member's failed probes in a row; a member with
+// misses or more is unreachable. Not safe for concurrent use.
+type pairBook struct {
+	misses int
+	runs   map[string]*pairDown
+}
+
+// record counts one probe of name (err nil: it answered) and reports
+// whether that changed whether name is unreachable.
+func (b *pairBook) record(name string, err error, now time.Time) (changed bool) {
+	r := b.runs[name]
+	if err == nil {
+		delete(b.runs, name)
+		return r != nil && r.failed >= b.misses
+	}
+	if r == nil {
+		if b.runs == nil {
+			b.runs = map[string]*pairDown{}
+		}
+		r = &pairDown{name: name, since: now}
+		b.runs[name] = r
+	}
+	r.failed++
+	r.reason = dialReason(err)
+	return r.failed == b.misses
+}
+
+// keep forgets every member not in names (no longer probed: gone from
+// the records, or down in gossip, which shows that by itself).
+func (b *pairBook) keep(names map[string]bool) {
+	for n := range b.runs {
+		if !names[n] {
+			delete(b.runs, n)
+		}
+	}
+}
+
+// down are the unreachable members, by name.
+func (b *pairBook) down() []pairDown {
+	var out []pairDown
+	for _, r := range b.runs {
+		if r.failed >= b.misses {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(x, y pairDown) int { return strings.Compare(x.name, y.name) })
+	return out
+}
+
+// pairHealth probes the members and keeps their book.
+type pairHealth struct {
+	cfg     config.PairProbe
+	targets func() []pairTarget
+	reach   func(context.Context, netip.AddrPort) error
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu   sync.Mutex
+	book pairBook
+}
+
+func newPairHealth(cfg config.PairProbe, targets func() []pairTarget, reach func(context.Context, netip.AddrPort) error,
+	log *slog.Logger, now func() time.Time) *pairHealth {
+	return &pairHealth{cfg: cfg, targets: targets, reach: reach, log: log, now: now, book: pairBook{misses: max(1, cfg.Misses)}}
+}
+
+// run probes a round every cfg.Every until ctx ends.
+func (ph *pairHealth) run(ctx context.Context) {
+	tick := time.NewTicker(ph.cfg.Every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ph.round(ctx)
+	}
+}
+
+// round probes every target once, at most cfg.Parallel at once, each
+// within cfg.Timeout, then counts the outcomes. A round cut short by ctx
+// counts nothing.
+func (ph *pairHealth) round(ctx context.Context) {
+	targets := ph.targets()
+	errs := make([]error, len(targets))
+	slots := make(chan struct{}, max(1, ph.cfg.Parallel))
+	var wg sync.WaitGroup
+	for i, tg := range targets {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			pctx, cancel := context.WithTimeout(ctx, ph.cfg.Timeout)
+			defer cancel()
+			errs[i] = ph.reach(pctx, tg.addr)
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	now := ph.now()
+	probed := make(map[string]bool, len(targets))
+	var flipped []string
+	ph.mu.Lock()
+	for i, tg := range targets {
+		probed[tg.name] = true
+		if ph.book.record(tg.name, errs[i], now) {
+			flipped = append(flipped, tg.name)
+		}
+	}
+	ph.book.keep(probed)
+	down := ph.book.down()
+	ph.mu.Unlock()
+	for _, name := range flipped {
+		i := slices.IndexFunc(down, func(d pairDown) bool { return d.name == name })
+		if i < 0 {
+			ph.log.Info("member reachable over the overlay again", "peer", name)
+			continue
+		}
+		d := down[i]
+		ph.log.Warn("member unreachable over the overlay", "code", codes.PairUnreachable, "peer", name,
+			"failed", d.failed, "since", d.since, "reason", d.reason)
+	}
+}
+
+// down are the members this node counts unreachable now.
+func (ph *pairHealth) down() []pairDown {
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	return ph.book.down()
+}
+
+// unreachable are their names, sorted (nil when none): the tunnel
+// report's, status's and the metric's.
+func (ph *pairHealth) unreachable() []string {
+	var out []string
+	for _, d := range ph.down() {
+		out = append(out, d.name)
+	}
+	return out
+}
+
+// fillStatus adds what status shows of pair health to s: the names in
+// s.Overlay.Unreachable and a PairUnreachable warning naming them.
+func (ph *pairHealth) fillStatus(s *apitype.Status) {
+	down := ph.down()
+	if len(down) == 0 {
+		return
+	}
+	var names, runs []string
+	for _, d := range down {
+		names = append(names, d.name)
+		runs = append(runs, fmt.Sprintf("%s since %s (%d probes, %s)", d.name, d.since.UTC().Format(time.RFC3339), d.failed, d.reason))
+	}
+	if s.Overlay != nil {
+		s.Overlay.Unreachable = names
+	}
+	s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.PairUnreachable,
+		Detail: fmt.Sprintf("cannot reach %s over the overlay: %d or more of this node's probes in a row failed: %s; gossip may still show them alive",
+			strings.Join(names, ", "), ph.book.misses, strings.Join(runs, "; "))})
+}
+
+// pairTargets are the members this node probes: every active record but
+// its own that gossip shows alive or suspect (one gossip shows down is
+// visible as such already), at its gossip address on the overlay.
+func (rt *Runtime) pairTargets() []pairTarget {
+	records, ok := rt.cluster.Records()
+	if !ok || rt.gossip == nil {
+		return nil
+	}
+	view := rt.members.gossipView()
+	var out []pairTarget
+	for _, r := range records {
+		if r.ID == rt.facts.NodeID || !r.Active() {
+			continue
+		}
+		if st := view[r.Name]; st != gossip.StatusAlive && st != gossip.StatusSuspect {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(r.GossipPeer())
+		if err != nil {
+			continue
+		}
+		out = append(out, pairTarget{name: r.Name, addr: ap})
+	}
+	return out
+}
