@@ -38,8 +38,11 @@ type Net struct {
 type Host struct {
 	Net  *Net
 	Name string // namespace name
-	Link string // its veth end in the hub
+	Link string // its veth end in the hub (or in its site's router, linkNS)
 	IP   string // underlay address
+	// linkNS is the namespace Link is in when it is not the hub: a site
+	// host's router (natlab_test.go).
+	linkNS string
 }
 
 var netSeq int
@@ -97,10 +100,18 @@ func (n *Net) AddHostWith(name string, prepare func(h *Host)) *Host {
 }
 
 // Cut takes a host's link down (a network partition of that host).
-func (h *Host) Cut() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "down") }
+func (h *Host) Cut() { h.Net.in(h.upstream(), "ip", "link", "set", h.Link, "down") }
 
 // Heal brings it back.
-func (h *Host) Heal() { h.Net.in(h.Net.hub, "ip", "link", "set", h.Link, "up") }
+func (h *Host) Heal() { h.Net.in(h.upstream(), "ip", "link", "set", h.Link, "up") }
+
+// upstream is the namespace holding the host side's other end.
+func (h *Host) upstream() string {
+	if h.linkNS != "" {
+		return h.linkNS
+	}
+	return h.Net.hub
+}
 
 // Delay adds d of one-way delay to every host-to-host path (a round trip
 // of 2d), for hosts added before or after the call; calling it again
