@@ -57,6 +57,20 @@ type Config struct {
 	// AmLighthouse makes this node a lighthouse (a control node).
 	AmLighthouse bool
 
+	// AmRelay lets other nodes relay their tunnels through this one
+	// (relay.am_relay) when they cannot reach each other directly
+	// (symmetric NAT on both ends, UDP between them blocked). Nebula never
+	// lets a relay use relays itself. A change needs a restart.
+	AmRelay bool
+
+	// Relays are the overlay addresses of the relays other nodes may use
+	// to reach this one (relay.relays): Nebula tells the lighthouses, and a
+	// peer that cannot reach this node directly asks one of them to carry
+	// the tunnel. Each must run with AmRelay. Ignored (rendered empty) on
+	// a relay; the node's own address is dropped. Reload applies a change
+	// live.
+	Relays []netip.Addr
+
 	// Lighthouses are the control nodes. Their overlay addresses become
 	// lighthouse.hosts (empty on a lighthouse itself) and their underlay
 	// addresses enter static_host_map.
@@ -225,6 +239,11 @@ func (c Config) validate() error {
 			return bad("StaticHosts["+ip.String()+"]", "", "%v", err)
 		}
 	}
+	for i, r := range c.Relays {
+		if !r.IsValid() {
+			return bad(fmt.Sprintf("Relays[%d]", i), "", "invalid overlay address")
+		}
+	}
 	for i, fp := range c.Blocklist {
 		if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
 			return bad(fmt.Sprintf("Blocklist[%d]", i), fp, "want a lower-case hex SHA-256 fingerprint")
@@ -313,6 +332,9 @@ func restartFields(old, new Config) []string {
 	if old.AmLighthouse != new.AmLighthouse {
 		out = append(out, "AmLighthouse")
 	}
+	if old.AmRelay != new.AmRelay { // nebula.Main reads use_relays once, from am_relay
+		out = append(out, "AmRelay")
+	}
 	if old.Userspace != new.Userspace {
 		out = append(out, "Userspace")
 	}
@@ -346,5 +368,6 @@ func (c Config) withoutSelf(self netip.Addr) Config {
 			out.StaticHosts[ip] = u
 		}
 	}
+	out.Relays = slices.DeleteFunc(slices.Clone(c.Relays), func(r netip.Addr) bool { return r == self })
 	return out
 }

@@ -106,12 +106,14 @@ func TestRestartFields(t *testing.T) {
 		{"reloadable/peers-blocklist-mtu-buffers", func(c *Config) {
 			c.Lighthouses, c.StaticHosts, c.Blocklist = nil, nil, []string{fpA}
 			c.MTU, c.SocketBuffer, c.LocalAllowList = 1400, 0, nil
+			c.Relays = []netip.Addr{ip("10.42.0.7")}
 		}, nil},
 		{"reloadable/same-host-spelled-differently", func(c *Config) { c.ListenHost = "::ffff:0.0.0.0" }, nil},
 		{"restart/port", func(c *Config) { c.ListenPort = 4243 }, []string{"ListenPort"}},
 		{"restart/host", func(c *Config) { c.ListenHost = "192.0.2.1" }, []string{"ListenHost"}},
 		{"restart/tun-dev", func(c *Config) { c.TunDev = "meshd1" }, []string{"TunDev"}},
 		{"restart/role", func(c *Config) { c.AmLighthouse = true }, []string{"AmLighthouse"}},
+		{"restart/relay", func(c *Config) { c.AmRelay = true }, []string{"AmRelay"}},
 		{"restart/userspace", func(c *Config) { c.Userspace = true }, []string{"Userspace"}},
 		{"restart/timers", func(c *Config) { c.Fast = true }, []string{"Fast"}},
 		{"restart/routines", func(c *Config) { c.Routines = 2 }, []string{"Routines"}},
@@ -136,7 +138,10 @@ func TestWithoutSelf(t *testing.T) {
 	if _, ok := got.StaticHosts[ip("10.42.0.1")]; ok || len(got.StaticHosts) != 2 {
 		t.Errorf("static hosts = %v", got.StaticHosts)
 	}
-	if len(c.Lighthouses) != 2 || len(c.StaticHosts) != 3 {
+	if !slices.Equal(got.Relays, []netip.Addr{ip("10.42.0.2"), ip("10.42.0.2")}) {
+		t.Errorf("relays = %v, want 10.42.0.2 only (its own address dropped)", got.Relays)
+	}
+	if len(c.Lighthouses) != 2 || len(c.StaticHosts) != 3 || len(c.Relays) != 3 {
 		t.Error("withoutSelf modified its receiver")
 	}
 }

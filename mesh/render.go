@@ -20,6 +20,7 @@ type nebulaConfig struct {
 	Lighthouse    nebulaLighthouse    `yaml:"lighthouse"`
 	Listen        nebulaListen        `yaml:"listen"`
 	Punchy        nebulaPunchy        `yaml:"punchy"`
+	Relay         nebulaRelay         `yaml:"relay"`
 	Tun           *nebulaTun          `yaml:"tun,omitempty"` // nil in userspace mode: no device is created
 	Firewall      nebulaFirewall      `yaml:"firewall"`
 	Timers        *nebulaTimers       `yaml:"timers,omitempty"`
@@ -53,6 +54,12 @@ type nebulaListen struct {
 type nebulaPunchy struct {
 	Punch   bool `yaml:"punch"`
 	Respond bool `yaml:"respond"`
+}
+
+type nebulaRelay struct {
+	Relays    []string `yaml:"relays"`
+	AmRelay   bool     `yaml:"am_relay"`
+	UseRelays bool     `yaml:"use_relays"`
 }
 
 type nebulaTun struct {
@@ -150,6 +157,7 @@ func Render(c Config) (string, error) {
 			ReadBuffer: c.SocketBuffer, WriteBuffer: c.SocketBuffer,
 		},
 		Punchy:   nebulaPunchy{Punch: true, Respond: true},
+		Relay:    nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},
 		Tun:      tun,
 		Firewall: firewall(c),
 		Timers:   timers,
@@ -189,6 +197,21 @@ func staticHostMap(c Config) map[netip.Addr][]netip.AddrPort {
 	for ip, addrs := range out {
 		slices.SortFunc(addrs, netip.AddrPort.Compare)
 		out[ip] = slices.Compact(addrs)
+	}
+	return out
+}
+
+// relays is relay.relays: c.Relays sorted and de-duplicated, none on a
+// relay (Nebula ignores them there, and says so in its log).
+func relays(c Config) []string {
+	out := []string{}
+	if c.AmRelay {
+		return out
+	}
+	rs := slices.Clone(c.Relays)
+	slices.SortFunc(rs, netip.Addr.Compare)
+	for _, r := range slices.Compact(rs) {
+		out = append(out, r.String())
 	}
 	return out
 }

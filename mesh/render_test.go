@@ -50,12 +50,13 @@ func goldenWorker() Config {
 		ip("10.42.0.1"):  {ap("203.0.113.1:4242")},
 	}
 	c.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("192.0.2.20/32")}
+	c.Relays = []netip.Addr{ip("10.42.0.2"), ip("10.42.0.1"), ip("10.42.0.2")}
 	return c
 }
 
 func goldenCases() map[string]Config {
 	lighthouse := goldenWorker()
-	lighthouse.AmLighthouse = true
+	lighthouse.AmLighthouse, lighthouse.AmRelay = true, true
 
 	blocklist := goldenWorker()
 	blocklist.Blocklist = []string{fpB, fpA, fpB}
@@ -125,6 +126,13 @@ func TestRenderReadByNebula(t *testing.T) {
 	if got, want := nc.GetStringSlice("pki.blocklist", nil), []string{fpA, fpB}; !slices.Equal(got, want) {
 		t.Errorf("pki.blocklist = %v, want %v", got, want)
 	}
+	if got, want := nc.GetStringSlice("relay.relays", nil), []string{"10.42.0.1", "10.42.0.2"}; !slices.Equal(got, want) {
+		t.Errorf("relay.relays = %v, want %v", got, want)
+	}
+	if nc.GetBool("relay.am_relay", true) || !nc.GetBool("relay.use_relays", false) {
+		t.Errorf("a worker renders am_relay %t, use_relays %t; want false, true",
+			nc.GetBool("relay.am_relay", true), nc.GetBool("relay.use_relays", false))
+	}
 	if got := nc.GetString("pki.key", ""); got != fakeKey {
 		t.Errorf("pki.key does not round-trip: %q", got)
 	}
@@ -152,6 +160,23 @@ func TestRenderReadByNebula(t *testing.T) {
 		if got := lal.Allow(ip(addr)); got != want {
 			t.Errorf("local_allow_list allows %s = %t, want %t", addr, got, want)
 		}
+	}
+}
+
+// TestRenderRelayListsNoRelays: a relay (a control node) renders
+// am_relay and no relays of its own (Nebula lets no relay use relays).
+func TestRenderRelayListsNoRelays(t *testing.T) {
+	text, err := Render(goldenCases()["lighthouse"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := config.NewC(logrus.New())
+	if err := nc.LoadString(text); err != nil {
+		t.Fatal(err)
+	}
+	if !nc.GetBool("relay.am_relay", false) || len(nc.GetStringSlice("relay.relays", nil)) != 0 {
+		t.Errorf("a relay renders am_relay %t, relays %v; want true, none",
+			nc.GetBool("relay.am_relay", false), nc.GetStringSlice("relay.relays", nil))
 	}
 }
 

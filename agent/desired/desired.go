@@ -66,7 +66,10 @@ type Inputs struct {
 type Overlay struct {
 	Lighthouses []mesh.Lighthouse // sorted by overlay IP
 	StaticHosts map[netip.Addr][]netip.AddrPort
-	Blocklist   []string
+	// Relays are the nodes others may relay through to reach this one:
+	// every control node (each is a lighthouse every node reaches), sorted.
+	Relays    []netip.Addr
+	Blocklist []string
 }
 
 // Peer is another node as the overlay sees it.
@@ -169,7 +172,7 @@ func mismatch(in Inputs, m Member) string {
 }
 
 // Compute is the desired overlay: the active records' control nodes are
-// lighthouses, the other nodes go into the static host map, revoked
+// lighthouses and relays, the other nodes go into the static host map, revoked
 // certificates are blocked. Only raft withdraws a peer (a node that left,
 // was removed or failed its join has no active record, or is Gone): what
 // gossip says of a member never does, so no gossip message, forged or
@@ -183,11 +186,13 @@ func Compute(in Inputs) Overlay {
 		}
 		if p.Role == pki.RoleControl {
 			o.Lighthouses = append(o.Lighthouses, mesh.Lighthouse{OverlayIP: p.Overlay, Underlay: []netip.AddrPort{p.Underlay}})
+			o.Relays = append(o.Relays, p.Overlay)
 			continue
 		}
 		o.StaticHosts[p.Overlay] = []netip.AddrPort{p.Underlay}
 	}
 	slices.SortFunc(o.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
+	slices.SortFunc(o.Relays, netip.Addr.Compare)
 	return o
 }
 

@@ -170,6 +170,13 @@ func TestCompute(t *testing.T) {
 			if !reflect.DeepEqual(got.StaticHosts, tc.wantHosts) {
 				t.Errorf("static hosts %v, want %v", got.StaticHosts, tc.wantHosts)
 			}
+			var wantRelays []netip.Addr // every lighthouse relays
+			for _, l := range tc.wantLighthouses {
+				wantRelays = append(wantRelays, l.OverlayIP)
+			}
+			if !reflect.DeepEqual(got.Relays, wantRelays) {
+				t.Errorf("relays %v, want %v", got.Relays, wantRelays)
+			}
 			if !reflect.DeepEqual(got.Blocklist, in.Blocklist) {
 				t.Errorf("blocklist %v, want %v", got.Blocklist, in.Blocklist)
 			}

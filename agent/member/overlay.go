@@ -27,7 +27,7 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	id := ov.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
 	d := desired.Compute(in)
-	c.Lighthouses, c.StaticHosts, c.Blocklist = d.Lighthouses, d.StaticHosts, d.Blocklist
+	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays
 	return c
 }
 
