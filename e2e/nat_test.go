@@ -1,0 +1,218 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+)
+
+// natCluster is a control node on the internet and one worker behind each
+// of the sites, each worker joined through its NAT; it returns the nodes,
+// the control node first, once gossip on every node shows every node
+// alive.
+func natCluster(t *testing.T, n *Net, sites ...*Site) []*Node {
+	t.Helper()
+	c1 := n.NewNode("c1")
+	c1.Start(t)
+	c1.MustCtl(t, "init", "--cluster", "e2e")
+	nodes := []*Node{c1}
+	for i, s := range sites {
+		w := s.NewNode(fmt.Sprintf("w%d", i+1))
+		w.Start(t)
+		w.MustCtl(t, "join", c1.Admit(t, w.NodeName))
+		nodes = append(nodes, w)
+	}
+	names := make([]string, len(nodes))
+	for i, nd := range nodes {
+		names[i] = nd.NodeName
+	}
+	Eventually(t, 30*time.Second, "gossip on every node shows every node alive", func() error {
+		return allAlive(t, nodes, names...)
+	})
+	return nodes
+}
+
+// suspicionMarks are what memberlist logs when it suspects a member or
+// declares it failed (gossip's log sink passes them to meshd's log).
+var suspicionMarks = []string{"has failed, no acks received", "as failed, suspect timeout reached"}
+
+// logMark is where each node's log ends now; suspicionsSince counts the
+// suspicion lines written after it.
+func logMark(t *testing.T, nodes []*Node) map[*Node]int64 {
+	t.Helper()
+	m := map[*Node]int64{}
+	for _, nd := range nodes {
+		fi, err := os.Stat(nd.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[nd] = fi.Size()
+	}
+	return m
+}
+
+func suspicionsSince(t *testing.T, mark map[*Node]int64) []string {
+	t.Helper()
+	var out []string
+	for nd, off := range mark {
+		b, err := os.ReadFile(nd.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b[min(off, int64(len(b))):]), "\n") {
+			for _, m := range suspicionMarks {
+				if strings.Contains(line, m) {
+					out = append(out, nd.NodeName+": "+line)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// pingPath is the path `meshctl ping NAME -c 1` on from reports.
+func pingPath(t *testing.T, from *Node, name string) (*apitype.PingPath, error) {
+	var r struct {
+		Probes []struct {
+			Answered bool              `json:"answered"`
+			Path     *apitype.PingPath `json:"path"`
+		} `json:"probes"`
+	}
+	if err := from.CtlJSON(t.Context(), &r, "ping", name, "-c", "1"); err != nil {
+		return nil, err
+	}
+	if len(r.Probes) != 1 || !r.Probes[0].Answered || r.Probes[0].Path == nil {
+		return nil, fmt.Errorf("ping %s from %s: %+v", name, from.NodeName, r.Probes)
+	}
+	return r.Probes[0].Path, nil
+}
+
+// firstPing is how long from's first ICMP echo to ip takes to be
+// answered, retrying each 200 ms probe at once, up to within.
+func firstPing(t *testing.T, from *Node, ip string, within time.Duration) (time.Duration, error) {
+	return waitFor(t.Context(), within, func() error { return from.Ping(t.Context(), ip) })
+}
+
+// TestNATPortPreservingDirect: a control node on the internet and two
+// workers, each behind its own port-preserving NAT (the commonest home
+// router). Gossip rides the overlay, so no member is suspected for its
+// private underlay address: no suspicion in a quiet window on any node.
+// The two workers reach each other directly (a hole punched through the
+// lighthouse: the path is the other site's public address, not a relay)
+// within 2 s of the first packet. With meshd's default timers and with
+// the suite's fast ones.
+func TestNATPortPreservingDirect(t *testing.T) {
+	for _, tc := range []struct {
+		timers string
+		quiet  time.Duration
+	}{{"fast", 15 * time.Second}, {"lan", 20 * time.Second}} {
+		t.Run(tc.timers, func(t *testing.T) {
+			n := NewNet(t)
+			n.Timers, n.DefaultRaft = tc.timers, tc.timers == "lan"
+			a, b := n.AddSite("a", NATPortPreserving), n.AddSite("b", NATPortPreserving)
+			nodes := natCluster(t, n, a, b)
+			w1 := nodes[1]
+			mark := logMark(t, nodes)
+			ips := overlayIPs(t, nodes[0])
+
+			took, err := firstPing(t, w1, ips["w2"], 2*time.Second)
+			if err != nil {
+				t.Fatalf("w1 behind a NAT does not reach w2 behind another over the overlay within 2s of its first packet: %v", err)
+			}
+			path, err := pingPath(t, w1, "w2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := b.Router.IP + ":"; !strings.HasPrefix(path.Direct, want) {
+				t.Fatalf("w1's path to w2 is %s, want direct to w2's NAT at %s*", path, want)
+			}
+			t.Logf("timers %s: w1 reached w2 %s after its first packet, path %s", tc.timers, took.Round(time.Millisecond), path)
+
+			deadline := time.Now().Add(tc.quiet)
+			for time.Now().Before(deadline) {
+				if err := allAlive(t, nodes, "c1", "w1", "w2"); err != nil {
+					t.Fatalf("during the quiet window: %v", err)
+				}
+				select {
+				case <-t.Context().Done():
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+			}
+			if s := suspicionsSince(t, mark); len(s) > 0 {
+				t.Fatalf("%d false suspicions in %s across the NATs:\n%s", len(s), tc.quiet, strings.Join(s, "\n"))
+			}
+		})
+	}
+}
+
+// TestNATSymmetricRelayed: two workers each behind a symmetric NAT (a new
+// public port for every destination, so no hole can be punched) reach
+// each other through a control node acting as a Nebula relay, with no
+// relay setting anywhere: the relays come from raft. Traffic flows within
+// 3 s of the first packet and `meshctl ping` says `relayed via NAME`;
+// when that relay is killed, the tunnel moves to the other control node
+// within 5 s (measured as the gap in pings every 100 ms). Two control
+// nodes only: the killed one takes raft's quorum with it, which the data
+// path does not need.
+func TestNATSymmetricRelayed(t *testing.T) {
+	for _, timers := range []string{"fast", "lan"} {
+		t.Run(timers, func(t *testing.T) {
+			n := NewNet(t)
+			n.Timers, n.DefaultRaft = timers, timers == "lan"
+			c1 := n.NewNode("c1")
+			c1.Start(t)
+			c1.MustCtl(t, "init", "--cluster", "e2e")
+			c2 := n.NewNode("c2")
+			c2.Start(t)
+			c2.MustCtl(t, "join", c1.Admit(t, "c2", "--role", "control"))
+			control := map[string]*Node{"c1": c1, "c2": c2}
+			var workers []*Node
+			for _, s := range []*Site{n.AddSite("a", NATSymmetric), n.AddSite("b", NATSymmetric)} {
+				w := s.NewNode(fmt.Sprintf("w%d", len(workers)+1))
+				w.Start(t)
+				w.MustCtl(t, "join", c1.Admit(t, w.NodeName))
+				workers = append(workers, w)
+			}
+			all := []*Node{c1, c2, workers[0], workers[1]}
+			Eventually(t, 30*time.Second, "gossip on every node shows every node alive", func() error {
+				return allAlive(t, all, "c1", "c2", "w1", "w2")
+			})
+			w1, ips := workers[0], overlayIPs(t, c1)
+
+			took, err := firstPing(t, w1, ips["w2"], 3*time.Second)
+			if err != nil {
+				t.Fatalf("w1 behind a symmetric NAT does not reach w2 behind another within 3s of its first packet: %v", err)
+			}
+			path, err := pingPath(t, w1, "w2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			relay := control[path.Relay]
+			if relay == nil {
+				t.Fatalf("w1's path to w2 is %s, want relayed via c1 or c2", path)
+			}
+			t.Logf("timers %s: w1 reached w2 %s after its first packet, %s", timers, took.Round(time.Millisecond), path)
+
+			relay.Kill()
+			gap, err := waitFor(t.Context(), 5*time.Second, func() error { return w1.Ping(t.Context(), ips["w2"]) })
+			if err != nil {
+				t.Fatalf("w1 does not reach w2 within 5s of its relay %s being killed: %v", relay.NodeName, err)
+			}
+			path, err = pingPath(t, w1, "w2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if path.Relay == "" || path.Relay == relay.NodeName {
+				t.Fatalf("after %s was killed w1's path to w2 is %s, want relayed via the other control node", relay.NodeName, path)
+			}
+			t.Logf("timers %s: %s killed; w1 reached w2 again %s later, %s", timers, relay.NodeName, gap.Round(time.Millisecond), path)
+		})
+	}
+}
