@@ -20,7 +20,7 @@
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
 // agent/control, agent/desired, agent/fetched, agent/fitness,
-// agent/metrics, agent/raftnode, agent/state, agent/statedir, codes, crash,
-// enroll, gossip, mesh and pki; nothing else of meshd. Only agent imports
-// it.
+// agent/metrics, agent/pathup, agent/raftnode, agent/state,
+// agent/statedir, codes, crash, enroll, gossip, mesh and pki; nothing else
+// of meshd. Only agent imports it.
 package member

@@ -19,6 +19,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/agent/metrics"
+	"github.com/meshd/meshd/agent/pathup"
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
@@ -106,7 +107,8 @@ type Runtime struct {
 	ca      *caFollow
 	renew   *renewal
 	met     *metrics.Set
-	pairs   *pairHealth // the members this node cannot reach (pairhealth.go)
+	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
+	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
 
 	control   *http.Server
 	controlLn net.Listener
@@ -248,6 +250,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.ca.runCAReports)
 	rt.Spawn(rt.runFitness) // fitness.go
 	rt.Spawn(rt.pairs.run)
+	rt.paths = rt.newPathUp()
+	rt.Spawn(rt.paths.Run) // pathup.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}

@@ -1,0 +1,30 @@
+package member
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/meshd/meshd/agent/pathup"
+	"github.com/meshd/meshd/mesh"
+)
+
+// meshPaths is the running overlay as agent/pathup sees it.
+type meshPaths struct{ m *mesh.Mesh }
+
+func (p meshPaths) Relayed() []netip.Addr                     { return p.m.RelayedPeers() }
+func (p meshPaths) Candidates(ip netip.Addr) []netip.AddrPort { return p.m.DirectCandidates(ip) }
+func (p meshPaths) UseDirect(ip netip.Addr, a netip.AddrPort) bool {
+	return p.m.UseDirect(ip, a)
+}
+func (p meshPaths) Rebuild(ip netip.Addr) { p.m.RebuildTunnel(ip) }
+
+// newPathUp is the loop that moves this node's relayed tunnels onto a
+// direct path where the NATs allow one (agent/pathup), probing a peer as
+// pair health does: a TCP connection to its gossip port through the
+// tunnel (a reset counts as an answer).
+func (rt *Runtime) newPathUp() *pathup.Upgrader {
+	probe := func(ctx context.Context, ip netip.Addr) error {
+		return rt.reachAddr(ctx, netip.AddrPortFrom(ip, uint16(rt.ports.Gossip)))
+	}
+	return pathup.New(pathup.DefaultConfig(), meshPaths{rt.mesh}, probe, rt.log, rt.now)
+}

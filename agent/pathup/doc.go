@@ -1,0 +1,28 @@
+// Package pathup moves relayed overlay tunnels onto a direct path when
+// the NATs between the two nodes allow one.
+//
+// Nebula sends a handshake to a peer's addresses and a relay request to
+// its relays in the same attempt. Between two nodes behind port-preserving
+// NATs the relay answers first (a hole is punched only once the
+// lighthouse has told the peer to send towards this node), and Nebula
+// keeps a working tunnel where it is: it never moves a relayed tunnel to
+// a direct path by itself. So the pair would stay relayed for the
+// tunnel's life, though a direct path opened a moment later.
+//
+// An Upgrader looks at the relayed tunnels a few times a second. For one
+// it has not tried lately it asks the lighthouses about the peer (which
+// also has each lighthouse tell the peer to punch towards this node),
+// waits a moment for the punch, points the tunnel at each address the
+// lighthouses hold for the peer in turn, and probes the peer through the
+// tunnel. The first answer settles it: the peer switched as the first
+// packet reached it that way (Nebula's roaming) and the tunnel stays
+// direct. If no address answers, the tunnel is dropped on this side and
+// built again at once (by the relay, if there is still no direct path),
+// and the next try for that peer waits longer (Config.Backoff), so a pair
+// behind symmetric NATs costs a short gap in its traffic at ever longer
+// intervals, at most one every Backoff's last step.
+//
+// agent/member adapts the overlay (mesh.Mesh) and the probe to it.
+//
+// Import rule (deps_test.go): may import no meshd package.
+package pathup

@@ -1,0 +1,175 @@
+package pathup
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// Overlay is what the Upgrader needs of the running overlay.
+type Overlay interface {
+	// Relayed lists the peers (overlay addresses) whose established
+	// tunnel goes through a relay now.
+	Relayed() []netip.Addr
+	// Candidates asks the lighthouses about peer and returns the
+	// underlay addresses they hold for it; the query has each lighthouse
+	// tell the peer to punch towards this node.
+	Candidates(peer netip.Addr) []netip.AddrPort
+	// UseDirect points the established tunnel to peer at addr; false when
+	// there is no such tunnel any more.
+	UseDirect(peer netip.Addr, addr netip.AddrPort) bool
+	// Rebuild drops the tunnel to peer on this side and starts a new
+	// handshake at once.
+	Rebuild(peer netip.Addr)
+}
+
+// Probe checks that peer answers through its tunnel within ctx.
+type Probe func(ctx context.Context, peer netip.Addr) error
+
+// Config is the Upgrader's timing.
+type Config struct {
+	// Every is how often the relayed tunnels are looked at.
+	Every time.Duration
+	// Settle is how long a try waits after asking the lighthouses, for
+	// the peer's punch to open its NAT towards this node.
+	Settle time.Duration
+	// ProbeTimeout bounds each address's probe.
+	ProbeTimeout time.Duration
+	// Backoff is the wait before each try for one peer: the first from
+	// when its tunnel was first seen relayed, each next from the try
+	// before; the last step repeats.
+	Backoff []time.Duration
+	// MaxCandidates bounds the addresses tried in one try.
+	MaxCandidates int
+}
+
+// DefaultConfig is the timing meshd runs with, whatever its timers: a
+// relayed tunnel that can go direct does within about a second of being
+// built (the first try at 300 ms, a 100 ms settle, a 500 ms probe); a
+// pair that cannot is tried again after 5 s, 30 s, 2 min, then every
+// 10 min.
+func DefaultConfig() Config {
+	return Config{Every: 250 * time.Millisecond, Settle: 100 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
+		Backoff:       []time.Duration{300 * time.Millisecond, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
+		MaxCandidates: 4}
+}
+
+// Upgrader moves relayed tunnels onto direct paths (see the package doc).
+type Upgrader struct {
+	cfg   Config
+	ov    Overlay
+	probe Probe
+	log   *slog.Logger
+	now   func() time.Time
+	peers map[netip.Addr]*peer // relayed peers, by overlay address; only run's goroutine touches it
+
+	upgraded, failed atomic.Uint64
+}
+
+// peer is what the Upgrader remembers of one relayed peer.
+type peer struct {
+	next  time.Time // when the next try is due
+	tries int       // tries so far
+}
+
+// New returns an Upgrader; Run starts it.
+func New(cfg Config, ov Overlay, probe Probe, log *slog.Logger, now func() time.Time) *Upgrader {
+	return &Upgrader{cfg: cfg, ov: ov, probe: probe, log: log, now: now, peers: map[netip.Addr]*peer{}}
+}
+
+// Counts are the tries that moved a tunnel onto a direct path and those
+// that found none, since start.
+func (u *Upgrader) Counts() (upgraded, failed uint64) { return u.upgraded.Load(), u.failed.Load() }
+
+// Run looks at the relayed tunnels every Config.Every until ctx ends.
+func (u *Upgrader) Run(ctx context.Context) {
+	t := time.NewTicker(u.cfg.Every)
+	defer t.Stop()
+	for {
+		u.Step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Step is one look: it forgets peers no longer relayed (their schedule
+// starts again should they be relayed again) and tries each one due.
+func (u *Upgrader) Step(ctx context.Context) {
+	now := u.now()
+	relayed := u.ov.Relayed()
+	for ip := range u.peers {
+		if !slices.Contains(relayed, ip) {
+			delete(u.peers, ip)
+		}
+	}
+	for _, ip := range relayed {
+		p := u.peers[ip]
+		if p == nil {
+			p = &peer{next: now.Add(u.wait(0))}
+			u.peers[ip] = p
+		}
+		if now.Before(p.next) || ctx.Err() != nil {
+			continue
+		}
+		p.tries++
+		if u.try(ctx, ip) {
+			delete(u.peers, ip)
+			continue
+		}
+		p.next = u.now().Add(u.wait(p.tries))
+	}
+}
+
+// wait is the backoff before try number n+1 (n tries made).
+func (u *Upgrader) wait(n int) time.Duration {
+	if len(u.cfg.Backoff) == 0 {
+		return 0
+	}
+	return u.cfg.Backoff[min(n, len(u.cfg.Backoff)-1)]
+}
+
+// try moves the tunnel to ip onto the first candidate address that
+// answers a probe; when none does it rebuilds the tunnel.
+func (u *Upgrader) try(ctx context.Context, ip netip.Addr) bool {
+	var cands []netip.AddrPort
+	for _, a := range u.ov.Candidates(ip) {
+		if a.IsValid() && a.Port() != 0 && !slices.Contains(cands, a) && len(cands) < u.cfg.MaxCandidates {
+			cands = append(cands, a)
+		}
+	}
+	if len(cands) == 0 {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(u.cfg.Settle):
+	}
+	moved := false
+	for _, a := range cands {
+		if !u.ov.UseDirect(ip, a) {
+			return false // the tunnel is gone: nothing to move, nothing to rebuild
+		}
+		moved = true
+		pctx, cancel := context.WithTimeout(ctx, u.cfg.ProbeTimeout)
+		err := u.probe(pctx, ip)
+		cancel()
+		if err == nil {
+			u.upgraded.Add(1)
+			u.log.Info("tunnel moved from its relay to a direct path", "peer", ip, "remote", a)
+			return true
+		}
+	}
+	if moved {
+		u.ov.Rebuild(ip)
+	}
+	u.failed.Add(1)
+	u.log.Debug("no direct path to a relayed peer; its tunnel is built again", "peer", ip, "tried", cands)
+	return false
+}

@@ -1,0 +1,148 @@
+package pathup
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+// fakeOverlay is an overlay whose relayed peers go direct when pointed at
+// their open address.
+type fakeOverlay struct {
+	relayed  []netip.Addr
+	cands    map[netip.Addr][]netip.AddrPort
+	open     map[netip.Addr]netip.AddrPort // the address at which a peer answers directly
+	pointed  map[netip.Addr]netip.AddrPort
+	asked    []netip.Addr
+	rebuilds []netip.Addr
+}
+
+func (f *fakeOverlay) Relayed() []netip.Addr { return slices.Clone(f.relayed) }
+func (f *fakeOverlay) Candidates(p netip.Addr) []netip.AddrPort {
+	f.asked = append(f.asked, p)
+	return f.cands[p]
+}
+func (f *fakeOverlay) UseDirect(p netip.Addr, a netip.AddrPort) bool {
+	if !slices.Contains(f.relayed, p) {
+		return false
+	}
+	f.pointed[p] = a
+	return true
+}
+func (f *fakeOverlay) Rebuild(p netip.Addr) { f.rebuilds = append(f.rebuilds, p) }
+
+func (f *fakeOverlay) probe(_ context.Context, p netip.Addr) error {
+	if a, ok := f.open[p]; ok && f.pointed[p] == a {
+		f.relayed = slices.DeleteFunc(f.relayed, func(x netip.Addr) bool { return x == p })
+		return nil
+	}
+	return errors.New("no answer")
+}
+
+var (
+	peerA = netip.MustParseAddr("10.42.0.3")
+	peerB = netip.MustParseAddr("10.42.0.4")
+	priv  = netip.MustParseAddrPort("172.16.1.2:4242")
+	pubA  = netip.MustParseAddrPort("10.99.0.2:4242")
+	pubB  = netip.MustParseAddrPort("10.99.0.3:51000")
+)
+
+func newTest(ov *fakeOverlay) (*Upgrader, *time.Time) {
+	now := time.Unix(1000, 0)
+	cfg := DefaultConfig()
+	cfg.Settle = 0
+	u := New(cfg, ov, ov.probe, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now })
+	return u, &now
+}
+
+// TestUpgraderMovesToTheAnsweringAddress: a relayed peer is tried once
+// its first backoff has passed, at each address in turn; the one that
+// answers keeps the tunnel, nothing is rebuilt, and the peer is forgotten.
+func TestUpgraderMovesToTheAnsweringAddress(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerA}, cands: map[netip.Addr][]netip.AddrPort{peerA: {priv, pubA, pubA}},
+		open: map[netip.Addr]netip.AddrPort{peerA: pubA}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	u.Step(t.Context())
+	if len(ov.asked) != 0 {
+		t.Fatalf("tried %v before the first backoff (300ms) passed", ov.asked)
+	}
+	*now = now.Add(300 * time.Millisecond)
+	u.Step(t.Context())
+	if ov.pointed[peerA] != pubA || len(ov.relayed) != 0 {
+		t.Fatalf("pointed at %v, relayed %v; want %v, none", ov.pointed[peerA], ov.relayed, pubA)
+	}
+	if len(ov.rebuilds) != 0 {
+		t.Fatalf("rebuilt %v after a direct path answered", ov.rebuilds)
+	}
+	if up, failed := u.Counts(); up != 1 || failed != 0 {
+		t.Fatalf("counts %d upgraded, %d failed; want 1, 0", up, failed)
+	}
+	if len(u.peers) != 0 {
+		t.Fatalf("still remembers %v", u.peers)
+	}
+}
+
+// TestUpgraderBacksOffAndRebuilds: a peer with no direct path gets its
+// tunnel rebuilt after each failed try, and the tries space out along
+// the backoff (5 s, then 30 s); another peer's schedule is its own.
+func TestUpgraderBacksOffAndRebuilds(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
+		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	u.Step(t.Context())
+	tries := func() int { return len(ov.rebuilds) }
+	for _, tc := range []struct {
+		advance time.Duration
+		want    int
+	}{
+		{300 * time.Millisecond, 1},
+		{4 * time.Second, 1},  // 5 s not yet passed
+		{time.Second, 2},      // 5 s after the first try
+		{29 * time.Second, 2}, // 30 s not yet
+		{time.Second, 3},      // 30 s after the second
+		{2 * time.Minute, 4},  // then 2 min
+		{10 * time.Minute, 5}, // then 10 min
+		{9 * time.Minute, 5},  // and 10 min again
+		{time.Minute, 6},
+	} {
+		*now = now.Add(tc.advance)
+		u.Step(t.Context())
+		if tries() != tc.want {
+			t.Fatalf("after +%s: %d tries, want %d", tc.advance, tries(), tc.want)
+		}
+	}
+	if _, failed := u.Counts(); failed != 6 {
+		t.Fatalf("failed %d, want 6", failed)
+	}
+}
+
+// TestUpgraderForgetsPeersNoLongerRelayed: a tunnel that went direct (or
+// away) by other means is forgotten, and if it is relayed again its
+// schedule starts from the beginning; a tunnel gone mid-try is not rebuilt.
+func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
+		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	u.Step(t.Context())
+	*now = now.Add(300 * time.Millisecond)
+	u.Step(t.Context()) // a failed try: the next waits 5 s
+	ov.relayed = nil
+	u.Step(t.Context())
+	if len(u.peers) != 0 {
+		t.Fatalf("remembers %v after its tunnel stopped being relayed", u.peers)
+	}
+	ov.relayed = []netip.Addr{peerB}
+	u.Step(t.Context())
+	*now = now.Add(300 * time.Millisecond)
+	ov.relayed = nil // gone between the look and the try: UseDirect says so
+	u.peers[peerB].next = *now
+	u.try(t.Context(), peerB)
+	if len(ov.rebuilds) != 1 {
+		t.Fatalf("rebuilds %v: a tunnel gone mid-try must not be rebuilt", ov.rebuilds)
+	}
+}
