@@ -33,6 +33,7 @@ var allowed = map[string][]string{
 	"agent/raftnode":                    {"agent/state", "codes"},
 	"agent/control":                     {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "pki", "codes", "crash"},
 	"agent/desired":                     {"mesh", "gossip", "pki"},
+	"netcheck":                          {"codes"},
 	"agent/preflight":                   {"agent/apitype", "agent/config", "agent/statedir", "enroll", "mesh", "pki", "codes"},
 	"agent/fetched":                     {"agent/apitype", "agent/control", "agent/statedir", "codes", "pki"},
 	"agent/metrics":                     {"enroll", "codes"},
