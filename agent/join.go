@@ -158,8 +158,18 @@ func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.A
 	for _, c := range preflight.PlanLines(rep) {
 		step("%s %s %s: %s", c.Name, c.Status, c.Code, c.Detail)
 	}
-	if err := rep.Err(); codes.Of(err) == codes.OverlayUDPBlocked {
-		return err
+	err = rep.Err()
+	if codes.Of(err) != codes.OverlayUDPBlocked {
+		return nil
+	}
+	// Only a seed that proves itself a control node of the token's CA
+	// counts as the TCP port that answered: an impostor's or a removed
+	// control node's listener is the enroll step's to refuse, with its
+	// own code.
+	for _, r := range enroll.ProbeSeeds(ctx, tok, j.a.preflight().EnrollDeps(underlay, nil, nil)) {
+		if r.Err == nil {
+			return err
+		}
 	}
 	return nil
 }

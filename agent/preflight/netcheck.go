@@ -61,8 +61,14 @@ func PlanLines(rep *netcheck.Report) []apitype.PlanCheck {
 	return out
 }
 
-// netcheck is the plan's path check against the token's seeds.
-func (p *planner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr) {
+// netcheck is the plan's path check against the token's seeds; it runs
+// only when a seed passed its checks (seed), so that the TCP port that
+// tells blocked UDP from seeds down is a verified control node's.
+func (p *planner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr, seed string) {
+	if seed == "" {
+		p.skip("netcheck", "no seed passed its checks (reachable, pinned, clock)")
+		return
+	}
 	rep, err := p.a.Netcheck(ctx, tok, underlay)
 	if err != nil {
 		p.fail("netcheck", err)

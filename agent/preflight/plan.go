@@ -112,7 +112,7 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	p.tun(ownRuntime)
 	p.stateDir(tok.Role)
 	seed := p.seeds(ctx, tok, u.Addr)
-	p.netcheck(ctx, tok, u.Addr) // netcheck.go
+	p.netcheck(ctx, tok, u.Addr, seed) // netcheck.go
 	p.admission(ctx, tok, u.Addr, seed)
 }
 
