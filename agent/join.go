@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/member"
+	"github.com/meshd/meshd/agent/preflight"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/crash"
@@ -81,6 +83,13 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	step("underlay address %s: %s", underlay, u.Why)
 	crash.At(crash.JoinAfterUnderlay)
 
+	// The path check (preflight/netcheck.go): with outbound UDP blocked
+	// the overlay cannot come up, so the join stops here, its token
+	// unspent, rather than at step 10's confirmation timeout.
+	if err := j.netcheck(ctx, tok, underlay, step); err != nil {
+		return nil, err
+	}
+
 	// 4. keys, generated here; only public keys leave this machine. An
 	// earlier attempt at this very join whose outcome is unknown left its
 	// keys: reuse them, so the cluster can hand back what it recorded.
@@ -131,6 +140,38 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 	return joinResult(rt.Facts()), nil
+}
+
+// netcheck runs a join's path check against the token's seeds and
+// reports its lines as steps. Blocked UDP is codes.OverlayUDPBlocked;
+// anything else goes on (seeds that answer nothing are the enroll step's
+// to report, with its own code).
+func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
+	rep, err := j.a.preflight().Netcheck(ctx, tok, underlay)
+	if err != nil {
+		step("path check not run: %v", err)
+		return nil
+	}
+	if rep == nil {
+		return nil // no seed resolves: the enroll step reports it
+	}
+	for _, c := range preflight.PlanLines(rep) {
+		step("%s %s %s: %s", c.Name, c.Status, c.Code, c.Detail)
+	}
+	err = rep.Err()
+	if codes.Of(err) != codes.OverlayUDPBlocked {
+		return nil
+	}
+	// Only a seed that proves itself a control node of the token's CA
+	// counts as the TCP port that answered: an impostor's or a removed
+	// control node's listener is the enroll step's to refuse, with its
+	// own code.
+	for _, r := range enroll.ProbeSeeds(ctx, tok, j.a.preflight().EnrollDeps(underlay, nil, nil)) {
+		if r.Err == nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func joinResult(f *statedir.Facts) *apitype.JoinResult {

@@ -44,6 +44,7 @@ func (a *Agent) localRoutes() []localapi.Route {
 		{Method: "POST", Path: apitype.PathCARotate, Write: write, Handler: localapi.With(l, "CA rotation failed", h.postRotateCA)},
 		{Method: "GET", Path: apitype.PathCAStatus, Write: read, Handler: localapi.Do(l, "", h.getCAStatus)},
 		{Method: "POST", Path: apitype.PathPing, Write: read, Handler: localapi.With(l, "", h.postPing)}, // ping.go: a read, as `meshctl ping` needs no privileges
+		{Method: "GET", Path: apitype.PathNetcheck, Write: read, Handler: localapi.Do(l, "", h.getNetcheck)},
 		{Method: "GET", Path: apitype.PathTunnels, Write: read, Handler: localapi.Do(l, "", h.getTunnels)},
 	}
 }
@@ -122,6 +123,16 @@ func (h api) postPing(r *http.Request, req apitype.PingRequest) (apitype.PingRep
 		return apitype.PingReply{}, err
 	}
 	return rt.Ping(r.Context(), req)
+}
+
+// getNetcheck is the path check against the control nodes
+// (member.Runtime.Netcheck).
+func (h api) getNetcheck(r *http.Request) (*apitype.NetcheckReport, error) {
+	rt, err := h.a.running()
+	if err != nil {
+		return nil, err
+	}
+	return rt.Netcheck(r.Context())
 }
 
 // getTunnels is the cluster-wide tunnel view of a control node

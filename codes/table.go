@@ -147,6 +147,21 @@ const (
 	// Pair health (issue 28 item 4): this node's own probes cannot reach
 	// a member over the overlay (a warning).
 	PairUnreachable Code = "X200523PAIRBR"
+	// The path check (issue 29 item 5: `meshctl netcheck`, join --plan,
+	// join): OverlayUDPBlocked fails a join before its token is spent;
+	// the others are the check's lines, informational (1xx) or warnings
+	// (2xx).
+	OverlayUDPBlocked           Code = "X503530UDPBLK"
+	NetcheckAnswered            Code = "X100531STUNOK"
+	NetcheckNoAnswer            Code = "X200532STUNNA"
+	NetcheckPortPreserving      Code = "X100533NATPPR"
+	NetcheckEndpointIndependent Code = "X100534NATEIM"
+	NetcheckSymmetric           Code = "X200535NATSYM"
+	NetcheckMappingUnknown      Code = "X200536NATUNK"
+	NetcheckDirect              Code = "X100537PTHDIR"
+	NetcheckRelayed             Code = "X200538PTHRLY"
+	NetcheckNoNAT               Code = "X100539NATNON"
+	NetcheckUnreachable         Code = "X503540STUNDN"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -250,9 +265,20 @@ var table = map[Code]Info{
 	RevocationPending:   {200, "the removal is recorded, but some members did not confirm within the bound that they block the removed node", "check the members listed as pending (are they up and reachable?); `meshctl nodes` shows when they acknowledge"},
 	TunUnavailable:      {503, "the overlay's TUN device cannot be created (kernel mode)", "load the tun module (`modprobe tun`), run meshd with CAP_NET_ADMIN and /dev/net/tun (the packaged unit does), or set overlay_mode: userspace"},
 
-	FirewallRule: {400, "a firewall rule in meshd.yaml is invalid (port, proto, host, group, groups or cidr)", "fix the rule named in the message (see docs/operations.md, Overlay firewall); the running firewall was not changed"},
-	BadGroup:     {400, "the node group name is not valid or is reserved", "use 1-32 of a-z, 0-9 and '-', starting with a letter; control, worker and any are reserved (every certificate carries its role as a group)"},
-	PingLost:     {504, "no probe to the node was answered over the overlay", "check that the node runs (`meshctl nodes`), that UDP 4242 is open between the nodes, and that the node's firewall.inbound allows TCP to its gossip port from this node"},
+	FirewallRule:                {400, "a firewall rule in meshd.yaml is invalid (port, proto, host, group, groups or cidr)", "fix the rule named in the message (see docs/operations.md, Overlay firewall); the running firewall was not changed"},
+	BadGroup:                    {400, "the node group name is not valid or is reserved", "use 1-32 of a-z, 0-9 and '-', starting with a letter; control, worker and any are reserved (every certificate carries its role as a group)"},
+	PingLost:                    {504, "no probe to the node was answered over the overlay", "check that the node runs (`meshctl nodes`), that UDP 4242 is open between the nodes, and that the node's firewall.inbound allows TCP to its gossip port from this node"},
+	OverlayUDPBlocked:           {503, "no control node answered over UDP (STUN, ports.stun) while their TCP control port did: outbound UDP is blocked on this network, so the overlay cannot come up", "allow outbound UDP to the control nodes' Nebula port 4242 and STUN port 3478 (or the ports.nebula and ports.stun they use), or run from a network that does; `meshctl join --plan` checks it without spending the token"},
+	NetcheckAnswered:            {100, "a control node answered the path check over UDP; the line shows the address it saw this node's packets come from", "none needed"},
+	NetcheckNoAnswer:            {200, "a control node did not answer the path check over UDP while another did", "check that the control node runs and that UDP to its STUN port (ports.stun, 3478 by default) is open; the overlay still works through the control nodes that answered"},
+	NetcheckPortPreserving:      {100, "the NAT in front of this node keeps its UDP source port (port-preserving): a direct path to nodes behind other NATs can be punched", "none needed"},
+	NetcheckEndpointIndependent: {100, "the NAT in front of this node maps its UDP source port to one other port, the same towards every control node (endpoint-independent): a direct path can be punched", "none needed"},
+	NetcheckSymmetric:           {200, "the NAT in front of this node maps its UDP source port to a different port towards each control node (symmetric): direct paths to nodes behind NATs cannot be punched, so that traffic is relayed", "none needed: a control node relays it; for direct paths, use a network whose NAT keeps ports (or forward ports.nebula to this node)"},
+	NetcheckMappingUnknown:      {200, "fewer than two control nodes answered the path check, so the NAT's mapping could not be compared", "a cluster with two or more control nodes lets netcheck tell a symmetric NAT from others"},
+	NetcheckDirect:              {100, "a direct path to other nodes is possible from here (UDP works and the NAT is not symmetric); what cannot go direct is relayed by the control node named", "none needed"},
+	NetcheckRelayed:             {200, "no direct path to nodes behind NATs is possible from here; the control node named relays that traffic", "none needed; for direct paths see the symmetric NAT code's remedy"},
+	NetcheckUnreachable:         {503, "no control node answered the path check, neither over UDP (STUN) nor on its TCP control port", "check that the control nodes run and are reachable from here (`meshctl nodes` on one of them); then run the check again"},
+	NetcheckNoNAT:               {100, "the control nodes see this node's own address and port: no NAT between them", "none needed"},
 
 	PairUnreachable: {200, "this node cannot reach a member over the overlay by its own probes, though gossip may show it alive (other members probe it on this node's behalf): a one-way or pair-wise break", "check the path between the two nodes' underlay addresses in both directions (UDP to the Nebula port, 4242 by default; firewalls, routes, NAT); `meshctl ping NAME` probes it, `meshctl nodes` marks the broken pairs"},
 

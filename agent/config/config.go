@@ -79,6 +79,12 @@ type Ports struct {
 	Control int `yaml:"control"`
 	Raft    int `yaml:"raft"`
 	Nebula  int `yaml:"nebula"`
+	// STUN is the UDP port control nodes answer STUN Binding requests on
+	// (netcheck: `meshctl netcheck`, join --plan and join), on the bind
+	// address. Workers serve nothing there; they send to control nodes
+	// on this port, so it is one value across a cluster (default 3478,
+	// STUN's IANA port).
+	STUN int `yaml:"stun"`
 }
 
 // RaftTiming tunes raft's timers. The defaults suit real networks; tests on
@@ -119,7 +125,7 @@ func Default() File {
 		OverlayCIDR: "10.42.0.0/16",
 		LogLevel:    "info",
 		LogFormat:   "text",
-		Ports:       Ports{Gossip: 7946, Control: 7300, Raft: 7301, Nebula: 4242},
+		Ports:       Ports{Gossip: 7946, Control: 7300, Raft: 7301, Nebula: 4242, STUN: 3478},
 		Raft: RaftTiming{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond,
 			PromoteTimeout: 20 * time.Second},
 
@@ -229,7 +235,7 @@ func (c File) Validate() error {
 	for _, pt := range []struct {
 		name string
 		v    int
-	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}, {"ports.nebula", c.Ports.Nebula}} {
+	}{{"ports.gossip", c.Ports.Gossip}, {"ports.control", c.Ports.Control}, {"ports.raft", c.Ports.Raft}, {"ports.nebula", c.Ports.Nebula}, {"ports.stun", c.Ports.STUN}} {
 		if pt.v < 1 || pt.v > 65535 {
 			bad(pt.name, fmt.Sprint(pt.v), errors.New("must be a port between 1 and 65535"))
 		}
@@ -298,6 +304,14 @@ func (c File) Validate() error {
 	}
 	if c.Ports.Nebula == c.Ports.Gossip && !failed("ports.nebula", "ports.gossip") {
 		bad("ports.nebula", fmt.Sprint(c.Ports.Nebula), errors.New("must differ from ports.gossip (both are UDP listeners)"))
+	}
+	for _, other := range []struct {
+		name string
+		v    int
+	}{{"ports.gossip", c.Ports.Gossip}, {"ports.nebula", c.Ports.Nebula}} {
+		if c.Ports.STUN == other.v && !failed("ports.stun", other.name) {
+			bad("ports.stun", fmt.Sprint(c.Ports.STUN), fmt.Errorf("must differ from %s (both are UDP listeners)", other.name))
+		}
 	}
 	if err := c.Firewall.validate(); err != nil {
 		// One problem, the first bad rule, under its direction's

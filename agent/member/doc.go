@@ -21,6 +21,6 @@
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
 // agent/control, agent/desired, agent/fetched, agent/fitness,
 // agent/metrics, agent/pathup, agent/raftnode, agent/state,
-// agent/statedir, codes, crash, enroll, gossip, mesh and pki; nothing else
-// of meshd. Only agent imports it.
+// agent/statedir, codes, crash, enroll, gossip, mesh, netcheck and pki;
+// nothing else of meshd. Only agent imports it.
 package member

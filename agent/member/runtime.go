@@ -27,6 +27,7 @@ import (
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
+	"github.com/meshd/meshd/netcheck"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -112,6 +113,7 @@ type Runtime struct {
 
 	control   *http.Server
 	controlLn net.Listener
+	stun      *netcheck.Responder // control nodes (netcheck.go)
 	// steps are the follow loop's, decided at start (reconcile.go).
 	steps []followStep
 }
@@ -238,6 +240,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	if rt.ctl != nil {
+		if err := rt.startSTUN(); err != nil { // netcheck.go
+			return nil, err
+		}
+	}
 	if rt.steps == nil {
 		rt.steps = rt.followSteps(nil) // a worker: fetches only
 	}

@@ -8,6 +8,6 @@
 // free, asked of a pinned seed, which consumes and records nothing).
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
-// agent/statedir, codes, enroll, mesh and pki; nothing else of meshd. Only
+// agent/statedir, codes, enroll, mesh, netcheck and pki; nothing else of meshd. Only
 // agent imports it.
 package preflight

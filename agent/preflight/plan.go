@@ -19,7 +19,8 @@ import (
 // --plan`) and hands each to emit as it finishes: the token (format,
 // version, expiry), the identity on this machine, the underlay address and
 // why, the ports, the TUN device, the state dir, each seed (reachable,
-// pinned to the token's CA), the clock against a seed, and the admission
+// pinned to the token's CA), the clock against a seed, the path check
+// (UDP to each seed's STUN port: blocked is codes.OverlayUDPBlocked), and the admission
 // (token unused, name free; asked of a pinned seed, which consumes and
 // records nothing). It writes nothing; ports and the TUN device are taken
 // for an instant and given back. running says this meshd runs a member
@@ -67,7 +68,7 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	tok, err := enroll.ParseToken(req.Token)
 	if err != nil {
 		p.fail("token", err)
-		for _, name := range []string{"identity", "underlay", "ports", "tun", "state-dir", "seeds", "clock", "admission"} {
+		for _, name := range []string{"identity", "underlay", "ports", "tun", "state-dir", "seeds", "clock", "netcheck", "admission"} {
 			p.skip(name, "the token could not be read")
 		}
 		return
@@ -111,6 +112,7 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	p.tun(ownRuntime)
 	p.stateDir(tok.Role)
 	seed := p.seeds(ctx, tok, u.Addr)
+	p.netcheck(ctx, tok, u.Addr, seed) // netcheck.go
 	p.admission(ctx, tok, u.Addr, seed)
 }
 

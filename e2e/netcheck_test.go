@@ -1,0 +1,106 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
+)
+
+// TestNetcheckUDPBlocked: a worker behind a site that drops outbound UDP.
+// `join --plan` fails its path check with OverlayUDPBlocked (the control
+// node's TCP port answers, its STUN port does not) and the token stays
+// unused; the real `join` then fails with the same code, before it spends
+// the token: `meshctl tokens` on the control node still shows it unused.
+func TestNetcheckUDPBlocked(t *testing.T) {
+	n := NewNet(t)
+	c1 := n.NewNode("c1")
+	c1.Start(t)
+	c1.MustCtl(t, "init", "--cluster", "e2e")
+	w := n.AddSite("x", NATUDPBlocked).NewNode("w1")
+	w.Start(t)
+	tok := c1.Admit(t, "w1")
+
+	out, errs, code := w.Ctl(t.Context(), "join", tok, "--plan", "-o", "json")
+	if code != 1 || firstCode(errs) != codes.OverlayUDPBlocked {
+		t.Fatalf("join --plan behind blocked UDP: exit %d, code %q, want 1 and %s\n%s%s", code, firstCode(errs), codes.OverlayUDPBlocked, out, errs)
+	}
+	var plan apitype.PlanResult
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if f := plan.Failed(); f == nil || f.Code != codes.OverlayUDPBlocked || !strings.HasPrefix(f.Name, "netcheck") {
+		t.Fatalf("the plan's first failed check is %+v, want a netcheck line with %s", f, codes.OverlayUDPBlocked)
+	}
+	if row := approvalRow(t, c1, "w1"); row.State != "unused" {
+		t.Fatalf("after the plan the token is %q, want unused", row.State)
+	}
+
+	out, errs, code = w.Ctl(t.Context(), "join", tok)
+	if code != 1 || firstCode(errs) != codes.OverlayUDPBlocked {
+		t.Fatalf("join behind blocked UDP: exit %d, code %q, want 1 and %s\n%s%s", code, firstCode(errs), codes.OverlayUDPBlocked, out, errs)
+	}
+	if row := approvalRow(t, c1, "w1"); row.State != "unused" {
+		t.Fatalf("after the failed join the token is %q, want unused", row.State)
+	}
+}
+
+// TestNetcheckNAT: two control nodes on the internet, one worker behind a
+// port-preserving NAT and one behind a symmetric NAT. `meshctl netcheck`
+// on the first says port-preserving, direct path possible; on the second
+// symmetric, no direct path, relayed via a control node it names.
+func TestNetcheckNAT(t *testing.T) {
+	n := NewNet(t)
+	c1 := n.NewNode("c1")
+	c1.Start(t)
+	c1.MustCtl(t, "init", "--cluster", "e2e")
+	c2 := n.NewNode("c2")
+	c2.Start(t)
+	c2.MustCtl(t, "join", c1.Admit(t, "c2", "--role", "control"))
+	wp := n.AddSite("p", NATPortPreserving).NewNode("w1")
+	ws := n.AddSite("s", NATSymmetric).NewNode("w2")
+	for _, w := range []*Node{wp, ws} {
+		w.Start(t)
+		w.MustCtl(t, "join", c1.Admit(t, w.NodeName))
+	}
+	check := func(w *Node) apitype.NetcheckReport {
+		t.Helper()
+		var r apitype.NetcheckReport
+		if err := w.CtlJSON(t.Context(), &r, "netcheck"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %+v", w.NodeName, r)
+		for _, tg := range r.Targets {
+			if !tg.Answered {
+				t.Errorf("%s: control node %s (%s) did not answer", w.NodeName, tg.Name, tg.STUN)
+			}
+		}
+		return r
+	}
+	hasCode := func(r apitype.NetcheckReport, c codes.Code) bool {
+		for _, l := range r.Lines {
+			if l.Code == c {
+				return true
+			}
+		}
+		return false
+	}
+
+	r := check(wp)
+	if len(r.Targets) != 2 || !r.UDP || !r.NAT || r.Mapping != "port-preserving" || !r.Direct ||
+		!hasCode(r, codes.NetcheckPortPreserving) || !hasCode(r, codes.NetcheckDirect) {
+		t.Errorf("behind a port-preserving NAT: mapping %s, nat %v, direct %v, lines %+v; want port-preserving and direct", r.Mapping, r.NAT, r.Direct, r.Lines)
+	}
+	r = check(ws)
+	if len(r.Targets) != 2 || !r.UDP || r.Mapping != "symmetric" || r.Direct || (r.Relay != "c1" && r.Relay != "c2") ||
+		!hasCode(r, codes.NetcheckSymmetric) || !hasCode(r, codes.NetcheckRelayed) {
+		t.Errorf("behind a symmetric NAT: mapping %s, direct %v, relay %q, lines %+v; want symmetric, relayed via c1 or c2", r.Mapping, r.Direct, r.Relay, r.Lines)
+	}
+	if out := ws.MustCtl(t, "netcheck"); !strings.Contains(out, "relayed via c") {
+		t.Errorf("netcheck's table does not name the relay:\n%s", out)
+	}
+}

@@ -1,0 +1,264 @@
+package netcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/pion/stun/v3"
+)
+
+// Target is one control node to check: its name, its STUN address and
+// its TCP control address (dialled only when no target answered over UDP,
+// to tell UDP blocked from control nodes down).
+type Target struct {
+	Name string
+	STUN netip.AddrPort
+	TCP  netip.AddrPort // zero: not dialled
+}
+
+// Options tune Check.
+type Options struct {
+	// Bind is the local IP the UDP socket binds (the underlay address);
+	// zero: any.
+	Bind netip.Addr
+	// Timeout bounds the UDP exchange. Zero: 2 s.
+	Timeout time.Duration
+	// Retry is how often an unanswered request is sent again. Zero: 250 ms.
+	Retry time.Duration
+}
+
+// Answer is one target's outcome.
+type Answer struct {
+	Target
+	Answered bool
+	Mapped   netip.AddrPort // the address the target saw this check come from
+	RTT      time.Duration
+	// TCP is whether the target's TCP control address accepted a
+	// connection; asked only when no target answered over UDP.
+	TCPTried, TCPAnswered bool
+}
+
+// Mapping is what a NAT does with this node's UDP source port.
+type Mapping string
+
+const (
+	// MappingPortPreserving: every target saw this node's own local port.
+	MappingPortPreserving Mapping = "port-preserving"
+	// MappingEndpointIndependent: every target saw the same port, not the
+	// local one.
+	MappingEndpointIndependent Mapping = "endpoint-independent"
+	// MappingSymmetric: targets saw different ports; a hole punched for
+	// one peer does not serve another.
+	MappingSymmetric Mapping = "symmetric"
+	// MappingUnknown: fewer than two targets answered.
+	MappingUnknown Mapping = "unknown"
+)
+
+// Report is a check's outcome.
+type Report struct {
+	Local   netip.AddrPort // the socket's local address
+	Answers []Answer       // one per target, in the order given
+	// UDP is whether at least one target answered over UDP.
+	UDP bool
+	// Blocked: no target answered over UDP while one accepted TCP.
+	Blocked bool
+	// NAT: a target saw another address than the local one.
+	NAT     bool
+	Mapping Mapping
+	// Direct is whether a direct path to a node behind another NAT can be
+	// punched: UDP works and the mapping is not symmetric.
+	Direct bool
+	// Relay is the control node that would carry the traffic that takes
+	// no direct path: the first target that answered over UDP, by name.
+	Relay string
+}
+
+// Judge is the mapping the answered targets' mapped addresses show, for
+// a socket bound to local port.
+func Judge(local uint16, mapped []netip.AddrPort) Mapping {
+	if len(mapped) < 2 {
+		return MappingUnknown
+	}
+	same, preserved := true, true
+	for _, m := range mapped {
+		same = same && m.Port() == mapped[0].Port()
+		preserved = preserved && m.Port() == local
+	}
+	switch {
+	case !same:
+		return MappingSymmetric
+	case preserved:
+		return MappingPortPreserving
+	default:
+		return MappingEndpointIndependent
+	}
+}
+
+// Check sends a STUN Binding request from one local UDP socket to each
+// target, again every o.Retry while unanswered, until all answered or
+// o.Timeout passed, and judges the answers. When no target answered over
+// UDP it dials each target's TCP address to tell blocked UDP (Blocked)
+// from targets that are down. An error means the check could not run
+// (no socket); a blocked network is a Report, not an error.
+func Check(ctx context.Context, targets []Target, o Options) (*Report, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 250 * time.Millisecond
+	}
+	if len(targets) == 0 {
+		return nil, errors.New("no control node to check against")
+	}
+	bind := &net.UDPAddr{}
+	if o.Bind.IsValid() {
+		bind.IP = o.Bind.AsSlice()
+	}
+	conn, err := net.ListenUDP("udp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("netcheck socket: %w", err)
+	}
+	defer conn.Close()
+	rep := &Report{Local: conn.LocalAddr().(*net.UDPAddr).AddrPort(), Answers: make([]Answer, len(targets))}
+	for i, t := range targets {
+		rep.Answers[i].Target = t
+	}
+	exchange(ctx, conn, rep, o)
+	judge(rep)
+	if !rep.UDP {
+		dialTCP(ctx, rep)
+	}
+	return rep, nil
+}
+
+// exchange runs the requests and reads the answers into rep.
+func exchange(ctx context.Context, conn *net.UDPConn, rep *Report, o Options) {
+	deadline := time.Now().Add(o.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ids := map[[stun.TransactionIDSize]byte]int{}
+	sent := make([]time.Time, len(rep.Answers))
+	reqs := make([]*stun.Message, len(rep.Answers))
+	for i := range rep.Answers {
+		m, err := stun.Build(stun.TransactionID, stun.BindingRequest, stun.Fingerprint)
+		if err != nil {
+			continue
+		}
+		reqs[i], ids[m.TransactionID] = m, i
+	}
+	buf := make([]byte, 1500)
+	for next := time.Now(); ; {
+		now := time.Now()
+		if !now.Before(deadline) || ctx.Err() != nil {
+			return
+		}
+		if !now.Before(next) {
+			pending := 0
+			for i, a := range rep.Answers {
+				if a.Answered || reqs[i] == nil || !a.STUN.IsValid() {
+					continue
+				}
+				pending++
+				if sent[i].IsZero() {
+					sent[i] = now
+				}
+				_, _ = conn.WriteToUDPAddrPort(reqs[i].Raw, a.STUN) // an unreachable target stays unanswered
+			}
+			if pending == 0 {
+				return
+			}
+			next = now.Add(o.Retry)
+		}
+		_ = conn.SetReadDeadline(minTime(next, deadline))
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			continue // the deadline, or an ICMP error from one target
+		}
+		i, mapped, ok := parseAnswer(buf[:n], ids)
+		if !ok || rep.Answers[i].Answered || from.Addr().Unmap() != rep.Answers[i].STUN.Addr().Unmap() {
+			continue
+		}
+		a := &rep.Answers[i]
+		a.Answered, a.Mapped, a.RTT = true, mapped, time.Since(sent[i])
+	}
+}
+
+// parseAnswer reads a Binding success response to one of ids: the
+// target's index and the mapped address.
+func parseAnswer(pkt []byte, ids map[[stun.TransactionIDSize]byte]int) (int, netip.AddrPort, bool) {
+	if !stun.IsMessage(pkt) {
+		return 0, netip.AddrPort{}, false
+	}
+	m := &stun.Message{Raw: append([]byte(nil), pkt...)}
+	if err := m.Decode(); err != nil || m.Type != stun.BindingSuccess {
+		return 0, netip.AddrPort{}, false
+	}
+	i, ok := ids[m.TransactionID]
+	if !ok {
+		return 0, netip.AddrPort{}, false
+	}
+	var xa stun.XORMappedAddress
+	if err := xa.GetFrom(m); err != nil {
+		return 0, netip.AddrPort{}, false
+	}
+	ip, ok := netip.AddrFromSlice(xa.IP)
+	if !ok || xa.Port < 1 || xa.Port > 65535 {
+		return 0, netip.AddrPort{}, false
+	}
+	return i, netip.AddrPortFrom(ip.Unmap(), uint16(xa.Port)), true
+}
+
+// judge fills the verdict from the answers.
+func judge(rep *Report) {
+	var mapped []netip.AddrPort
+	var relays []string
+	for _, a := range rep.Answers {
+		if !a.Answered {
+			continue
+		}
+		mapped = append(mapped, a.Mapped)
+		relays = append(relays, a.Name)
+		behind := a.Mapped.Port() != rep.Local.Port() ||
+			(!rep.Local.Addr().IsUnspecified() && a.Mapped.Addr() != rep.Local.Addr().Unmap())
+		rep.NAT = rep.NAT || behind
+	}
+	rep.UDP = len(mapped) > 0
+	rep.Mapping = Judge(rep.Local.Port(), mapped)
+	rep.Direct = rep.UDP && rep.Mapping != MappingSymmetric
+	sort.Strings(relays)
+	if len(relays) > 0 {
+		rep.Relay = relays[0]
+	}
+}
+
+// dialTCP asks each target's TCP address whether it accepts a
+// connection, to tell blocked UDP from targets that are down.
+func dialTCP(ctx context.Context, rep *Report) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	for i := range rep.Answers {
+		a := &rep.Answers[i]
+		if !a.TCP.IsValid() {
+			continue
+		}
+		a.TCPTried = true
+		c, err := d.DialContext(ctx, "tcp", a.TCP.String())
+		if err == nil {
+			_ = c.Close()
+			a.TCPAnswered = true
+			rep.Blocked = true
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,228 @@
+package netcheck
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pion/stun/v3"
+
+	"github.com/meshd/meshd/codes"
+)
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		local  uint16
+		mapped []netip.AddrPort
+		want   Mapping
+	}{
+		{"unknown/none", 5000, nil, MappingUnknown},
+		{"unknown/one", 5000, []netip.AddrPort{ap("198.51.100.1:5000")}, MappingUnknown},
+		{"port-preserving", 5000, []netip.AddrPort{ap("198.51.100.1:5000"), ap("198.51.100.1:5000")}, MappingPortPreserving},
+		{"endpoint-independent", 5000, []netip.AddrPort{ap("198.51.100.1:61000"), ap("198.51.100.1:61000")}, MappingEndpointIndependent},
+		{"symmetric", 5000, []netip.AddrPort{ap("198.51.100.1:61000"), ap("198.51.100.1:61001")}, MappingSymmetric},
+		{"symmetric/one-preserved", 5000, []netip.AddrPort{ap("198.51.100.1:5000"), ap("198.51.100.1:61001")}, MappingSymmetric},
+		{"symmetric/three", 5000, []netip.AddrPort{ap("198.51.100.1:61000"), ap("198.51.100.1:61000"), ap("198.51.100.1:61002")}, MappingSymmetric},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Judge(tc.local, tc.mapped); got != tc.want {
+				t.Errorf("Judge(%d, %v) = %s, want %s", tc.local, tc.mapped, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReportVerdicts: the lines and the error of reports built by hand.
+func TestReportVerdicts(t *testing.T) {
+	local := ap("192.168.1.10:40000")
+	answer := func(name, mapped string) Answer {
+		return Answer{Target: Target{Name: name, STUN: ap("203.0.113.1:3478")}, Answered: true, Mapped: ap(mapped)}
+	}
+	for _, tc := range []struct {
+		name    string
+		answers []Answer
+		blocked bool
+		codes   []codes.Code
+		err     codes.Code
+		direct  bool
+	}{
+		{"port-preserving", []Answer{answer("c1", "198.51.100.7:40000"), answer("c2", "198.51.100.7:40000")}, false,
+			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckAnswered, codes.NetcheckPortPreserving, codes.NetcheckDirect}, "", true},
+		{"no-nat", []Answer{answer("c1", "192.168.1.10:40000"), answer("c2", "192.168.1.10:40000")}, false,
+			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckAnswered, codes.NetcheckNoNAT, codes.NetcheckDirect}, "", true},
+		{"symmetric", []Answer{answer("c2", "198.51.100.7:1025"), answer("c1", "198.51.100.7:1026")}, false,
+			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckAnswered, codes.NetcheckSymmetric, codes.NetcheckRelayed}, "", false},
+		{"one-answered", []Answer{answer("c1", "198.51.100.7:40000"), {Target: Target{Name: "c2"}}}, false,
+			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckNoAnswer, codes.NetcheckMappingUnknown, codes.NetcheckDirect}, "", true},
+		{"blocked", []Answer{{Target: Target{Name: "c1"}, TCPTried: true, TCPAnswered: true}}, true,
+			[]codes.Code{codes.OverlayUDPBlocked}, codes.OverlayUDPBlocked, false},
+		{"unreachable", []Answer{{Target: Target{Name: "c1"}, TCPTried: true}}, false,
+			[]codes.Code{codes.NetcheckUnreachable}, codes.NetcheckUnreachable, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{Local: local, Answers: tc.answers, Blocked: tc.blocked}
+			judge(r)
+			var got []codes.Code
+			for _, l := range r.Lines() {
+				got = append(got, l.Code)
+			}
+			if len(got) != len(tc.codes) {
+				t.Fatalf("lines %v, want %v", got, tc.codes)
+			}
+			for i := range got {
+				if got[i] != tc.codes[i] {
+					t.Errorf("line %d: %s, want %s (%+v)", i, got[i], tc.codes[i], r.Lines()[i])
+				}
+			}
+			if c := codes.Of(r.Err()); c != tc.err {
+				t.Errorf("Err code %q, want %q", c, tc.err)
+			}
+			if r.Direct != tc.direct {
+				t.Errorf("Direct %v, want %v", r.Direct, tc.direct)
+			}
+			if r.UDP && r.Relay != "c1" {
+				t.Errorf("relay %q, want c1 (the first by name that answered)", r.Relay)
+			}
+		})
+	}
+}
+
+// responder starts a responder on 127.0.0.1 for the test's lifetime.
+func responder(t *testing.T, limits ResponderLimits) *Responder {
+	t.Helper()
+	conn, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewResponder(conn, limits, slog.New(slog.DiscardHandler), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("responder: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return r
+}
+
+func addrOf(r *Responder) netip.AddrPort { return r.Addr().(*net.UDPAddr).AddrPort() }
+
+// TestCheckLoopback: two responders on loopback answer one socket with
+// its own address (no NAT on loopback: port-preserving, direct).
+func TestCheckLoopback(t *testing.T) {
+	r1, r2 := responder(t, ResponderLimits{}), responder(t, ResponderLimits{})
+	rep, err := Check(t.Context(), []Target{{Name: "c2", STUN: addrOf(r2)}, {Name: "c1", STUN: addrOf(r1)}},
+		Options{Bind: netip.MustParseAddr("127.0.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Answers {
+		if !a.Answered || a.Mapped != rep.Local {
+			t.Errorf("%s: answered %v, mapped %s, want the local %s", a.Name, a.Answered, a.Mapped, rep.Local)
+		}
+	}
+	if !rep.UDP || rep.NAT || rep.Mapping != MappingPortPreserving || !rep.Direct || rep.Relay != "c1" || rep.Err() != nil {
+		t.Errorf("report %+v", rep)
+	}
+	if s := r1.Stats(); s.Answered < 1 || s.Malformed != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// TestCheckBlocked: nothing answers over UDP while the TCP control
+// port accepts: OverlayUDPBlocked; nothing on TCP either:
+// NetcheckUnreachable.
+func TestCheckBlocked(t *testing.T) {
+	silent, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}) // reads nothing: a drop
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	tcp := ln.Addr().(*net.TCPAddr).AddrPort()
+	o := Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond}
+	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: silent.LocalAddr().(*net.UDPAddr).AddrPort(), TCP: tcp}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.UDP || !rep.Blocked || codes.Of(rep.Err()) != codes.OverlayUDPBlocked {
+		t.Errorf("report %+v, err %v", rep, rep.Err())
+	}
+	ln.Close()
+	rep, err = Check(t.Context(), []Target{{Name: "c1", STUN: silent.LocalAddr().(*net.UDPAddr).AddrPort(), TCP: tcp}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.UDP || rep.Blocked || codes.Of(rep.Err()) != codes.NetcheckUnreachable {
+		t.Errorf("report %+v, err %v", rep, rep.Err())
+	}
+}
+
+// TestResponderBounded: junk and non-Binding STUN messages are counted
+// and dropped, and one source past its rate is not answered.
+func TestResponderBounded(t *testing.T) {
+	r := responder(t, ResponderLimits{PerSource: 3, Window: time.Hour})
+	c, err := net.DialUDP("udp", nil, r.Addr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	indication, _ := stun.Build(stun.TransactionID, stun.NewType(stun.MethodBinding, stun.ClassIndication))
+	for _, pkt := range [][]byte{[]byte("not stun at all"), make([]byte, 20), indication.Raw} {
+		if _, err := c.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered := 0
+	buf := make([]byte, 1500)
+	for range 5 {
+		req, _ := stun.Build(stun.TransactionID, stun.BindingRequest, stun.Fingerprint)
+		if _, err := c.Write(req.Raw); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, err := c.Read(buf)
+		if err != nil {
+			continue
+		}
+		m := &stun.Message{Raw: buf[:n]}
+		var xa stun.XORMappedAddress
+		if m.Decode() != nil || m.TransactionID != req.TransactionID || xa.GetFrom(m) != nil || xa.Port != c.LocalAddr().(*net.UDPAddr).Port {
+			t.Fatalf("bad answer %v", m)
+		}
+		answered++
+	}
+	if answered != 3 {
+		t.Errorf("%d answered, want 3 (the rate)", answered)
+	}
+	if s := r.Stats(); s.Malformed != 3 || s.Limited != 2 || s.Answered != 3 {
+		t.Errorf("stats %+v, want 3 malformed, 2 limited, 3 answered", s)
+	}
+}
+
+// TestResponderSourceTableBounded: past MaxSources a new source is
+// dropped until the window turns.
+func TestResponderSourceTableBounded(t *testing.T) {
+	now := time.Unix(0, 0)
+	r := NewResponder(nil, ResponderLimits{PerSource: 5, MaxSources: 2, Window: time.Second}, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	if !r.allow(a) || !r.allow(b) || r.allow(c) || !r.allow(a) {
+		t.Fatal("the third source was let in past MaxSources, or a known one kept out")
+	}
+	now = now.Add(time.Second)
+	if !r.allow(c) {
+		t.Fatal("a new window did not let a new source in")
+	}
+}
