@@ -21,11 +21,12 @@ func (m *Mesh) RelayedPeers() []netip.Addr {
 }
 
 // DirectCandidates asks the lighthouses about the peer at ip and returns
-// the underlay addresses they hold for it (learned, the address a
-// lighthouse sees it from, first; then reported), de-duplicated. The
-// query has each lighthouse tell the peer to punch towards this node:
-// what opens the peer's NAT to this node's packets. Nothing for a
-// lighthouse or a stopped instance.
+// the underlay addresses they hold for it, de-duplicated, the peer's
+// static_host_map entries (the address it advertised, often a private one
+// Nebula's own handshake has tried already) last. The query has each
+// lighthouse tell the peer to punch towards this node (after Nebula's
+// punchy.delay, 1 s): what opens the peer's NAT to this node's packets.
+// Nothing for a lighthouse or a stopped instance.
 func (m *Mesh) DirectCandidates(ip netip.Addr) []netip.AddrPort {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -44,13 +45,18 @@ func (m *Mesh) DirectCandidates(ip netip.Addr) []netip.AddrPort {
 		learned = append(learned, e.Learned...)
 		reported = append(reported, e.Reported...)
 	}
-	var out []netip.AddrPort
+	static := m.applied.StaticHosts[ip]
+	var out, last []netip.AddrPort
 	for _, a := range slices.Concat(learned, reported) {
-		if a.IsValid() && !slices.Contains(out, a) && !m.net.Contains(a.Addr()) {
+		switch {
+		case !a.IsValid() || slices.Contains(out, a) || slices.Contains(last, a) || m.net.Contains(a.Addr()):
+		case slices.Contains(static, a):
+			last = append(last, a)
+		default:
 			out = append(out, a)
 		}
 	}
-	return out
+	return append(out, last...)
 }
 
 // UseDirect points the established tunnel to ip at the underlay address

@@ -26,5 +26,5 @@ func (rt *Runtime) newPathUp() *pathup.Upgrader {
 	probe := func(ctx context.Context, ip netip.Addr) error {
 		return rt.reachAddr(ctx, netip.AddrPortFrom(ip, uint16(rt.ports.Gossip)))
 	}
-	return pathup.New(pathup.DefaultConfig(), meshPaths{rt.mesh}, probe, rt.log, rt.now)
+	return pathup.New(pathup.DefaultConfig(), rt.mesh.OverlayIP(), meshPaths{rt.mesh}, probe, rt.log, rt.now)
 }

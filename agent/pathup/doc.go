@@ -10,9 +10,10 @@
 // tunnel's life, though a direct path opened a moment later.
 //
 // An Upgrader looks at the relayed tunnels a few times a second. For one
-// it has not tried lately it asks the lighthouses about the peer (which
+// it has not tried lately (and whose peer has a higher overlay address:
+// of two nodes only one tries) it asks the lighthouses about the peer (which
 // also has each lighthouse tell the peer to punch towards this node),
-// waits a moment for the punch, points the tunnel at each address the
+// waits for the punch (Nebula punches a second after the lighthouse asks), points the tunnel at each address the
 // lighthouses hold for the peer in turn, and probes the peer through the
 // tunnel. The first answer settles it: the peer switched as the first
 // packet reached it that way (Nebula's roaming) and the tunnel stays

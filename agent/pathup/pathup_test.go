@@ -56,7 +56,7 @@ func newTest(ov *fakeOverlay) (*Upgrader, *time.Time) {
 	now := time.Unix(1000, 0)
 	cfg := DefaultConfig()
 	cfg.Settle = 0
-	u := New(cfg, ov, ov.probe, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now })
+	u := New(cfg, netip.MustParseAddr("10.42.0.2"), ov, ov.probe, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now })
 	return u, &now
 }
 
@@ -118,6 +118,22 @@ func TestUpgraderBacksOffAndRebuilds(t *testing.T) {
 	}
 	if _, failed := u.Counts(); failed != 6 {
 		t.Fatalf("failed %d, want 6", failed)
+	}
+}
+
+// TestUpgraderLeavesLowerPeersToThem: a peer with a lower overlay address
+// than this node's tries itself; this node never moves that tunnel.
+func TestUpgraderLeavesLowerPeersToThem(t *testing.T) {
+	lower := netip.MustParseAddr("10.42.0.1")
+	ov := &fakeOverlay{relayed: []netip.Addr{lower}, cands: map[netip.Addr][]netip.AddrPort{lower: {pubA}},
+		open: map[netip.Addr]netip.AddrPort{lower: pubA}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	for range 3 {
+		u.Step(t.Context())
+		*now = now.Add(time.Minute)
+	}
+	if len(ov.asked) != 0 || len(ov.pointed) != 0 {
+		t.Fatalf("asked about %v, pointed %v: the lower address's node tries, not this one", ov.asked, ov.pointed)
 	}
 }
 
