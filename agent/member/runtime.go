@@ -248,6 +248,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.ca.runCAReports)
 	rt.Spawn(rt.runFitness) // fitness.go
 	rt.Spawn(rt.pairs.run)
+	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
