@@ -133,6 +133,11 @@ type Overlay struct {
 	Device      string   `json:"device,omitempty"`
 	Lighthouse  bool     `json:"lighthouse"`
 	Lighthouses []string `json:"lighthouses"` // overlay IPs
+	// AmRelay: this node relays for others (a control node, or `relay:
+	// true`). Relays are the overlay IPs of the relays it tells others
+	// to reach it through (Nebula's relay.relays; none on a relay).
+	AmRelay     bool     `json:"am_relay,omitempty"`
+	Relays      []string `json:"relays,omitempty"`
 	StaticHosts int      `json:"static_hosts"`
 	Blocklist   int      `json:"blocklist"` // revoked certificates this overlay refuses
 	// CertFingerprint and CertExpires describe the Nebula host certificate
