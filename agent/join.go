@@ -116,7 +116,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
 		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
-		Version: j.a.d.Version, Clock: j.a.d.Now(), Ports: j.ports(),
+		Version: j.a.d.Version, Clock: j.a.d.Now(), Ports: j.ports(), Relay: j.a.cfg.Relay,
 	}, j.joinEnrollDeps(underlay, step, emit))
 	if err != nil {
 		if !statedir.OutcomeUnknown(err) {

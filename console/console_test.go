@@ -457,6 +457,37 @@ func TestHostileNames(t *testing.T) {
 	}
 }
 
+// TestMeshNATAndRelay (issue 29): the picture and the node table mark a
+// node behind a NAT (with the address the cluster sees it from), a node
+// that offers itself as a relay and a relayed tunnel; the node page shows
+// both addresses and the path.
+func TestMeshNATAndRelay(t *testing.T) {
+	fake := newFake()
+	c := startConsole(t, fake)
+	c.login()
+	_, body := c.get("/")
+	for _, want := range []string{
+		`class="node role-worker cond-ok nat"`, `w1: worker, active, gossip alive, behind a NAT (seen from 203.0.113.7)`,
+		`class="node role-worker cond-down relay"`, `w2: worker, active, gossip failed, offers itself as a relay`,
+		`<line class="edge one-sided relayed"`, // w1 reports its tunnel to w2 relayed
+		`<td>203.0.113.7 (behind a NAT)</td><td>relayed via w2</td>`, `<a href="/node/w2">w2</a> (relay)</td>`,
+	} {
+		if !strings.Contains(body, want) && !strings.Contains(body, html.EscapeString(want)) {
+			t.Errorf("the mesh page lacks %q", want)
+		}
+	}
+	_, page := c.get("/node/w1")
+	for _, want := range []string{"<dd>192.168.7.10 (as the node advertised it)</dd>",
+		"<dd>203.0.113.7 (behind a NAT: the cluster sees it from this address)</dd>", "<dt>path from this node</dt><dd>relayed via w2</dd>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the node page of w1 lacks %q", want)
+		}
+	}
+	if _, page := c.get("/node/w2"); !strings.Contains(page, "<dd>offers itself as a Nebula relay (relay: true)</dd>") {
+		t.Error("the node page of w2 does not say it offers itself as a relay")
+	}
+}
+
 // TestMeshPicture: the picture has a node for every node and an edge for
 // every tunnel of the node the console talks to; without an overlay it
 // draws the nodes only and says so.
@@ -468,16 +499,16 @@ func TestMeshPicture(t *testing.T) {
 	if n := strings.Count(body, `<line class="edge`); n != 3 {
 		t.Errorf("%d edges, want 3 (the cluster's tunnels: cp1-w1, cp1-w2, w1-w2)", n)
 	}
-	if n := strings.Count(body, `<line class="edge one-sided"`); n != 2 {
+	if n := strings.Count(body, `<line class="edge one-sided`); n != 2 {
 		t.Errorf("%d one-sided edges, want 2 (cp1-w2, w1-w2)", n)
 	}
 	if n := strings.Count(body, `<a href="/node/`); n != 7 { // 3 in the picture, 3 in the table, the summary's
 		t.Errorf("%d node links, want 7", n)
 	}
-	for _, want := range []string{"3 nodes: 2 active and alive, 0 joining or suspect, 1 failed, 0 left or removed.", `class="node role-worker cond-down"`,
+	for _, want := range []string{"3 nodes: 2 active and alive, 0 joining or suspect, 1 failed, 0 left or removed.", `class="node role-worker cond-down relay"`,
 		`class="node role-control cond-ok self lighthouse"`, "Edges are every Nebula tunnel of the cluster",
 		`No report from: <span class="missing">w2: gossip: failed</span>.`, "w1 ↔ w2: w1 → relayed (not reported by w2)",
-		"cp1 ↔ w1: cp1 → 192.0.2.2:4242, w1 → 192.0.2.1:4242</title>", "<td>2</td></tr>", "<td>gossip: failed</td></tr>"} {
+		"cp1 ↔ w1: cp1 → 192.0.2.2:4242, w1 → 192.0.2.1:4242</title>", "<td>2</td><td>", "<td>gossip: failed</td><td>"} {
 		if !strings.Contains(body, html.EscapeString(want)) && !strings.Contains(body, want) {
 			t.Errorf("the mesh page lacks %q", want)
 		}
@@ -840,7 +871,7 @@ func TestMeshFilter(t *testing.T) {
 			!strings.Contains(body, `<a href="/">show all</a>`) {
 			t.Errorf("q=%q: the form or the live URL does not keep the filter", q)
 		}
-		if len(want) == 0 && !strings.Contains(body, `<td colspan="9">no node matches</td>`) {
+		if len(want) == 0 && !strings.Contains(body, `<td colspan="11">no node matches</td>`) {
 			t.Errorf("q=%q: an empty table does not say so", q)
 		}
 	}

@@ -58,6 +58,9 @@ type pictureEdge struct {
 	// by its own probes (drawn dashed red), whether or not a tunnel is
 	// still reported between them.
 	Broken bool
+	// Relayed: the tunnel goes through a Nebula relay, not a direct
+	// underlay path (drawn dash-dotted).
+	Relayed bool
 }
 
 // draw lays the nodes out on a ring (sorted by name, so a node keeps its
@@ -120,7 +123,7 @@ func draw(st *apitype.Status, rows []nodeRow, tm *apitype.TunnelMap) *picture {
 			}
 			a, b := p.Nodes[i], p.Nodes[j]
 			p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y,
-				Title: edgeTitle(e), OneSided: len(e.SeenFrom) < 2})
+				Title: edgeTitle(e), OneSided: len(e.SeenFrom) < 2, Relayed: relayedEdge(e)})
 		}
 		return p
 	}
@@ -142,8 +145,14 @@ func draw(st *apitype.Status, rows []nodeRow, tm *apitype.TunnelMap) *picture {
 			continue
 		}
 		a, b := p.Nodes[self], p.Nodes[j]
-		p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y,
-			Title: st.Node + " ↔ " + b.Name + " via " + t.Remote})
+		title := st.Node + " ↔ " + b.Name + " via " + t.Remote
+		if t.Relayed {
+			title = st.Node + " ↔ " + b.Name + " relayed"
+			if b.Tunnel != nil && b.Tunnel.Relay != "" {
+				title += " via " + b.Tunnel.Relay
+			}
+		}
+		p.Edges = append(p.Edges, pictureEdge{X1: a.X, Y1: a.Y, X2: b.X, Y2: b.Y, Title: title, Relayed: t.Relayed})
 	}
 	return p
 }
@@ -167,6 +176,16 @@ func edgeTitle(e apitype.TunnelEdge) string {
 		s += " (not reported by " + other + ")"
 	}
 	return s
+}
+
+// relayedEdge: an end reports the tunnel relayed.
+func relayedEdge(e apitype.TunnelEdge) bool {
+	for _, p := range e.Paths {
+		if p.Relayed {
+			return true
+		}
+	}
+	return false
 }
 
 // Tunnels is how many of the edges are tunnels (the others are broken

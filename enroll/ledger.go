@@ -77,6 +77,8 @@ type Admission struct {
 	Role       pki.Role
 	Underlay   string // the joiner's underlay IP as it advertises it
 	SourceAddr string // the joiner's source IP as the control node saw it
+	// Relay: the joiner offers itself as a Nebula relay (`relay: true`).
+	Relay bool `json:",omitempty"`
 	// OverlayIP is zero from the enroll server: the FSM picks the lowest
 	// free host address while it applies the entry, so concurrent
 	// admissions never collide. A caller that needs a given address (a

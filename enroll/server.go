@@ -236,7 +236,7 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	}
 	overlayIP, err := s.ledger.Admit(ctx, Admission{
 		Token: hash, NodeID: nodeID, Name: rec.Name, Role: rec.Role,
-		Underlay: req.Underlay, SourceAddr: source.String(),
+		Underlay: req.Underlay, SourceAddr: source.String(), Relay: req.Relay,
 		TLSPublicKey: tlsKey, NebulaPub: req.NebulaPublic,
 		Version: req.Version, Ports: req.Ports, At: s.now(),
 	})

@@ -51,15 +51,18 @@ type CheckResponse struct {
 // Request is what a joiner sends after it has verified the server. Only
 // public keys travel; the private keys stay on the joiner.
 type Request struct {
-	Protocol     int       `json:"protocol"`
-	Secret       Secret    `json:"secret"`        // the token secret; hashed on arrival, never stored or logged
-	Name         string    `json:"name"`          // must equal the token's
-	CSR          []byte    `json:"csr"`           // DER PKCS#10 for the TLS leaf
-	NebulaPublic []byte    `json:"nebula_public"` // PEM Nebula X25519 public key
-	Underlay     string    `json:"underlay"`      // advertised underlay IP
-	Version      string    `json:"version"`       // joiner's agent version
-	Ports        Ports     `json:"ports"`         // where the joiner listens
-	Clock        time.Time `json:"clock"`         // joiner's clock, for the skew warning
+	Protocol     int    `json:"protocol"`
+	Secret       Secret `json:"secret"`        // the token secret; hashed on arrival, never stored or logged
+	Name         string `json:"name"`          // must equal the token's
+	CSR          []byte `json:"csr"`           // DER PKCS#10 for the TLS leaf
+	NebulaPublic []byte `json:"nebula_public"` // PEM Nebula X25519 public key
+	Underlay     string `json:"underlay"`      // advertised underlay IP
+	// Relay: the joiner offers itself as a Nebula relay (`relay: true` in
+	// its meshd.yaml); recorded on its node record.
+	Relay   bool      `json:"relay,omitempty"`
+	Version string    `json:"version"` // joiner's agent version
+	Ports   Ports     `json:"ports"`   // where the joiner listens
+	Clock   time.Time `json:"clock"`   // joiner's clock, for the skew warning
 	// Expires is the expiry the joiner read from its token. The server
 	// refuses a request past it before it asks the ledger; a later or
 	// missing one decides nothing (the ledger's record does).

@@ -118,6 +118,10 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		{method: "POST", path: "/v1/self/left", allow: members, harmfulBody: struct{}{}, changesCaller: true},
 		// An active member's confirmation is a no-op; anyone else's is refused.
 		{method: "POST", path: "/v1/self/confirm", allow: members, harmfulBody: struct{}{}},
+		// A member records its own relay offer (issue 29): the body names no
+		// node, so the caller's record is the only one it can change.
+		{method: "POST", path: "/v1/self/relay", allow: members, harmfulBody: control.RelayRequest{Relay: true},
+			allowedBody: control.RelayRequest{Relay: false}},
 		// A member's report of its own tunnels; the view of all of them
 		// is for control nodes (issue 15).
 		{method: "POST", path: "/v1/self/tunnels", allow: members, harmfulBody: control.TunnelsRequest{}},

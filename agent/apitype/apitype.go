@@ -3,6 +3,7 @@ package apitype
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -132,6 +133,11 @@ type Overlay struct {
 	Device      string   `json:"device,omitempty"`
 	Lighthouse  bool     `json:"lighthouse"`
 	Lighthouses []string `json:"lighthouses"` // overlay IPs
+	// AmRelay: this node relays for others (a control node, or `relay:
+	// true`). Relays are the overlay IPs of the relays it tells others
+	// to reach it through (Nebula's relay.relays; none on a relay).
+	AmRelay     bool     `json:"am_relay,omitempty"`
+	Relays      []string `json:"relays,omitempty"`
 	StaticHosts int      `json:"static_hosts"`
 	Blocklist   int      `json:"blocklist"` // revoked certificates this overlay refuses
 	// CertFingerprint and CertExpires describe the Nebula host certificate
@@ -219,13 +225,22 @@ type Gossip struct {
 
 // Node is one row of GET /v0/nodes; DESIGN §8 names the fields.
 type Node struct {
-	Name        string    `json:"name"`
-	ID          string    `json:"id"`
-	Role        string    `json:"role"`
-	State       string    `json:"state"`
-	Gossip      string    `json:"gossip"` // alive, suspect, failed, left, or unknown before gossip runs
-	OverlayIP   string    `json:"overlay_ip"`
-	Underlay    string    `json:"underlay_addr"`
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	State     string `json:"state"`
+	Gossip    string `json:"gossip"` // alive, suspect, failed, left, or unknown before gossip runs
+	OverlayIP string `json:"overlay_ip"`
+	Underlay  string `json:"underlay_addr"` // the underlay IP the node advertised
+	// SeenFrom is the IP its join came from as the admitting control node
+	// saw it (DESIGN §11); empty in records made before it was recorded.
+	SeenFrom string `json:"seen_from,omitempty"`
+	// BehindNAT: SeenFrom is another IP than the one the node advertised,
+	// so a NAT (or a proxy) stands between it and the control nodes.
+	BehindNAT bool `json:"behind_nat,omitempty"`
+	// Relay: the node offers itself as a Nebula relay (`relay: true`);
+	// control nodes relay whatever it says (their role shows it).
+	Relay       bool      `json:"relay,omitempty"`
 	Raft        string    `json:"raft"`         // leader, voter, nonvoter, none
 	CertExpires time.Time `json:"cert_expires"` // the earlier of the TLS leaf's and the Nebula cert's
 	Version     string    `json:"version"`
@@ -246,6 +261,19 @@ type Node struct {
 	// node's tunnel view), though gossip may show it alive; absent when
 	// none or unknown.
 	UnreachableFrom []string `json:"unreachable_from,omitempty"`
+	// Tunnel is the answering node's Nebula tunnel to this node, when it
+	// has one: direct to an underlay address, or relayed via a relay.
+	Tunnel *PingPath `json:"tunnel,omitempty"`
+}
+
+// NATBehind reports whether seenFrom, the address a node's join came
+// from, is another IP than underlay, the one it advertised: a NAT (or a
+// proxy) stands between it and the control node that admitted it. False
+// when either is unknown.
+func NATBehind(underlay, seenFrom string) bool {
+	u, err1 := netip.ParseAddr(underlay)
+	s, err2 := netip.ParseAddr(seenFrom)
+	return err1 == nil && err2 == nil && u.Unmap() != s.Unmap()
 }
 
 // RemoveRequest is POST /v0/nodes/{name}/remove's optional body.

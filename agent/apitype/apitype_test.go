@@ -241,3 +241,23 @@ func TestJoinLineErrorJSON(t *testing.T) {
 		t.Fatalf("error line grew other fields: %+v", got)
 	}
 }
+
+// TestNATBehind: a node is behind a NAT when the address its join came
+// from is another IP than the one it advertised; unknown is not behind.
+func TestNATBehind(t *testing.T) {
+	for _, tc := range []struct {
+		underlay, seen string
+		want           bool
+	}{
+		{"192.168.1.10", "203.0.113.1", true},
+		{"192.0.2.7", "192.0.2.7", false},
+		{"192.0.2.7", "::ffff:192.0.2.7", false},
+		{"192.0.2.7", "", false},
+		{"", "203.0.113.1", false},
+		{"not-an-ip", "203.0.113.1", false},
+	} {
+		if got := apitype.NATBehind(tc.underlay, tc.seen); got != tc.want {
+			t.Errorf("NATBehind(%q, %q) = %v, want %v", tc.underlay, tc.seen, got, tc.want)
+		}
+	}
+}

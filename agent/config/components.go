@@ -22,7 +22,7 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 	m := mesh.DefaultConfig()
 	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
 	m.AmLighthouse = role == pki.RoleControl
-	m.AmRelay = role == pki.RoleControl // every control node relays for nodes that cannot meet directly
+	m.AmRelay = role == pki.RoleControl || c.Relay // every control node relays for nodes that cannot meet directly; a volunteer too
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
 	m.Routines = c.OverlayRoutines
 	m.GossipPort = c.Ports.Gossip // gossip rides the overlay: its port stays open whatever the firewall says

@@ -43,7 +43,17 @@ type File struct {
 	// OverlayRoutines is Nebula's routines, the reader/writer pairs on
 	// the TUN device and the UDP socket: 1-64 (mesh.MaxRoutines), default
 	// 1. A change takes effect at the next start.
-	OverlayRoutines   int           `yaml:"overlay_routines"`
+	OverlayRoutines int `yaml:"overlay_routines"`
+	// Relay offers this node as a Nebula relay (DESIGN §11): peers that
+	// cannot reach each other directly (symmetric NAT on both ends, UDP
+	// between them blocked) may carry their tunnel through it. It is
+	// recorded in raft on the node's record (at the join, and by the node
+	// itself when it starts with another setting) and every node lists it
+	// among its relays. Worth it only on a node others reach: a public
+	// address or a forwarded UDP port. Control nodes relay anyway. Default
+	// false; a change takes effect at the next start (Nebula reads
+	// am_relay once).
+	Relay             bool          `yaml:"relay"`
 	Timers            TimerProfile  `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder

@@ -41,6 +41,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.ApproveJoin]():          anyControl,
 	reflect.TypeFor[state.SetCAHolder]():          setCAHolderRule,
 	reflect.TypeFor[state.RecordCABackup]():       caBackupRule,
+	reflect.TypeFor[state.SetRelay]():             setRelayRule,
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -154,7 +154,8 @@ func (p *Plane) Records() []NodeRecord {
 	nodes := p.raft.FSM().Nodes()
 	out := make([]NodeRecord, 0, len(nodes))
 	for _, n := range nodes {
-		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay},
+		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,
+			SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay},
 			NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
 		if n.OverlayIP.IsValid() {
 			r.OverlayIP = n.OverlayIP.String()

@@ -63,6 +63,7 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 		Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State),
 		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
 		CertExpires: n.TLSExpires, Version: n.Version, Cause: n.Cause, Groups: slices.Clone(n.Groups),
+		SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay,
 	}
 	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
 		row.CertExpires = n.NebulaExpires

@@ -23,6 +23,9 @@ type Record struct {
 	// admitted it (invalid otherwise): such a node, while it still runs
 	// that release, gossips from there. See Member.
 	LegacyGossip netip.Addr
+	// Relay: the node offers itself as a Nebula relay (`relay: true`,
+	// recorded in raft).
+	Relay bool
 }
 
 // Lighthouse is one the join response named.
@@ -67,7 +70,8 @@ type Overlay struct {
 	Lighthouses []mesh.Lighthouse // sorted by overlay IP
 	StaticHosts map[netip.Addr][]netip.AddrPort
 	// Relays are the nodes others may relay through to reach this one:
-	// every control node (each is a lighthouse every node reaches), sorted.
+	// every control node (each is a lighthouse every node reaches) and
+	// every node whose record offers it as a relay, sorted.
 	Relays    []netip.Addr
 	Blocklist []string
 }
@@ -79,6 +83,7 @@ type Peer struct {
 	Overlay  netip.Addr
 	Underlay netip.AddrPort
 	Gossip   gossip.Status // "" when gossip has not vouched for it
+	Relay    bool          // its record offers it as a relay
 }
 
 // Ignored is a gossip member that contributed nothing, and why.
@@ -104,7 +109,7 @@ func Peers(in Inputs) map[string]Peer {
 		if r.Name == in.SelfName || gone[r.ID] {
 			continue
 		}
-		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Underlay: r.Underlay}
+		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Underlay: r.Underlay, Relay: r.Relay}
 	}
 	if !in.RecordsKnown {
 		for _, l := range in.Lighthouses {
@@ -172,7 +177,8 @@ func mismatch(in Inputs, m Member) string {
 }
 
 // Compute is the desired overlay: the active records' control nodes are
-// lighthouses and relays, the other nodes go into the static host map, revoked
+// lighthouses and relays, the other nodes go into the static host map
+// (those whose record offers them as a relay are relays too), revoked
 // certificates are blocked. Only raft withdraws a peer (a node that left,
 // was removed or failed its join has no active record, or is Gone): what
 // gossip says of a member never does, so no gossip message, forged or
@@ -190,6 +196,9 @@ func Compute(in Inputs) Overlay {
 			continue
 		}
 		o.StaticHosts[p.Overlay] = []netip.AddrPort{p.Underlay}
+		if p.Relay { // a volunteer (`relay: true`): one more relay, reached like any peer
+			o.Relays = append(o.Relays, p.Overlay)
+		}
 	}
 	slices.SortFunc(o.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
 	slices.SortFunc(o.Relays, netip.Addr.Compare)

@@ -262,3 +262,58 @@ func TestPeersCountOnlyFromOverlay(t *testing.T) {
 		t.Errorf("c1 from its recorded legacy gossip address: status %q, want alive", p.Gossip)
 	}
 }
+
+// TestComputeRelayVolunteer: a worker whose record offers it as a relay
+// (`relay: true`) is in every node's relay list, after the control
+// nodes, and stays a static host; without a usable underlay address, or
+// without the offer, it is no relay; a former volunteer (no active
+// record) is none either.
+func TestComputeRelayVolunteer(t *testing.T) {
+	vol := Record{ID: "id-w2", Name: "w2", Role: pki.RoleWorker, Overlay: ip("10.42.0.4"), Underlay: ap("192.0.2.4:4242"), Relay: true}
+	for _, tc := range []struct {
+		name   string
+		change func(*Inputs)
+		want   []netip.Addr
+	}{
+		{"volunteer on a control node's view", func(in *Inputs) { in.Records = append(in.Records, vol) },
+			[]netip.Addr{ip("10.42.0.2"), ip("10.42.0.4")}},
+		{"volunteer on another worker's view", func(in *Inputs) {
+			in.SelfName, in.SelfOverlay = "w1", ip("10.42.0.3")
+			in.Records = append(in.Records, vol)
+		}, []netip.Addr{ip("10.42.0.1"), ip("10.42.0.2"), ip("10.42.0.4")}},
+		{"the volunteer itself lists only the control nodes", func(in *Inputs) {
+			in.SelfName, in.SelfOverlay = "w2", ip("10.42.0.4")
+			in.Records = append(in.Records, vol)
+		}, []netip.Addr{ip("10.42.0.1"), ip("10.42.0.2")}},
+		{"no offer, no relay", func(in *Inputs) {
+			v := vol
+			v.Relay = false
+			in.Records = append(in.Records, v)
+		}, []netip.Addr{ip("10.42.0.2")}},
+		{"an offer without an underlay address is no relay", func(in *Inputs) {
+			v := vol
+			v.Underlay = netip.AddrPort{}
+			in.Records = append(in.Records, v)
+		}, []netip.Addr{ip("10.42.0.2")}},
+		{"a volunteer that is gone is no relay", func(in *Inputs) {
+			in.Records = append(in.Records, vol)
+			in.Gone = []string{"id-w2"}
+		}, []netip.Addr{ip("10.42.0.2")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base()
+			tc.change(&in)
+			got := Compute(in)
+			if !reflect.DeepEqual(got.Relays, tc.want) {
+				t.Errorf("relays %v, want %v", got.Relays, tc.want)
+			}
+			for _, r := range in.Records {
+				if r.Relay && r.Name != in.SelfName && r.Underlay.IsValid() && len(in.Gone) == 0 {
+					if _, ok := got.StaticHosts[r.Overlay]; !ok {
+						t.Errorf("volunteer %s is not a static host: %v", r.Name, got.StaticHosts)
+					}
+				}
+			}
+		})
+	}
+}

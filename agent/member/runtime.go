@@ -259,6 +259,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()
 	rt.Spawn(rt.paths.Run) // pathup.go
+	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
@@ -420,9 +421,25 @@ func (rt *Runtime) Facts() *statedir.Facts { return rt.facts }
 // decided once, in Start.
 func (rt *Runtime) Plane() *control.Plane { return rt.ctl }
 
-// NodeRows are `meshctl nodes`' rows (clusterFacts.NodeRows).
+// NodeRows are `meshctl nodes`' rows (clusterFacts.NodeRows), each with
+// this node's Nebula tunnel to that node when it has one (direct, or
+// relayed via whom: pathOf).
 func (rt *Runtime) NodeRows(ctx context.Context) ([]apitype.Node, error) {
-	return rt.cluster.NodeRows(ctx)
+	rows, err := rt.cluster.NodeRows(ctx)
+	if rt.mesh == nil || len(rows) == 0 {
+		return rows, err
+	}
+	list, _ := rt.cluster.Records()
+	byIP := map[string]*apitype.PingPath{}
+	for _, tn := range rt.mesh.Tunnels() {
+		byIP[tn.OverlayIP.String()] = pathOf(tn, list)
+	}
+	for i := range rows {
+		if rows[i].ID != rt.facts.NodeID && rows[i].State == "active" && rows[i].OverlayIP != "" { // a former node's address may be another's now
+			rows[i].Tunnel = byIP[rows[i].OverlayIP]
+		}
+	}
+	return rows, err
 }
 
 // AskNodes asks the control nodes for their node list over the internal

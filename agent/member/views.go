@@ -57,6 +57,12 @@ func (ov *overlay) overlayStatus() *apitype.Overlay {
 	for _, l := range applied.Lighthouses {
 		o.Lighthouses = append(o.Lighthouses, l.OverlayIP.String())
 	}
+	o.AmRelay = applied.AmRelay
+	if !applied.AmRelay { // Nebula ignores relays on a relay (mesh.Render renders none)
+		for _, r := range applied.Relays {
+			o.Relays = append(o.Relays, r.String())
+		}
+	}
 	o.Tunnels = append(o.Tunnels, ov.tunnels()...) // tunnels.go
 	if b, ok := ov.overlayErr.Load().(errBox); ok && b.err != nil {
 		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)

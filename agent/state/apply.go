@@ -177,6 +177,10 @@ func (c Admit) applyTo(s *Snapshot) error {
 	if n.Underlay == "" {
 		n.Underlay = a.Underlay
 	}
+	if n.SeenFrom == "" {
+		n.SeenFrom = a.SourceAddr // the NAT's public address when the joiner is behind one
+	}
+	n.Relay = n.Relay || a.Relay
 	if n.NebulaPublicKey == nil {
 		n.NebulaPublicKey = append([]byte(nil), a.NebulaPub...)
 	}

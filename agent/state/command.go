@@ -37,13 +37,16 @@ const (
 	typeSetCAHolder     cmdType = 30
 	typeRecordCABackup  cmdType = 31
 	typeRotateCA        cmdType = 20 // issue 13 item 4; 16-19 left to the other parts of issue 13
+	// 50-59: issue 29's node settings, numbered apart from the other
+	// branches of issue 29.
+	typeSetRelay cmdType = 50
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
-// ApproveJoin, SetCAHolder, RecordCABackup and Tracked.
+// ApproveJoin, SetCAHolder, RecordCABackup, SetRelay and Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -165,6 +168,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RecordCABackup](b[1:])
 	case typeRotateCA:
 		c, err = decodeAs[RotateCA](b[1:])
+	case typeSetRelay:
+		c, err = decodeAs[SetRelay](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

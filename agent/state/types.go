@@ -77,11 +77,21 @@ func (s NodeState) Former() bool {
 
 // Node is the cluster's record of one machine.
 type Node struct {
-	ID                string     `json:"id"`
-	Name              string     `json:"name"`
-	Role              pki.Role   `json:"role"`
-	State             NodeState  `json:"state"`
-	Underlay          string     `json:"underlay"`              // IP
+	ID       string    `json:"id"`
+	Name     string    `json:"name"`
+	Role     pki.Role  `json:"role"`
+	State    NodeState `json:"state"`
+	Underlay string    `json:"underlay"` // IP, as the node advertised it
+	// SeenFrom is the source IP of the node's join as the admitting
+	// control node saw it: behind a NAT, the NAT's public address, where
+	// Underlay is the private one (DESIGN §11: a record keeps both). Empty
+	// in a record admitted before the field existed, and for the origin.
+	SeenFrom string `json:"seen_from,omitempty"`
+	// Relay: the node offers itself as a Nebula relay (`relay: true` in
+	// its meshd.yaml), from its join request and then from its own report
+	// when it restarts with another setting (SetRelay). Control nodes
+	// relay whatever it says.
+	Relay             bool       `json:"relay,omitempty"`
 	EnrollAddr        string     `json:"enroll_addr,omitempty"` // host:port, control nodes
 	RaftAddr          string     `json:"raft_addr,omitempty"`   // host:port, control nodes
 	SerfAddr          string     `json:"serf_addr,omitempty"`   // host:port

@@ -257,7 +257,12 @@ func TestNodes(t *testing.T) {
 	withNodes := func(ns ...apitype.Node) func(http.ResponseWriter, *http.Request) {
 		return func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, ns) }
 	}
-	header := []string{"NAME", "ROLE", "STATE", "GOSSIP", "OVERLAY", "UNDERLAY", "RAFT", "CERT", "EXPIRES", "VERSION"}
+	natNode, relayNode := node, node
+	natNode.Underlay, natNode.SeenFrom, natNode.BehindNAT = "192.168.1.10", "203.0.113.1", true
+	natNode.Tunnel = &apitype.PingPath{Relay: "r1", RelayIP: "10.42.0.3"}
+	relayNode.Name, relayNode.OverlayIP, relayNode.Underlay, relayNode.SeenFrom, relayNode.Relay = "r1", "10.42.0.3", "192.0.2.8", "192.0.2.8", true
+	relayNode.Tunnel = &apitype.PingPath{Direct: "192.0.2.8:4242"}
+	header := []string{"NAME", "ROLE", "STATE", "GOSSIP", "OVERLAY", "UNDERLAY", "NAT", "RAFT", "CERT", "EXPIRES", "VERSION", "TUNNEL"}
 
 	jsonTests := []struct {
 		name    string
@@ -267,6 +272,7 @@ func TestNodes(t *testing.T) {
 		{"ok/json-null", raw("null\n"), []apitype.Node{}},
 		{"ok/json-empty", raw("[]\n"), []apitype.Node{}},
 		{"ok/json-one", withNodes(node), []apitype.Node{node}},
+		{"ok/json-nat-relay", withNodes(natNode, relayNode), []apitype.Node{natNode, relayNode}},
 	}
 	for _, tt := range jsonTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,6 +296,18 @@ func TestNodes(t *testing.T) {
 						t.Errorf("node %d: %s = %v, want %q", i, k, arr[i][k], v)
 					}
 				}
+				// Issue 29's fields: where the cluster sees it from, behind
+				// a NAT, a relay, this node's tunnel to it.
+				var typed []apitype.Node
+				if err := json.Unmarshal([]byte(r.stdout), &typed); err != nil {
+					t.Fatal(err)
+				}
+				g := typed[i]
+				if g.SeenFrom != n.SeenFrom || g.BehindNAT != n.BehindNAT || g.Relay != n.Relay ||
+					(g.Tunnel == nil) != (n.Tunnel == nil) || (g.Tunnel != nil && *g.Tunnel != *n.Tunnel) {
+					t.Errorf("node %d: seen_from %q behind_nat %v relay %v tunnel %+v; want %q %v %v %+v",
+						i, g.SeenFrom, g.BehindNAT, g.Relay, g.Tunnel, n.SeenFrom, n.BehindNAT, n.Relay, n.Tunnel)
+				}
 			}
 		})
 	}
@@ -300,8 +318,18 @@ func TestNodes(t *testing.T) {
 		wantRows [][]string
 	}{
 		{"ok/table-none", raw("null\n"), nil},
-		{"ok/table-one", withNodes(node), [][]string{{"w1", "worker", "active", "alive", "10.42.0.2", "192.0.2.7", "none",
-			node.CertExpires.Local().Format("2006-01-02"), "1.0.0"}}},
+		{"ok/table-one", withNodes(node), [][]string{{"w1", "worker", "active", "alive", "10.42.0.2", "192.0.2.7", "-", "none",
+			node.CertExpires.Local().Format("2006-01-02"), "1.0.0", "-"}}},
+		// Issue 29: a node behind a NAT shows the address the cluster
+		// sees it from; a volunteer relay is worker+relay; this node's
+		// tunnel to each is direct or relayed via a relay.
+		{"ok/table-nat-relay", withNodes(natNode, relayNode), [][]string{
+			{"w1", "worker", "active", "alive", "10.42.0.2", "192.168.1.10", "203.0.113.1", "none",
+				node.CertExpires.Local().Format("2006-01-02"), "1.0.0", "relayed-via-r1"},
+			{"r1", "worker+relay", "active", "alive", "10.42.0.3", "192.0.2.8", "-", "none",
+				node.CertExpires.Local().Format("2006-01-02"), "1.0.0", "direct"},
+			{"NAT:", "behind", "a", "NAT,", "seen", "by", "the", "cluster", "from", "this", "address", "(UNDERLAY", "is", "the", "one", "it", "advertised)"},
+			{"+relay:", "offers", "itself", "as", "a", "Nebula", "relay", "(relay:", "true);", "control", "nodes", "relay", "anyway"}}},
 	}
 	for _, tt := range tableTests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,8 +48,8 @@ func (a *app) nodesCommand() *cobra.Command {
 func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := printer{tw}
-	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tRAFT\tCERT EXPIRES\tVERSION\n")
-	self := false
+	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
+	self, nat, relay := false, false, false
 	var broken []string // the footnotes of nodes some member cannot reach
 	for _, n := range nodes {
 		self = self || n.Self
@@ -71,8 +71,9 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
 		}
-		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, n.Role, st, g,
-			n.OverlayIP, n.Underlay, n.Raft, date(n.CertExpires), n.Version)
+		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, roleCell(n), st, g,
+			n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n))
+		nat, relay = nat || n.BehindNAT, relay || n.Relay
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -80,10 +81,48 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 	if self {
 		printer{out}.Printf("* this node\n")
 	}
+	if nat {
+		printer{out}.Printf("NAT: behind a NAT, seen by the cluster from this address (UNDERLAY is the one it advertised)\n")
+	}
+	if relay {
+		printer{out}.Printf("+relay: offers itself as a Nebula relay (relay: true); control nodes relay anyway\n")
+	}
 	for _, l := range broken {
 		printer{out}.Printf("%s\n", l)
 	}
 	return nil
+}
+
+// roleCell is the ROLE cell: the role, "+relay" for a node that offers
+// itself as a relay.
+func roleCell(n apitype.Node) string {
+	if n.Relay {
+		return n.Role + "+relay"
+	}
+	return n.Role
+}
+
+// natCell is the NAT cell: the address the cluster sees a node behind a
+// NAT from, "-" for a node seen from the address it advertised (or not
+// known).
+func natCell(n apitype.Node) string {
+	if n.BehindNAT && n.SeenFrom != "" {
+		return n.SeenFrom
+	}
+	return "-"
+}
+
+// tunnelCell is the TUNNEL cell: this node's Nebula tunnel to n, "direct"
+// or "relayed-via-NAME", "-" when it has none (itself, or no traffic
+// yet).
+func tunnelCell(n apitype.Node) string {
+	switch {
+	case n.Tunnel == nil:
+		return "-"
+	case n.Tunnel.Relay != "":
+		return "relayed-via-" + n.Tunnel.Relay
+	}
+	return "direct"
 }
 
 func (a *app) statusCommand() *cobra.Command {
