@@ -77,10 +77,21 @@ func (n *Net) AddSite(name string, mode NATMode) *Site {
 	if mode == NATSymmetric {
 		masq = "masquerade random,fully-random"
 	}
+	// The router's own firewall drops what nobody asked for, as a home
+	// router's does. It matters: a packet the kernel delivers locally
+	// leaves a conntrack entry behind even when no socket takes it, and a
+	// site host's next packet to that sender would then clash with it and
+	// leave with a random port instead of its own (a port-preserving NAT
+	// turned symmetric by one early packet). Dropped in the input hook, the
+	// packet's entry is never confirmed.
 	rules := fmt.Sprintf(`table ip lab_nat {
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
 		oifname "eth0" ip saddr %s %s
+	}
+	chain input {
+		type filter hook input priority filter; policy accept;
+		iifname "eth0" ct state new drop
 	}
 }
 `, s.prefix(), masq)
