@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
 )
 
 // The NAT lab's figures for `make bench` (issue 29): time to a direct path
@@ -19,9 +21,11 @@ import (
 
 // BenchmarkNATDirectPath: two new workers, each behind its own
 // port-preserving NAT, joined outside the timer; the time from the first
-// overlay ping between them to the first one answered (direct-path: the
-// hole punched through the lighthouse, path checked to be direct). Target
-// 2 s (issue 29 item 3). Fast and lan timers.
+// overlay ping between them to the first one answered (first-ping) and
+// to `meshctl ping` reporting the path direct to the other NAT
+// (direct-path: the hole punched through the lighthouse; the first
+// answers may come through a control node's relay meanwhile). Target 2 s
+// (issue 29 item 3). Fast and lan timers.
 func BenchmarkNATDirectPath(b *testing.B) {
 	for _, timers := range []string{"fast", "lan"} {
 		b.Run("timers="+timers, func(b *testing.B) {
@@ -31,7 +35,7 @@ func BenchmarkNATDirectPath(b *testing.B) {
 			c1.Start(b)
 			c1.MustCtl(b, "init", "--cluster", "e2e")
 			sa, sb := n.AddSite("a", NATPortPreserving), n.AddSite("b", NATPortPreserving)
-			var took []time.Duration
+			var took, firsts []time.Duration
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
@@ -40,25 +44,46 @@ func BenchmarkNATDirectPath(b *testing.B) {
 					w.Start(b)
 					w.MustCtl(b, "join", c1.Admit(b, w.NodeName))
 				}
+				// As TestNATPortPreservingDirect does: gossip on both
+				// shows both alive first. Pinged at once after the joins
+				// instead, the tunnel came up through c1's relay and was
+				// still relayed 10 s later (docs/performance.md, "Sites
+				// and NATs").
+				Eventually(b, 30*time.Second, "gossip shows the new pair alive", func() error {
+					return allAlive(b, []*Node{c1, x, y}, x.NodeName, y.NodeName)
+				})
 				ip := overlayIPs(b, c1)[y.NodeName]
 				b.StartTimer()
-				d, err := waitFor(b.Context(), 10*time.Second, func() error { return x.Ping(b.Context(), ip) })
+				start := time.Now()
+				first, err := waitFor(b.Context(), 10*time.Second, func() error { return x.Ping(b.Context(), ip) })
 				if err != nil {
 					b.Fatalf("%s behind a NAT never reached %s behind another: %v", x.NodeName, y.NodeName, err)
 				}
+				// The first answer may come through a relay while the
+				// hole is punched; direct-path is until `meshctl ping`
+				// says direct to the other NAT.
+				var path *apitype.PingPath
+				_, err = waitFor(b.Context(), 10*time.Second, func() error {
+					p, err := pingPath(b, x, y.NodeName)
+					if err == nil && !strings.HasPrefix(p.Direct, sb.Router.IP+":") {
+						err = fmt.Errorf("path %s", p)
+					}
+					path = p
+					return err
+				})
+				d := time.Since(start)
 				b.StopTimer()
-				path, err := pingPath(b, x, y.NodeName)
 				if err != nil {
-					b.Fatal(err)
+					b.Fatalf("%s's path to %s is not direct to %s's NAT within 10s: %v", x.NodeName, y.NodeName, sb.Name, err)
 				}
-				if !strings.HasPrefix(path.Direct, sb.Router.IP+":") {
-					b.Fatalf("%s's path to %s is %s, want direct to %s's NAT", x.NodeName, y.NodeName, path, sb.Name)
-				}
-				took = append(took, d)
-				b.Logf("%s reached %s %s after its first packet, %s", x.NodeName, y.NodeName, d.Round(time.Millisecond), path)
+				took, firsts = append(took, d), append(firsts, first)
+				b.Logf("%s reached %s %s after its first packet, directly after %s: %s", x.NodeName, y.NodeName,
+					first.Round(time.Millisecond), d.Round(time.Millisecond), path)
 				b.StartTimer()
 			}
+			b.ReportMetric(ms(mean(firsts)), "first-ping-ms")
 			b.ReportMetric(ms(mean(took)), "direct-path-ms")
+			Record(b, "first-ping", "ms", ms(mean(firsts)), msOf(firsts)...)
 			Record(b, "direct-path", "ms", ms(mean(took)), msOf(took)...)
 		})
 	}
@@ -88,6 +113,10 @@ func BenchmarkNATThroughput(b *testing.B) {
 	}
 	s1, s2 := pair(NATSymmetric, "s1", "s2")
 	p1, p2 := pair(NATPortPreserving, "p1", "p2")
+	all := []*Node{c1, c2, s1, s2, p1, p2}
+	Eventually(b, 30*time.Second, "gossip shows every node alive", func() error {
+		return allAlive(b, all, "c1", "c2", "s1", "s2", "p1", "p2")
+	})
 	ips := overlayIPs(b, c1)
 	for _, w := range []*Node{s2, p2} {
 		startIperfServer(b, w.Host)
@@ -100,9 +129,13 @@ func BenchmarkNATThroughput(b *testing.B) {
 	if path, err := pingPath(b, s1, "s2"); err != nil || path.Relay == "" {
 		b.Fatalf("s1's path to s2 is %v (%v), want relayed", path, err)
 	}
-	if path, err := pingPath(b, p1, "p2"); err != nil || path.Direct == "" {
-		b.Fatalf("p1's path to p2 is %v (%v), want direct", path, err)
-	}
+	Eventually(b, 10*time.Second, "p1's path to p2 direct", func() error {
+		path, err := pingPath(b, p1, "p2")
+		if err == nil && path.Direct == "" {
+			err = fmt.Errorf("path %s", path)
+		}
+		return err
+	})
 	var relayed, direct []float64
 	b.ResetTimer()
 	for range b.N {
