@@ -103,6 +103,9 @@ e2e:
 # bench`, but only after the report is written. On a shared machine, run it
 # under the e2e lock: flock /tmp/meshd-e2e.lock make bench
 BENCH_DIR := $(BIN)/bench
+# The NAT lab's quiet window (TestSitesWindow: no false suspicion, no
+# leader flap across the 50 ms sites, fast and lan timers side by side).
+SITES_WINDOW ?= 10m
 bench:
 	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
@@ -116,6 +119,8 @@ bench:
 	done; \
 	MESHD_SCALE=1 $(GO) test -tags e2e -count=1 -v -run '^TestFormation$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|scale_test\.go:[0-9]+:|^        ' || status=1; \
+	MESHD_SITES_WINDOW=$(SITES_WINDOW) $(GO) test -tags e2e -count=1 -v -run '^TestSitesWindow$$' -timeout 40m ./e2e \
+		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
@@ -126,8 +131,12 @@ bench:
 # churn. On a shared machine: flock /tmp/meshd-e2e.lock make soak DURATION=20m
 DURATION ?= 20m
 SEED ?=
+# LAB=1 runs the NAT lab's soak instead (TestSoakLab: 10 workers behind
+# NAT, 5 per site, one site symmetric; forms, stays all alive, every pair
+# pings): make soak LAB=1 DURATION=10m
+LAB ?=
 soak:
-	MESHD_SOAK_DURATION=$(DURATION) MESHD_SOAK_SEED=$(SEED) $(GO) test -tags e2e -count=1 -v -run '^TestSoak$$' \
+	MESHD_SOAK_DURATION=$(DURATION) MESHD_SOAK_SEED=$(SEED) $(GO) test -tags e2e -count=1 -v -run '^$(if $(LAB),TestSoakLab,TestSoak)$$' \
 		-timeout $$(( $$(echo $(DURATION) | sed -E 's/^([0-9]+)m$$/\1*60/; s/^([0-9]+)s$$/\1/; s/^([0-9]+)h$$/\1*3600/') + 1200 ))s ./e2e
 
 # The flake hunt (issue 25, root, not part of `make test`): the e2e suite N

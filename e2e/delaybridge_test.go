@@ -37,10 +37,20 @@ import (
 // between any two hosts and a round trip of 2d: the meaning Net.Delay had
 // when it put netem with delay d on every host's egress.
 //
-// Each output link has one FIFO queue and one goroutine that waits until
-// each frame's due time, so frames on a link keep their order. A queue holds
-// at most bridgeMaxQueued frames and bridgeMaxQueuedBytes bytes; anything
-// beyond is dropped and counted, like a full tx queue.
+// Sites (Net.SiteDelay): each port may carry a site label; a frame between
+// two ports of the same site goes with no delay, between ports of different
+// sites with d. A port with no label is a site of its own, so Net.Delay,
+// which labels nothing, delays every pair. The NAT lab's two sites 50 ms
+// apart are two labels: a site's control nodes and its router's hub port
+// share one.
+//
+// Each output link has two FIFO queues, one for frames from its own site
+// (no delay) and one for frames from other sites (delay d), each with one
+// goroutine that waits until each frame's due time, so frames of one
+// delay class keep their order and an undelayed frame never waits behind
+// a delayed one. A queue holds at most bridgeMaxQueued frames and
+// bridgeMaxQueuedBytes bytes; anything beyond is dropped and counted, like
+// a full tx queue.
 type delayBridge struct {
 	tb    testing.TB
 	hub   string       // hub namespace name
@@ -81,8 +91,21 @@ type bridgePort struct {
 	ifindex int
 	f       *os.File // the packet socket, non-blocking, in the netpoller
 	rc      syscall.RawConn
-	q       chan bridgeFrame // output FIFO
-	qBytes  atomic.Int64
+	site    atomic.Int32 // the site label; 0: a site of its own
+	near    bridgeQueue  // frames from ports of the same site: no delay
+	far     bridgeQueue  // frames from every other port: the delay
+}
+
+// bridgeQueue is one output FIFO of a port.
+type bridgeQueue struct {
+	q     chan bridgeFrame
+	bytes atomic.Int64
+}
+
+// sameSite says whether frames between p and o go undelayed.
+func (p *bridgePort) sameSite(o *bridgePort) bool {
+	s := p.site.Load()
+	return s != 0 && s == o.site.Load()
 }
 
 type bridgeFrame struct {
@@ -126,9 +149,31 @@ func (br *delayBridge) addPort(link string) error {
 		return errors.New("delay bridge is closed")
 	}
 	br.ports = append(br.ports, p)
-	br.wg.Add(2)
+	br.wg.Add(3)
 	go br.readLoop(p)
-	go br.writeLoop(p)
+	go br.writeLoop(p, &p.near)
+	go br.writeLoop(p, &p.far)
+	return nil
+}
+
+// setSites labels the ports of each group of links with a site of their
+// own (1, 2, ...); ports not named keep their label.
+func (br *delayBridge) setSites(groups [][]string) error {
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	byLink := map[string]*bridgePort{}
+	for _, p := range br.ports {
+		byLink[p.link] = p
+	}
+	for i, g := range groups {
+		for _, link := range g {
+			p := byLink[link]
+			if p == nil {
+				return fmt.Errorf("no port %s on the delay bridge", link)
+			}
+			p.site.Store(int32(i + 1))
+		}
+	}
 	return nil
 }
 
@@ -192,11 +237,15 @@ func openBridgePort(hub, link string) (_ *bridgePort, err error) {
 		_ = f.Close()
 		return nil, err
 	}
-	return &bridgePort{link: link, ifindex: ifindex, f: f, rc: rc, q: make(chan bridgeFrame, bridgeMaxQueued)}, nil
+	p := &bridgePort{link: link, ifindex: ifindex, f: f, rc: rc}
+	p.near.q = make(chan bridgeFrame, bridgeMaxQueued)
+	p.far.q = make(chan bridgeFrame, bridgeMaxQueued)
+	return p, nil
 }
 
 // readLoop receives every frame arriving on p (not the ones sent out of
-// it) and queues it on every other port, due after the current delay.
+// it) and queues it on every other port: at once on a port of p's site,
+// due after the current delay on any other.
 func (br *delayBridge) readLoop(p *bridgePort) {
 	defer br.wg.Done()
 	buf := make([]byte, bridgeReadBuf)
@@ -231,36 +280,44 @@ func (br *delayBridge) readLoop(p *bridgePort) {
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue
 		}
-		fr := bridgeFrame{due: time.Now().Add(time.Duration(br.delay.Load())), b: bytes.Clone(buf[:n])}
+		now := time.Now()
+		b := bytes.Clone(buf[:n])
+		near := bridgeFrame{due: now, b: b}
+		far := bridgeFrame{due: now.Add(time.Duration(br.delay.Load())), b: b}
 		br.mu.Lock()
 		ports := br.ports
 		br.mu.Unlock()
 		for _, out := range ports {
-			if out != p {
-				out.enqueue(br, fr)
+			switch {
+			case out == p:
+			case out.sameSite(p):
+				out.near.enqueue(br, near)
+			default:
+				out.far.enqueue(br, far)
 			}
 		}
 	}
 }
 
-func (p *bridgePort) enqueue(br *delayBridge, fr bridgeFrame) {
+func (q *bridgeQueue) enqueue(br *delayBridge, fr bridgeFrame) {
 	size := int64(len(fr.b))
-	if p.qBytes.Add(size) > bridgeMaxQueuedBytes {
-		p.qBytes.Add(-size)
+	if q.bytes.Add(size) > bridgeMaxQueuedBytes {
+		q.bytes.Add(-size)
 		br.queueDrops.Add(1)
 		return
 	}
 	select {
-	case p.q <- fr:
+	case q.q <- fr:
 	default:
-		p.qBytes.Add(-size)
+		q.bytes.Add(-size)
 		br.queueDrops.Add(1)
 	}
 }
 
-// writeLoop sends p's queued frames in order, each no earlier than its due
-// time. This is the only place the delay bridge waits on a clock.
-func (br *delayBridge) writeLoop(p *bridgePort) {
+// writeLoop sends the frames of one of p's queues in order, each no
+// earlier than its due time. This is the only place the delay bridge waits
+// on a clock.
+func (br *delayBridge) writeLoop(p *bridgePort, q *bridgeQueue) {
 	defer br.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -270,9 +327,9 @@ func (br *delayBridge) writeLoop(p *bridgePort) {
 		select {
 		case <-br.done:
 			return
-		case fr = <-p.q:
+		case fr = <-q.q:
 		}
-		p.qBytes.Add(-int64(len(fr.b)))
+		q.bytes.Add(-int64(len(fr.b)))
 		if wait := time.Until(fr.due); wait > 0 {
 			timer.Reset(wait)
 			select {
@@ -416,6 +473,39 @@ func TestDelayBridge(t *testing.T) {
 	t.Logf("RTT %s -> %s after Cut and Heal: %s", a.IP, b.IP, healed)
 	if healed < 90*time.Millisecond || healed > 150*time.Millisecond {
 		t.Errorf("RTT after Cut and Heal is %s, want within [90ms, 150ms]", healed)
+	}
+}
+
+// TestSiteDelay: two hub hosts on one site and one on another, 50 ms
+// apart one way (Net.SiteDelay): within the site the RTT stays under
+// 10 ms (the undelayed queue: no frame waits behind a delayed one, even
+// while the far site's pings are in flight), across the sites it is the
+// round trip of the delay.
+func TestSiteDelay(t *testing.T) {
+	n := NewNet(t)
+	a1, a2, b := n.AddHost("a1"), n.AddHost("a2"), n.AddHost("b")
+	n.SiteDelay(50*time.Millisecond, []*Host{a1, a2}, []*Host{b})
+
+	// b pings a1 throughout, so a1's port always has delayed frames queued.
+	busy, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	bg := b.Exec(busy, "ping", "-q", "-i", "0.01", a1.IP)
+	if err := bg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); _ = bg.Wait() }()
+
+	within := pingRTT(t, a2, a1.IP)
+	t.Logf("RTT %s -> %s within a site: %s", a2.IP, a1.IP, within)
+	if within >= 10*time.Millisecond {
+		t.Errorf("RTT within a site is %s, want < 10ms", within)
+	}
+	for _, h := range []*Host{a1, a2} {
+		across := pingRTT(t, h, b.IP)
+		t.Logf("RTT %s -> %s across the sites: %s", h.IP, b.IP, across)
+		if across < 90*time.Millisecond || across > 150*time.Millisecond {
+			t.Errorf("RTT across the sites is %s, want within [90ms, 150ms]", across)
+		}
 	}
 }
 

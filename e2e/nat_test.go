@@ -77,7 +77,7 @@ func suspicionsSince(t *testing.T, mark map[*Node]int64) []string {
 }
 
 // pingPath is the path `meshctl ping NAME -c 1` on from reports.
-func pingPath(t *testing.T, from *Node, name string) (*apitype.PingPath, error) {
+func pingPath(t testing.TB, from *Node, name string) (*apitype.PingPath, error) {
 	var r struct {
 		Probes []struct {
 			Answered bool              `json:"answered"`

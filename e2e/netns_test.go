@@ -131,6 +131,30 @@ func (n *Net) Delay(d time.Duration) {
 	n.delay = startDelayBridge(n.t, n.hub, links, d)
 }
 
+// SiteDelay puts the hub ports of each group of hosts in a site of its
+// own: frames between two hosts of one group go with no delay, between
+// groups (or to a host in no group) with d one way. The NAT lab's sites are
+// groups of hub hosts: a site's control nodes and its router (Site.Router),
+// behind which the site's own hosts sit. Like Delay, the first call takes
+// the links out of br0; calling Delay or SiteDelay again changes d, and
+// SiteDelay again relabels the hosts it names.
+func (n *Net) SiteDelay(d time.Duration, groups ...[]*Host) {
+	n.t.Helper()
+	n.Delay(d)
+	links := make([][]string, len(groups))
+	for i, g := range groups {
+		for _, h := range g {
+			if h.linkNS != "" {
+				n.t.Fatalf("SiteDelay: %s is behind a site router, not on the hub; name its router", h.Name)
+			}
+			links[i] = append(links[i], h.Link)
+		}
+	}
+	if err := n.delay.setSites(links); err != nil {
+		n.t.Fatalf("SiteDelay: %v", err)
+	}
+}
+
 // Exec runs a command inside the host's namespace.
 func (h *Host) Exec(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name, name}, args...)...)
