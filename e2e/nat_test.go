@@ -218,8 +218,11 @@ func TestNATSymmetricRelayed(t *testing.T) {
 			if err != nil {
 				t.Fatalf("w1 behind a symmetric NAT does not reach w2 behind another within 3s of its first packet: %v", err)
 			}
-			path, err := pingPath(t, w1, "w2")
-			if err != nil {
+			var path *apitype.PingPath
+			if _, err := waitFor(t.Context(), 5*time.Second, func() error { // w1's node list may not name w2 yet
+				path, err = pingPath(t, w1, "w2")
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			relay := control[path.Relay]
