@@ -258,7 +258,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.runFitness) // fitness.go
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()
-	rt.Spawn(rt.paths.Run) // pathup.go
+	rt.Spawn(rt.paths.Run)      // pathup.go
 	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
