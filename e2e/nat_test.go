@@ -57,7 +57,13 @@ func logMark(t *testing.T, nodes []*Node) map[*Node]int64 {
 	return m
 }
 
-func suspicionsSince(t *testing.T, mark map[*Node]int64) []string {
+func suspicionsSince(t testing.TB, mark map[*Node]int64) []string {
+	return linesSince(t, mark, suspicionMarks)
+}
+
+// linesSince lists the lines holding any of marks that each node of mark
+// wrote to its log after its offset, prefixed with the node's name.
+func linesSince(t testing.TB, mark map[*Node]int64, marks []string) []string {
 	t.Helper()
 	var out []string
 	for nd, off := range mark {
@@ -66,9 +72,10 @@ func suspicionsSince(t *testing.T, mark map[*Node]int64) []string {
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(b[min(off, int64(len(b))):]), "\n") {
-			for _, m := range suspicionMarks {
+			for _, m := range marks {
 				if strings.Contains(line, m) {
 					out = append(out, nd.NodeName+": "+line)
+					break
 				}
 			}
 		}

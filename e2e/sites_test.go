@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -185,22 +184,7 @@ var electionMarks = []string{"heartbeat timeout reached", "entering candidate st
 
 // electionsSince counts those lines on nodes written after mark.
 func electionsSince(t testing.TB, mark map[*Node]int64) []string {
-	t.Helper()
-	var out []string
-	for nd, off := range mark {
-		b, err := os.ReadFile(nd.LogPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(b[min(off, int64(len(b))):]), "\n") {
-			for _, m := range electionMarks {
-				if strings.Contains(line, m) {
-					out = append(out, nd.NodeName+": "+line)
-				}
-			}
-		}
-	}
-	return out
+	return linesSince(t, mark, electionMarks)
 }
 
 // admitAndJoin is one admission end to end: `meshctl admit NAME` on on
