@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -162,14 +163,22 @@ func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.A
 	if codes.Of(err) != codes.OverlayUDPBlocked {
 		return nil
 	}
-	// Only a seed that proves itself a control node of the token's CA
-	// counts as the TCP port that answered: an impostor's or a removed
-	// control node's listener is the enroll step's to refuse, with its
-	// own code.
-	for _, r := range enroll.ProbeSeeds(ctx, tok, j.a.preflight().EnrollDeps(underlay, nil, nil)) {
-		if r.Err == nil {
-			return err
+	// Only a seed the join could use counts as the TCP port that
+	// answered: one that proves itself a control node of the token's CA
+	// and whose clock is within max_clock_skew. An impostor's or a removed
+	// control node's listener, or a seed whose clock is off, is the enroll
+	// step's to refuse, with its own code.
+	d := j.a.preflight().EnrollDeps(underlay, nil, nil)
+	for _, r := range enroll.ProbeSeeds(ctx, tok, d) {
+		if r.Err != nil {
+			continue
 		}
+		if r.HasClock {
+			if _, skew := r.Skew.Judge(cmp.Or(d.MaxSkew, enroll.DefaultMaxSkew)); skew != nil {
+				continue
+			}
+		}
+		return err
 	}
 	return nil
 }
