@@ -12,32 +12,6 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 )
 
-// natCluster is a control node on the internet and one worker behind each
-// of the sites, each worker joined through its NAT; it returns the nodes,
-// the control node first, once gossip on every node shows every node
-// alive.
-func natCluster(t *testing.T, n *Net, sites ...*Site) []*Node {
-	t.Helper()
-	c1 := n.NewNode("c1")
-	c1.Start(t)
-	c1.MustCtl(t, "init", "--cluster", "e2e")
-	nodes := []*Node{c1}
-	for i, s := range sites {
-		w := s.NewNode(fmt.Sprintf("w%d", i+1))
-		w.Start(t)
-		w.MustCtl(t, "join", c1.Admit(t, w.NodeName))
-		nodes = append(nodes, w)
-	}
-	names := make([]string, len(nodes))
-	for i, nd := range nodes {
-		names[i] = nd.NodeName
-	}
-	Eventually(t, 30*time.Second, "gossip on every node shows every node alive", func() error {
-		return allAlive(t, nodes, names...)
-	})
-	return nodes
-}
-
 // suspicionMarks are what memberlist logs when it suspects a member or
 // declares it failed (gossip's log sink passes them to meshd's log).
 var suspicionMarks = []string{"has failed, no acks received", "as failed, suspect timeout reached"}

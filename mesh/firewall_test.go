@@ -10,7 +10,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
-	"github.com/slackhq/nebula/config"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -101,14 +100,7 @@ func (f *recordingFirewall) AddRule(incoming bool, proto uint8, start, end int32
 // TestFirewallReadByNebula runs the rendered firewall through Nebula's
 // own rule parser (the one reload uses) and checks what it adds.
 func TestFirewallReadByNebula(t *testing.T) {
-	text, err := Render(goldenFirewall())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := config.NewC(logrus.New())
-	if err := nc.LoadString(text); err != nil {
-		t.Fatal(err)
-	}
+	nc := readByNebula(t, goldenFirewall())
 	var in, out recordingFirewall
 	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), true, nc, &in); err != nil {
 		t.Fatalf("Nebula refuses the inbound rules: %v", err)

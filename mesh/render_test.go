@@ -109,10 +109,11 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
-// TestRenderReadByNebula loads rendered YAML into Nebula's own config
-// type and reads the keys back the way Nebula does.
-func TestRenderReadByNebula(t *testing.T) {
-	text, err := Render(goldenCases()["blocklist"])
+// readByNebula renders c and loads the text into Nebula's own config
+// type, as Nebula would read it.
+func readByNebula(t *testing.T, c Config) *config.C {
+	t.Helper()
+	text, err := Render(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +121,13 @@ func TestRenderReadByNebula(t *testing.T) {
 	if err := nc.LoadString(text); err != nil {
 		t.Fatal(err)
 	}
+	return nc
+}
+
+// TestRenderReadByNebula loads rendered YAML into Nebula's own config
+// type and reads the keys back the way Nebula does.
+func TestRenderReadByNebula(t *testing.T) {
+	nc := readByNebula(t, goldenCases()["blocklist"])
 	if got, want := nc.GetStringSlice("lighthouse.hosts", nil), []string{"10.42.0.1", "10.42.0.2"}; !slices.Equal(got, want) {
 		t.Errorf("lighthouse.hosts = %v, want %v", got, want)
 	}
@@ -166,14 +174,7 @@ func TestRenderReadByNebula(t *testing.T) {
 // TestRenderRelayListsNoRelays: a relay (a control node) renders
 // am_relay and no relays of its own (Nebula lets no relay use relays).
 func TestRenderRelayListsNoRelays(t *testing.T) {
-	text, err := Render(goldenCases()["lighthouse"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := config.NewC(logrus.New())
-	if err := nc.LoadString(text); err != nil {
-		t.Fatal(err)
-	}
+	nc := readByNebula(t, goldenCases()["lighthouse"])
 	if !nc.GetBool("relay.am_relay", false) || len(nc.GetStringSlice("relay.relays", nil)) != 0 {
 		t.Errorf("a relay renders am_relay %t, relays %v; want true, none",
 			nc.GetBool("relay.am_relay", false), nc.GetStringSlice("relay.relays", nil))
@@ -185,14 +186,7 @@ func TestRenderRelayListsNoRelays(t *testing.T) {
 func TestRenderRoutinesAndMTU(t *testing.T) {
 	c := goldenWorker()
 	c.Routines, c.MTU = 2, 1420
-	text, err := Render(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := config.NewC(logrus.New())
-	if err := nc.LoadString(text); err != nil {
-		t.Fatal(err)
-	}
+	nc := readByNebula(t, c)
 	if got := nc.GetInt("routines", 0); got != 2 {
 		t.Errorf("routines = %d, want 2", got)
 	}
@@ -244,14 +238,7 @@ func ruleEqual(a, b FirewallRule) bool {
 }
 
 func TestRenderLighthouseListsNoHosts(t *testing.T) {
-	text, err := Render(goldenCases()["lighthouse"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc := config.NewC(logrus.New())
-	if err := nc.LoadString(text); err != nil {
-		t.Fatal(err)
-	}
+	nc := readByNebula(t, goldenCases()["lighthouse"])
 	if hosts := nc.GetStringSlice("lighthouse.hosts", nil); len(hosts) != 0 {
 		t.Errorf("a lighthouse lists lighthouse.hosts %v", hosts)
 	}
