@@ -258,6 +258,15 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		return sig
 	}}
 	logs := &logRecorder{}
+	t.Cleanup(func() { // a failed test shows what each control plane logged
+		if t.Failed() {
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			for _, r := range logs.recs {
+				t.Logf("%s %s: %s %v", name, r.level, r.msg, r.attrs)
+			}
+		}
+	})
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
 		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir, BackupWorkFactor: testWorkFactor},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks(), Now: c.nows[name]})
