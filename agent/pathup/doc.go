@@ -21,7 +21,10 @@
 // built again at once (by the relay, if there is still no direct path),
 // and the next try for that peer waits longer (Config.Backoff), so a pair
 // behind symmetric NATs costs a short gap in its traffic at ever longer
-// intervals, at most one every Backoff's last step.
+// intervals, at most one every Backoff's last step. The schedule
+// outlives the rebuild (whose handshake leaves the peer unrelayed for a
+// moment) by Config.Forget: a peer not seen relayed for a minute starts
+// from the first step when it is relayed again.
 //
 // agent/member adapts the overlay (mesh.Mesh) and the probe to it.
 //

@@ -45,17 +45,26 @@ type Config struct {
 	Backoff []time.Duration
 	// MaxCandidates bounds the addresses tried in one try.
 	MaxCandidates int
+	// Forget is how long a peer's schedule outlives its relayed tunnel.
+	// A failed try rebuilds the tunnel, which is not relayed while its
+	// handshake runs: forgotten at once, the peer would be tried again at
+	// the first step, rebuilt again, and its traffic lost every 2 s for
+	// good (the fast-timer gossip on the sites lab suspected the pair
+	// every 2 s until this was kept).
+	Forget time.Duration
 }
 
 // DefaultConfig is the timing meshd runs with, whatever its timers: a
 // relayed tunnel that can go direct does within about 1.5 s of being
 // built (the first try at 300 ms, then 1.1 s for the peer's punch, then a
 // probe that answers in a round trip); a pair that cannot is tried again
-// after 5 s, 30 s, 2 min, then every 10 min.
+// after 5 s, 30 s, 2 min, then every 10 min. A peer not relayed for a
+// minute (its tunnel gone direct, or closed) starts from the beginning
+// when it is relayed again.
 func DefaultConfig() Config {
 	return Config{Every: 250 * time.Millisecond, Settle: 1100 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
 		Backoff:       []time.Duration{300 * time.Millisecond, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
-		MaxCandidates: 4}
+		MaxCandidates: 4, Forget: time.Minute}
 }
 
 // Upgrader moves relayed tunnels onto direct paths (see the package doc).
@@ -78,6 +87,7 @@ type Upgrader struct {
 type peer struct {
 	next  time.Time // when the next try is due
 	tries int       // tries so far
+	seen  time.Time // when its tunnel was last seen relayed
 }
 
 // New returns an Upgrader for the node at overlay address self; Run
@@ -104,13 +114,14 @@ func (u *Upgrader) Run(ctx context.Context) {
 	}
 }
 
-// Step is one look: it forgets peers no longer relayed (their schedule
-// starts again should they be relayed again) and tries each one due.
+// Step is one look: it forgets peers not relayed for Config.Forget
+// (their schedule starts again should they be relayed again) and tries
+// each one due.
 func (u *Upgrader) Step(ctx context.Context) {
 	now := u.now()
 	relayed := slices.DeleteFunc(u.ov.Relayed(), func(ip netip.Addr) bool { return ip.Compare(u.self) <= 0 })
-	for ip := range u.peers {
-		if !slices.Contains(relayed, ip) {
+	for ip, p := range u.peers {
+		if !slices.Contains(relayed, ip) && now.Sub(p.seen) >= u.cfg.Forget {
 			delete(u.peers, ip)
 		}
 	}
@@ -120,6 +131,7 @@ func (u *Upgrader) Step(ctx context.Context) {
 			p = &peer{next: now.Add(u.wait(0))}
 			u.peers[ip] = p
 		}
+		p.seen = now
 		if now.Before(p.next) || ctx.Err() != nil {
 			continue
 		}

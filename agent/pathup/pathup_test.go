@@ -138,8 +138,9 @@ func TestUpgraderLeavesLowerPeersToThem(t *testing.T) {
 }
 
 // TestUpgraderForgetsPeersNoLongerRelayed: a tunnel that went direct (or
-// away) by other means is forgotten, and if it is relayed again its
-// schedule starts from the beginning; a tunnel gone mid-try is not rebuilt.
+// away) by other means is forgotten once it has not been relayed for
+// Config.Forget, and if it is relayed again its schedule starts from the
+// beginning; a tunnel gone mid-try is not rebuilt.
 func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
 		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
@@ -148,9 +149,10 @@ func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	*now = now.Add(300 * time.Millisecond)
 	u.Step(t.Context()) // a failed try: the next waits 5 s
 	ov.relayed = nil
+	*now = now.Add(u.cfg.Forget)
 	u.Step(t.Context())
 	if len(u.peers) != 0 {
-		t.Fatalf("remembers %v after its tunnel stopped being relayed", u.peers)
+		t.Fatalf("remembers %v a minute after its tunnel stopped being relayed", u.peers)
 	}
 	ov.relayed = []netip.Addr{peerB}
 	u.Step(t.Context())
@@ -160,5 +162,38 @@ func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	u.try(t.Context(), peerB)
 	if len(ov.rebuilds) != 1 {
 		t.Fatalf("rebuilds %v: a tunnel gone mid-try must not be rebuilt", ov.rebuilds)
+	}
+}
+
+// TestUpgraderKeepsTheScheduleWhileTheTunnelIsRebuilt: a failed try
+// rebuilds the tunnel, which is not relayed while its handshake runs; the
+// peer keeps its schedule through that, so the next try waits the second
+// step (5 s), not the first (300 ms) again. Forgetting it at once tried
+// and rebuilt a symmetric-NAT pair every 2 s for good.
+func TestUpgraderKeepsTheScheduleWhileTheTunnelIsRebuilt(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
+		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	u.Step(t.Context())
+	*now = now.Add(300 * time.Millisecond)
+	u.Step(t.Context()) // a failed try: rebuilt
+	if len(ov.rebuilds) != 1 {
+		t.Fatalf("rebuilds %v after a failed try, want 1", ov.rebuilds)
+	}
+	ov.relayed = nil // the handshake runs
+	*now = now.Add(250 * time.Millisecond)
+	u.Step(t.Context())
+	ov.relayed = []netip.Addr{peerB} // relayed again
+	for range 16 {                   // 4 s of looks
+		*now = now.Add(250 * time.Millisecond)
+		u.Step(t.Context())
+	}
+	if len(ov.rebuilds) != 1 {
+		t.Fatalf("rebuilds %v within 5 s of the first try: the schedule started again", ov.rebuilds)
+	}
+	*now = now.Add(time.Second)
+	u.Step(t.Context())
+	if len(ov.rebuilds) != 2 {
+		t.Fatalf("rebuilds %v after the second step's 5 s, want 2", ov.rebuilds)
 	}
 }
