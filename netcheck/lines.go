@@ -91,9 +91,9 @@ func (r *Report) Lines() []Line {
 // that does not say it serves STUN on the port asked.
 func (a Answer) notServed() string {
 	if a.ServedSTUN == 0 {
-		return fmt.Sprintf("not checked: %s does not serve STUN (older release); its TCP control port %s answered, so the join goes on", a.Name, a.TCP)
+		return fmt.Sprintf("not checked: %s does not serve STUN (older release); its TCP control port %s answered, so its silence over UDP proves nothing", a.Name, a.TCP)
 	}
-	return fmt.Sprintf("not checked: %s serves STUN on port %d, not on %d as asked (ports.stun differs); its TCP control port %s answered", a.Name, a.ServedSTUN, a.STUN.Port(), a.TCP)
+	return fmt.Sprintf("not checked: %s serves STUN on port %d, not on %d as asked (ports.stun differs); its TCP control port %s answered, so its silence over UDP proves nothing", a.Name, a.ServedSTUN, a.STUN.Port(), a.TCP)
 }
 
 // Err is the check's failure: codes.OverlayUDPBlocked when no target
