@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -144,8 +143,9 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 }
 
 // netcheck runs a join's path check against the token's seeds and
-// reports its lines as steps. Blocked UDP is codes.OverlayUDPBlocked;
-// anything else goes on (seeds that answer nothing are the enroll step's
+// reports its lines as steps. Blocked UDP (proven by a seed the join
+// could use that serves STUN) is codes.OverlayUDPBlocked; anything else
+// goes on (seeds that answer nothing are the enroll step's
 // to report, with its own code).
 func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
 	rep, err := j.a.preflight().Netcheck(ctx, tok, underlay)
@@ -159,25 +159,10 @@ func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.A
 	for _, c := range preflight.PlanLines(rep) {
 		step("%s %s %s: %s", c.Name, c.Status, c.Code, c.Detail)
 	}
-	err = rep.Err()
-	if codes.Of(err) != codes.OverlayUDPBlocked {
-		return nil
-	}
-	// Only a seed the join could use counts as the TCP port that
-	// answered: one that proves itself a control node of the token's CA
-	// and whose clock is within max_clock_skew. An impostor's or a removed
-	// control node's listener, or a seed whose clock is off, is the enroll
-	// step's to refuse, with its own code.
-	d := j.a.preflight().EnrollDeps(underlay, nil, nil)
-	for _, r := range enroll.ProbeSeeds(ctx, tok, d) {
-		if r.Err != nil {
-			continue
-		}
-		if r.HasClock {
-			if _, skew := r.Skew.Judge(cmp.Or(d.MaxSkew, enroll.DefaultMaxSkew)); skew != nil {
-				continue
-			}
-		}
+	// Blocked is judged only by seeds the join could use that serve STUN
+	// (preflight.SeedProbe): a cluster of an older release, whose seeds
+	// serve none, is "not checked" and the join goes on.
+	if err := rep.Err(); codes.Of(err) == codes.OverlayUDPBlocked {
 		return err
 	}
 	return nil

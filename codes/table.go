@@ -162,6 +162,7 @@ const (
 	NetcheckRelayed             Code = "X200538PTHRLY"
 	NetcheckNoNAT               Code = "X100539NATNON"
 	NetcheckUnreachable         Code = "X503540STUNDN"
+	NetcheckNotServed           Code = "X200541STUNNS"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -278,6 +279,7 @@ var table = map[Code]Info{
 	NetcheckDirect:              {100, "a direct path to other nodes is possible from here (UDP works and the NAT is not symmetric); what cannot go direct is relayed by the control node named", "none needed"},
 	NetcheckRelayed:             {200, "no direct path to nodes behind NATs is possible from here; the control node named relays that traffic", "none needed; for direct paths see the symmetric NAT code's remedy"},
 	NetcheckUnreachable:         {503, "no control node answered the path check, neither over UDP (STUN) nor on its TCP control port", "check that the control nodes run and are reachable from here (`meshctl nodes` on one of them); then run the check again"},
+	NetcheckNotServed:           {200, "the path check could not be made against a control node: its control port answered (pinned, clock in bound) but it does not say it serves STUN on the port asked (a release without the STUN responder, or another ports.stun), so its silence over UDP proves nothing; a join goes on", "none needed: the join's confirmation shows whether the overlay comes up; upgrade the control nodes (or use the cluster's ports.stun) to have the path checked"},
 	NetcheckNoNAT:               {100, "the control nodes see this node's own address and port: no NAT between them", "none needed"},
 
 	PairUnreachable: {200, "this node cannot reach a member over the overlay by its own probes, though gossip may show it alive (other members probe it on this node's behalf): a one-way or pair-wise break", "check the path between the two nodes' underlay addresses in both directions (UDP to the Nebula port, 4242 by default; firewalls, routes, NAT); `meshctl ping NAME` probes it, `meshctl nodes` marks the broken pairs"},

@@ -148,6 +148,12 @@ func TestMetricsScrape(t *testing.T) {
 		if v := m["meshd_overlay_tunnels"]; v < 1 {
 			t.Errorf("%s: meshd_overlay_tunnels %v", node, v)
 		}
+		// On one LAN every tunnel is direct, and nothing needed moving.
+		for _, name := range []string{"meshd_overlay_tunnels_relayed", `meshd_pathup_tries_total{outcome="direct"}`, `meshd_pathup_tries_total{outcome="failed"}`} {
+			if v, ok := m[name]; !ok || v != 0 {
+				t.Errorf("%s: %s %v (served %v), want 0", node, name, v, ok)
+			}
+		}
 		if v := m[`meshd_gossip_members{status="alive"}`]; v != 2 {
 			t.Errorf("%s: meshd_gossip_members{status=alive} %v, want 2", node, v)
 		}

@@ -104,3 +104,58 @@ func TestNetcheckNAT(t *testing.T) {
 		t.Errorf("netcheck's table does not name the relay:\n%s", out)
 	}
 }
+
+// TestNetcheckOlderCluster: a worker of this release joins a cluster whose
+// control node runs the previous release (testdata/previous-release),
+// which serves no STUN. No STUN answer comes back while the seed's TCP
+// control port answers and proves itself; that is no proof of blocked
+// UDP, since the seed does not say it serves STUN. `join --plan` passes
+// with a "not checked" netcheck line (NetcheckNotServed), the real join
+// goes on and completes, and `meshctl netcheck` on the new worker says
+// the same and exits 0.
+func TestNetcheckOlderCluster(t *testing.T) {
+	prev, err := previousBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := NewNet(t)
+	c1 := n.NewNode("c1")
+	c1.Bin, c1.CtlBin = prev.Meshd, prev.Meshctl
+	c1.Start(t)
+	c1.MustCtl(t, "init", "--cluster", "e2e")
+	w := n.NewNode("w1")
+	w.Start(t)
+	tok := c1.Admit(t, "w1")
+
+	notChecked := func(what string, lines []apitype.PlanCheck) {
+		t.Helper()
+		for _, l := range lines {
+			if strings.HasPrefix(l.Name, "netcheck") || strings.HasPrefix(l.Name, "udp") {
+				if l.Code == codes.NetcheckNotServed && l.Status == apitype.CheckWarn && strings.Contains(l.Detail, "not checked") {
+					return
+				}
+			}
+		}
+		t.Fatalf("%s: no 'not checked' line with %s: %+v", what, codes.NetcheckNotServed, lines)
+	}
+	out, errs, code := w.Ctl(t.Context(), "join", tok, "--plan", "-o", "json")
+	if code != 0 {
+		t.Fatalf("join --plan against the previous release: exit %d, code %q, want 0\n%s%s", code, firstCode(errs), out, errs)
+	}
+	var plan apitype.PlanResult
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	notChecked("join --plan", plan.Checks)
+
+	w.MustCtl(t, "join", tok) // exits 0 only once the cluster records w1 active
+	var r apitype.NetcheckReport
+	out, errs, code = w.Ctl(t.Context(), "netcheck", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("meshctl netcheck against the previous release: exit %d, want 0\n%s%s", code, out, errs)
+	}
+	if r.Blocked {
+		t.Fatalf("netcheck says blocked against a control node that serves no STUN: %+v", r)
+	}
+	notChecked("meshctl netcheck", r.Lines)
+}

@@ -252,3 +252,31 @@ func TestClientCheckAndProbe(t *testing.T) {
 		t.Errorf("checks admitted: %v", c.ledger.Calls())
 	}
 }
+
+// TestProbeSeedSTUNPort: a seed tells the STUN port it serves with its
+// clock (TimeResponse.STUNPort), and ProbeSeed reports it; a seed that
+// does not tell it (a release without the responder; here a server
+// configured without it) reports 0, which the path check reads as "does
+// not serve STUN".
+func TestProbeSeedSTUNPort(t *testing.T) {
+	c := newCluster(t)
+	cfg := enroll.DefaultServerConfig()
+	cfg.STUNPort = 3478
+	serves := serve(t, pkitest.NewIdentity(t, c.ca, "origin", pki.RoleControl, pkitest.IP(1)),
+		enroll.NewServer(cfg, c.ledger, c.signer, c.deps))
+	silent := serve(t, pkitest.NewIdentity(t, c.ca, "c2", pki.RoleControl, pkitest.IP(2)), c.server())
+	tok := c.token(serves, silent)
+	var st steps
+	var logs bytes.Buffer
+	deps := clientDeps(&st, &logs)
+	if r := enroll.ProbeSeed(t.Context(), tok, serves, deps); r.Err != nil || !r.HasClock || r.STUNPort != 3478 {
+		t.Errorf("seed serving STUN: %+v, want no error, its clock and STUN port 3478", r)
+	}
+	if r := enroll.ProbeSeed(t.Context(), tok, silent, deps); r.Err != nil || !r.HasClock || r.STUNPort != 0 {
+		t.Errorf("seed not telling a STUN port: %+v, want no error, its clock and STUN port 0", r)
+	}
+	cfg.STUNPort = 70000
+	if err := cfg.Validate(); codes.Of(err) != codes.ConfigInvalid {
+		t.Errorf("Validate with STUN port 70000 = %v, want %s", err, codes.ConfigInvalid)
+	}
+}

@@ -61,4 +61,9 @@ func midpoint(sent, received time.Time) time.Time { return sent.Add(received.Sub
 // TimeResponse is the answer of GET TimePath: the seed's clock.
 type TimeResponse struct {
 	ServerTime time.Time `json:"server_time"`
+	// STUNPort is the UDP port this control node answers STUN Binding
+	// requests on (ports.stun). Absent (0) from a release without the
+	// responder: a joiner then cannot read a missing STUN answer as UDP
+	// blocked (netcheck.TCPProbe).
+	STUNPort int `json:"stun_port,omitempty"`
 }

@@ -28,6 +28,9 @@ type SeedReport struct {
 	// report its time).
 	Skew     Skew
 	HasClock bool
+	// STUNPort is the UDP port the seed says it answers STUN on; 0 when
+	// it does not say (a release without the STUN responder).
+	STUNPort int
 }
 
 // ProbeSeeds connects to every seed of tok in order, verifies each against
@@ -42,6 +45,11 @@ func ProbeSeeds(ctx context.Context, tok Token, d ClientDeps) []SeedReport {
 	return out
 }
 
+// ProbeSeed is ProbeSeeds for one seed of tok.
+func ProbeSeed(ctx context.Context, tok Token, seed string, d ClientDeps) SeedReport {
+	return newClient(tok, d).probe(ctx, seed)
+}
+
 func (c *client) probe(ctx context.Context, seed string) SeedReport {
 	r := SeedReport{Seed: seed}
 	if c.tok.CA.IsZero() {
@@ -52,7 +60,7 @@ func (c *client) probe(ctx context.Context, seed string) SeedReport {
 	if err == nil {
 		defer s.close()
 		r.Role, r.Local = s.role, s.local
-		r.Skew, r.HasClock, err = c.clock(ctx, s)
+		r.Skew, r.STUNPort, r.HasClock, err = c.clock(ctx, s)
 	}
 	var unreachable *seedError
 	if errors.As(err, &unreachable) {

@@ -42,6 +42,12 @@ type ServerConfig struct {
 	FailWindow time.Duration
 	MaxSources int
 
+	// STUNPort is the UDP port this node answers STUN on (ports.stun),
+	// told to joiners with its clock (TimeResponse) so that a missing
+	// STUN answer reads as UDP blocked only against a node that serves
+	// it. Zero: not told.
+	STUNPort int
+
 	// ApprovalPoll bounds one long poll of a join that waits for an
 	// operator's approval (approval.go); zero means DefaultApprovalPoll.
 	ApprovalPoll time.Duration
@@ -71,6 +77,9 @@ func (c ServerConfig) Validate() error {
 	}
 	if c.MaxSources < 1 || c.MaxSources > MaxMaxSources {
 		return bad("enroll max sources %d: want 1 to %d", c.MaxSources, MaxMaxSources)
+	}
+	if c.STUNPort < 0 || c.STUNPort > 65535 {
+		return bad("enroll STUN port %d: want 0 (not told) to 65535", c.STUNPort)
 	}
 	return nil
 }
@@ -460,7 +469,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == TimePath {
 		// The clock is no secret, and a joiner needs it before it sends
 		// one: neither throttled nor logged.
-		_ = writeJSON(w, TimeResponse{ServerTime: s.now()})
+		_ = writeJSON(w, TimeResponse{ServerTime: s.now(), STUNPort: s.cfg.STUNPort})
 		return
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

@@ -156,9 +156,10 @@ func endpointName(path string) string {
 }
 
 // clock asks the seed its time over the session, before anything secret is
-// sent. ok is false when the seed does not say (an older meshd answers 404);
-// a connection failure is a *seedError that sent nothing.
-func (c *client) clock(ctx context.Context, s *session) (sk Skew, ok bool, err error) {
+// sent, and the STUN port it serves (0: it does not say). ok is false when
+// the seed does not say its time (an older meshd answers 404); a
+// connection failure is a *seedError that sent nothing.
+func (c *client) clock(ctx context.Context, s *session) (sk Skew, stunPort int, ok bool, err error) {
 	sent := c.now()
 	status, data, err := s.roundTrip(ctx, http.MethodGet, TimePath, nil, true)
 	received := c.now()
@@ -166,19 +167,22 @@ func (c *client) clock(ctx context.Context, s *session) (sk Skew, ok bool, err e
 		if se, isSeed := err.(*seedError); isSeed {
 			se.sent = false // a GET that carries nothing
 		}
-		return Skew{}, false, err
+		return Skew{}, 0, false, err
 	}
 	var tr TimeResponse
 	if status != http.StatusOK || json.Unmarshal(data, &tr) != nil || tr.ServerTime.IsZero() {
-		return Skew{}, false, nil
+		return Skew{}, 0, false, nil
 	}
-	return Skew{Peer: "seed " + s.seed, Local: midpoint(sent, received), Remote: tr.ServerTime}, true, nil
+	if tr.STUNPort < 0 || tr.STUNPort > 65535 {
+		tr.STUNPort = 0 // nonsense is not a port it serves
+	}
+	return Skew{Peer: "seed " + s.seed, Local: midpoint(sent, received), Remote: tr.ServerTime}, tr.STUNPort, true, nil
 }
 
 // judgeClock compares this clock with the seed's and fails with
 // codes.ClockSkew past c.maxSkew; it warns past WarnSkew.
 func (c *client) judgeClock(ctx context.Context, s *session) error {
-	sk, ok, err := c.clock(ctx, s)
+	sk, _, ok, err := c.clock(ctx, s)
 	if err != nil {
 		return err
 	}

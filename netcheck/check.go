@@ -30,6 +30,25 @@ type Options struct {
 	Timeout time.Duration
 	// Retry is how often an unanswered request is sent again. Zero: 250 ms.
 	Retry time.Duration
+	// ProbeTCP asks a target's TCP control address, when no target
+	// answered over UDP, whether it answers and which STUN port it
+	// serves. Nil: a plain TCP dial, which learns no STUN port, so it
+	// never makes a Blocked verdict.
+	ProbeTCP func(ctx context.Context, t Target) TCPProbe
+}
+
+// TCPProbe is what a target's TCP control address told, asked when no
+// target answered over UDP.
+type TCPProbe struct {
+	// Answered: it answered (and, for a caller that checks it, proved
+	// itself a control node whose word counts: pinned to the cluster's
+	// CA, its clock in bound).
+	Answered bool
+	// STUNPort is the UDP port it says it answers STUN on; 0 when it does
+	// not say (a release without the responder). Only a target that says
+	// it serves the very port asked turns a missing UDP answer into
+	// UDP blocked.
+	STUNPort uint16
 }
 
 // Answer is one target's outcome.
@@ -38,9 +57,18 @@ type Answer struct {
 	Answered bool
 	Mapped   netip.AddrPort // the address the target saw this check come from
 	RTT      time.Duration
-	// TCP is whether the target's TCP control address accepted a
-	// connection; asked only when no target answered over UDP.
+	// TCP is whether the target's TCP control address answered (the
+	// probe's Answered); asked only when no target answered over UDP.
 	TCPTried, TCPAnswered bool
+	// ServedSTUN is the STUN port the target's control address said it
+	// serves (TCPProbe.STUNPort); 0: it did not say.
+	ServedSTUN uint16
+}
+
+// Serves is whether the target said it answers STUN on the port asked:
+// only then does its silence over UDP count.
+func (a Answer) Serves() bool {
+	return a.TCPAnswered && a.ServedSTUN != 0 && a.ServedSTUN == a.STUN.Port()
 }
 
 // Mapping is what a NAT does with this node's UDP source port.
@@ -65,8 +93,13 @@ type Report struct {
 	Answers []Answer       // one per target, in the order given
 	// UDP is whether at least one target answered over UDP.
 	UDP bool
-	// Blocked: no target answered over UDP while one accepted TCP.
+	// Blocked: no target answered over UDP while one that says it serves
+	// STUN on the port asked answered on TCP.
 	Blocked bool
+	// Unchecked: no target answered over UDP and none that answered on
+	// TCP serves STUN on the port asked (a release without the
+	// responder): the check cannot tell, which is no failure.
+	Unchecked bool
 	// NAT: a target saw another address than the local one.
 	NAT     bool
 	Mapping Mapping
@@ -131,7 +164,7 @@ func Check(ctx context.Context, targets []Target, o Options) (*Report, error) {
 	exchange(ctx, conn, rep, o)
 	judge(rep)
 	if !rep.UDP {
-		dialTCP(ctx, rep)
+		probeTCP(ctx, rep, o.ProbeTCP)
 	}
 	return rep, nil
 }
@@ -237,23 +270,37 @@ func judge(rep *Report) {
 	}
 }
 
-// dialTCP asks each target's TCP address whether it accepts a
-// connection, to tell blocked UDP from targets that are down.
-func dialTCP(ctx context.Context, rep *Report) {
-	d := net.Dialer{Timeout: 2 * time.Second}
+// probeTCP asks each target's TCP address whether it answers and
+// whether it serves STUN on the port asked, to tell blocked UDP from
+// targets that are down or serve no STUN.
+func probeTCP(ctx context.Context, rep *Report, probe func(context.Context, Target) TCPProbe) {
+	if probe == nil {
+		probe = dialTCP
+	}
+	answered := false
 	for i := range rep.Answers {
 		a := &rep.Answers[i]
 		if !a.TCP.IsValid() {
 			continue
 		}
-		a.TCPTried = true
-		c, err := d.DialContext(ctx, "tcp", a.TCP.String())
-		if err == nil {
-			_ = c.Close()
-			a.TCPAnswered = true
-			rep.Blocked = true
-		}
+		p := probe(ctx, a.Target)
+		a.TCPTried, a.TCPAnswered, a.ServedSTUN = true, p.Answered, p.STUNPort
+		answered = answered || p.Answered
+		rep.Blocked = rep.Blocked || a.Serves()
 	}
+	rep.Unchecked = answered && !rep.Blocked
+}
+
+// dialTCP is the plain probe: the address accepts a connection. It
+// learns no STUN port.
+func dialTCP(ctx context.Context, t Target) TCPProbe {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", t.TCP.String())
+	if err != nil {
+		return TCPProbe{}
+	}
+	_ = c.Close()
+	return TCPProbe{Answered: true}
 }
 
 func minTime(a, b time.Time) time.Time {

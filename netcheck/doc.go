@@ -8,7 +8,11 @@
 // (port-preserving, endpoint-independent, symmetric or unknown), whether
 // a direct path between nodes behind NATs is possible, and which relay
 // (every control node is a Nebula relay) would carry the traffic
-// otherwise.
+// otherwise. With no UDP answer at all it asks each control node's TCP
+// control port (Options.ProbeTCP) and reads the silence as UDP blocked
+// only from one that says it serves STUN on the port asked; a release
+// without the responder says nothing, and the check is Unchecked, not
+// failed.
 //
 // The STUN wire format is github.com/pion/stun's; nothing here encodes or
 // decodes a STUN message by hand. The responder answers Binding requests

@@ -28,7 +28,8 @@ type Line struct {
 
 // Lines are the report as lines with codes: one per target (answered or
 // not), then the mapping and the path. A blocked or unreachable check is
-// one failed line (Err says why).
+// a failed line per target (Err says why); an unchecked one is a warning
+// per target, NetcheckNotServed for those that serve no STUN.
 func (r *Report) Lines() []Line {
 	var out []Line
 	for _, a := range r.Answers {
@@ -39,6 +40,8 @@ func (r *Report) Lines() []Line {
 				fmt.Sprintf("%s answered in %s; it sees this node as %s", a.STUN, a.RTT.Round(100*time.Microsecond), a.Mapped)})
 		case r.UDP:
 			out = append(out, Line{name, StatusWarn, codes.NetcheckNoAnswer, fmt.Sprintf("%s did not answer over UDP", a.STUN)})
+		case a.TCPAnswered && !a.Serves():
+			out = append(out, Line{name, StatusWarn, codes.NetcheckNotServed, a.notServed()})
 		default:
 			tcp := ""
 			switch {
@@ -47,7 +50,11 @@ func (r *Report) Lines() []Line {
 			case a.TCPTried:
 				tcp = fmt.Sprintf("; its TCP control port %s did not either", a.TCP)
 			}
-			out = append(out, Line{name, StatusFail, codes.Of(r.Err()), fmt.Sprintf("%s did not answer over UDP%s", a.STUN, tcp)})
+			st, code := StatusFail, codes.Of(r.Err())
+			if r.Unchecked {
+				st, code = StatusWarn, codes.NetcheckNoAnswer
+			}
+			out = append(out, Line{name, st, code, fmt.Sprintf("%s did not answer over UDP%s", a.STUN, tcp)})
 		}
 	}
 	if !r.UDP {
@@ -80,12 +87,23 @@ func (r *Report) Lines() []Line {
 	return out
 }
 
+// notServed is the line of a target whose control port answered but
+// that does not say it serves STUN on the port asked.
+func (a Answer) notServed() string {
+	if a.ServedSTUN == 0 {
+		return fmt.Sprintf("not checked: %s does not serve STUN (older release); its TCP control port %s answered, so its silence over UDP proves nothing", a.Name, a.TCP)
+	}
+	return fmt.Sprintf("not checked: %s serves STUN on port %d, not on %d as asked (ports.stun differs); its TCP control port %s answered, so its silence over UDP proves nothing", a.Name, a.ServedSTUN, a.STUN.Port(), a.TCP)
+}
+
 // Err is the check's failure: codes.OverlayUDPBlocked when no target
-// answered over UDP while one accepted TCP, codes.NetcheckUnreachable
-// when none answered either way, nil when UDP works.
+// answered over UDP while one that serves STUN on the port asked
+// answered on TCP, codes.NetcheckUnreachable when none answered either
+// way, nil when UDP works or the check could not tell (Unchecked: the
+// targets that answered on TCP serve no STUN, an older release).
 func (r *Report) Err() error {
 	switch {
-	case r.UDP:
+	case r.UDP, r.Unchecked:
 		return nil
 	case r.Blocked:
 		return codes.Wrap(codes.OverlayUDPBlocked, fmt.Errorf("no control node (%s) answered over UDP from %s while their TCP control port did: outbound UDP is blocked here",

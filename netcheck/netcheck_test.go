@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestReportVerdicts(t *testing.T) {
 			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckAnswered, codes.NetcheckSymmetric, codes.NetcheckRelayed}, "", false},
 		{"one-answered", []Answer{answer("c1", "198.51.100.7:40000"), {Target: Target{Name: "c2"}}}, false,
 			[]codes.Code{codes.NetcheckAnswered, codes.NetcheckNoAnswer, codes.NetcheckMappingUnknown, codes.NetcheckDirect}, "", true},
-		{"blocked", []Answer{{Target: Target{Name: "c1"}, TCPTried: true, TCPAnswered: true}}, true,
+		{"blocked", []Answer{{Target: Target{Name: "c1", STUN: ap("203.0.113.1:3478")}, TCPTried: true, TCPAnswered: true, ServedSTUN: 3478}}, true,
 			[]codes.Code{codes.OverlayUDPBlocked}, codes.OverlayUDPBlocked, false},
 		{"unreachable", []Answer{{Target: Target{Name: "c1"}, TCPTried: true}}, false,
 			[]codes.Code{codes.NetcheckUnreachable}, codes.NetcheckUnreachable, false},
@@ -152,8 +153,9 @@ func TestCheckBlocked(t *testing.T) {
 	}
 	defer ln.Close()
 	tcp := ln.Addr().(*net.TCPAddr).AddrPort()
-	o := Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond}
-	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: silent.LocalAddr().(*net.UDPAddr).AddrPort(), TCP: tcp}}, o)
+	stunAt := silent.LocalAddr().(*net.UDPAddr).AddrPort()
+	o := Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, ProbeTCP: served(stunAt.Port())}
+	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: stunAt, TCP: tcp}}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +169,86 @@ func TestCheckBlocked(t *testing.T) {
 	}
 	if rep.UDP || rep.Blocked || codes.Of(rep.Err()) != codes.NetcheckUnreachable {
 		t.Errorf("report %+v, err %v", rep, rep.Err())
+	}
+}
+
+// served is a TCP probe that dials the target's control port and, when it
+// answers, says it serves STUN on port.
+func served(port uint16) func(context.Context, Target) TCPProbe {
+	return func(ctx context.Context, t Target) TCPProbe {
+		p := dialTCP(ctx, t)
+		if p.Answered {
+			p.STUNPort = port
+		}
+		return p
+	}
+}
+
+// TestCheckNotServed (fail closed but correct): no UDP answer counts as
+// blocked only from a target whose control port answered and says it
+// serves STUN on the port asked. A target of a release without the
+// responder (no port said), one serving another port, or a plain dial
+// that learns no port leave the check unchecked: no error, a
+// NetcheckNotServed line. One target that does serve among them is
+// enough for the blocked verdict.
+func TestCheckNotServed(t *testing.T) {
+	silent, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stunAt, tcp := silent.LocalAddr().(*net.UDPAddr).AddrPort(), ln.Addr().(*net.TCPAddr).AddrPort()
+	byName := func(ports map[string]uint16) func(context.Context, Target) TCPProbe {
+		return func(ctx context.Context, t Target) TCPProbe { return served(ports[t.Name])(ctx, t) }
+	}
+	for _, tc := range []struct {
+		name    string
+		probe   func(context.Context, Target) TCPProbe
+		targets []string
+		blocked bool
+		lines   []codes.Code
+	}{
+		{"older-release", byName(nil), []string{"c1"}, false, []codes.Code{codes.NetcheckNotServed}},
+		{"other-port", byName(map[string]uint16{"c1": stunAt.Port() + 1}), []string{"c1"}, false, []codes.Code{codes.NetcheckNotServed}},
+		{"plain-dial", nil, []string{"c1"}, false, []codes.Code{codes.NetcheckNotServed}},
+		{"all-older", byName(nil), []string{"c1", "c2"}, false, []codes.Code{codes.NetcheckNotServed, codes.NetcheckNotServed}},
+		{"mixed", byName(map[string]uint16{"c2": stunAt.Port()}), []string{"c1", "c2"}, true, []codes.Code{codes.NetcheckNotServed, codes.OverlayUDPBlocked}},
+		{"serves", byName(map[string]uint16{"c1": stunAt.Port()}), []string{"c1"}, true, []codes.Code{codes.OverlayUDPBlocked}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var targets []Target
+			for _, n := range tc.targets {
+				targets = append(targets, Target{Name: n, STUN: stunAt, TCP: tcp})
+			}
+			rep, err := Check(t.Context(), targets, Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, ProbeTCP: tc.probe})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantErr := codes.Code("")
+			if tc.blocked {
+				wantErr = codes.OverlayUDPBlocked
+			}
+			if rep.UDP || rep.Blocked != tc.blocked || rep.Unchecked == tc.blocked || codes.Of(rep.Err()) != wantErr {
+				t.Errorf("report %+v, err %v; want blocked %v", rep, rep.Err(), tc.blocked)
+			}
+			lines := rep.Lines()
+			if len(lines) != len(tc.lines) {
+				t.Fatalf("lines %+v, want codes %v", lines, tc.lines)
+			}
+			for i, l := range lines {
+				if l.Code != tc.lines[i] {
+					t.Errorf("line %d %+v, want code %s", i, l, tc.lines[i])
+				}
+				if l.Code == codes.NetcheckNotServed && (l.Status != StatusWarn || !strings.HasPrefix(l.Detail, "not checked: ")) {
+					t.Errorf("line %d %+v: want a warning that says not checked", i, l)
+				}
+			}
+		})
 	}
 }
 

@@ -54,10 +54,13 @@ func (c File) ControlConfig(nodeID, name, caDir string) control.Config {
 
 // EnrollConfig is the enroll server's config: the clock-skew bound a
 // joiner's claimed time is judged by (the joiner's own bound is the same
-// key, see enrollDeps); the throttle at its defaults.
+// key, see enrollDeps); the STUN port it tells joiners it serves (every
+// control node runs the responder on ports.stun); the throttle at its
+// defaults.
 func (c File) EnrollConfig() enroll.ServerConfig {
 	e := enroll.DefaultServerConfig()
 	e.MaxSkew = c.MaxClockSkew
+	e.STUNPort = c.Ports.STUN
 	return e
 }
 

@@ -33,3 +33,14 @@ func (c *Client) PeerClock(ctx context.Context, addr string, now func() time.Tim
 	received := now()
 	return tr.ServerTime.Sub(sent.Add(received.Sub(sent) / 2)), nil
 }
+
+// PeerSTUN asks the control node at addr (over the internal API's mutual
+// TLS, enroll.TimePath) which UDP port it answers STUN on: 0 when it does
+// not say (a release without the STUN responder).
+func (c *Client) PeerSTUN(ctx context.Context, addr string) (int, error) {
+	var tr enroll.TimeResponse
+	if err := c.Call(ctx, addr, enroll.TimePath, false, nil, &tr); err != nil {
+		return 0, err
+	}
+	return tr.STUNPort, nil
+}

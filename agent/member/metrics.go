@@ -65,5 +65,14 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 	if o := rt.ov.overlayStatus(); o != nil {
 		st.OverlayKnown, st.Tunnels, st.Blocklist, st.NebulaExpires = true, len(o.Tunnels), o.Blocklist, o.CertExpires
 		st.Unreachable = len(rt.pairs.unreachable())
+		for _, t := range o.Tunnels {
+			if t.Relayed {
+				st.Relayed++
+			}
+		}
+		if rt.paths != nil {
+			st.PathUpKnown = true
+			st.PathUpDirect, st.PathUpFailed = rt.paths.Counts()
+		}
 	}
 }

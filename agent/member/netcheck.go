@@ -45,8 +45,8 @@ const netcheckTimeout = 2 * time.Second
 
 // Netcheck runs the path check against the cluster's control nodes (the
 // others: a control node does not ask itself): their underlay address on
-// ports.stun, and their enroll address to tell blocked UDP from nodes
-// down.
+// ports.stun, and their enroll address (probeControl) to tell blocked UDP
+// from nodes down or of a release that serves no STUN.
 func (rt *Runtime) Netcheck(ctx context.Context) (*apitype.NetcheckReport, error) {
 	list, _ := rt.cluster.Records()
 	var targets []netcheck.Target
@@ -67,7 +67,7 @@ func (rt *Runtime) Netcheck(ctx context.Context) (*apitype.NetcheckReport, error
 	if len(targets) == 0 {
 		return nil, codes.Wrap(codes.NetcheckUnreachable, errNoOtherControl)
 	}
-	o := netcheck.Options{Timeout: netcheckTimeout}
+	o := netcheck.Options{Timeout: netcheckTimeout, ProbeTCP: rt.probeControl}
 	if u := rt.facts.Underlay; u.IsValid() && mesh.IsLocal(u) {
 		o.Bind = u
 	}
@@ -79,6 +79,31 @@ func (rt *Runtime) Netcheck(ctx context.Context) (*apitype.NetcheckReport, error
 		rt.log.Warn("netcheck failed", "code", codes.Of(err), "err", err)
 	}
 	return NetcheckReport(rep), nil
+}
+
+// probeControl asks a control node, over the internal API's mutual TLS,
+// which STUN port it serves. A node that answers but not that (a release
+// without the responder, whose silence over UDP proves nothing) is
+// answered with no STUN port, as is one whose port only accepts a
+// connection.
+func (rt *Runtime) probeControl(ctx context.Context, t netcheck.Target) netcheck.TCPProbe {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	port, err := rt.client.PeerSTUN(cctx, t.TCP.String())
+	if err == nil {
+		p := netcheck.TCPProbe{Answered: true}
+		if port > 0 && port <= 65535 {
+			p.STUNPort = uint16(port)
+		}
+		return p
+	}
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", t.TCP.String())
+	if err != nil {
+		return netcheck.TCPProbe{}
+	}
+	_ = c.Close()
+	return netcheck.TCPProbe{Answered: true}
 }
 
 var errNoOtherControl = errors.New("no other control node is recorded to check against")

@@ -49,6 +49,15 @@ type State struct {
 	// Unreachable are the members this node's own probes cannot reach
 	// over the overlay (pair health).
 	Unreachable int
+	// Relayed are the established tunnels that go through a relay (of
+	// Tunnels; the rest are direct).
+	Relayed int
+
+	// The path upgrader (agent/pathup), since the runtime started: tries
+	// that moved a relayed tunnel onto a direct path, and tries in which
+	// no candidate address answered (the tunnel was rebuilt).
+	PathUpKnown                bool
+	PathUpDirect, PathUpFailed uint64
 }
 
 // collector turns a State into series at each scrape.
@@ -69,6 +78,8 @@ var (
 	descKeyErrors      = prometheus.NewDesc("meshd_gossip_key_errors_total", "Gossip messages no installed key could decrypt.", nil, nil)
 	descTunnels        = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
 	descBlocklist      = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
+	descRelayed        = prometheus.NewDesc("meshd_overlay_tunnels_relayed", "Established Nebula tunnels that go through a relay, not a direct path (of meshd_overlay_tunnels).", nil, nil)
+	descPathUpTries    = prometheus.NewDesc("meshd_pathup_tries_total", "Tries to move a relayed tunnel onto a direct path since the runtime started, by outcome: direct (moved) or failed (no candidate address answered; the tunnel was rebuilt).", []string{"outcome"}, nil)
 	descUnreachable    = prometheus.NewDesc("meshd_overlay_unreachable_peers", "Members this node's own probes cannot reach over the overlay, though gossip may show them alive (a broken pair).", nil, nil)
 	descNebulaExpires  = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
 	descTLSExpires     = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
@@ -79,7 +90,7 @@ var (
 	descClockUntrusted = prometheus.NewDesc("meshd_clock_untrusted", "1 while this control node's clock is more than max_clock_skew from the median of the control nodes' clocks: it mints nothing, serves no join and hands off leadership (control nodes only).", nil, nil)
 	metricsDescriptors = []*prometheus.Desc{descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
 		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
-		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable}
+		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries}
 )
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
@@ -130,11 +141,22 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(st.Tunnels))
 		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(st.Blocklist))
 		ch <- prometheus.MustNewConstMetric(descUnreachable, prometheus.GaugeValue, float64(st.Unreachable))
+		ch <- prometheus.MustNewConstMetric(descRelayed, prometheus.GaugeValue, float64(st.Relayed))
+		if st.PathUpKnown {
+			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpDirect), PathUpDirect)
+			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpFailed), PathUpFailed)
+		}
 		if !st.NebulaExpires.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(st.NebulaExpires.Unix()))
 		}
 	}
 }
+
+// The outcomes of meshd_pathup_tries_total.
+const (
+	PathUpDirect = "direct"
+	PathUpFailed = "failed"
+)
 
 // bool01 is 1 for true, 0 for false.
 func bool01(b bool) float64 {

@@ -1,6 +1,7 @@
 package preflight
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/netip"
@@ -19,11 +20,11 @@ const netcheckTimeout = 3 * time.Second
 // Netcheck is a join's path check (issue 29 item 5): a STUN exchange
 // from one UDP socket on underlay with each of the token's seeds, on the
 // seed's host at ports.stun (the token names seeds by their control port;
-// the STUN port is the cluster's, this config's ports.stun), and the
-// seed's control port dialled when none answers over UDP. A Report whose
-// Err is codes.OverlayUDPBlocked means the overlay cannot come up from
-// here: a join stops before it spends the token. Nil when no seed
-// resolves to an address (the seeds check fails then).
+// the STUN port is the cluster's, this config's ports.stun), and, when
+// none answers over UDP, each seed probed over pinned TLS (SeedProbe). A
+// Report whose Err is codes.OverlayUDPBlocked means the overlay cannot
+// come up from here: a join stops before it spends the token. Nil when
+// no seed resolves to an address (the seeds check fails then).
 func (a Env) Netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr) (*netcheck.Report, error) {
 	var targets []netcheck.Target
 	for i, seed := range tok.Seeds {
@@ -44,11 +45,45 @@ func (a Env) Netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr
 	if len(targets) == 0 {
 		return nil, nil // no seed address resolves: the seeds check says so
 	}
-	o := netcheck.Options{Timeout: netcheckTimeout}
+	d := a.EnrollDeps(underlay, nil, nil)
+	o := netcheck.Options{Timeout: netcheckTimeout, ProbeTCP: func(ctx context.Context, t netcheck.Target) netcheck.TCPProbe {
+		pctx, cancel := context.WithTimeout(ctx, seedProbeTimeout)
+		defer cancel()
+		return SeedProbe(enroll.ProbeSeed(pctx, tok, t.Name, d), cmp.Or(d.MaxSkew, enroll.DefaultMaxSkew))
+	}}
 	if underlay.IsValid() && mesh.IsLocal(underlay) {
 		o.Bind = underlay
 	}
 	return netcheck.Check(ctx, targets, o)
+}
+
+// seedProbeTimeout bounds one seed's probe (connect, TLS, its clock) in
+// the path check.
+const seedProbeTimeout = 5 * time.Second
+
+// SeedProbe is what a seed's probe counts for in the path check, failing
+// closed both ways. Its TCP answer counts only from a seed the join could
+// use: one that proves itself a control node of the token's CA and whose
+// clock (when it tells it) is within maxSkew; an impostor's or a removed
+// control node's listener, or a seed whose clock is off, is the enroll
+// step's to refuse, with its own code. And its silence over UDP counts
+// only when it says which STUN port it serves: a seed of a release
+// without the STUN responder says none, so no answer from it proves
+// nothing (the check reads "not checked" and the join goes on).
+func SeedProbe(r enroll.SeedReport, maxSkew time.Duration) netcheck.TCPProbe {
+	if r.Err != nil {
+		return netcheck.TCPProbe{}
+	}
+	if r.HasClock {
+		if _, err := r.Skew.Judge(maxSkew); err != nil {
+			return netcheck.TCPProbe{}
+		}
+	}
+	p := netcheck.TCPProbe{Answered: true}
+	if r.STUNPort > 0 && r.STUNPort <= 65535 {
+		p.STUNPort = uint16(r.STUNPort)
+	}
+	return p
 }
 
 // PlanLines are a path check's lines as a plan's checks, each named

@@ -23,7 +23,8 @@ func (a *app) netcheckCommand() *cobra.Command {
 			"the local one), endpoint-independent (one other port towards every control node) or symmetric (a different " +
 			"port towards each), and whether a direct path to nodes behind other NATs is possible or which control " +
 			"node relays that traffic. It exits 1 with OverlayUDPBlocked when no control node answers over UDP while " +
-			"their TCP control port does.",
+			"the TCP control port of one that says it serves STUN on that port does; a control node that answers on TCP " +
+			"without saying so (an older release) gets a warning, NetcheckNotServed (not checked), and the check exits 0.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := a.json()
