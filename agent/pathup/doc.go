@@ -21,7 +21,9 @@
 // built again at once (by the relay, if there is still no direct path),
 // and the next try for that peer waits longer (Config.Backoff), so a pair
 // behind symmetric NATs costs a short gap in its traffic at ever longer
-// intervals, at most one every Backoff's last step.
+// intervals, at most one every Backoff's last step. A tunnel being built
+// again is missing from the relayed list for a moment; its schedule is
+// kept until it has been missing for Config.Forget.
 //
 // agent/member adapts the overlay (mesh.Mesh) and the probe to it.
 //

@@ -45,6 +45,13 @@ type Config struct {
 	Backoff []time.Duration
 	// MaxCandidates bounds the addresses tried in one try.
 	MaxCandidates int
+	// Forget is how long a peer must be out of the relayed list before
+	// its schedule is dropped. Longer than a rebuild: a tunnel built again
+	// is missing from the list until its new handshake completes (through
+	// a relay: up to a Nebula handshake timeout, some 6 s), and a peer
+	// forgotten in that gap would be tried again at the first step, not
+	// after the next backoff, rebuilding its tunnel every few seconds.
+	Forget time.Duration
 }
 
 // DefaultConfig is the timing meshd runs with, whatever its timers: a
@@ -55,7 +62,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Every: 250 * time.Millisecond, Settle: 1100 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
 		Backoff:       []time.Duration{300 * time.Millisecond, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
-		MaxCandidates: 4}
+		MaxCandidates: 4, Forget: 30 * time.Second}
 }
 
 // Upgrader moves relayed tunnels onto direct paths (see the package doc).
@@ -76,8 +83,9 @@ type Upgrader struct {
 
 // peer is what the Upgrader remembers of one relayed peer.
 type peer struct {
-	next  time.Time // when the next try is due
-	tries int       // tries so far
+	next   time.Time // when the next try is due
+	tries  int       // tries so far
+	absent time.Time // since when it is not relayed; zero while it is
 }
 
 // New returns an Upgrader for the node at overlay address self; Run
@@ -104,13 +112,19 @@ func (u *Upgrader) Run(ctx context.Context) {
 	}
 }
 
-// Step is one look: it forgets peers no longer relayed (their schedule
-// starts again should they be relayed again) and tries each one due.
+// Step is one look: it forgets peers no longer relayed for
+// Config.Forget (their schedule starts again should they be relayed
+// again) and tries each one due.
 func (u *Upgrader) Step(ctx context.Context) {
 	now := u.now()
 	relayed := slices.DeleteFunc(u.ov.Relayed(), func(ip netip.Addr) bool { return ip.Compare(u.self) <= 0 })
-	for ip := range u.peers {
-		if !slices.Contains(relayed, ip) {
+	for ip, p := range u.peers {
+		switch {
+		case slices.Contains(relayed, ip):
+			p.absent = time.Time{}
+		case p.absent.IsZero():
+			p.absent = now
+		case now.Sub(p.absent) >= u.cfg.Forget:
 			delete(u.peers, ip)
 		}
 	}

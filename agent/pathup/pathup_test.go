@@ -121,6 +121,39 @@ func TestUpgraderBacksOffAndRebuilds(t *testing.T) {
 	}
 }
 
+// TestUpgraderKeepsScheduleAcrossRebuild: a failed try rebuilds the
+// tunnel, which is missing from the relayed list until its new handshake
+// completes; relayed again, the peer waits the next backoff (5 s), not
+// the first (300 ms). Forgetting it in that gap made a pair behind
+// symmetric NATs lose its tunnel every 2.7 s (e2e
+// TestNATRemovedRefusedThroughRelay: w1's ping to w3 unanswered).
+func TestUpgraderKeepsScheduleAcrossRebuild(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
+		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
+	u, now := newTest(ov)
+	u.Step(t.Context())
+	*now = now.Add(300 * time.Millisecond)
+	u.Step(t.Context()) // a failed try: rebuilt
+	ov.relayed = nil    // the new handshake under way for two looks
+	for range 2 {
+		*now = now.Add(250 * time.Millisecond)
+		u.Step(t.Context())
+	}
+	ov.relayed = []netip.Addr{peerB} // built again through the relay
+	for range 9 {
+		*now = now.Add(250 * time.Millisecond)
+		u.Step(t.Context())
+	}
+	if len(ov.rebuilds) != 1 {
+		t.Fatalf("%d rebuilds within 3 s of the first: the second try must wait 5 s", len(ov.rebuilds))
+	}
+	*now = now.Add(2500 * time.Millisecond)
+	u.Step(t.Context())
+	if len(ov.rebuilds) != 2 {
+		t.Fatalf("%d rebuilds 5 s after the first, want 2", len(ov.rebuilds))
+	}
+}
+
 // TestUpgraderLeavesLowerPeersToThem: a peer with a lower overlay address
 // than this node's tries itself; this node never moves that tunnel.
 func TestUpgraderLeavesLowerPeersToThem(t *testing.T) {
@@ -138,8 +171,9 @@ func TestUpgraderLeavesLowerPeersToThem(t *testing.T) {
 }
 
 // TestUpgraderForgetsPeersNoLongerRelayed: a tunnel that went direct (or
-// away) by other means is forgotten, and if it is relayed again its
-// schedule starts from the beginning; a tunnel gone mid-try is not rebuilt.
+// away) by other means is forgotten once it has not been relayed for
+// Config.Forget, and if it is relayed again its schedule starts from the
+// beginning; a tunnel gone mid-try is not rebuilt.
 func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	ov := &fakeOverlay{relayed: []netip.Addr{peerB}, cands: map[netip.Addr][]netip.AddrPort{peerB: {pubB}},
 		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{}}
@@ -149,8 +183,10 @@ func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	u.Step(t.Context()) // a failed try: the next waits 5 s
 	ov.relayed = nil
 	u.Step(t.Context())
+	*now = now.Add(u.cfg.Forget)
+	u.Step(t.Context())
 	if len(u.peers) != 0 {
-		t.Fatalf("remembers %v after its tunnel stopped being relayed", u.peers)
+		t.Fatalf("remembers %v %s after its tunnel stopped being relayed", u.peers, u.cfg.Forget)
 	}
 	ov.relayed = []netip.Addr{peerB}
 	u.Step(t.Context())
