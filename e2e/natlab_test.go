@@ -151,3 +151,27 @@ func (n *Net) nft(ns, rules string) {
 		n.t.Fatalf("nft in %s: %v: %s\n%s", ns, err, out, rules)
 	}
 }
+
+// RefuseRelaying makes h's Nebula relay for nobody while it stays a
+// lighthouse and a peer: nftables in h's namespace drops every Nebula
+// control packet to or from UDP 4242. Nebula's header is sent in clear,
+// and type 6 (control; byte 0 is 0x16 in header version 1) carries only a
+// relay's set-up (CreateRelayRequest and CreateRelayResponse), so
+// handshakes, lighthouse queries and tunnel data pass. Every control node
+// offers to relay (desired.Compute), so this is how a test leaves a
+// volunteer the only relay that works: a control node that cannot relay
+// in practice, as one whose uplink drops what it is asked to forward.
+func (n *Net) RefuseRelaying(h *Host) {
+	n.t.Helper()
+	n.nft(h.Name, `table inet lab_norelay {
+	chain in {
+		type filter hook input priority filter; policy accept;
+		udp dport 4242 @th,64,8 0x16 counter drop
+	}
+	chain out {
+		type filter hook output priority filter; policy accept;
+		udp sport 4242 @th,64,8 0x16 counter drop
+	}
+}
+`)
+}

@@ -79,14 +79,7 @@ func TestNATViewsAndRelayVolunteer(t *testing.T) {
 	c1.Start(t)
 	c1.MustCtl(t, "init", "--cluster", "e2e")
 	r1 := n.NewNode("r1")
-	f, err := os.OpenFile(r1.Config, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("relay: true\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	offerRelay(t, r1)
 	r1.Start(t)
 	r1.MustCtl(t, "join", c1.Admit(t, "r1"))
 	a, b, c := n.AddSite("a", NATPortPreserving), n.AddSite("b", NATSymmetric), n.AddSite("c", NATSymmetric)

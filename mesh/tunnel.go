@@ -144,12 +144,17 @@ func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 // certificate at its next handshake and drops the tunnel on its own
 // connection-manager tick, seconds later; a removed node is cut off when
 // the reload that blocks it returns. Nothing is sent to the blocked peer.
+// A tunnel relayed through a blocked peer is dead with it: it is built
+// again at once (through another relay, if any), rather than when Nebula's
+// connection manager finds it dead (7 s under fast timers).
 // The caller holds m.mu.
 func (m *Mesh) closeBlocked(blocklist []string) {
 	if len(blocklist) == 0 {
 		return
 	}
-	for _, h := range m.ctrl.ListHostmapHosts(false) {
+	hosts := m.ctrl.ListHostmapHosts(false)
+	var blocked []netip.Addr
+	for _, h := range hosts {
 		if h.Cert == nil || len(h.VpnAddrs) == 0 {
 			continue
 		}
@@ -157,8 +162,18 @@ func (m *Mesh) closeBlocked(blocklist []string) {
 		if err != nil || !slices.Contains(blocklist, fp) {
 			continue
 		}
+		blocked = append(blocked, h.VpnAddrs[0])
 		if m.ctrl.CloseTunnel(h.VpnAddrs[0], true) {
 			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, h.VpnAddrs[0], "fingerprint", fp)
 		}
+	}
+	for _, h := range hosts {
+		if len(h.VpnAddrs) == 0 || h.CurrentRemote.IsValid() || slices.Contains(blocked, h.VpnAddrs[0]) ||
+			!slices.ContainsFunc(h.CurrentRelaysToMe, func(r netip.Addr) bool { return slices.Contains(blocked, r) }) {
+			continue
+		}
+		m.ctrl.CloseTunnel(h.VpnAddrs[0], true)
+		m.ctrl.CreateTunnel(h.VpnAddrs[0])
+		m.log.Info("rebuilt a tunnel relayed through a revoked node", keyOverlayIP, h.VpnAddrs[0], "relays", h.CurrentRelaysToMe)
 	}
 }
