@@ -207,9 +207,9 @@ func admitAndJoin(t testing.TB, on, w *Node) (total, admit time.Duration) {
 			on.MustCtl(t, "tokens", "revoke", r.ID) // not timed: another seed first
 			continue
 		}
-		start = time.Now()
-		w.MustCtl(t, "join", r.Token)
-		return admit + time.Since(start), admit
+		join, steps := w.joinTimed(t, r.Token)
+		t.Logf("%s joins through %s (admit %s):\n%s", w.NodeName, on.NodeName, admit.Round(time.Millisecond), steps)
+		return admit + join, admit
 	}
 	t.Fatalf("40 tokens minted on %s, none naming it first", on.NodeName)
 	return 0, 0
