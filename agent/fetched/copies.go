@@ -25,6 +25,7 @@ type Copies struct {
 	client    *control.Client
 	nodeID    string
 	joinSeeds []string // the seeds the join response named: before the first list, and for the own TLS leaf
+	home      string   // the seed this node enrolled through, asked first (control.HomeFirst); "" if unknown
 	stateDir  string
 	log       *slog.Logger
 
@@ -35,9 +36,9 @@ type Copies struct {
 }
 
 // New holds no copy yet; Load reads the node list a worker saved before
-// a restart.
-func New(client *control.Client, nodeID string, joinSeeds []string, stateDir string, log *slog.Logger) *Copies {
-	return &Copies{client: client, nodeID: nodeID, joinSeeds: joinSeeds, stateDir: stateDir, log: log}
+// a restart. home is the seed the node enrolled through ("" if unknown).
+func New(client *control.Client, nodeID string, joinSeeds []string, home, stateDir string, log *slog.Logger) *Copies {
+	return &Copies{client: client, nodeID: nodeID, joinSeeds: joinSeeds, home: home, stateDir: stateDir, log: log}
 }
 
 // dueCopy spaces the fetches of one copy: at once when told it changed,
