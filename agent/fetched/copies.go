@@ -64,9 +64,16 @@ func (d *dueCopy) done() {
 // when told, otherwise when due). changed says either copy changed; the
 // error is the node list's, if any: the fetch a join's confirmation waits
 // on.
+//
+// The two fetches run together: each asks a control node for a strict
+// read, and a follower answers reads that arrive together with one read
+// index round trip to the leader (a join's confirmation waits on both).
 func (c *Copies) Refresh(ctx context.Context, told bool) (changed bool, err error) {
-	revoked := c.refreshRevocations(ctx, told)
+	var revoked bool
+	var wg sync.WaitGroup
+	wg.Go(func() { revoked = c.refreshRevocations(ctx, told) })
 	listed, err := c.refreshNodeList(ctx, told)
+	wg.Wait()
 	return revoked || listed, err
 }
 
