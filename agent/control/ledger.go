@@ -51,7 +51,7 @@ var _ enroll.Former = (*Ledger)(nil)
 // Admit applies ONE raft entry: consume the token, record the node as
 // joining with its public keys, allocate the overlay IP the FSM picks. The
 // FSM re-checks everything (compare-and-set). The IP is read back from
-// this node's FSM after a read index, so it has applied the entry.
+// this node's FSM once it has applied the entry (WriteApplied).
 func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, error) {
 	n := state.Node{
 		ID: a.NodeID, Name: a.Name, Role: a.Role, State: state.NodeJoining,
@@ -78,11 +78,8 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	if err := l.p.Write(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
+	if err := l.p.WriteApplied(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
 		return netip.Prefix{}, err
-	}
-	if err := l.p.SyncRead(ctx); err != nil {
-		return netip.Prefix{}, fmt.Errorf("read back the admission of %s: %w", a.Name, err)
 	}
 	rec, ok := l.p.raft.FSM().Node(a.NodeID)
 	c, cok := l.p.raft.FSM().Cluster()
