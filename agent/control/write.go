@@ -40,6 +40,12 @@ func (p *Plane) WriteApplied(ctx context.Context, cmd state.Command) error {
 	if err != nil {
 		return err
 	}
+	return p.appliedHere(ctx, idx)
+}
+
+// appliedHere waits, up to readDeadline, until this node's FSM has
+// applied log index idx; 0 (an older leader's answer) is a read index.
+func (p *Plane) appliedHere(ctx context.Context, idx uint64) error {
 	if idx == 0 {
 		return p.SyncRead(ctx)
 	}
