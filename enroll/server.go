@@ -194,6 +194,8 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
 	}
+	ahead := s.lookAhead(ctx, req.Name) // the former-node read, alongside the token checks' reads
+	defer ahead.wait()
 	rec, err := s.admissible(ctx, claim{Secret: req.Secret, Name: req.Name, Clock: req.Clock, Expires: req.Expires}, source)
 	if err != nil && rec.Consumed() {
 		// The join that used the token may have been this one, its answer
@@ -231,7 +233,7 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
-	nodeID, err := s.admissionID(ctx, rec.Name)
+	nodeID, err := s.idFor(ctx, ahead, rec.Name, !rec.Approve)
 	if err != nil {
 		return nil, fmt.Errorf("look up a former node named %s: %w", rec.Name, err)
 	}
