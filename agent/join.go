@@ -235,7 +235,7 @@ func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
 		SerfPeers: resp.SerfPeers, Lighthouses: resp.Lighthouses, RaftPeers: resp.RaftPeers,
-		GossipKeys: resp.GossipKeys, Joined: j.a.d.Now(), MachineID: j.a.machineIDToRecord(),
+		GossipKeys: resp.GossipKeys, Joined: j.a.d.Now(), MachineID: j.a.machineIDToRecord(), HomeSeed: resp.Seed,
 	}
 	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
 		return nil, err

@@ -148,6 +148,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 		if err := c.check(resp, csr.PublicKey); err != nil {
 			return nil, err
 		}
+		resp.Seed = seed
 		return resp, nil
 	}
 	if sick != nil { // a seed answered but could not serve: its code says more than "unreachable"

@@ -283,6 +283,9 @@ func TestClientFailsClosed(t *testing.T) {
 	}
 }
 
+// TestClientSeedFallback: a seed that cannot be reached or hangs up moves
+// the join on to the next; the response names the seed that answered
+// (Response.Seed: the joiner's home seed).
 func TestClientSeedFallback(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -302,8 +305,8 @@ func TestClientSeedFallback(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Enroll: %v\nsteps:\n%s", err, &st)
 			}
-			if resp.Name != "w1" {
-				t.Errorf("response %+v", resp)
+			if resp.Name != "w1" || resp.Seed != second {
+				t.Errorf("response %+v, want w1 enrolled through the second seed %s", resp, second)
 			}
 			if !strings.Contains(st.String(), "connecting to seed "+first) || !strings.Contains(st.String(), "connecting to seed "+second) {
 				t.Errorf("steps:\n%s", &st)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -202,6 +203,8 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
 	}
+	ahead := s.lookAhead(ctx, req.Name) // the former-node read, alongside the token checks' reads
+	defer ahead.wait()
 	rec, err := s.admissible(ctx, claim{Secret: req.Secret, Name: req.Name, Clock: req.Clock, Expires: req.Expires}, source)
 	if err != nil && rec.Consumed() {
 		// The join that used the token may have been this one, its answer
@@ -239,7 +242,7 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
-	nodeID, err := s.admissionID(ctx, rec.Name)
+	nodeID, err := s.idFor(ctx, ahead, rec.Name, !rec.Approve)
 	if err != nil {
 		return nil, fmt.Errorf("look up a former node named %s: %w", rec.Name, err)
 	}
@@ -411,17 +414,22 @@ func (s *Server) check(ctx context.Context, req CheckRequest, source netip.Addr)
 // admission is undone (AbortAdmission: record deleted, IP freed, token
 // unused again) and the step's error returned. If even the undo cannot be
 // written the node stays recorded as joining: the same join retried with
-// the same token and keys resumes it (see resume).
+// the same token and keys resumes it (see resume). The two signing
+// requests go out together: on a control node away from the CA holder
+// each is a round trip to it (100 ms across TestSites' two sites).
 func (s *Server) certify(ctx context.Context, req SignRequest) (tlsCert, nebulaCert []byte, err error) {
+	nreq := req
+	nreq.CSR = nil
+	var nebErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { nebulaCert, nebErr = s.signer.SignNebula(ctx, nreq) })
 	tlsCert, err = s.signer.SignTLS(ctx, req)
+	wg.Wait()
 	if err != nil {
 		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign TLS leaf for %s: %w", req.Name, err))
 	}
-	nreq := req
-	nreq.CSR = nil
-	nebulaCert, err = s.signer.SignNebula(ctx, nreq)
-	if err != nil {
-		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err))
+	if nebErr != nil {
+		return nil, nil, s.abort(ctx, req, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, nebErr))
 	}
 	crash.At(crash.EnrollAfterSign)
 	if err := s.ledger.RecordCerts(ctx, req.NodeID, tlsCert, nebulaCert); err != nil {

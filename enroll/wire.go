@@ -101,6 +101,9 @@ type Response struct {
 	Lighthouses  []Lighthouse `json:"lighthouses"`
 	RaftPeers    []RaftPeer   `json:"raft_peers,omitempty"`
 	ServerTime   time.Time    `json:"server_time"`
+	// Seed is the seed that answered (the joiner's own record: Enroll
+	// sets it, it is never sent).
+	Seed string `json:"-"`
 }
 
 // ErrorBody is the JSON body of a failed enroll call; it mirrors the local

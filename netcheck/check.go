@@ -133,8 +133,8 @@ func Judge(local uint16, mapped []netip.AddrPort) Mapping {
 }
 
 // Check sends a STUN Binding request from one local UDP socket to each
-// target, again every o.Retry while unanswered, until all answered or
-// o.Timeout passed, and judges the answers. When no target answered over
+// target, again every o.Retry while unanswered, until all answered (it
+// returns with the last answer) or o.Timeout passed, and judges the answers. When no target answered over
 // UDP it dials each target's TCP address to tell blocked UDP (Blocked)
 // from targets that are down. An error means the check could not run
 // (no socket); a blocked network is a Report, not an error.
@@ -219,7 +219,20 @@ func exchange(ctx context.Context, conn *net.UDPConn, rep *Report, o Options) {
 		}
 		a := &rep.Answers[i]
 		a.Answered, a.Mapped, a.RTT = true, mapped, time.Since(sent[i])
+		if allAnswered(rep, reqs) {
+			return // not at the next retry tick: a join waits on this
+		}
 	}
+}
+
+// allAnswered is whether every target a request went to has answered.
+func allAnswered(rep *Report, reqs []*stun.Message) bool {
+	for i, a := range rep.Answers {
+		if !a.Answered && reqs[i] != nil && a.STUN.IsValid() {
+			return false
+		}
+	}
+	return true
 }
 
 // parseAnswer reads a Binding success response to one of ids: the

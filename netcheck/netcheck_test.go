@@ -138,6 +138,22 @@ func TestCheckLoopback(t *testing.T) {
 	}
 }
 
+// TestCheckReturnsOnLastAnswer: Check returns as soon as every target
+// answered, not at its next retry: a join waits on it (it used to take a
+// whole 250 ms retry interval when every answer was in after 2 ms).
+func TestCheckReturnsOnLastAnswer(t *testing.T) {
+	r1, r2 := responder(t, ResponderLimits{}), responder(t, ResponderLimits{})
+	start := time.Now()
+	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: addrOf(r1)}, {Name: "c2", STUN: addrOf(r2)}},
+		Options{Bind: netip.MustParseAddr("127.0.0.1"), Retry: 10 * time.Second, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= 5*time.Second || !rep.UDP || !rep.Answers[0].Answered || !rep.Answers[1].Answered {
+		t.Errorf("check took %s (retry 10 s), report %+v", took, rep)
+	}
+}
+
 // TestCheckBlocked: nothing answers over UDP while the TCP control
 // port accepts: OverlayUDPBlocked; nothing on TCP either:
 // NetcheckUnreachable.

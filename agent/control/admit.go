@@ -100,7 +100,7 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, fmt.Errorf("encode token: %w", err)
 	}
-	if err := p.Write(ctx, &state.MintToken{Record: rec, Actor: actor, At: at}); err != nil {
+	if err := p.WriteApplied(ctx, &state.MintToken{Record: rec, Actor: actor, At: at}); err != nil {
 		return nil, err
 	}
 	if err := p.checkSeedsStayed(ctx, rec); err != nil {

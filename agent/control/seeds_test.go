@@ -43,6 +43,32 @@ func TestSpread(t *testing.T) {
 	}
 }
 
+// TestHomeFirst: the seed a worker enrolled through comes first, then
+// every other seed once in Spread's order; an unknown or absent home
+// leaves Spread's order.
+func TestHomeFirst(t *testing.T) {
+	seeds := []string{"a:7300", "b:7300", "c:7300"}
+	for i := range 30 {
+		id := fmt.Sprintf("%032x", i*7919)
+		spread := Spread(seeds, id)
+		for _, home := range seeds {
+			got := HomeFirst(seeds, home, id)
+			want := append([]string{home}, slices.DeleteFunc(slices.Clone(spread), func(s string) bool { return s == home })...)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, home %s: %v, want %v", id, home, got, want)
+			}
+		}
+		for _, home := range []string{"", "gone:7300"} {
+			if got := HomeFirst(seeds, home, id); !slices.Equal(got, spread) {
+				t.Fatalf("%s, home %q: %v, want Spread's %v", id, home, got, spread)
+			}
+		}
+	}
+	if !slices.Equal(seeds, []string{"a:7300", "b:7300", "c:7300"}) {
+		t.Fatal("HomeFirst changed its input")
+	}
+}
+
 // TestTokensSpreadSeeds: the tokens a control node mints start their seed
 // lists at different control nodes (a joiner stops at the first seed that
 // answers: when every token listed raft's first control node first, that

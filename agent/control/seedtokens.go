@@ -76,15 +76,13 @@ func (p *Plane) SweepSeedTokens(ctx context.Context) {
 	}
 }
 
-// checkSeedsStayed, after a mint was recorded, makes sure no seed it
-// names was removed meanwhile: a removal applied between the
-// seed list's read and the mint would otherwise leave a usable token
-// naming the removed node. Such a token is revoked at once, and the mint
-// fails with codes.Busy (mint again).
+// checkSeedsStayed, after a mint was recorded and applied here
+// (WriteApplied), makes sure no seed it names was removed meanwhile: a
+// removal applied between the seed list's read and the mint would
+// otherwise leave a usable token naming the removed node. Such a token
+// is revoked at once, and the mint fails with codes.Busy (mint again). A
+// removal applied after the mint revokes it itself (RevokeSeedTokens).
 func (p *Plane) checkSeedsStayed(ctx context.Context, rec enroll.TokenRecord) error {
-	if err := p.SyncRead(ctx); err != nil {
-		return err
-	}
 	for _, id := range rec.SeedIDs {
 		if n, ok := p.raft.FSM().Node(id); ok && seedStands(n) {
 			continue

@@ -23,6 +23,13 @@ type ApplyRequest struct {
 	Operator string `json:"operator,omitempty"`
 }
 
+// ApplyResponse is the leader's answer to a forwarded write (PathApply):
+// the entry's log index, so that the follower can wait for its own FSM
+// to apply it. An older leader answers without one (0).
+type ApplyResponse struct {
+	Index uint64 `json:"index,omitempty"`
+}
+
 // LeftRequest is a member's POST /v1/self/left: Actor is who on the
 // member asked (an Actor's text); the control node records it only if
 // it names the caller (relayedActor).

@@ -149,9 +149,10 @@ func sameRecord(a, b control.NodeRecord) bool {
 // Seeds are the control nodes this worker asks: with a node list, its
 // active control records' control addresses; before the first list (or
 // with none listed) the seeds the join response named. The worker asks
-// them from one its id picks (control.Spread).
+// first the seed it enrolled through, then the rest from one its id
+// picks (control.HomeFirst).
 func (c *Copies) Seeds() []string {
-	return control.Spread(c.seedList(), c.nodeID)
+	return control.HomeFirst(c.seedList(), c.home, c.nodeID)
 }
 
 func (c *Copies) seedList() []string {

@@ -85,23 +85,41 @@ func (ms *membership) selfSerf() string {
 // Gossip rides the overlay, where a peer that is down sends no reset: a
 // join would wait memberlist's TCP timeout (10 s) for each such peer in
 // turn, holding serf's join lock. So the missing peers are first probed
-// all at once (reachable), and only those that answer are joined.
+// all at once (reachable), and only those that answer are joined, each
+// as soon as it answers: the nearest first. One push-pull with a member
+// brings the whole membership, so the peers farther away are then seen
+// alive, no longer missing, and neither joined nor waited for. (A worker
+// across TestSites' 100 ms round trip from two of its three control
+// nodes used to wait for every probe and then push-pull with each in
+// turn: about 0.4 s of its join.)
 func (ms *membership) rejoin(ctx context.Context) bool {
 	peers := ms.missingPeers()
 	if len(peers) == 0 {
 		return false
 	}
-	up := ms.reachable(ctx, peers)
-	if len(up) == 0 {
-		ms.log.Debug("gossip peers missing, none reachable over the overlay yet", "peers", peers)
-		return true
-	}
-	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if n, err := ms.gossip.Join(jctx, up); err != nil {
-		ms.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peers", up, "err", err)
-	} else {
-		ms.log.Info("gossip joined known peers it did not see", "peers", up, "contacted", n)
+	var joined []string
+	for p := range ms.reachable(pctx, peers) {
+		missing := ms.missingPeers()
+		if !slices.Contains(missing, p) {
+			continue
+		}
+		jctx, jcancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := ms.gossip.Join(jctx, []string{p})
+		jcancel()
+		if err != nil {
+			ms.log.Debug("gossip join failed", "code", codes.OrInternal(err), "peer", p, "err", err)
+			continue
+		}
+		ms.log.Info("gossip joined a known peer it did not see", "peer", p, "contacted", n)
+		joined = append(joined, p)
+		if len(ms.missingPeers()) == 0 {
+			cancel() // every other peer is seen alive now: no need to wait for its probe
+		}
+	}
+	if len(joined) == 0 {
+		ms.log.Debug("gossip peers missing, none joined (none reachable over the overlay yet)", "peers", peers)
 	}
 	return true
 }
@@ -110,36 +128,51 @@ func (ms *membership) rejoin(ctx context.Context) bool {
 // handshake with a peer that is up takes well under a second.
 const reachProbe = 2 * time.Second
 
-// reachable are the peers (ip:port) that accept (or refuse) a TCP
-// connection within reachProbe, probed all at once; a peer outside the
-// overlay (the previous release's underlay) is kept without a probe.
-func (ms *membership) reachable(ctx context.Context, peers []string) []string {
-	ok := make([]bool, len(peers))
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		ap, err := netip.ParseAddrPort(p)
-		if err != nil || !ms.facts.Overlay.Masked().Contains(ap.Addr().Unmap()) {
-			ok[i] = true
-			continue
-		}
-		wg.Go(func() {
-			pctx, cancel := context.WithTimeout(ctx, reachProbe)
-			defer cancel()
-			c, err := ms.dialOverlay(pctx, p)
-			if err == nil {
-				_ = c.Close()
+// reachable probes the peers (ip:port) all at once and yields each that
+// accepts (or refuses) a TCP connection within reachProbe, as it answers;
+// a peer outside the overlay (the previous release's underlay) is yielded
+// first, without a probe. The probes end when ctx does, or the caller
+// stops reading; every probe's goroutine has ended when it returns.
+func (ms *membership) reachable(ctx context.Context, peers []string) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// Every peer sends exactly one answer: itself when it is up, ""
+		// when not.
+		answers := make(chan string, len(peers))
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for _, p := range peers {
+			ap, err := netip.ParseAddrPort(p)
+			if err != nil || !ms.facts.Overlay.Masked().Contains(ap.Addr().Unmap()) {
+				answers <- p
+				continue
 			}
-			ok[i] = err == nil || refused(err)
-		})
-	}
-	wg.Wait()
-	var out []string
-	for i, p := range peers {
-		if ok[i] {
-			out = append(out, p)
+			wg.Go(func() {
+				pctx, cancel := context.WithTimeout(ctx, reachProbe)
+				defer cancel()
+				c, err := ms.dialOverlay(pctx, p)
+				if err == nil {
+					_ = c.Close()
+				}
+				if err == nil || refused(err) {
+					answers <- p
+				} else {
+					answers <- ""
+				}
+			})
+		}
+		for range peers {
+			select {
+			case p := <-answers:
+				if p != "" && !yield(p) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
-	return out
 }
 
 // missingPeers are the known peers (serfPeers: the active records' gossip

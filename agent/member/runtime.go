@@ -213,7 +213,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	// Until its raft opens, a control node knows what a worker knows
 	// before its first node list: the seeds and lighthouses its join
 	// named. A worker reads the list it saved before a restart.
-	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, rt.stateDir, rt.log)
+	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, facts.HomeSeed, rt.stateDir, rt.log)
 	if facts.Role != pki.RoleControl {
 		if err := copies.Load(); err != nil {
 			return nil, err

@@ -72,9 +72,18 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 // error, or a sentinel such as enroll.ErrIPTaken. Without leadership it is
 // codes.NoLeader.
 func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
+	_, err := n.ApplyAt(ctx, cmd)
+	return err
+}
+
+// ApplyAt is Apply that also returns the entry's log index (0 when it
+// failed before raft took it): a follower that forwarded the write waits
+// for its own FSM to reach it (WaitApplied) rather than ask the leader for
+// a read index.
+func (n *Node) ApplyAt(ctx context.Context, cmd state.Command) (uint64, error) {
 	b, err := state.Encode(cmd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -85,20 +94,20 @@ func (n *Node) Apply(ctx context.Context, cmd state.Command) error {
 	if err := f.Error(); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
-			return codes.Wrap(codes.NoLeader, err)
+			return 0, codes.Wrap(codes.NoLeader, err)
 		case diskFull(err):
-			return codes.Wrap(codes.DiskFull, err)
+			return 0, codes.Wrap(codes.DiskFull, err)
 		default:
-			return codes.Wrap(codes.RaftApply, err)
+			return 0, codes.Wrap(codes.RaftApply, err)
 		}
 	}
 	if n.observe != nil {
 		n.observe(time.Since(start))
 	}
 	if resp, ok := f.Response().(error); ok && resp != nil {
-		return resp
+		return f.Index(), resp
 	}
-	return nil
+	return f.Index(), nil
 }
 
 // VerifyLeader confirms with a quorum that this node still leads

@@ -42,6 +42,11 @@ type Facts struct {
 	// ran init or join (MachineIDHash), never the id itself; "" when it had
 	// none, or in a state dir from before meshd recorded it.
 	MachineID string `json:"machine_id_sha256,omitempty"`
+	// HomeSeed is the seed this node enrolled through: a worker asks it
+	// first (control.HomeFirst), as it is on the worker's own site when
+	// the operator admitted it there. "" in a state dir from before meshd
+	// recorded it, or on a node that ran init.
+	HomeSeed string `json:"home_seed,omitempty"`
 }
 
 func (f Facts) String() string {
