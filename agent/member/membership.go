@@ -135,13 +135,13 @@ const reachProbe = 2 * time.Second
 // stops reading; every probe's goroutine has ended when it returns.
 func (ms *membership) reachable(ctx context.Context, peers []string) func(yield func(string) bool) {
 	return func(yield func(string) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		// Every peer sends exactly one answer: itself when it is up, ""
 		// when not.
 		answers := make(chan string, len(peers))
 		var wg sync.WaitGroup
-		defer wg.Wait()
+		defer wg.Wait() // deferred first, so it runs after cancel: a caller that stops reading ends the probes
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		for _, p := range peers {
 			ap, err := netip.ParseAddrPort(p)
 			if err != nil || !ms.facts.Overlay.Masked().Contains(ap.Addr().Unmap()) {
