@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/netip"
 	"sync"
@@ -81,11 +82,19 @@ func noDirect(own, peer natClass) (string, bool) {
 
 // Pace of runNATCheck: a check that told the NAT is run again every
 // natCheckEvery (the node may have moved networks); one that could not
-// tell is run again after natRetryMin, doubling up to natRetryMax.
+// tell is run again after natRetryMin, doubling up to natRetryMax. In its
+// first natRecordsFor a node with no other control node recorded yet (a
+// worker joining for the first time has no node list at start) looks
+// again every natRecordsEvery: until its peers know its NAT, pathup tries
+// and rebuilds their relayed tunnels as before, so the sooner the better
+// (the symmetric-NAT lab's pair was first skipped 3-5 s after the join
+// with the doubling alone).
 const (
-	natCheckEvery = 10 * time.Minute
-	natRetryMin   = time.Second
-	natRetryMax   = 2 * time.Minute
+	natCheckEvery   = 10 * time.Minute
+	natRetryMin     = time.Second
+	natRetryMax     = 2 * time.Minute
+	natRecordsEvery = 250 * time.Millisecond
+	natRecordsFor   = time.Minute
 )
 
 // natState is this node's NAT as its last path check saw it.
@@ -116,7 +125,7 @@ func (s *natState) set(c natClass) (changed bool) {
 // a join's confirmation waits for it, and SetTags may wait out serf's
 // broadcast timeout (runKeyReports).
 func (rt *Runtime) runNATCheck(ctx context.Context) {
-	retry := natRetryMin
+	retry, start := natRetryMin, rt.now()
 	for wait := time.Duration(0); ; {
 		select {
 		case <-ctx.Done():
@@ -125,13 +134,16 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 		}
 		rep, err := rt.pathCheck(ctx)
 		c := classify(rep)
-		if c == natUnknown {
-			wait, retry = retry, min(2*retry, natRetryMax)
-			if known := rt.nat.get(); known != natUnknown {
-				c = known // a check that cannot tell (a control node restarting) keeps the last answer
-			}
-		} else {
+		switch {
+		case c != natUnknown:
 			wait, retry = natCheckEvery, natRetryMin
+		case errors.Is(err, errNoOtherControl) && rt.now().Sub(start) < natRecordsFor:
+			wait = natRecordsEvery // a joining worker gets its node list within moments
+		default:
+			wait, retry = retry, min(2*retry, natRetryMax)
+		}
+		if c == natUnknown {
+			c = rt.nat.get() // a check that cannot tell (a control node restarting) keeps the last answer
 		}
 		if rt.nat.set(c) {
 			rt.log.Info("path check: this node's NAT", "nat", string(c), "err", err, "next_in", wait)
