@@ -261,6 +261,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.paths = rt.newPathUp()
 	rt.Spawn(rt.paths.Run)      // pathup.go
 	rt.Spawn(rt.runNATCheck)    // natpath.go
+	rt.Spawn(rt.runRelayDown)   // relaydown.go
 	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
