@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"time"
@@ -49,12 +50,33 @@ func relaysDown(self netip.Addr, tunnels []mesh.Tunnel, status map[netip.Addr]go
 	return out
 }
 
+// relaysShort are the peers (above self) whose relayed tunnel runs
+// through fewer relays than the overlay lists (relays, less the peer):
+// built before the node list named them all. Rebuilt once, it runs
+// through all of them, and a relay's death costs no more than Nebula's
+// switch to the next.
+func relaysShort(self netip.Addr, tunnels []mesh.Tunnel, relays []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range tunnels {
+		if !t.Relayed || t.OverlayIP.Compare(self) <= 0 {
+			continue
+		}
+		want := slices.DeleteFunc(slices.Clone(relays), func(r netip.Addr) bool { return r == t.OverlayIP || r == self })
+		if slices.ContainsFunc(want, func(r netip.Addr) bool { return !slices.Contains(t.Relays, r) }) {
+			out = append(out, t.OverlayIP)
+		}
+	}
+	return out
+}
+
 // runRelayDown rebuilds the tunnels relaysDown names, each at most once
-// every relayDownAgain, until ctx ends.
+// every relayDownAgain, and those relaysShort names once for each relay
+// list the overlay has applied, until ctx ends.
 func (rt *Runtime) runRelayDown(ctx context.Context) {
 	t := time.NewTicker(relayDownEvery)
 	defer t.Stop()
 	rebuilt := map[netip.Addr]time.Time{}
+	short := map[netip.Addr]string{} // the relay list each peer was rebuilt for
 	for {
 		select {
 		case <-ctx.Done():
@@ -68,8 +90,18 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 		for _, m := range rt.gossip.Members() {
 			status[m.Addr.Addr().Unmap()] = m.Status
 		}
-		now := rt.now()
-		for _, ip := range relaysDown(rt.mesh.OverlayIP(), rt.mesh.Tunnels(), status) {
+		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
+		relays := rt.ov.applied().Relays
+		key := fmt.Sprint(relays)
+		for _, ip := range relaysShort(self, tunnels, relays) {
+			if short[ip] == key {
+				continue
+			}
+			short[ip] = key
+			rt.mesh.RebuildTunnel(ip)
+			rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
+		}
+		for _, ip := range relaysDown(self, tunnels, status) {
 			if now.Sub(rebuilt[ip]) < relayDownAgain {
 				continue
 			}
