@@ -149,7 +149,7 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("%s: meshd_overlay_tunnels %v", node, v)
 		}
 		// On one LAN every tunnel is direct, and nothing needed moving.
-		for _, name := range []string{"meshd_overlay_tunnels_relayed", `meshd_pathup_tries_total{outcome="direct"}`, `meshd_pathup_tries_total{outcome="failed"}`} {
+		for _, name := range []string{"meshd_overlay_tunnels_relayed", `meshd_pathup_tries_total{outcome="direct"}`, `meshd_pathup_tries_total{outcome="failed"}`, `meshd_pathup_tries_total{outcome="skipped"}`} {
 			if v, ok := m[name]; !ok || v != 0 {
 				t.Errorf("%s: %s %v (served %v), want 0", node, name, v, ok)
 			}

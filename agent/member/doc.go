@@ -12,7 +12,11 @@
 //     node's raft or a worker's copies (agent/fetched), chosen once;
 //   - gossip keyring and CA bundle following, certificate renewal,
 //     rejoining lost peers, the answers to revocation and keyring
-//     queries, and a worker's tunnel reports.
+//     queries, and a worker's tunnel reports;
+//   - moving relayed tunnels onto direct paths (agent/pathup), with the
+//     NAT this node learns from its own path check and tells the others
+//     in gossip, so a pair that can have no direct path is left relayed
+//     (natpath.go).
 //
 // The agent owns the lifecycle around it (init, join, leave, the local
 // API) and asks the runtime for its status, a ping, a confirmation or a

@@ -72,7 +72,7 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 		}
 		if rt.paths != nil {
 			st.PathUpKnown = true
-			st.PathUpDirect, st.PathUpFailed = rt.paths.Counts()
+			st.PathUpDirect, st.PathUpFailed, st.PathUpSkipped = rt.paths.Counts()
 		}
 	}
 }

@@ -48,6 +48,19 @@ const netcheckTimeout = 2 * time.Second
 // ports.stun, and their enroll address (probeControl) to tell blocked UDP
 // from nodes down or of a release that serves no STUN.
 func (rt *Runtime) Netcheck(ctx context.Context) (*apitype.NetcheckReport, error) {
+	rep, err := rt.pathCheck(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := rep.Err(); err != nil {
+		rt.log.Warn("netcheck failed", "code", codes.Of(err), "err", err)
+	}
+	return NetcheckReport(rep), nil
+}
+
+// pathCheck is Netcheck's check, as netcheck reports it: the runtime's
+// own NAT check (runNATCheck, natpath.go) reads it too.
+func (rt *Runtime) pathCheck(ctx context.Context) (*netcheck.Report, error) {
 	list, _ := rt.cluster.Records()
 	var targets []netcheck.Target
 	for _, n := range list {
@@ -71,14 +84,7 @@ func (rt *Runtime) Netcheck(ctx context.Context) (*apitype.NetcheckReport, error
 	if u := rt.facts.Underlay; u.IsValid() && mesh.IsLocal(u) {
 		o.Bind = u
 	}
-	rep, err := netcheck.Check(ctx, targets, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := rep.Err(); err != nil {
-		rt.log.Warn("netcheck failed", "code", codes.Of(err), "err", err)
-	}
-	return NetcheckReport(rep), nil
+	return netcheck.Check(ctx, targets, o)
 }
 
 // probeControl asks a control node, over the internal API's mutual TLS,

@@ -110,6 +110,7 @@ type Runtime struct {
 	met     *metrics.Set
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
 	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
+	nat     natState         // this node's NAT, as its path check saw it (natpath.go)
 
 	control   *http.Server
 	controlLn net.Listener
@@ -259,6 +260,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()
 	rt.Spawn(rt.paths.Run)      // pathup.go
+	rt.Spawn(rt.runNATCheck)    // natpath.go
+	rt.Spawn(rt.runRelayDown)   // relaydown.go
 	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go

@@ -54,10 +54,12 @@ type State struct {
 	Relayed int
 
 	// The path upgrader (agent/pathup), since the runtime started: tries
-	// that moved a relayed tunnel onto a direct path, and tries in which
-	// no candidate address answered (the tunnel was rebuilt).
-	PathUpKnown                bool
-	PathUpDirect, PathUpFailed uint64
+	// that moved a relayed tunnel onto a direct path, tries in which no
+	// candidate address answered (the tunnel was rebuilt), and peers not
+	// tried because no direct path can reach them (counted once each
+	// time one begins to be skipped).
+	PathUpKnown                               bool
+	PathUpDirect, PathUpFailed, PathUpSkipped uint64
 }
 
 // collector turns a State into series at each scrape.
@@ -79,7 +81,7 @@ var (
 	descTunnels        = prometheus.NewDesc("meshd_overlay_tunnels", "Established Nebula tunnels.", nil, nil)
 	descBlocklist      = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
 	descRelayed        = prometheus.NewDesc("meshd_overlay_tunnels_relayed", "Established Nebula tunnels that go through a relay, not a direct path (of meshd_overlay_tunnels).", nil, nil)
-	descPathUpTries    = prometheus.NewDesc("meshd_pathup_tries_total", "Tries to move a relayed tunnel onto a direct path since the runtime started, by outcome: direct (moved) or failed (no candidate address answered; the tunnel was rebuilt).", []string{"outcome"}, nil)
+	descPathUpTries    = prometheus.NewDesc("meshd_pathup_tries_total", "Tries to move a relayed tunnel onto a direct path since the runtime started, by outcome: direct (moved), failed (no candidate address answered; the tunnel was rebuilt) or skipped (not tried: both nodes behind NATs, one symmetric; once per peer each time it begins to be skipped).", []string{"outcome"}, nil)
 	descUnreachable    = prometheus.NewDesc("meshd_overlay_unreachable_peers", "Members this node's own probes cannot reach over the overlay, though gossip may show them alive (a broken pair).", nil, nil)
 	descNebulaExpires  = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
 	descTLSExpires     = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
@@ -145,6 +147,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		if st.PathUpKnown {
 			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpDirect), PathUpDirect)
 			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpFailed), PathUpFailed)
+			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpSkipped), PathUpSkipped)
 		}
 		if !st.NebulaExpires.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(st.NebulaExpires.Unix()))
@@ -156,6 +159,8 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 const (
 	PathUpDirect = "direct"
 	PathUpFailed = "failed"
+	// PathUpSkipped: a peer no direct path can reach was not tried.
+	PathUpSkipped = "skipped"
 )
 
 // bool01 is 1 for true, 0 for false.

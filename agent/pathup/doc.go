@@ -26,6 +26,18 @@
 // moment) by Config.Forget: a peer not seen relayed for a minute starts
 // from the first step when it is relayed again.
 //
+// Some pairs can never go direct: both nodes behind NATs, one of them
+// symmetric (it gives the packets towards the peer another port than the
+// one the lighthouses saw, and the other NAT drops what arrives unasked).
+// Every try for them is pure loss, a rebuilt tunnel and 1.5-2 s of the
+// pair's traffic. Before it tries a peer the Upgrader asks
+// Overlay.NoDirect; a peer ruled out is not tried at all (no UseDirect, no
+// Rebuild), counted skipped once each time it begins to be, and asked again
+// at every look, so a changed answer (one of the two moved networks) puts
+// it back on its schedule. Not knowing is no reason: NoDirect answers false
+// and the peer is tried as before. agent/member answers it from the NAT
+// each node learns with its own path check and reports in gossip.
+//
 // agent/member adapts the overlay (mesh.Mesh) and the probe to it.
 //
 // Import rule (deps_test.go): may import no meshd package.

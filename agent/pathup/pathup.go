@@ -24,6 +24,14 @@ type Overlay interface {
 	// Rebuild drops the tunnel to peer on this side and starts a new
 	// handshake at once.
 	Rebuild(peer netip.Addr)
+	// NoDirect reports that no direct path can exist to peer (both nodes
+	// behind NATs, at least one of them symmetric: neither can punch a
+	// hole the other's packets arrive through), and why. A try would only
+	// rebuild the tunnel, a gap in the pair's traffic for nothing. It is
+	// asked at every look, so a peer whose answer changes (one of the two
+	// moved networks) is tried again; when either side is not known it
+	// must answer false, and the peer is tried as if it were not asked.
+	NoDirect(peer netip.Addr) (reason string, ok bool)
 }
 
 // Probe checks that peer answers through its tunnel within ctx.
@@ -80,7 +88,7 @@ type Upgrader struct {
 	now   func() time.Time
 	peers map[netip.Addr]*peer // relayed peers, by overlay address; only run's goroutine touches it
 
-	upgraded, failed atomic.Uint64
+	upgraded, failed, skipped atomic.Uint64
 }
 
 // peer is what the Upgrader remembers of one relayed peer.
@@ -88,6 +96,10 @@ type peer struct {
 	next  time.Time // when the next try is due
 	tries int       // tries so far
 	seen  time.Time // when its tunnel was last seen relayed
+	// hopeless is set while Overlay.NoDirect says there is no direct
+	// path: the peer is not tried, and the skip was counted and logged
+	// once, when it began.
+	hopeless bool
 }
 
 // New returns an Upgrader for the node at overlay address self; Run
@@ -96,9 +108,13 @@ func New(cfg Config, self netip.Addr, ov Overlay, probe Probe, log *slog.Logger,
 	return &Upgrader{cfg: cfg, self: self, ov: ov, probe: probe, log: log, now: now, peers: map[netip.Addr]*peer{}}
 }
 
-// Counts are the tries that moved a tunnel onto a direct path and those
-// that found none, since start.
-func (u *Upgrader) Counts() (upgraded, failed uint64) { return u.upgraded.Load(), u.failed.Load() }
+// Counts are, since start, the tries that moved a tunnel onto a direct
+// path, those that found none, and the peers not tried because no direct
+// path can exist to them (Overlay.NoDirect), each counted once each time
+// it began to be skipped.
+func (u *Upgrader) Counts() (upgraded, failed, skipped uint64) {
+	return u.upgraded.Load(), u.failed.Load(), u.skipped.Load()
+}
 
 // Run looks at the relayed tunnels every Config.Every until ctx ends.
 func (u *Upgrader) Run(ctx context.Context) {
@@ -116,7 +132,7 @@ func (u *Upgrader) Run(ctx context.Context) {
 
 // Step is one look: it forgets peers not relayed for Config.Forget
 // (their schedule starts again should they be relayed again) and tries
-// each one due.
+// each one due that a direct path can reach (Overlay.NoDirect).
 func (u *Upgrader) Step(ctx context.Context) {
 	now := u.now()
 	relayed := slices.DeleteFunc(u.ov.Relayed(), func(ip netip.Addr) bool { return ip.Compare(u.self) <= 0 })
@@ -132,7 +148,7 @@ func (u *Upgrader) Step(ctx context.Context) {
 			u.peers[ip] = p
 		}
 		p.seen = now
-		if now.Before(p.next) || ctx.Err() != nil {
+		if u.hopeless(ip, p) || now.Before(p.next) || ctx.Err() != nil {
 			continue
 		}
 		p.tries++
@@ -142,6 +158,24 @@ func (u *Upgrader) Step(ctx context.Context) {
 		}
 		p.next = u.now().Add(u.wait(p.tries))
 	}
+}
+
+// hopeless asks Overlay.NoDirect about ip and keeps p.hopeless in line,
+// counting and logging each change once: a pair behind symmetric NATs
+// stays relayed for good and is never rebuilt, and should the answer
+// change the peer is tried at once if its next try is due (one moved
+// networks).
+func (u *Upgrader) hopeless(ip netip.Addr, p *peer) bool {
+	reason, no := u.ov.NoDirect(ip)
+	switch {
+	case no && !p.hopeless:
+		u.skipped.Add(1)
+		u.log.Info("relayed peer not tried: no direct path can exist to it", "peer", ip, "reason", reason)
+	case !no && p.hopeless:
+		u.log.Info("relayed peer tried again: a direct path may exist now", "peer", ip)
+	}
+	p.hopeless = no
+	return no
 }
 
 // wait is the backoff before try number n+1 (n tries made).

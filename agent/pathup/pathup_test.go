@@ -20,6 +20,7 @@ type fakeOverlay struct {
 	pointed  map[netip.Addr]netip.AddrPort
 	asked    []netip.Addr
 	rebuilds []netip.Addr
+	noDirect map[netip.Addr]string // peers to which no direct path can exist, and why
 }
 
 func (f *fakeOverlay) Relayed() []netip.Addr { return slices.Clone(f.relayed) }
@@ -35,6 +36,10 @@ func (f *fakeOverlay) UseDirect(p netip.Addr, a netip.AddrPort) bool {
 	return true
 }
 func (f *fakeOverlay) Rebuild(p netip.Addr) { f.rebuilds = append(f.rebuilds, p) }
+func (f *fakeOverlay) NoDirect(p netip.Addr) (string, bool) {
+	r, ok := f.noDirect[p]
+	return r, ok
+}
 
 func (f *fakeOverlay) probe(_ context.Context, p netip.Addr) error {
 	if a, ok := f.open[p]; ok && f.pointed[p] == a {
@@ -79,7 +84,7 @@ func TestUpgraderMovesToTheAnsweringAddress(t *testing.T) {
 	if len(ov.rebuilds) != 0 {
 		t.Fatalf("rebuilt %v after a direct path answered", ov.rebuilds)
 	}
-	if up, failed := u.Counts(); up != 1 || failed != 0 {
+	if up, failed, _ := u.Counts(); up != 1 || failed != 0 {
 		t.Fatalf("counts %d upgraded, %d failed; want 1, 0", up, failed)
 	}
 	if len(u.peers) != 0 {
@@ -116,7 +121,7 @@ func TestUpgraderBacksOffAndRebuilds(t *testing.T) {
 			t.Fatalf("after +%s: %d tries, want %d", tc.advance, tries(), tc.want)
 		}
 	}
-	if _, failed := u.Counts(); failed != 6 {
+	if _, failed, _ := u.Counts(); failed != 6 {
 		t.Fatalf("failed %d, want 6", failed)
 	}
 }
@@ -195,5 +200,58 @@ func TestUpgraderKeepsTheScheduleWhileTheTunnelIsRebuilt(t *testing.T) {
 	u.Step(t.Context())
 	if len(ov.rebuilds) != 2 {
 		t.Fatalf("rebuilds %v after the second step's 5 s, want 2", ov.rebuilds)
+	}
+}
+
+// TestUpgraderSkipsPeersWithNoDirectPath: a relayed peer to which no
+// direct path can exist (both behind NATs, one symmetric) is never asked
+// about, pointed elsewhere or rebuilt, however long it stays relayed, and
+// the skip is counted once for the episode, not once a look; a peer whose
+// answer is not known (NoDirect false) beside it is tried as before.
+func TestUpgraderSkipsPeersWithNoDirectPath(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerA, peerB}, cands: map[netip.Addr][]netip.AddrPort{peerA: {pubA}, peerB: {pubB}},
+		open: map[netip.Addr]netip.AddrPort{}, pointed: map[netip.Addr]netip.AddrPort{},
+		noDirect: map[netip.Addr]string{peerB: "both behind NATs, this node's symmetric"}}
+	u, now := newTest(ov)
+	for range 4 * 60 * 30 { // 30 min of looks, 4 a second
+		u.Step(t.Context())
+		*now = now.Add(250 * time.Millisecond)
+	}
+	if slices.Contains(ov.asked, peerB) || ov.pointed[peerB].IsValid() || slices.Contains(ov.rebuilds, peerB) {
+		t.Fatalf("asked %v, pointed %v, rebuilt %v: a peer with no direct path was tried", ov.asked, ov.pointed, ov.rebuilds)
+	}
+	if !slices.Contains(ov.rebuilds, peerA) {
+		t.Fatalf("rebuilds %v: the peer whose paths are not known was not tried", ov.rebuilds)
+	}
+	if _, failed, skipped := u.Counts(); skipped != 1 || failed == 0 {
+		t.Fatalf("counts %d failed, %d skipped; want some failed (peerA), 1 skipped (peerB, once)", failed, skipped)
+	}
+}
+
+// TestUpgraderTriesAPeerWhoseAnswerChanged: a skipped peer whose answer
+// turns (a node moved networks; its nat tag changed) is tried at the next
+// look and moved if a direct path answers; skipped again later, the new
+// episode is counted again.
+func TestUpgraderTriesAPeerWhoseAnswerChanged(t *testing.T) {
+	ov := &fakeOverlay{relayed: []netip.Addr{peerA}, cands: map[netip.Addr][]netip.AddrPort{peerA: {pubA}},
+		open: map[netip.Addr]netip.AddrPort{peerA: pubA}, pointed: map[netip.Addr]netip.AddrPort{},
+		noDirect: map[netip.Addr]string{peerA: "symmetric"}}
+	u, now := newTest(ov)
+	for range 40 { // 10 s
+		u.Step(t.Context())
+		*now = now.Add(250 * time.Millisecond)
+	}
+	if len(ov.asked) != 0 {
+		t.Fatalf("asked about %v while it had no direct path", ov.asked)
+	}
+	delete(ov.noDirect, peerA)
+	u.Step(t.Context())
+	if ov.pointed[peerA] != pubA || len(ov.relayed) != 0 {
+		t.Fatalf("pointed at %v, relayed %v once its answer changed; want %v, none", ov.pointed[peerA], ov.relayed, pubA)
+	}
+	ov.relayed, ov.noDirect[peerA] = []netip.Addr{peerA}, "symmetric again"
+	u.Step(t.Context())
+	if up, failed, skipped := u.Counts(); up != 1 || failed != 0 || skipped != 2 {
+		t.Fatalf("counts %d upgraded, %d failed, %d skipped; want 1, 0, 2", up, failed, skipped)
 	}
 }

@@ -1,0 +1,118 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/mesh"
+)
+
+// A relayed tunnel whose every relay gossip shows gone is built again at
+// once, through the relays that are left. Nebula sends through the first
+// relay it still has a tunnel to, and keeps the tunnel to a killed relay
+// until its connection manager finds it dead, seconds later. A tunnel
+// built before the node's overlay listed every relay runs through the
+// ones it knew; pathup's failed try used to rebuild it 0.3 s after its
+// build, with all of them, but a pair pathup leaves relayed (both behind
+// NATs, one symmetric: natpath.go) is no longer rebuilt, and its relay's
+// death left it unanswered past 5 s (e2e.TestNATSymmetricRelayed, fast
+// timers). Of two nodes only the lower overlay address rebuilds, as in
+// pathup: the other's end is replaced by the new handshake.
+
+// relayDownEvery is how often runRelayDown looks; relayDownAgain is how
+// long a rebuilt peer is left to its new handshake.
+const (
+	relayDownEvery = 250 * time.Millisecond
+	relayDownAgain = 5 * time.Second
+)
+
+// relaysDown are the peers (above self) whose relayed tunnel has no relay
+// left alive in gossip (status by overlay address; a relay gossip does
+// not know counts as alive: not known is no reason to rebuild).
+func relaysDown(self netip.Addr, tunnels []mesh.Tunnel, status map[netip.Addr]gossip.Status) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range tunnels {
+		if !t.Relayed || len(t.Relays) == 0 || t.OverlayIP.Compare(self) <= 0 {
+			continue
+		}
+		gone := func(r netip.Addr) bool {
+			st, ok := status[r]
+			return ok && (st == gossip.StatusFailed || st == gossip.StatusLeft)
+		}
+		if !slices.ContainsFunc(t.Relays, func(r netip.Addr) bool { return !gone(r) }) {
+			out = append(out, t.OverlayIP)
+		}
+	}
+	return out
+}
+
+// relaysShort are the peers (above self) whose relayed tunnel runs
+// through fewer relays than the overlay lists (relays, less the peer):
+// built before the node list named them all. Rebuilt once, it runs
+// through all of them, and a relay's death costs no more than Nebula's
+// switch to the next.
+func relaysShort(self netip.Addr, tunnels []mesh.Tunnel, relays []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range tunnels {
+		if !t.Relayed || t.OverlayIP.Compare(self) <= 0 {
+			continue
+		}
+		want := slices.DeleteFunc(slices.Clone(relays), func(r netip.Addr) bool { return r == t.OverlayIP || r == self })
+		if slices.ContainsFunc(want, func(r netip.Addr) bool { return !slices.Contains(t.Relays, r) }) {
+			out = append(out, t.OverlayIP)
+		}
+	}
+	return out
+}
+
+// runRelayDown rebuilds the tunnels relaysDown names, each at most once
+// every relayDownAgain, and those relaysShort names once for each relay
+// list the overlay has applied, until ctx ends.
+func (rt *Runtime) runRelayDown(ctx context.Context) {
+	t := time.NewTicker(relayDownEvery)
+	defer t.Stop()
+	rebuilt := map[netip.Addr]time.Time{}
+	short := map[netip.Addr]string{} // the relay list each peer was rebuilt for
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if rt.gossip == nil {
+			continue
+		}
+		status := map[netip.Addr]gossip.Status{}
+		for _, m := range rt.gossip.Members() {
+			status[m.Addr.Addr().Unmap()] = m.Status
+		}
+		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
+		relays := rt.ov.applied().Relays
+		key := fmt.Sprint(relays)
+		for _, ip := range relaysShort(self, tunnels, relays) {
+			if short[ip] == key {
+				continue
+			}
+			short[ip] = key
+			rt.mesh.RebuildTunnel(ip)
+			rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
+		}
+		for _, ip := range relaysDown(self, tunnels, status) {
+			if now.Sub(rebuilt[ip]) < relayDownAgain {
+				continue
+			}
+			rebuilt[ip] = now
+			rt.mesh.RebuildTunnel(ip)
+			rt.log.Info("rebuilt a tunnel whose relays gossip shows gone", "peer", ip)
+		}
+		for ip, at := range rebuilt {
+			if now.Sub(at) >= time.Minute {
+				delete(rebuilt, ip)
+			}
+		}
+	}
+}
