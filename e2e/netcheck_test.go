@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
@@ -108,10 +109,13 @@ func netcheckNAT(t *testing.T, l *relayLab) {
 // and member's netcheckTimeout, seedProbeTimeout), never on a gossip or
 // raft timer, so `lan` would run the same exchanges with the same waits.
 func TestNetcheckOlderCluster(t *testing.T) {
+	start := time.Now()
 	prev, err := previousBin()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the previous release's binaries ready after %s (built once per test binary, shared with TestRollingUpgrade)",
+		time.Since(start).Round(time.Millisecond))
 	n := NewNet(t)
 	c1 := n.NewNode("c1")
 	c1.Bin, c1.CtlBin = prev.Meshd, prev.Meshctl
