@@ -55,7 +55,9 @@ func netcheckUDPBlocked(t *testing.T, l *relayLab) {
 // netcheck` on w1 says port-preserving, direct path possible; on w2
 // symmetric, no direct path, relayed via a control node it names.
 //
-// Seen failing (lan): SEEN_NETCHECK.
+// Seen failing (lan): with netcheck.Judge's `case !same` (symmetric)
+// disabled, "behind a symmetric NAT: mapping endpoint-independent,
+// direct true".
 func netcheckNAT(t *testing.T, l *relayLab) {
 	wp, ws := l.W1, l.W2
 	check := func(w *Node) apitype.NetcheckReport {

@@ -58,9 +58,10 @@ const relayedWithin = 15 * time.Second
 // the only relays that can work (killing the control nodes instead takes
 // the lighthouses, and Nebula then builds no relayed tunnel at all). w2
 // reaches w3 over the overlay, and `meshctl ping`, `nodes` and `status` on
-// w2 say relayed via the same volunteer. Seen failing: with the `if
-// p.Relay` branch of desired.Compute commented out (no volunteer in any
-// relay list) w2 does not reach w3.
+// w2 say relayed via the same volunteer. Seen failing (fast before; lan
+// on the shared lab): with the `if p.Relay` branch of desired.Compute
+// disabled (no volunteer in any relay list) w2 does not reach w3 within
+// 15 s.
 func volunteerRelayCarries(t *testing.T, l *relayLab) {
 	w2, ips := l.W2, l.IPs
 	took, err := firstPing(t, w2, ips["w3"], relayedWithin)
