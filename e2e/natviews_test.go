@@ -128,8 +128,9 @@ func (l *relayLab) Joined() []*Node { return []*Node{l.C1, l.C2, l.R1, l.R2, l.W
 // its defaults): each needs the lab's set-up and none undoes what an
 // earlier one checks, and removal comes last. A scenario that fails can
 // leave the lab changed for the next ones (a failed views scenario
-// leaves w1 running with `relay: true`, and a Nebula relay does not use
-// relays itself, so removed_refused_through_relay then fails early);
+// leaves w1 running with `relay: true`, and removed_refused_through_relay
+// then found w1 reaching w2 through no relay: a Nebula node that is a
+// relay seems not to use relays itself);
 // each also runs alone, on a lab of its own: -run
 // 'TestNATRelayLab/lan/netcheck_nat'.
 //   - views_and_relay_volunteer (issue 29 items 4 and 7): natViews;
