@@ -171,7 +171,7 @@ func TestNATRelayLab(t *testing.T) {
 //
 // Seen failing (lan, on the shared lab; fast before): with
 // `rt.Spawn(rt.runRelayReport)` commented out, "c1 shows w1 relay false"
-// after 30 s.
+// at the bound (then 30 s).
 func natViews(t *testing.T, l *relayLab) {
 	c1, r1, w1, w2 := l.C1, l.R1, l.W1, l.W2
 	// Item 7: both addresses on the record, and the NAT marked.
