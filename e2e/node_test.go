@@ -351,13 +351,28 @@ func waitFor(ctx context.Context, d time.Duration, cond func() error) (time.Dura
 // dead message's retransmissions, one per gossip interval. Fast timers,
 // 3 or 4 members: 0.4 + 2.4 + 0.4 = 3.2 s.
 func (n *Net) gossipFailBound(members int) time.Duration {
-	// timers: lan is memberlist's LAN config; fast, gossip/config.go's.
-	ml := memberlist.DefaultLANConfig()
-	if cmp.Or(n.Timers, "fast") == "fast" {
-		ml.ProbeInterval, ml.ProbeTimeout, ml.SuspicionMult, ml.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 2, 100*time.Millisecond
-	}
+	ml := n.memberlistConfig()
 	scale := max(1, math.Log10(float64(members)))
 	suspicion := time.Duration(float64(ml.SuspicionMult) * scale * float64(ml.ProbeInterval) * float64(max(1, ml.SuspicionMaxTimeoutMult)))
 	retransmits := ml.RetransmitMult * int(math.Ceil(math.Log10(float64(members+1))))
 	return 2*ml.ProbeInterval + suspicion + time.Duration(retransmits)*ml.GossipInterval
+}
+
+// memberlistConfig is the memberlist timing of n's nodes: timers lan is
+// memberlist's LAN config; fast, gossip/config.go's.
+func (n *Net) memberlistConfig() *memberlist.Config {
+	ml := memberlist.DefaultLANConfig()
+	if cmp.Or(n.Timers, "fast") == "fast" {
+		ml.ProbeInterval, ml.ProbeTimeout, ml.SuspicionMult, ml.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 2, 100*time.Millisecond
+	}
+	return ml
+}
+
+// probeRounds is how long, with n's gossip timers, rounds full rounds of
+// memberlist's probes take among members gossip members: each round a
+// member probes every other once, one probe interval each, and the last
+// probe gets its probe timeout to fail.
+func (n *Net) probeRounds(members, rounds int) time.Duration {
+	ml := n.memberlistConfig()
+	return time.Duration(rounds*(members-1))*ml.ProbeInterval + ml.ProbeTimeout
 }
