@@ -133,10 +133,12 @@ DURATION ?= 20m
 SEED ?=
 # LAB=1 runs the NAT lab's soak instead (TestSoakLab: 10 workers behind
 # NAT, 5 per site, one site symmetric; forms, stays all alive, every pair
-# pings): make soak LAB=1 DURATION=10m
+# pings), with meshd's default timers unless TIMERS=fast:
+# make soak LAB=1 DURATION=10m
 LAB ?=
+TIMERS ?=
 soak:
-	MESHD_SOAK_DURATION=$(DURATION) MESHD_SOAK_SEED=$(SEED) $(GO) test -tags e2e -count=1 -v -run '^$(if $(LAB),TestSoakLab,TestSoak)$$' \
+	MESHD_SOAK_DURATION=$(DURATION) MESHD_SOAK_SEED=$(SEED) MESHD_SOAK_TIMERS=$(TIMERS) $(GO) test -tags e2e -count=1 -v -run '^$(if $(LAB),TestSoakLab,TestSoak)$$' \
 		-timeout $$(( $$(echo $(DURATION) | sed -E 's/^([0-9]+)m$$/\1*60/; s/^([0-9]+)s$$/\1/; s/^([0-9]+)h$$/\1*3600/') + 1200 ))s ./e2e
 
 # The flake hunt (issue 25, root, not part of `make test`): the e2e suite N

@@ -220,17 +220,15 @@ func natViews(t *testing.T, l *relayLab) {
 	}
 
 	// A changed setting at restart is recorded by the node itself.
-	// relayFollow bounds it until c1 shows it and w2's relay list follows:
-	// a worker's 30 s reconcile tick (ReconcileInterval, whatever the
-	// timers) plus 10 s. The first change (to true) took 28.8-29.0 s in
-	// three lan runs and in one of three fast ones (1.1-1.2 s in the
-	// others, and the second change always), though w1's log shows its
-	// report recorded about 1 s after its start: a relay change wakes
-	// only the control node's own reconcile (control.Hooks.Poke), so,
-	// probably, a worker that refreshed its node list on w1's gossip
-	// rejoin, before the report, sees the change only at its next tick. The 30 s bound this
-	// had raced that tick.
-	const relayFollow = 40 * time.Second
+	// relayFollow bounds it until c1 shows it and w2's relay list follows.
+	// The first change (to true) used to take 28.8-29.0 s in three lan
+	// runs and in one of three fast ones, though w1's report was recorded
+	// about 1 s after its start: a worker that fetched its node list on
+	// w1's gossip rejoin, before the report, saw the change only at its
+	// 30 s reconcile tick. The control node that records a relay setting
+	// now tells every member (control.handleSelfRelay), and the workers
+	// fetch the list at once.
+	const relayFollow = 10 * time.Second
 	for _, on := range []bool{true, false} {
 		mark := logMark(t, []*Node{w1})
 		setRelay(t, w1, on)

@@ -59,7 +59,9 @@ type Config struct {
 type Hooks struct {
 	// Poke asks for an overlay reconcile now: a record changed.
 	Poke func()
-	// NotifyRevoked tells every member that the revocation list changed.
+	// NotifyRevoked tells every member that the revocation list or the
+	// node list changed: workers fetch both at once instead of at their
+	// next tick (a removal, a confirmed join, a relay offer).
 	NotifyRevoked func() error
 	// ForceLeave drops a removed node from gossip.
 	ForceLeave func(name string) error

@@ -22,8 +22,11 @@ type RelayRequest struct {
 }
 
 // handleSelfRelay records the caller's relay setting (state.SetRelay on
-// the caller's own node id) and pokes the overlay reconcile so that every
-// node's relay list follows.
+// the caller's own node id), pokes this node's overlay reconcile and
+// tells every member (Hooks.NotifyRevoked) so that each worker fetches
+// the node list, and its relay list follows, at once: without the
+// notification a worker saw the change only at its next reconcile tick,
+// up to 30 s later (e2e.TestNATRelayLab views_and_relay_volunteer).
 func (p *Plane) handleSelfRelay(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req RelayRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
@@ -35,6 +38,9 @@ func (p *Plane) handleSelfRelay(w http.ResponseWriter, r *http.Request, c Caller
 		return
 	}
 	p.hooks.Poke()
+	if err := p.hooks.NotifyRevoked(); err != nil {
+		p.log.Debug("could not tell the workers about the relay setting; they see it on their next tick", "err", err)
+	}
 	apitype.WriteJSON(w, http.StatusOK, Empty{})
 }
 

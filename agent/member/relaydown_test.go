@@ -10,9 +10,10 @@ import (
 )
 
 // TestRelaysDown: a relayed tunnel (to a peer above this node) is named
-// only when gossip shows every relay it runs through failed or left; one
-// relay alive, a relay gossip does not know, a direct tunnel or a peer
-// below this node (it rebuilds itself) is left alone.
+// when gossip shows the first relay it runs through (the one Nebula
+// sends through) suspect, failed or left; a later relay down, a first
+// relay gossip does not know, a direct tunnel or a peer below this node
+// (it rebuilds itself) is left alone.
 func TestRelaysDown(t *testing.T) {
 	self := netip.MustParseAddr("10.42.0.3")
 	c1, c2 := netip.MustParseAddr("10.42.0.1"), netip.MustParseAddr("10.42.0.2")
@@ -20,7 +21,7 @@ func TestRelaysDown(t *testing.T) {
 	status := map[netip.Addr]gossip.Status{c1: gossip.StatusFailed, c2: gossip.StatusAlive}
 	tunnels := []mesh.Tunnel{
 		{OverlayIP: w2, Relayed: true, Relays: []netip.Addr{c1}},                                                             // its only relay failed
-		{OverlayIP: w3, Relayed: true, Relays: []netip.Addr{c1, c2}},                                                         // c2 carries on
+		{OverlayIP: w3, Relayed: true, Relays: []netip.Addr{c2, c1}},                                                         // sent through c2
 		{OverlayIP: w0, Relayed: true, Relays: []netip.Addr{c1}},                                                             // below self
 		{OverlayIP: netip.MustParseAddr("10.42.0.6"), Relayed: true, Relays: []netip.Addr{netip.MustParseAddr("10.42.0.9")}}, // relay unknown
 		{OverlayIP: netip.MustParseAddr("10.42.0.7"), Remote: netip.MustParseAddrPort("10.99.0.7:4242")},                     // direct
@@ -28,9 +29,16 @@ func TestRelaysDown(t *testing.T) {
 	if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2}) {
 		t.Fatalf("relaysDown = %v, want [%v]", got, w2)
 	}
-	status[c2] = gossip.StatusLeft
-	if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2, w3}) {
-		t.Fatalf("with c2 gone too: %v, want [%v %v]", got, w2, w3)
+	for _, st := range []gossip.Status{gossip.StatusSuspect, gossip.StatusLeft} {
+		status[c2] = st
+		if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2, w3}) {
+			t.Fatalf("with c2 %s: %v, want [%v %v]", st, got, w2, w3)
+		}
+	}
+	status[c1] = gossip.StatusSuspect
+	status[c2] = gossip.StatusAlive
+	if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2}) {
+		t.Fatalf("with c1 suspect: %v, want [%v]", got, w2)
 	}
 }
 
