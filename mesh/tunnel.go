@@ -139,6 +139,10 @@ func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 	return false, nil
 }
 
+// maxTunnelsPerPeer bounds closeBlocked's closes of one address: Nebula
+// keeps a handful of tunnels to a peer at most (crossed handshakes).
+const maxTunnelsPerPeer = 16
+
 // closeBlocked closes, at once, every established tunnel whose peer
 // presented a certificate now in blocklist: Nebula refuses such a
 // certificate at its next handshake and drops the tunnel on its own
@@ -147,15 +151,24 @@ func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 // A tunnel relayed through a blocked peer is dead with it: it is built
 // again at once (through another relay, if any), rather than when Nebula's
 // connection manager finds it dead (7 s under fast timers).
+//
+// A peer may have more than one tunnel: two handshakes that crossed
+// leave both in Nebula's host map, one the primary its address names and
+// the other reachable by its index only, which still carries what the
+// peer sends. Every index is looked at, and every tunnel of a blocked
+// peer's address closed (Nebula's CloseTunnel closes the primary and
+// promotes the next): closing the primary alone let a removed worker
+// reach a volunteer relay over its second tunnel for 4 s, until Nebula's
+// own check with lan timers (e2e.TestNATRelayLab/lan/
+// removed_refused_through_relay, 2026-12-03).
 // The caller holds m.mu.
 func (m *Mesh) closeBlocked(blocklist []string) {
 	if len(blocklist) == 0 {
 		return
 	}
-	hosts := m.ctrl.ListHostmapHosts(false)
 	var blocked []netip.Addr
-	for _, h := range hosts {
-		if h.Cert == nil || len(h.VpnAddrs) == 0 {
+	for _, h := range m.ctrl.ListHostmapIndexes(false) {
+		if h.Cert == nil || len(h.VpnAddrs) == 0 || slices.Contains(blocked, h.VpnAddrs[0]) {
 			continue
 		}
 		fp, err := h.Cert.Fingerprint()
@@ -163,10 +176,15 @@ func (m *Mesh) closeBlocked(blocklist []string) {
 			continue
 		}
 		blocked = append(blocked, h.VpnAddrs[0])
-		if m.ctrl.CloseTunnel(h.VpnAddrs[0], true) {
-			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, h.VpnAddrs[0], "fingerprint", fp)
+		closed := 0
+		for closed < maxTunnelsPerPeer && m.ctrl.CloseTunnel(h.VpnAddrs[0], true) {
+			closed++
+		}
+		if closed > 0 {
+			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, h.VpnAddrs[0], "fingerprint", fp, "tunnels", closed)
 		}
 	}
+	hosts := m.ctrl.ListHostmapHosts(false)
 	for _, h := range hosts {
 		if len(h.VpnAddrs) == 0 || h.CurrentRemote.IsValid() || slices.Contains(blocked, h.VpnAddrs[0]) ||
 			!slices.ContainsFunc(h.CurrentRelaysToMe, func(r netip.Addr) bool { return slices.Contains(blocked, r) }) {
