@@ -2,8 +2,10 @@ package gossip
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +56,50 @@ func TestTagUpdate(t *testing.T) {
 	}
 	if got := nodes[0].g.LocalMember().Tags["overlay_ip"]; got != "10.42.0.1" {
 		t.Errorf("LocalMember overlay_ip = %q", got)
+	}
+}
+
+// TestUpdateTagsConcurrent: callers that each update their own tag at
+// the same moment all land, on the node and at its peers.
+func TestUpdateTagsConcurrent(t *testing.T) {
+	nodes, _ := cluster(t, newKey(t), "a", "b")
+	keys := []string{"kr", "ca", "nat", "x1", "x2", "x3"}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		for _, k := range keys {
+			wg.Go(func() {
+				if err := nodes[0].g.UpdateTags(map[string]string{k: fmt.Sprint(round)}); err != nil {
+					t.Errorf("UpdateTags %s: %v", k, err)
+				}
+			})
+		}
+		wg.Wait()
+		want := fmt.Sprint(round)
+		for _, k := range keys {
+			if got := nodes[0].g.LocalMember().Tags[k]; got != want {
+				t.Fatalf("round %d: tag %s = %q, want %q (another update undid it)", round, k, got, want)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var m Member
+		for _, mm := range nodes[1].g.Members() {
+			if mm.Name == "a" {
+				m = mm
+			}
+		}
+		ok := true
+		for _, k := range keys {
+			ok = ok && m.Tags[k] == "2"
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b sees a's tags %v, want every one of %v at 2", m.Tags, keys)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -45,6 +45,10 @@ type Gossip struct {
 	stop chan struct{} // closed by Shutdown; the pump drains and exits
 	wg   sync.WaitGroup
 
+	// tagsMu makes each tag change a read-modify-write of its own:
+	// without it two callers changing different tags at once could each
+	// gossip the other's old value (UpdateTags).
+	tagsMu sync.Mutex
 	mu     sync.Mutex // guards closed, wg.Go and leaves.Add, so none races a Wait
 	closed bool
 	leaves sync.WaitGroup // Leave calls in progress; Shutdown lets them finish first
@@ -152,10 +156,37 @@ func (g *Gossip) LocalMember() Member {
 // EventUpdate. It waits until the update is broadcast (at most serf's
 // BroadcastTimeout, 5s). The encoded tags must fit in 512 bytes.
 func (g *Gossip) SetTags(tags map[string]string) error {
+	g.tagsMu.Lock()
+	defer g.tagsMu.Unlock()
+	return g.setTags(cloneTags(tags))
+}
+
+// UpdateTags sets the tags in set on this node's tags, keeping every
+// other, and gossips the result as SetTags does; nothing is sent when
+// every value is already set. Callers that each own some tags (the
+// keyring, CA and NAT reports) use it so that none undoes another's
+// change made at the same moment (TestUpdateTagsConcurrent).
+func (g *Gossip) UpdateTags(set map[string]string) error {
+	g.tagsMu.Lock()
+	defer g.tagsMu.Unlock()
+	tags := cloneTags(g.serf.LocalMember().Tags)
+	changed := false
+	for k, v := range set {
+		if old, ok := tags[k]; !ok || old != v {
+			tags[k], changed = v, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return g.setTags(tags)
+}
+
+func (g *Gossip) setTags(tags map[string]string) error {
 	if g.isClosed() {
 		return fmt.Errorf("gossip set tags: %w", errShutdown)
 	}
-	if err := g.serf.SetTags(cloneTags(tags)); err != nil {
+	if err := g.serf.SetTags(tags); err != nil {
 		return fmt.Errorf("gossip set tags: %w", err)
 	}
 	return nil

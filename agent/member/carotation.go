@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -147,7 +146,7 @@ func (cf *caFollow) runCAReports(ctx context.Context) {
 		case <-tick.C:
 		}
 		want := control.CAReport(cf.ov.running())
-		tags := maps.Clone(cf.gossip.LocalMember().Tags)
+		tags := cf.gossip.LocalMember().Tags
 		if tags[tagCA] == want && tags[tagCASig] != "" {
 			continue
 		}
@@ -156,8 +155,7 @@ func (cf *caFollow) runCAReports(ctx context.Context) {
 			cf.log.Warn("CA report not signed", "code", codes.OrInternal(err), "err", err)
 			continue
 		}
-		tags[tagCA], tags[tagCASig] = want, base64.RawStdEncoding.EncodeToString(sig)
-		if err := cf.gossip.SetTags(tags); err != nil {
+		if err := cf.gossip.UpdateTags(map[string]string{tagCA: want, tagCASig: base64.RawStdEncoding.EncodeToString(sig)}); err != nil {
 			cf.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
 		}
 	}

@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
@@ -82,12 +81,10 @@ func (kr *keyring) runKeyReports(ctx context.Context) {
 		kr.mu.Lock()
 		id := kr.id
 		kr.mu.Unlock()
-		tags := maps.Clone(kr.gossip.LocalMember().Tags)
-		if tags[tagKeyring] == id {
+		if kr.gossip.LocalMember().Tags[tagKeyring] == id {
 			continue
 		}
-		tags[tagKeyring] = id
-		if err := kr.gossip.SetTags(tags); err != nil {
+		if err := kr.gossip.UpdateTags(map[string]string{tagKeyring: id}); err != nil {
 			kr.log.Warn("gossip keyring not reported, or its broadcast not confirmed", "keyring", id, "err", err)
 		}
 	}

@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/netip"
 	"sync"
 	"time"
@@ -154,12 +153,10 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 
 // reportNAT makes this node's tagNAT c, if it is not already.
 func (rt *Runtime) reportNAT(c natClass) {
-	tags := maps.Clone(rt.gossip.LocalMember().Tags)
-	if tags[tagNAT] == string(c) {
+	if rt.gossip.LocalMember().Tags[tagNAT] == string(c) {
 		return
 	}
-	tags[tagNAT] = string(c)
-	if err := rt.gossip.SetTags(tags); err != nil {
+	if err := rt.gossip.UpdateTags(map[string]string{tagNAT: string(c)}); err != nil {
 		rt.log.Warn("NAT not reported in gossip, or its broadcast not confirmed", "code", codes.OrInternal(err), "nat", string(c), "err", err)
 	}
 }

@@ -29,8 +29,14 @@ import (
 // build, with all of them, but a pair pathup leaves relayed (both behind
 // NATs, one symmetric: natpath.go) is no longer rebuilt, and its relay's
 // death left it unanswered past 5 s (e2e.TestNATSymmetricRelayed, fast
-// timers). Of two nodes only the lower overlay address rebuilds, as in
-// pathup: the other's end is replaced by the new handshake.
+// timers). A tunnel short of relays is rebuilt by the lower overlay
+// address only, as in pathup: the other's end is replaced by the new
+// handshake. A tunnel whose first relay is down is rebuilt by either end,
+// each looking at its own list: the two ends' lists need not have the
+// same first relay, and when only the higher end's is the dead one, its
+// replies went nowhere while the lower end, sending through a live relay,
+// saw no reason to rebuild (e2e.TestNATSymmetricRelayed/lan: w2's replies
+// through the killed c1 for the 5 s watched).
 
 // relayDownEvery is how often runRelayDown looks; relayDownAgain is how
 // long a rebuilt peer is left to its new handshake.
@@ -39,14 +45,14 @@ const (
 	relayDownAgain = 5 * time.Second
 )
 
-// relaysDown are the peers (above self) whose relayed tunnel runs
-// through a first relay gossip shows suspect, failed or left (status by
-// overlay address; a relay gossip does not know counts as alive: not
-// known is no reason to rebuild).
-func relaysDown(self netip.Addr, tunnels []mesh.Tunnel, status map[netip.Addr]gossip.Status) []netip.Addr {
+// relaysDown are the peers whose relayed tunnel runs through a first
+// relay gossip shows suspect, failed or left (status by overlay address;
+// a relay gossip does not know counts as alive: not known is no reason to
+// rebuild).
+func relaysDown(tunnels []mesh.Tunnel, status map[netip.Addr]gossip.Status) []netip.Addr {
 	var out []netip.Addr
 	for _, t := range tunnels {
-		if !t.Relayed || len(t.Relays) == 0 || t.OverlayIP.Compare(self) <= 0 {
+		if !t.Relayed || len(t.Relays) == 0 {
 			continue
 		}
 		switch status[t.Relays[0]] {
@@ -108,7 +114,7 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 			rt.mesh.RebuildTunnel(ip)
 			rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
 		}
-		for _, ip := range relaysDown(self, tunnels, status) {
+		for _, ip := range relaysDown(tunnels, status) {
 			if now.Sub(rebuilt[ip]) < relayDownAgain {
 				continue
 			}

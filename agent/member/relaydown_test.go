@@ -9,36 +9,35 @@ import (
 	"github.com/meshd/meshd/mesh"
 )
 
-// TestRelaysDown: a relayed tunnel (to a peer above this node) is named
-// when gossip shows the first relay it runs through (the one Nebula
-// sends through) suspect, failed or left; a later relay down, a first
-// relay gossip does not know, a direct tunnel or a peer below this node
-// (it rebuilds itself) is left alone.
+// TestRelaysDown: a relayed tunnel is named when gossip shows the first
+// relay it runs through (the one Nebula sends through) suspect, failed or
+// left, whichever end this node is (a peer below it too: each end looks
+// at its own list); a later relay down, a first relay gossip does not
+// know or a direct tunnel is left alone.
 func TestRelaysDown(t *testing.T) {
-	self := netip.MustParseAddr("10.42.0.3")
 	c1, c2 := netip.MustParseAddr("10.42.0.1"), netip.MustParseAddr("10.42.0.2")
 	w2, w3, w0 := netip.MustParseAddr("10.42.0.4"), netip.MustParseAddr("10.42.0.5"), netip.MustParseAddr("10.42.0.0")
 	status := map[netip.Addr]gossip.Status{c1: gossip.StatusFailed, c2: gossip.StatusAlive}
 	tunnels := []mesh.Tunnel{
 		{OverlayIP: w2, Relayed: true, Relays: []netip.Addr{c1}},                                                             // its only relay failed
 		{OverlayIP: w3, Relayed: true, Relays: []netip.Addr{c2, c1}},                                                         // sent through c2
-		{OverlayIP: w0, Relayed: true, Relays: []netip.Addr{c1}},                                                             // below self
+		{OverlayIP: w0, Relayed: true, Relays: []netip.Addr{c1}},                                                             // below self: named too
 		{OverlayIP: netip.MustParseAddr("10.42.0.6"), Relayed: true, Relays: []netip.Addr{netip.MustParseAddr("10.42.0.9")}}, // relay unknown
 		{OverlayIP: netip.MustParseAddr("10.42.0.7"), Remote: netip.MustParseAddrPort("10.99.0.7:4242")},                     // direct
 	}
-	if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2}) {
-		t.Fatalf("relaysDown = %v, want [%v]", got, w2)
+	if got := relaysDown(tunnels, status); !slices.Equal(got, []netip.Addr{w2, w0}) {
+		t.Fatalf("relaysDown = %v, want [%v %v]", got, w2, w0)
 	}
 	for _, st := range []gossip.Status{gossip.StatusSuspect, gossip.StatusLeft} {
 		status[c2] = st
-		if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2, w3}) {
-			t.Fatalf("with c2 %s: %v, want [%v %v]", st, got, w2, w3)
+		if got := relaysDown(tunnels, status); !slices.Equal(got, []netip.Addr{w2, w3, w0}) {
+			t.Fatalf("with c2 %s: %v, want [%v %v %v]", st, got, w2, w3, w0)
 		}
 	}
 	status[c1] = gossip.StatusSuspect
 	status[c2] = gossip.StatusAlive
-	if got := relaysDown(self, tunnels, status); !slices.Equal(got, []netip.Addr{w2}) {
-		t.Fatalf("with c1 suspect: %v, want [%v]", got, w2)
+	if got := relaysDown(tunnels, status); !slices.Equal(got, []netip.Addr{w2, w0}) {
+		t.Fatalf("with c1 suspect: %v, want [%v %v]", got, w2, w0)
 	}
 }
 
