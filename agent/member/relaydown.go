@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -43,6 +44,14 @@ import (
 const (
 	relayDownEvery = 250 * time.Millisecond
 	relayDownAgain = 5 * time.Second
+	// relayShortSettle is how long a tunnel must be seen short of relays
+	// before it is rebuilt: a tunnel whose handshake has just completed
+	// adds its relays one answer at a time, and a rebuild then crossed
+	// the peer's own handshakes and left a tunnel with neither a remote
+	// nor a relay until Nebula's connection manager dropped it (the lab
+	// soak with lan timers, 2026-12-03: b2 did not reach a4 for the 10 s
+	// watched).
+	relayShortSettle = 2 * time.Second
 )
 
 // relaysDown are the peers whose relayed tunnel runs through a first
@@ -83,13 +92,14 @@ func relaysShort(self netip.Addr, tunnels []mesh.Tunnel, relays []netip.Addr) []
 }
 
 // runRelayDown rebuilds the tunnels relaysDown names, each at most once
-// every relayDownAgain, and those relaysShort names once for each relay
-// list the overlay has applied, until ctx ends.
+// every relayDownAgain, and those relaysShort has named at every look for
+// relayShortSettle, once for each relay list the overlay has applied,
+// until ctx ends.
 func (rt *Runtime) runRelayDown(ctx context.Context) {
 	t := time.NewTicker(relayDownEvery)
 	defer t.Stop()
 	rebuilt := map[netip.Addr]time.Time{}
-	short := map[netip.Addr]string{} // the relay list each peer was rebuilt for
+	short := shortWatch{rebuiltFor: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}
 	for {
 		select {
 		case <-ctx.Done():
@@ -105,12 +115,7 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 		}
 		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
 		relays := rt.ov.applied().Relays
-		key := fmt.Sprint(relays)
-		for _, ip := range relaysShort(self, tunnels, relays) {
-			if short[ip] == key {
-				continue
-			}
-			short[ip] = key
+		for _, ip := range short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays)) {
 			rt.mesh.RebuildTunnel(ip)
 			rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
 		}
@@ -128,4 +133,35 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// shortWatch decides when a tunnel short of relays is rebuilt: once it
+// has been named at every look for relayShortSettle, and once for each
+// relay list (key) the overlay applies.
+type shortWatch struct {
+	rebuiltFor map[netip.Addr]string    // the relay list each peer was rebuilt for
+	since      map[netip.Addr]time.Time // since when each peer has been seen short
+}
+
+// due takes one look's short peers and returns those to rebuild now.
+func (w shortWatch) due(now time.Time, short []netip.Addr, key string) []netip.Addr {
+	maps.DeleteFunc(w.since, func(ip netip.Addr, _ time.Time) bool { return !slices.Contains(short, ip) })
+	var out []netip.Addr
+	for _, ip := range short {
+		if w.rebuiltFor[ip] == key {
+			continue
+		}
+		since, ok := w.since[ip]
+		if !ok {
+			w.since[ip] = now
+			continue
+		}
+		if now.Sub(since) < relayShortSettle {
+			continue
+		}
+		delete(w.since, ip)
+		w.rebuiltFor[ip] = key
+		out = append(out, ip)
+	}
+	return out
 }

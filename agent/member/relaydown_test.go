@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
@@ -61,4 +62,27 @@ func TestRelaysShort(t *testing.T) {
 	if got := relaysShort(self, tunnels, []netip.Addr{c1, w4}); !slices.Equal(got, []netip.Addr{w2, w3}) {
 		t.Fatalf("relaysShort with relays c1 and w4 = %v, want [%v %v] (w4 is not asked to relay to itself)", got, w2, w3)
 	}
+}
+
+// TestShortWatch: a tunnel short of relays is rebuilt only once it has
+// been seen short at every look for relayShortSettle (one that has just
+// finished its handshake adds relays one answer at a time), once per
+// relay list; a look that does not name it starts its wait again.
+func TestShortWatch(t *testing.T) {
+	w := shortWatch{rebuiltFor: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}
+	a, b := netip.MustParseAddr("10.42.0.4"), netip.MustParseAddr("10.42.0.5")
+	t0 := time.Unix(1000, 0)
+	step := func(at time.Duration, short []netip.Addr, key string, want ...netip.Addr) {
+		t.Helper()
+		if got := w.due(t0.Add(at), short, key); !slices.Equal(got, want) {
+			t.Fatalf("at %s, short %v, list %s: due %v, want %v", at, short, key, got, want)
+		}
+	}
+	step(0, []netip.Addr{a, b}, "L1")
+	step(time.Second, []netip.Addr{a}, "L1")                     // b not short any more: its wait ends
+	step(relayShortSettle, []netip.Addr{a, b}, "L1", a)          // a settled; b starts again
+	step(relayShortSettle+time.Second, []netip.Addr{a, b}, "L1") // a done for L1
+	step(2*relayShortSettle, []netip.Addr{a, b}, "L1", b)
+	step(3*relayShortSettle, []netip.Addr{a, b}, "L2") // a new list: each waits again
+	step(4*relayShortSettle, []netip.Addr{a, b}, "L2", a, b)
 }
