@@ -24,8 +24,9 @@ func (m *Mesh) RelayedPeers() []netip.Addr {
 // the underlay addresses they hold for it, de-duplicated, the peer's
 // static_host_map entries (the address it advertised, often a private one
 // Nebula's own handshake has tried already) last. The query has each
-// lighthouse tell the peer to punch towards this node (after Nebula's
-// punchy.delay, 1 s): what opens the peer's NAT to this node's packets.
+// lighthouse tell the peer to punch towards this node (after
+// punchy.delay, PunchDelay): what opens the peer's NAT to this node's
+// packets.
 // Nothing for a lighthouse or a stopped instance.
 func (m *Mesh) DirectCandidates(ip netip.Addr) []netip.AddrPort {
 	m.mu.RLock()

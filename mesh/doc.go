@@ -45,7 +45,8 @@
 //
 // Fixed by meshd: firewall allowing any port and protocol both ways to and
 // from every holder of a valid cluster certificate, punchy.punch and
-// punchy.respond on, pki.disconnect_invalid on, cipher aes,
+// punchy.respond on, punchy.delay PunchDelay, pki.disconnect_invalid on,
+// cipher aes,
 // logging at info (bridged, see below).
 //
 // # Nebula v1.10.3 caveats this package works around or documents
