@@ -42,6 +42,7 @@ type Mesh struct {
 	applied Config       // the config running now, own address already dropped
 	yaml    string       // Render(applied): what Nebula holds
 	fp      string       // fingerprint of applied.Cert
+	known   []netip.Addr // peers looked up by Tunnels and closeBlocked (peers.go)
 	stopped bool
 }
 
@@ -88,7 +89,7 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 		log: log, bridge: bridge, nc: nc, ctrl: ctrl,
 		self: id.ip, net: id.network, kernel: !c.Userspace, tunDev: c.TunDev,
 		listen:  netip.AddrPortFrom(addrOf(c.ListenHost), uint16(c.ListenPort)),
-		applied: eff, yaml: text, fp: id.fingerprint,
+		applied: eff, yaml: text, fp: id.fingerprint, known: knownPeers(nil, eff),
 	}
 	if c.Userspace {
 		ns, err := newNetstack(ctrl) // calls ctrl.Start

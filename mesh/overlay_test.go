@@ -148,12 +148,28 @@ func TestUserspaceOverlay(t *testing.T) {
 	})
 
 	t.Run("tunnels", func(t *testing.T) {
+		// Tunnels looks up the peers a config has named (peers.go): b's
+		// lists its lighthouse but not a, whose tunnel it holds, until its
+		// config names a; the lighthouse's, whose config names nobody,
+		// lists none.
+		if got := b.Tunnels(); findTunnel(got, aIP) != nil || findTunnel(got, lhIP) == nil {
+			t.Errorf("b's tunnels before its config names a: %+v, want the lighthouse's only", got)
+		}
+		if got := lh.Tunnels(); len(got) != 0 {
+			t.Errorf("lighthouse tunnels: %+v, want none: its config names no peer", got)
+		}
+		next := bCfg
+		next.StaticHosts = map[netip.Addr][]netip.AddrPort{aIP: {a.udpAddr()}}
+		if err := b.Reload(next); err != nil {
+			t.Fatal(err)
+		}
+		bCfg = next
 		tn := findTunnel(b.Tunnels(), aIP)
 		if tn == nil || tn.CertName != "a" || tn.CertFingerprint != fingerprint(t, aCert) || tn.Remote.Addr() != ip("127.0.0.1") {
 			t.Errorf("b's tunnel to a: %+v (all: %+v)", tn, b.Tunnels())
 		}
-		if got := lh.Tunnels(); len(got) < 2 || !slices.IsSortedFunc(got, func(x, y Tunnel) int { return x.OverlayIP.Compare(y.OverlayIP) }) {
-			t.Errorf("lighthouse tunnels: %+v", got)
+		if got := b.Tunnels(); len(got) != 2 || !slices.IsSortedFunc(got, func(x, y Tunnel) int { return x.OverlayIP.Compare(y.OverlayIP) }) {
+			t.Errorf("b's tunnels: %+v, want the lighthouse's and a's, sorted", got)
 		}
 		// TunnelTo reads the same host map entry (meshctl ping's path):
 		// direct, no relays; none to an address nobody holds, or to itself.

@@ -119,6 +119,7 @@ func (m *Mesh) Reload(c Config) error {
 		return m.rollback(err, logged)
 	}
 	m.applied, m.yaml, m.fp = eff, text, id.fingerprint
+	m.known = knownPeers(m.known, eff)
 	m.closeBlocked(eff.Blocklist)
 	m.log.Info("overlay reloaded", "lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
 		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)

@@ -41,15 +41,8 @@ func (m *Mesh) Tunnels() []Tunnel {
 	if m.stopped {
 		return nil
 	}
-	seen := map[uint32]bool{}
 	var out []Tunnel
-	for _, h := range m.ctrl.ListHostmapHosts(false) {
-		// The host map is indexed by overlay address: a peer with several
-		// addresses shows up once per address, with the same index.
-		if seen[h.LocalIndex] || len(h.VpnAddrs) == 0 {
-			continue
-		}
-		seen[h.LocalIndex] = true
+	for _, h := range m.hosts() {
 		out = append(out, tunnelOf(h))
 	}
 	slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
@@ -155,20 +148,23 @@ const maxTunnelsPerPeer = 16
 // A peer may have more than one tunnel: two handshakes that crossed
 // leave both in Nebula's host map, one the primary its address names and
 // the other reachable by its index only, which still carries what the
-// peer sends. Every index is looked at, and every tunnel of a blocked
-// peer's address closed (Nebula's CloseTunnel closes the primary and
-// promotes the next): closing the primary alone let a removed worker
+// peer sends. Every tunnel of the address of a peer whose primary tunnel
+// presents a blocked certificate is closed (Nebula's CloseTunnel closes
+// the primary and promotes the next): closing the primary alone let a removed worker
 // reach a volunteer relay over its second tunnel for 4 s, until Nebula's
 // own check with lan timers (e2e.TestNATRelayLab/lan/
-// removed_refused_through_relay, 2026-12-03).
+// removed_refused_through_relay, 2026-12-03). The peers looked at are the
+// known ones (peers.go): a node removed before this one ever listed it is
+// left to Nebula's own certificate check.
 // The caller holds m.mu.
 func (m *Mesh) closeBlocked(blocklist []string) {
 	if len(blocklist) == 0 {
 		return
 	}
 	var blocked []netip.Addr
-	for _, h := range m.ctrl.ListHostmapIndexes(false) {
-		if h.Cert == nil || len(h.VpnAddrs) == 0 || slices.Contains(blocked, h.VpnAddrs[0]) {
+	hosts := m.hosts()
+	for _, h := range hosts {
+		if h.Cert == nil {
 			continue
 		}
 		fp, err := h.Cert.Fingerprint()
@@ -184,7 +180,6 @@ func (m *Mesh) closeBlocked(blocklist []string) {
 			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, h.VpnAddrs[0], "fingerprint", fp, "tunnels", closed)
 		}
 	}
-	hosts := m.ctrl.ListHostmapHosts(false)
 	for _, h := range hosts {
 		if len(h.VpnAddrs) == 0 || h.CurrentRemote.IsValid() || slices.Contains(blocked, h.VpnAddrs[0]) ||
 			!slices.ContainsFunc(h.CurrentRelaysToMe, func(r netip.Addr) bool { return slices.Contains(blocked, r) }) {

@@ -1,0 +1,58 @@
+package mesh
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/slackhq/nebula"
+)
+
+// Nebula v1.10.3's host listings (Control.ListHostmapHosts and
+// ListHostmapIndexes) copy each tunnel's remote list while they hold the
+// host map's read lock, and the copy takes the remote list's write lock.
+// A lighthouse answering a query holds a remote list's read lock and then
+// takes the host map's read lock. With a writer waiting on the host map
+// (the connection manager swapping a primary tunnel) the three wait on
+// each other for good, and the node's Nebula stops: packets, lighthouse,
+// every Control call (found by e2e.TestCrashAtEveryJoinStep in CI on
+// 2026-12-03: `meshctl nodes` on the origin, a lighthouse, hung 16
+// minutes). So meshd never lists the host map: it looks up each peer it
+// knows (Control.GetHostInfoByVpnAddr, which copies outside the host map's
+// lock).
+
+// knownPeers is known with every overlay address c names added: its
+// lighthouses, static hosts (every live node) and relays. It never
+// shrinks, so a node that was removed (gone from the static hosts in the
+// reload that blocks it) is still looked up when its tunnels are closed;
+// it grows by the nodes the cluster ever had.
+func knownPeers(known []netip.Addr, c Config) []netip.Addr {
+	out := slices.Clone(known)
+	add := func(ip netip.Addr) {
+		if ip.IsValid() && !slices.Contains(out, ip) {
+			out = append(out, ip)
+		}
+	}
+	for _, lh := range c.Lighthouses {
+		add(lh.OverlayIP)
+	}
+	for ip := range c.StaticHosts {
+		add(ip)
+	}
+	for _, r := range c.Relays {
+		add(r)
+	}
+	slices.SortFunc(out, func(a, b netip.Addr) int { return a.Compare(b) })
+	return out
+}
+
+// hosts are the established tunnels to the known peers, the primary one
+// of each, in address order. The caller holds m.mu.
+func (m *Mesh) hosts() []nebula.ControlHostInfo {
+	var out []nebula.ControlHostInfo
+	for _, ip := range m.known {
+		if h := m.ctrl.GetHostInfoByVpnAddr(ip, false); h != nil && len(h.VpnAddrs) > 0 {
+			out = append(out, *h)
+		}
+	}
+	return out
+}
