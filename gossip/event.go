@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -113,15 +112,9 @@ func eventFromSerf(e serf.Event, at time.Time) (Event, bool) {
 	return ev, true
 }
 
-// membersFromSerf converts serf's member list, marking alive members that
-// memberlist suspects, and sorts it by name.
-func membersFromSerf(ms []serf.Member, nodes []*memberlist.Node) []Member {
-	suspect := make(map[string]bool)
-	for _, n := range nodes {
-		if n.State == memberlist.StateSuspect {
-			suspect[n.Name] = true
-		}
-	}
+// membersFromSerf converts serf's member list, marking the alive members
+// this node suspects (suspect.go), and sorts it by name.
+func membersFromSerf(ms []serf.Member, suspect map[string]bool) []Member {
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, memberFromSerf(m, suspect[m.Name]))

@@ -87,7 +87,7 @@ func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 	g := &Gossip{
 		name:    cfg.Name,
 		log:     log,
-		sink:    newLogSink(log),
+		sink:    newLogSink(log, cfg.suspectFor()),
 		serfCh:  make(chan serf.Event, serfEventBuffer),
 		events:  newEventQueue(eventBuffer),
 		queries: make(chan Query, queryBuffer),
@@ -141,11 +141,18 @@ func (g *Gossip) Dropped() uint64 { return g.events.dropped.Load() }
 func (g *Gossip) KeyErrors() uint64 { return g.sink.keyErrors.Load() }
 
 // Members returns every member serf knows, this node included, sorted by
-// name. Failed and left members stay listed until reaped. An alive member
-// that memberlist currently suspects is reported as StatusSuspect.
+// name. Failed and left members stay listed until reaped. A suspected
+// member is listed alive: memberlist does not say whom it suspects
+// (suspect.go); Suspects has this node's own suspicions.
 func (g *Gossip) Members() []Member {
-	return membersFromSerf(g.serf.Members(), g.serf.Memberlist().Members())
+	return membersFromSerf(g.serf.Members(), nil)
 }
+
+// Suspects are the members this node's own probes suspect now (their
+// last failed probe within a few probe rounds), by name. A hint for
+// moving traffic off a member early (agent/member/relaydown.go), never a
+// verdict: gossip's own failure decides membership.
+func (g *Gossip) Suspects() map[string]bool { return g.sink.suspects.active() }
 
 // LocalMember returns this node as gossip advertises it.
 func (g *Gossip) LocalMember() Member {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -35,14 +36,16 @@ var keyErrorMarkers = []string{
 type logSink struct {
 	log       *slog.Logger
 	keyErrors atomic.Uint64
+	suspects  *suspicions // this node's own suspicions (suspect.go)
 }
 
-// newLogSink returns a sink forwarding to l (nil discards).
-func newLogSink(l *slog.Logger) *logSink {
+// newLogSink returns a sink forwarding to l (nil discards); a suspicion it
+// reads counts for suspectFor.
+func newLogSink(l *slog.Logger, suspectFor time.Duration) *logSink {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	return &logSink{log: l}
+	return &logSink{log: l, suspects: newSuspicions(suspectFor)}
 }
 
 // logger returns a *log.Logger for serf and memberlist that writes here.
@@ -65,6 +68,9 @@ func (s *logSink) Write(p []byte) (int, error) {
 // "[ERR] memberlist: Decrypt packet failed: ... from=1.2.3.4:7946".
 func (s *logSink) line(text string) {
 	level, lib, msg := parseLogLine(text)
+	if lib == "memberlist" {
+		s.suspects.saw(msg)
+	}
 	key := isKeyError(msg)
 	if key {
 		s.keyErrors.Add(1)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -18,7 +19,7 @@ import (
 func TestLogSinkJSON(t *testing.T) {
 	var buf bytes.Buffer
 	lv := new(slog.LevelVar) // info
-	s := newLogSink(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: lv})))
+	s := newLogSink(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: lv})), time.Second)
 	l := s.logger()
 	l.Printf("[DEBUG] memberlist: Stream connection from=127.0.0.1:5")
 	l.Printf("[INFO] serf: EventMemberJoin: b 10.0.0.2")

@@ -110,8 +110,13 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 			continue
 		}
 		status := map[netip.Addr]gossip.Status{}
+		suspects := rt.gossip.Suspects()
 		for _, m := range rt.gossip.Members() {
-			status[m.Addr.Addr().Unmap()] = m.Status
+			st := m.Status
+			if st == gossip.StatusAlive && suspects[m.Name] {
+				st = gossip.StatusSuspect
+			}
+			status[m.Addr.Addr().Unmap()] = st
 		}
 		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
 		relays := rt.ov.applied().Relays

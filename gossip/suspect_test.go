@@ -1,0 +1,56 @@
+package gossip
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSuspicions: memberlist's "Suspect NAME has failed, no acks received"
+// marks NAME suspected for the window after its last line; other lines,
+// and a line about this node's refutation, mark nothing.
+func TestSuspicions(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := newSuspicions(5 * time.Second)
+	s.now = func() time.Time { return now }
+	for _, msg := range []string{
+		"Suspect c1 has failed, no acks received",
+		"Refuting a suspect message (from: c2)",
+		"Marking c3 as failed, suspect timeout reached (0 peer confirmations)",
+		"Suspect  has failed, no acks received",
+		"Failed UDP ping: w2 (timeout reached)",
+	} {
+		s.saw(msg)
+	}
+	if got := s.active(); len(got) != 1 || !got["c1"] {
+		t.Fatalf("active = %v, want only c1", got)
+	}
+	now = now.Add(4 * time.Second)
+	s.saw("Suspect c1 has failed, no acks received") // probed again, still unanswered
+	now = now.Add(4 * time.Second)
+	if got := s.active(); !got["c1"] {
+		t.Fatalf("8 s after the first line, 4 s after the last: %v, want c1 still suspected", got)
+	}
+	now = now.Add(time.Second)
+	if got := s.active(); len(got) != 0 {
+		t.Fatalf("5 s after the last line: %v, want none", got)
+	}
+}
+
+// TestSuspectsLive: with real memberlist, a member that stops answering
+// is in its probers' Suspects within a few probe rounds (fast timers).
+func TestSuspectsLive(t *testing.T) {
+	nodes, _ := cluster(t, newKey(t), "a", "b", "c")
+	if got := nodes[0].g.Suspects(); len(got) != 0 {
+		t.Fatalf("a suspects %v with every member up", got)
+	}
+	if err := nodes[2].g.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !nodes[0].g.Suspects()["c"] || !nodes[1].g.Suspects()["c"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after c stopped: a suspects %v, b %v; want c in both", nodes[0].g.Suspects(), nodes[1].g.Suspects())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
