@@ -21,7 +21,7 @@
 // per-source rate limit, a bounded table of sources, and packets that do
 // not parse are counted and dropped, never logged with their content.
 //
-// Import rule (deps_test.go): may import codes; nothing else of meshd.
+// Import rule (deps_test.go): may import codes and persource; nothing else of meshd.
 // agent/member (the responder on control nodes, `meshctl netcheck`) and
 // agent/preflight (the join's check) import it.
 package netcheck

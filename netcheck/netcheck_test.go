@@ -309,18 +309,3 @@ func TestResponderBounded(t *testing.T) {
 		t.Errorf("stats %+v, want 3 malformed, 2 limited, 3 answered", s)
 	}
 }
-
-// TestResponderSourceTableBounded: past MaxSources a new source is
-// dropped until the window turns.
-func TestResponderSourceTableBounded(t *testing.T) {
-	now := time.Unix(0, 0)
-	r := NewResponder(nil, ResponderLimits{PerSource: 5, MaxSources: 2, Window: time.Second}, slog.New(slog.DiscardHandler), func() time.Time { return now })
-	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	if !r.allow(a) || !r.allow(b) || r.allow(c) || !r.allow(a) {
-		t.Fatal("the third source was let in past MaxSources, or a known one kept out")
-	}
-	now = now.Add(time.Second)
-	if !r.allow(c) {
-		t.Fatal("a new window did not let a new source in")
-	}
-}

@@ -5,41 +5,20 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"net/netip"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/meshd/meshd/persource"
 	"github.com/pion/stun/v3"
 )
 
 // DefaultPort is STUN's IANA port, ports.stun's default.
 const DefaultPort = 3478
 
-// ResponderLimits bound what a responder answers.
-type ResponderLimits struct {
-	// PerSource is how many requests one source IP gets answered per
-	// Window; the rest are dropped (counted). Zero: 20.
-	PerSource int
-	// Window is the rate limit's window. Zero: 1 s.
-	Window time.Duration
-	// MaxSources bounds the sources tracked in one window; a new source
-	// past it is dropped until the window turns. Zero: 4096.
-	MaxSources int
-}
-
-func (l ResponderLimits) withDefaults() ResponderLimits {
-	if l.PerSource <= 0 {
-		l.PerSource = 20
-	}
-	if l.Window <= 0 {
-		l.Window = time.Second
-	}
-	if l.MaxSources <= 0 {
-		l.MaxSources = 4096
-	}
-	return l
-}
+// ResponderLimits bound what a responder answers: PerSource requests
+// per source IP per Window (20 per 1 s), at most MaxSources sources in
+// one window (4096); the rest are dropped and counted.
+type ResponderLimits = persource.Limits
 
 // ResponderStats count what a responder did with the packets it read.
 type ResponderStats struct {
@@ -51,25 +30,17 @@ type ResponderStats struct {
 // Responder answers STUN Binding requests on a UDP socket with the
 // requester's address as it arrived (XOR-MAPPED-ADDRESS).
 type Responder struct {
-	conn   net.PacketConn
-	log    *slog.Logger
-	limits ResponderLimits
-	now    func() time.Time
+	conn  net.PacketConn
+	log   *slog.Logger
+	limit *persource.Limiter
 
 	answered, malformed, limited atomic.Uint64
-
-	mu        sync.Mutex
-	windowEnd time.Time
-	seen      map[netip.Addr]int
 }
 
 // NewResponder serves conn (Run) within limits; now is the clock (nil:
 // time.Now).
 func NewResponder(conn net.PacketConn, limits ResponderLimits, log *slog.Logger, now func() time.Time) *Responder {
-	if now == nil {
-		now = time.Now
-	}
-	return &Responder{conn: conn, log: log, limits: limits.withDefaults(), now: now, seen: map[netip.Addr]int{}}
+	return &Responder{conn: conn, log: log, limit: persource.New(limits, now)}
 }
 
 // Listen opens the UDP socket a responder serves, on addr ("ip:port").
@@ -122,7 +93,7 @@ func (r *Responder) handle(pkt []byte, from net.Addr) {
 		r.malformed.Add(1)
 		return
 	}
-	if !r.allow(src.Addr().Unmap()) {
+	if !r.limit.Allow(src.Addr()) {
 		r.limited.Add(1)
 		return
 	}
@@ -137,25 +108,4 @@ func (r *Responder) handle(pkt []byte, from net.Addr) {
 		return
 	}
 	r.answered.Add(1)
-}
-
-// allow counts a request from src in the current window and says whether
-// it is within the source's rate and the table's bound.
-func (r *Responder) allow(src netip.Addr) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := r.now()
-	if !now.Before(r.windowEnd) {
-		clear(r.seen)
-		r.windowEnd = now.Add(r.limits.Window)
-	}
-	n, known := r.seen[src]
-	if !known && len(r.seen) >= r.limits.MaxSources {
-		return false
-	}
-	if n >= r.limits.PerSource {
-		return false
-	}
-	r.seen[src] = n + 1
-	return true
 }
