@@ -81,6 +81,8 @@ type File struct {
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 	// Firewall is the overlay firewall (firewall.go); reloadable.
 	Firewall Firewall `yaml:"firewall"`
+	// DNS is the cluster's names (dns.go).
+	DNS DNS `yaml:"dns"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -152,6 +154,7 @@ func Default() File {
 		RevocationAckTimeout: control.DefaultRevocationAckTimeout,
 		TokenRetention:       control.DefaultTokenRetention,
 		MaxClockSkew:         enroll.DefaultMaxSkew,
+		DNS:                  DefaultDNS(),
 	}
 }
 
@@ -323,6 +326,7 @@ func (c File) Validate() error {
 			bad("ports.stun", fmt.Sprint(c.Ports.STUN), fmt.Errorf("must differ from %s (both are UDP listeners)", other.name))
 		}
 	}
+	c.validDNS(bad)
 	if err := c.Firewall.validate(); err != nil {
 		// One problem, the first bad rule, under its direction's
 		// list key (which has a line in the file); the code says which

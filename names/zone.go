@@ -1,0 +1,280 @@
+package names
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/meshd/meshd/enroll"
+)
+
+// TTL is every answer's time to live, positive and negative (the SOA's
+// minimum), in seconds: a resolver that caches (systemd-resolved does)
+// forgets a removed node and learns a joined one within it, inside the
+// 2 s revocation bound a removal promises.
+const TTL = 1
+
+// DefaultDomain is dns.domain's default: members are NAME.CLUSTER.mesh.
+const DefaultDomain = "mesh"
+
+// Host is one name the zone answers: an active node and its overlay IP.
+type Host struct {
+	Name string // the node's name, a DNS label (enroll.ValidName)
+	Addr netip.Addr
+}
+
+// Zone is one node's view of the cluster's names, immutable once built:
+// the forward zone CLUSTER.DOMAIN (an A record per active node) and the
+// overlay's reverse zone (a PTR per active node). Build a new one on each
+// change and hand it to Server.SetZone.
+type Zone struct {
+	origin  string // "prod.mesh.", lower case
+	reverse string // the overlay's reverse zone, "42.10.in-addr.arpa." for 10.42.0.0/16
+	overlay netip.Prefix
+	byName  map[string]netip.Addr // "w1" -> 10.42.0.3
+	byAddr  map[netip.Addr]string // 10.42.0.3 -> "w1.prod.mesh."
+	soa     *dns.SOA
+}
+
+// NewZone builds the zone of cluster under domain (ValidDomain) for the
+// overlay network: hosts outside it, with a name that is not a DNS label,
+// or with a name or address another host has already taken are left out
+// (the FSM never records two, so that is a corrupt input, not a choice).
+func NewZone(cluster, domain string, overlay netip.Prefix, hosts []Host) (*Zone, error) {
+	if err := ValidDomain(domain); err != nil {
+		return nil, err
+	}
+	if !validLabel(cluster) {
+		return nil, fmt.Errorf("dns: cluster name %q is not a DNS label", cluster)
+	}
+	if !overlay.IsValid() || !overlay.Addr().Is4() {
+		return nil, fmt.Errorf("dns: overlay %s: want an IPv4 network", overlay)
+	}
+	overlay = overlay.Masked()
+	z := &Zone{
+		origin:  strings.ToLower(cluster + "." + domain + "."),
+		reverse: reverseZone(overlay),
+		overlay: overlay,
+		byName:  make(map[string]netip.Addr, len(hosts)),
+		byAddr:  make(map[netip.Addr]string, len(hosts)),
+	}
+	for _, h := range hosts {
+		name := strings.ToLower(h.Name)
+		if !validLabel(name) || !overlay.Contains(h.Addr) {
+			continue
+		}
+		if _, taken := z.byName[name]; taken {
+			continue
+		}
+		if _, taken := z.byAddr[h.Addr]; taken {
+			continue
+		}
+		z.byName[name] = h.Addr
+		z.byAddr[h.Addr] = name + "." + z.origin
+	}
+	z.soa = &dns.SOA{
+		Hdr:     dns.RR_Header{Name: z.origin, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: TTL},
+		Ns:      "ns." + z.origin,
+		Mbox:    "hostmaster." + z.origin,
+		Serial:  1,
+		Refresh: 3600, Retry: 600, Expire: 86400, Minttl: TTL,
+	}
+	return z, nil
+}
+
+// Origin is the forward zone without its final dot: "prod.mesh".
+func (z *Zone) Origin() string { return strings.TrimSuffix(z.origin, ".") }
+
+// FQDN is node's name in the zone without the final dot ("w1.prod.mesh"),
+// whether or not the zone holds it.
+func (z *Zone) FQDN(node string) string { return node + "." + z.Origin() }
+
+// Len is how many hosts the zone answers for.
+func (z *Zone) Len() int { return len(z.byName) }
+
+// Lookup is the address the zone gives name (a node name or its FQDN).
+func (z *Zone) Lookup(name string) (netip.Addr, bool) {
+	a, ok := z.byName[strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(name), "."), "."+z.Origin())]
+	return a, ok
+}
+
+// Equal says whether two zones answer every question alike.
+func (z *Zone) Equal(o *Zone) bool {
+	if z == nil || o == nil {
+		return z == o
+	}
+	if z.origin != o.origin || z.overlay != o.overlay || len(z.byName) != len(o.byName) {
+		return false
+	}
+	for n, a := range z.byName {
+		if b, ok := o.byName[n]; !ok || a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// Answer is the zone's reply to a query (one question, opcode QUERY): an
+// A (or, for ANY, the A) for a member's name; a PTR for a member's
+// overlay address; NXDOMAIN with the SOA for any other name in either
+// zone; NOERROR without records for another type of a name that exists;
+// REFUSED for a name outside both zones or a class other than IN: the
+// query is never forwarded anywhere.
+func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
+	resp := new(dns.Msg)
+	resp.SetReply(req)
+	resp.RecursionAvailable = false
+	if len(req.Question) != 1 {
+		resp.Rcode = dns.RcodeFormatError
+		return resp
+	}
+	q := req.Question[0]
+	if q.Qclass != dns.ClassINET && q.Qclass != dns.ClassANY {
+		resp.Rcode = dns.RcodeRefused
+		return resp
+	}
+	name := strings.ToLower(q.Name)
+	switch {
+	case dns.IsSubDomain(z.origin, name):
+		resp.Authoritative = true
+		z.forward(resp, q, name)
+	case dns.IsSubDomain(z.reverse, name):
+		resp.Authoritative = true
+		z.ptr(resp, q, name)
+	default:
+		resp.Rcode = dns.RcodeRefused
+	}
+	return resp
+}
+
+// forward answers a name in CLUSTER.DOMAIN.
+func (z *Zone) forward(resp *dns.Msg, q dns.Question, name string) {
+	if name == z.origin {
+		if q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY {
+			resp.Answer = append(resp.Answer, dns.Copy(z.soa))
+			return
+		}
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa)) // NODATA
+		return
+	}
+	label := strings.TrimSuffix(name, "."+z.origin)
+	addr, ok := z.byName[label]
+	if !ok {
+		resp.Rcode = dns.RcodeNameError
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
+		return
+	}
+	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeANY {
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa)) // NODATA: the name exists, the type does not
+		return
+	}
+	resp.Answer = append(resp.Answer, &dns.A{
+		Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: TTL},
+		A:   addr.AsSlice(),
+	})
+}
+
+// ptr answers a name in the overlay's reverse zone.
+func (z *Zone) ptr(resp *dns.Msg, q dns.Question, name string) {
+	addr, full, ok := parseReverse(name)
+	switch {
+	case !ok, full && !z.overlay.Contains(addr):
+		resp.Rcode = dns.RcodeNameError
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
+		return
+	case !full: // an empty non-terminal (or the zone's apex): it exists, with no records
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
+		return
+	}
+	host, ok := z.byAddr[addr]
+	if !ok {
+		resp.Rcode = dns.RcodeNameError
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
+		return
+	}
+	if q.Qtype != dns.TypePTR && q.Qtype != dns.TypeANY {
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
+		return
+	}
+	resp.Answer = append(resp.Answer, &dns.PTR{
+		Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypePTR, Class: dns.ClassINET, Ttl: TTL},
+		Ptr: host,
+	})
+}
+
+// reverseZone is the in-addr.arpa zone that holds overlay, its prefix
+// rounded down to whole octets: 10.42.0.0/16 and 10.42.16.0/20 are both
+// in 42.10.in-addr.arpa.
+func reverseZone(overlay netip.Prefix) string {
+	b := overlay.Addr().As4()
+	octets := overlay.Bits() / 8
+	labels := make([]string, 0, octets+2)
+	for i := octets - 1; i >= 0; i-- {
+		labels = append(labels, strconv.Itoa(int(b[i])))
+	}
+	return strings.Join(append(labels, "in-addr", "arpa"), ".") + "."
+}
+
+// parseReverse reads an in-addr.arpa name: full says all four octets are
+// there (addr is the address); ok is false when a label is not an octet
+// or there are more than four.
+func parseReverse(name string) (addr netip.Addr, full, ok bool) {
+	rest, found := strings.CutSuffix(name, "in-addr.arpa.")
+	if !found {
+		return netip.Addr{}, false, false
+	}
+	rest = strings.TrimSuffix(rest, ".")
+	if rest == "" {
+		return netip.Addr{}, false, true
+	}
+	labels := strings.Split(rest, ".")
+	if len(labels) > 4 {
+		return netip.Addr{}, false, false
+	}
+	var b [4]byte
+	for i, l := range labels {
+		v, err := strconv.ParseUint(l, 10, 8)
+		if err != nil || (len(l) > 1 && l[0] == '0') {
+			return netip.Addr{}, false, false
+		}
+		b[len(labels)-1-i] = byte(v)
+	}
+	if len(labels) < 4 {
+		return netip.Addr{}, false, true
+	}
+	return netip.AddrFrom4(b), true, true
+}
+
+// reservedDomains may not be dns.domain nor end it: the host resolves
+// them itself (RFC 6761, RFC 6762), and routing one to meshd would take
+// names from the host.
+var reservedDomains = []string{"local", "localhost", "arpa", "invalid", "onion"}
+
+// ValidDomain checks dns.domain: one or more DNS labels (a-z, 0-9, '-',
+// 1-63 each, no final dot), at most 125 characters so that
+// NAME.CLUSTER.DOMAIN fits in a DNS name whatever the two labels, and
+// not one of the names the host resolves itself (local, localhost,
+// arpa, invalid, onion) nor under one.
+func ValidDomain(domain string) error {
+	if domain == "" || len(domain) > 125 {
+		return fmt.Errorf("dns domain %q: want 1-125 characters", domain)
+	}
+	for l := range strings.SplitSeq(domain, ".") {
+		if !validLabel(l) {
+			return fmt.Errorf("dns domain %q: each label 1-63 of a-z, 0-9, '-', starting and ending with a letter or digit", domain)
+		}
+	}
+	labels := strings.Split(domain, ".")
+	if slices.Contains(reservedDomains, labels[len(labels)-1]) {
+		return errors.New("dns domain " + strconv.Quote(domain) + ": the host resolves " + labels[len(labels)-1] + " itself; choose another (default mesh)")
+	}
+	return nil
+}
+
+// validLabel is a node's or cluster's name rule (enroll.ValidName).
+func validLabel(l string) bool { return enroll.ValidName(l) == nil }
