@@ -278,6 +278,16 @@ func (a *Agent) controlPlane() (*control.Plane, error) {
 	return rt.Plane(), nil
 }
 
+// nodeArg is the node a command names as name: its DNS name
+// (w1.prod.mesh) is the node's name (member.Runtime.NodeName).
+func (a *Agent) nodeArg(name string) string {
+	rt, err := a.running()
+	if err != nil {
+		return name
+	}
+	return rt.NodeName(name)
+}
+
 func (a *Agent) stopRuntime() {
 	a.mu.Lock()
 	rt := a.rt

@@ -77,7 +77,7 @@ func (h api) caHandoff(r *http.Request, req apitype.CAHandoffRequest) (apitype.C
 	if err != nil {
 		return apitype.CACustody{}, err
 	}
-	ho, err := ctl.Handoff(r.Context(), req.Node, h.a.operator(r.Context()))
+	ho, err := ctl.Handoff(r.Context(), h.a.nodeArg(req.Node), h.a.operator(r.Context()))
 	if err != nil {
 		return apitype.CACustody{}, err
 	}

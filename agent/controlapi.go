@@ -41,6 +41,7 @@ func (h api) postApprove(r *http.Request, req apitype.ApproveRequest) (*apitype.
 	if err != nil {
 		return nil, err
 	}
+	req.Name = h.a.nodeArg(req.Name)
 	return ctl.Approve(r.Context(), req, h.a.operator(r.Context()))
 }
 
@@ -70,7 +71,7 @@ func (h api) postRemove(r *http.Request, req apitype.RemoveRequest) (*apitype.Re
 	if err != nil {
 		return nil, err
 	}
-	return ctl.RemoveAndConfirm(r.Context(), r.PathValue("name"), h.a.operator(r.Context()), req.Wait)
+	return ctl.RemoveAndConfirm(r.Context(), h.a.nodeArg(r.PathValue("name")), h.a.operator(r.Context()), req.Wait)
 }
 
 // getNodes lists the cluster from this node's raft, or asks a control node.

@@ -122,6 +122,7 @@ func (h api) postPing(r *http.Request, req apitype.PingRequest) (apitype.PingRep
 	if err != nil {
 		return apitype.PingReply{}, err
 	}
+	req.Name = rt.NodeName(req.Name) // w1.prod.mesh is w1 (names.go)
 	return rt.Ping(r.Context(), req)
 }
 

@@ -94,6 +94,18 @@ func (z *Zone) Origin() string { return strings.TrimSuffix(z.origin, ".") }
 // whether or not the zone holds it.
 func (z *Zone) FQDN(node string) string { return node + "." + z.Origin() }
 
+// NodeName is the node name a command was given as name: a name in the
+// zone ("w1.prod.mesh", any case, final dot or not) is its first label;
+// anything else is returned as given (a plain node name, or a name the
+// cluster's commands then refuse as unknown).
+func (z *Zone) NodeName(name string) string {
+	lower := strings.TrimSuffix(strings.ToLower(name), ".")
+	if label, ok := strings.CutSuffix(lower, "."+z.Origin()); ok && validLabel(label) {
+		return label
+	}
+	return name
+}
+
 // Len is how many hosts the zone answers for.
 func (z *Zone) Len() int { return len(z.byName) }
 

@@ -171,6 +171,12 @@ func TestZoneLookupEqual(t *testing.T) {
 	if a, ok := z.Lookup("w2"); !ok || a != netip.MustParseAddr("10.42.1.7") {
 		t.Errorf("Lookup w2: %v %v", a, ok)
 	}
+	for in, want := range map[string]string{"w1.prod.mesh": "w1", "W1.Prod.Mesh.": "w1", "gone.prod.mesh": "gone",
+		"w1": "w1", "w1.other.mesh": "w1.other.mesh", "a.b.prod.mesh": "a.b.prod.mesh", "prod.mesh": "prod.mesh"} {
+		if got := z.NodeName(in); got != want {
+			t.Errorf("NodeName(%q) = %q, want %q", in, got, want)
+		}
+	}
 	if z.FQDN("w1") != "w1.prod.mesh" || z.Origin() != "prod.mesh" {
 		t.Errorf("FQDN %q origin %q", z.FQDN("w1"), z.Origin())
 	}

@@ -71,6 +71,10 @@ func NewNodeAt(t testing.TB, name, ip string, clock *Clock, tweak ...func(*confi
 	return n
 }
 
+// DNSPort is a test agent's DNS port, on its loopback address and its
+// overlay address alike.
+const DNSPort = 10053
+
 // TestConfig is a config for a test agent on ip with short raft timers.
 func TestConfig(ip, stateDir, socket string) config.File {
 	cfg := config.Default()
@@ -78,6 +82,9 @@ func TestConfig(ip, stateDir, socket string) config.File {
 	cfg.BindAddr, cfg.AdvertiseAddr = ip, ip
 	cfg.LogLevel = "debug"
 	cfg.OverlayMode, cfg.Timers = "userspace", "fast"
+	// Names on the agent's own loopback address, on a port a test may
+	// bind without privileges (each agent has its own address).
+	cfg.DNS.Loopback, cfg.DNS.Port = ip, DNSPort
 	cfg.Raft = config.RaftTiming{HeartbeatTimeout: 200 * time.Millisecond,
 		ElectionTimeout: 200 * time.Millisecond, LeaderLease: 100 * time.Millisecond, PromoteTimeout: 3 * time.Second}
 	return cfg

@@ -125,6 +125,33 @@ type Status struct {
 	// Quorum is raft's quorum as this node sees it (raft voters only;
 	// quorum.go).
 	Quorum *Quorum `json:"quorum,omitempty"`
+	// DNS is this node's DNS server (issue 30); absent with dns.enabled
+	// false.
+	DNS *DNS `json:"dns,omitempty"`
+}
+
+// DNS is this node's DNS (the cluster's names) in GET /v0/status.
+type DNS struct {
+	// Domain is the zone answered: a member is NAME.Domain.
+	Domain string `json:"domain"`
+	// Names is how many active members the zone answers for.
+	Names int `json:"names"`
+	// Listening are the addresses answered on, UDP and TCP: the overlay
+	// address and the loopback one.
+	Listening []string `json:"listening"`
+	// Loopback is dns.loopback with its port: where a host's resolver
+	// points without systemd-resolved.
+	Loopback string `json:"loopback"`
+	// NotServed are the addresses that could not be bound, with why.
+	NotServed []string `json:"not_served,omitempty"`
+	// Resolved is systemd-resolved's routing of the domain: "configured"
+	// (Link names the overlay's link), "off" (dns.resolved false or
+	// userspace mode), or why not ("not running: ...").
+	Resolved string `json:"resolved"`
+	Link     string `json:"link,omitempty"`
+	// Hint says how to point a resolver at this node's names when
+	// resolved does not route them.
+	Hint string `json:"hint,omitempty"`
 }
 
 // Overlay is this node's Nebula state in GET /v0/status.
@@ -264,6 +291,9 @@ type Node struct {
 	// Tunnel is the answering node's Nebula tunnel to this node, when it
 	// has one: direct to an underlay address, or relayed via a relay.
 	Tunnel *PingPath `json:"tunnel,omitempty"`
+	// DNSName is the node's name in the asking node's DNS
+	// (NAME.CLUSTER.DOMAIN), for an active node while names are served.
+	DNSName string `json:"dns_name,omitempty"`
 }
 
 // NATBehind reports whether seenFrom, the address a node's join came

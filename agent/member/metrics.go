@@ -75,4 +75,9 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 			st.PathUpDirect, st.PathUpFailed, st.PathUpSkipped = rt.paths.Counts()
 		}
 	}
+	if rt.dns != nil {
+		s := rt.dns.srv.Stats()
+		st.DNS = &metrics.DNS{Queries: s.Queries, Limited: s.Limited, Malformed: s.Malformed, Rcodes: s.Rcodes,
+			LatencyBounds: s.Latency.Bounds, LatencyCounts: s.Latency.Counts, LatencySum: s.Latency.Sum, LatencyCount: s.Latency.Count}
+	}
 }

@@ -156,6 +156,7 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 		case <-tick.C:
 		}
 		in := rt.overlayInputs() // read once for the pass
+		rt.dns.syncZone()        // names.go: before the reload a removal's acknowledgement waits for
 		if wait := rt.ov.reconcileOverlay(in); wait > 0 {
 			retry.Reset(wait)
 		}

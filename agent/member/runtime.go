@@ -111,6 +111,7 @@ type Runtime struct {
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
 	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
 	nat     natState         // this node's NAT, as its path check saw it (natpath.go)
+	dns     *dnsNames        // the cluster's names; nil with dns.enabled false (names.go)
 
 	control   *http.Server
 	controlLn net.Listener
@@ -241,6 +242,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	rt.startNames() // names.go
 	if rt.ctl != nil {
 		if err := rt.startSTUN(); err != nil { // netcheck.go
 			return nil, err
@@ -391,6 +393,7 @@ func (rt *Runtime) Stop() {
 		cancel()
 	}
 	rt.wg.Wait()
+	rt.dns.stop()
 	if rt.client != nil {
 		rt.client.CloseIdle()
 	}
@@ -440,6 +443,9 @@ func (rt *Runtime) NodeRows(ctx context.Context) ([]apitype.Node, error) {
 	for i := range rows {
 		if rows[i].ID != rt.facts.NodeID && rows[i].State == "active" && rows[i].OverlayIP != "" { // a former node's address may be another's now
 			rows[i].Tunnel = byIP[rows[i].OverlayIP]
+		}
+		if rows[i].State == "active" {
+			rows[i].DNSName = rt.dns.fqdn(rows[i].Name)
 		}
 	}
 	return rows, err

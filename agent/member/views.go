@@ -101,6 +101,9 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
 	}
 	rt.pairs.fillStatus(s) // pairhealth.go
+	var dnsWarns []apitype.Warning
+	s.DNS, dnsWarns = rt.dns.status() // names.go
+	s.Warnings = append(s.Warnings, dnsWarns...)
 	if s.Gossip != nil && s.Gossip.KeyErrors > 0 {
 		s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.GossipKey,
 			Detail: fmt.Sprintf("%d gossip messages could not be decrypted with this node's keys", s.Gossip.KeyErrors)})

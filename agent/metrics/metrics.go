@@ -60,6 +60,24 @@ type State struct {
 	// time one begins to be skipped).
 	PathUpKnown                               bool
 	PathUpDirect, PathUpFailed, PathUpSkipped uint64
+
+	// DNS is the names' server (package names), since the runtime
+	// started; nil with dns.enabled false.
+	DNS *DNS
+}
+
+// DNS are the names' counters (names.Stats, in plain types: this
+// package imports no part of the runtime).
+type DNS struct {
+	Queries, Limited, Malformed uint64
+	Rcodes                      map[string]uint64 // answers by rcode name
+	// LatencyBounds are the histogram's upper bounds in seconds;
+	// LatencyCounts the observations per bucket (not cumulative), the
+	// last one past the last bound.
+	LatencyBounds []float64
+	LatencyCounts []uint64
+	LatencySum    float64
+	LatencyCount  uint64
 }
 
 // collector turns a State into series at each scrape.
@@ -90,7 +108,11 @@ var (
 	descDiskFailures   = prometheus.NewDesc("meshd_disk_check_failures_total", "Failed write checks of the state dir since meshd started.", nil, nil)
 	descClockDeviation = prometheus.NewDesc("meshd_clock_deviation_seconds", "How far this control node's clock runs ahead of the median of the control nodes' clocks (negative: behind); absent until a peer's clock was read (control nodes only).", nil, nil)
 	descClockUntrusted = prometheus.NewDesc("meshd_clock_untrusted", "1 while this control node's clock is more than max_clock_skew from the median of the control nodes' clocks: it mints nothing, serves no join and hands off leadership (control nodes only).", nil, nil)
-	metricsDescriptors = []*prometheus.Desc{descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
+	descDNSQueries     = prometheus.NewDesc("meshd_dns_queries_total", "DNS queries this node's names server took (parsed, within their source's rate).", nil, nil)
+	descDNSAnswers     = prometheus.NewDesc("meshd_dns_answers_total", "DNS answers sent, by rcode (NOERROR, NXDOMAIN, REFUSED: a name outside the cluster's zones, never forwarded).", []string{"rcode"}, nil)
+	descDNSDropped     = prometheus.NewDesc("meshd_dns_dropped_total", "DNS packets dropped unanswered, by reason: ratelimited (over the source's rate) or malformed (not a plain query, or not parsed).", []string{"reason"}, nil)
+	descDNSLatency     = prometheus.NewDesc("meshd_dns_answer_seconds", "Time from a DNS query parsed to its answer written.", nil, nil)
+	metricsDescriptors = []*prometheus.Desc{descDNSQueries, descDNSAnswers, descDNSDropped, descDNSLatency,descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
 		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
 		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries}
 )
@@ -139,6 +161,9 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descKeyErrors, prometheus.CounterValue, float64(st.KeyErrors))
 	}
+	if d := st.DNS; d != nil {
+		collectDNS(ch, d)
+	}
 	if st.OverlayKnown {
 		ch <- prometheus.MustNewConstMetric(descTunnels, prometheus.GaugeValue, float64(st.Tunnels))
 		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(st.Blocklist))
@@ -153,6 +178,25 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descNebulaExpires, prometheus.GaugeValue, float64(st.NebulaExpires.Unix()))
 		}
 	}
+}
+
+// collectDNS writes the names' series.
+func collectDNS(ch chan<- prometheus.Metric, d *DNS) {
+	ch <- prometheus.MustNewConstMetric(descDNSQueries, prometheus.CounterValue, float64(d.Queries))
+	for rc, n := range d.Rcodes {
+		ch <- prometheus.MustNewConstMetric(descDNSAnswers, prometheus.CounterValue, float64(n), rc)
+	}
+	ch <- prometheus.MustNewConstMetric(descDNSDropped, prometheus.CounterValue, float64(d.Limited), "ratelimited")
+	ch <- prometheus.MustNewConstMetric(descDNSDropped, prometheus.CounterValue, float64(d.Malformed), "malformed")
+	buckets := make(map[float64]uint64, len(d.LatencyBounds))
+	var cum uint64
+	for i, b := range d.LatencyBounds {
+		if i < len(d.LatencyCounts) {
+			cum += d.LatencyCounts[i]
+		}
+		buckets[b] = cum
+	}
+	ch <- prometheus.MustNewConstHistogram(descDNSLatency, d.LatencyCount, d.LatencySum, buckets)
 }
 
 // The outcomes of meshd_pathup_tries_total.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -17,14 +18,20 @@ func (a *app) nodesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the cluster's nodes",
-		Args:  args(cobra.NoArgs),
+		Long: "List the cluster's nodes. -o wide adds each node's DNS name (NAME.CLUSTER.DOMAIN, as this node " +
+			"answers it); -o json holds it as dns_name.",
+		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			wide := a.output == "wide"
+			if wide {
+				a.output = "table"
+			}
 			asJSON, err := a.json()
 			if err != nil {
-				return err
+				return usageError{fmt.Errorf("--output %q: want table, wide or json", a.output)}
 			}
 			if w.watch {
-				return a.watchNodes(cmd.Context(), w.interval, asJSON) // watch.go
+				return a.watchNodes(cmd.Context(), w.interval, asJSON, wide) // watch.go
 			}
 			nodes, err := a.client().Nodes(cmd.Context())
 			if err != nil {
@@ -36,19 +43,24 @@ func (a *app) nodesCommand() *cobra.Command {
 				}
 				return a.printJSON(nodes)
 			}
-			return printNodes(a.stdout, nodes, time.Now())
+			return printNodes(a.stdout, nodes, time.Now(), wide)
 		},
 	}
-	a.addOutput(cmd)
+	cmd.Flags().StringVarP(&a.output, "output", "o", "table", "output format: table, wide (with DNS names) or json")
 	w.add(cmd)
 	return cmd
 }
 
-// printNodes writes the nodes table to out, "last seen" counted from now.
-func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
+// printNodes writes the nodes table to out, "last seen" counted from
+// now; wide adds the DNS NAME column.
+func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := printer{tw}
-	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
+	dnsHead := ""
+	if wide {
+		dnsHead = "\tDNS NAME"
+	}
+	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL%s\n", dnsHead)
 	self, nat, relay := false, false, false
 	var broken []string // the footnotes of nodes some member cannot reach
 	for _, n := range nodes {
@@ -71,8 +83,12 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time) error {
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
 		}
-		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, roleCell(n), st, g,
-			n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n))
+		dnsCell := ""
+		if wide {
+			dnsCell = "\t" + cmp.Or(n.DNSName, "-")
+		}
+		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", name, roleCell(n), st, g,
+			n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n), dnsCell)
 		nat, relay = nat || n.BehindNAT, relay || n.Relay
 	}
 	if err := tw.Flush(); err != nil {
@@ -199,6 +215,7 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("gossip keys", keys)
 			}
+			dnsRows(row, s.DNS)
 			for _, w := range s.Approvals {
 				row("waits for approval", fmt.Sprintf("%s, join from %s via %s since %s: `meshctl approve %s CODE` with the code it shows",
 					w.Name, w.Source, w.Via, w.Since.Local().Format(time.RFC3339), w.Name))
@@ -265,6 +282,25 @@ func (a *app) tokensCommand() *cobra.Command {
 	a.addOutput(cmd)
 	cmd.AddCommand(a.revokeTokenCommand())
 	return cmd
+}
+
+// dnsRows are status' rows about the names: the zone, where it is
+// answered, systemd-resolved's routing, and how to point a resolver at
+// it when resolved does not.
+func dnsRows(row func(k, v string), d *apitype.DNS) {
+	if d == nil {
+		return
+	}
+	row("dns", fmt.Sprintf("%s, %d names, on %s", cmp.Or(d.Domain, "-"), d.Names, cmp.Or(strings.Join(d.Listening, ", "), "nothing")))
+	for _, ns := range d.NotServed {
+		row("dns not served", ns)
+	}
+	resolved := d.Resolved
+	if d.Link != "" {
+		resolved += " on " + d.Link
+	}
+	row("dns resolved", resolved)
+	row("dns hint", d.Hint)
 }
 
 func date(t time.Time) string {

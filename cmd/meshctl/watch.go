@@ -38,7 +38,7 @@ const clearScreen = "\x1b[H\x1b[2J"
 // its time (with -o json: one compact JSON array per line). A first
 // failure is the command's failure; a later one (meshd restarting) is
 // reported on stderr once per change and the watch goes on.
-func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON bool) error {
+func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON, wide bool) error {
 	if interval < minWatchInterval {
 		return usageError{errors.New("--interval: want at least 100ms")}
 	}
@@ -61,7 +61,7 @@ func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON boo
 		default:
 			lastErr = ""
 			var b bytes.Buffer
-			if err := renderNodes(&b, nodes, asJSON); err != nil {
+			if err := renderNodes(&b, nodes, asJSON, wide); err != nil {
 				return err
 			}
 			if now := b.String(); now != last {
@@ -89,9 +89,9 @@ func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON boo
 
 // renderNodes is one drawing: the table, or a compact JSON array and a
 // newline, escaped as printJSON escapes.
-func renderNodes(b *bytes.Buffer, nodes []apitype.Node, asJSON bool) error {
+func renderNodes(b *bytes.Buffer, nodes []apitype.Node, asJSON, wide bool) error {
 	if !asJSON {
-		return printNodes(b, nodes, time.Now())
+		return printNodes(b, nodes, time.Now(), wide)
 	}
 	if nodes == nil {
 		nodes = []apitype.Node{}

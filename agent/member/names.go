@@ -1,0 +1,199 @@
+package member
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/names"
+)
+
+// The cluster's names (issue 30, package names). Every member answers
+// NAME.CLUSTER.DOMAIN from its own view of the records (clusterFacts: a
+// control node's raft, a worker's fetched node list, so it answers with
+// every control node down) on its overlay address and on dns.loopback,
+// never on the underlay. The overlay loop hands the server a new zone
+// whenever the active records changed (syncZone, at the start of every
+// pass: before the pass's reload, so a removal's acknowledgement, which
+// waits for the reload, comes after the name is gone). With
+// systemd-resolved running, the overlay's link routes ~CLUSTER.DOMAIN
+// to the overlay address (resolved.go).
+
+// dnsNames is this node's DNS.
+type dnsNames struct {
+	*node
+	srv *names.Server
+
+	mu        sync.Mutex
+	hosts     []names.Host      // the zone's, sorted; guarded by mu
+	notServed map[string]string // address -> why it is not served; guarded by mu
+	// resolved is systemd-resolved's routing of the domain as last
+	// seen (apitype.DNS.Resolved), link the overlay's link name;
+	// guarded by mu (resolved.go).
+	resolved, link string
+}
+
+// startNames serves the names on the overlay address (through Nebula's
+// userspace stack in userspace mode) and on dns.loopback. An address
+// that cannot be bound is reported (status, DNSNotServed) and the rest of
+// meshd runs: a host's other DNS server on port 53 must not keep a node
+// out of its cluster.
+func (rt *Runtime) startNames() {
+	if !rt.cfg.DNS.Enabled {
+		return
+	}
+	d := &dnsNames{node: rt.node, notServed: map[string]string{}, resolved: resolvedOff,
+		srv: names.NewServer(names.Limits{}, rt.log.With("component", "dns"), rt.now)}
+	rt.dns = d
+	d.syncZone()
+	port := strconv.Itoa(rt.cfg.DNS.Port)
+	overlay := net.JoinHostPort(rt.overlayAddr().String(), port)
+	if rt.ov.meshBase.Userspace {
+		d.serve(overlay, rt.mesh.ListenPacket, rt.mesh.Listen)
+	} else {
+		d.serve(overlay, net.ListenPacket, net.Listen)
+	}
+	d.serve(rt.cfg.DNSLoopback().String(), net.ListenPacket, net.Listen)
+}
+
+// serve binds addr for UDP and TCP and hands both to the server, or
+// records why not.
+func (d *dnsNames) serve(addr string, listenPacket func(network, addr string) (net.PacketConn, error),
+	listen func(network, addr string) (net.Listener, error)) {
+	pc, err := listenPacket("udp", addr)
+	if err != nil {
+		d.refused(addr, err)
+		return
+	}
+	ln, err := listen("tcp", addr)
+	if err != nil {
+		_ = pc.Close()
+		d.refused(addr, err)
+		return
+	}
+	if err := d.srv.Serve(pc, ln); err != nil {
+		d.refused(addr, err)
+	}
+}
+
+func (d *dnsNames) refused(addr string, err error) {
+	d.log.Warn("names not served on an address", "addr", addr, "code", codes.DNSNotServed, "err", err)
+	d.mu.Lock()
+	d.notServed[addr] = err.Error()
+	d.mu.Unlock()
+}
+
+// syncZone gives the server a new zone when the active records' names
+// or addresses changed since the last one (a worker before its first
+// node list keeps the zone it has).
+func (d *dnsNames) syncZone() {
+	if d == nil {
+		return
+	}
+	list, ok := d.cluster.Records()
+	if !ok {
+		return
+	}
+	hosts := zoneHosts(list)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.srv.Zone() != nil && slices.Equal(hosts, d.hosts) {
+		return
+	}
+	z, err := names.NewZone(d.facts.ClusterName, d.cfg.DNS.Domain, d.facts.Overlay.Masked(), hosts)
+	if err != nil { // the config and the facts were checked at start: a bug
+		d.log.Error("dns zone not built", "err", err)
+		return
+	}
+	d.srv.SetZone(z)
+	d.hosts = hosts
+	d.log.Debug("dns zone", "origin", z.Origin(), "names", z.Len())
+}
+
+// zoneHosts are the active records' names and overlay addresses, sorted
+// by name: removed, left and failed nodes have no name.
+func zoneHosts(list []control.NodeRecord) []names.Host {
+	var hosts []names.Host
+	for _, n := range list {
+		a, err := netip.ParseAddr(n.OverlayIP)
+		if err != nil || !n.Active() {
+			continue
+		}
+		hosts = append(hosts, names.Host{Name: n.Name, Addr: a.Unmap()})
+	}
+	slices.SortFunc(hosts, func(a, b names.Host) int { return cmp.Or(strings.Compare(a.Name, b.Name), a.Addr.Compare(b.Addr)) })
+	return hosts
+}
+
+// resolved's states in status besides why not (resolved.go).
+const (
+	resolvedOff        = "off" // dns.resolved false, or userspace mode (no link of the host's)
+	resolvedConfigured = "configured"
+)
+
+// stop closes the listeners.
+func (d *dnsNames) stop() {
+	if d != nil {
+		d.srv.Close()
+	}
+}
+
+// fqdn is node's DNS name on this node ("" without names).
+func (d *dnsNames) fqdn(node string) string {
+	if d == nil {
+		return ""
+	}
+	if z := d.srv.Zone(); z != nil {
+		return z.FQDN(node)
+	}
+	return ""
+}
+
+// NodeName is the node a command names as arg: a name in this node's
+// zone (w1.prod.mesh) is the node's name (w1); anything else is arg.
+func (rt *Runtime) NodeName(arg string) string {
+	if rt.dns == nil {
+		return arg
+	}
+	if z := rt.dns.srv.Zone(); z != nil {
+		return z.NodeName(arg)
+	}
+	return arg
+}
+
+// status is `meshctl status`' DNS block and its warnings.
+func (d *dnsNames) status() (*apitype.DNS, []apitype.Warning) {
+	if d == nil {
+		return nil, nil
+	}
+	s := &apitype.DNS{Listening: d.srv.Addrs(), Loopback: d.cfg.DNSLoopback().String()}
+	if z := d.srv.Zone(); z != nil {
+		s.Domain, s.Names = z.Origin(), z.Len()
+	}
+	var warns []apitype.Warning
+	d.mu.Lock()
+	s.Resolved, s.Link = d.resolved, d.link
+	if s.Resolved != resolvedConfigured && s.Domain != "" {
+		lo, err := netip.ParseAddrPort(s.Loopback)
+		if err == nil {
+			s.Hint = fmt.Sprintf("systemd-resolved does not route %s here: point a resolver at %s for that domain only, "+
+				"e.g. dnsmasq's server=/%s/%s#%d; meshd never rewrites /etc/resolv.conf", s.Domain, s.Loopback, s.Domain, lo.Addr(), lo.Port())
+		}
+	}
+	for addr, why := range d.notServed {
+		s.NotServed = append(s.NotServed, addr+": "+why)
+		warns = append(warns, apitype.Warning{Code: codes.DNSNotServed, Detail: fmt.Sprintf("names not served on %s: %s", addr, why)})
+	}
+	d.mu.Unlock()
+	slices.Sort(s.NotServed)
+	slices.SortFunc(warns, func(a, b apitype.Warning) int { return strings.Compare(a.Detail, b.Detail) })
+	return s, warns
+}
