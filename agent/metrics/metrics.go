@@ -112,7 +112,7 @@ var (
 	descDNSAnswers     = prometheus.NewDesc("meshd_dns_answers_total", "DNS answers sent, by rcode (NOERROR, NXDOMAIN, REFUSED: a name outside the cluster's zones, never forwarded).", []string{"rcode"}, nil)
 	descDNSDropped     = prometheus.NewDesc("meshd_dns_dropped_total", "DNS packets dropped unanswered, by reason: ratelimited (over the source's rate) or malformed (not a plain query, or not parsed).", []string{"reason"}, nil)
 	descDNSLatency     = prometheus.NewDesc("meshd_dns_answer_seconds", "Time from a DNS query parsed to its answer written.", nil, nil)
-	metricsDescriptors = []*prometheus.Desc{descDNSQueries, descDNSAnswers, descDNSDropped, descDNSLatency,descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
+	metricsDescriptors = []*prometheus.Desc{descDNSQueries, descDNSAnswers, descDNSDropped, descDNSLatency, descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
 		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
 		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries}
 )
