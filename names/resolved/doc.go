@@ -54,6 +54,18 @@
 // Revert dial the system bus for one call and close it, which is cheap
 // enough for a 30 s loop and survives restarts of the bus or of resolved.
 //
-// Imports: the standard library and github.com/godbus/dbus/v5; no project
-// packages (the caller attaches codes).
+// # Permissions
+//
+// resolved grants these calls to root, and to anyone else only through
+// polkit (actions org.freedesktop.resolve1.set-dns-servers, set-domains,
+// set-default-route, set-llmnr, set-mdns, set-dnssec, revert). It checks
+// CAP_NET_ADMIN first, but sd-bus trusts capabilities only when the bus
+// reports them, and dbus-daemon does not: measured on Debian bookworm
+// (systemd 252), a meshd user with CAP_NET_ADMIN is refused ("Permission
+// denied" without polkitd, "Interactive authentication required" with
+// it) unless a polkit rule allows user meshd those actions.
+//
+// Import rule (deps_test.go): may import no meshd package. Besides the
+// standard library it uses github.com/godbus/dbus/v5; the caller attaches
+// codes.
 package resolved

@@ -16,8 +16,8 @@ var (
 	// ErrNotRunning: no system bus, or systemd-resolved does not own
 	// org.freedesktop.resolve1. meshd changes nothing on the host.
 	ErrNotRunning = errors.New("systemd-resolved is not running")
-	// ErrAccessDenied: resolved (CAP_NET_ADMIN check, then polkit) or the
-	// bus policy refused the call.
+	// ErrAccessDenied: resolved (root, else polkit; see the package doc's
+	// Permissions) or the bus policy refused the call.
 	ErrAccessDenied = errors.New("systemd-resolved refused the change")
 	// ErrLinkUnknown: resolved has no link with that ifindex (not yet, or
 	// no longer). Revert treats it as success.
@@ -101,9 +101,10 @@ func classify(op string, err error, remedyDNS string) error {
 		strings.HasPrefix(name, dbusSpawnPrefix):
 		return &Error{Op: op, Kind: ErrNotRunning, Err: err, Remedy: notRunningRemedy(remedyDNS)}
 	case name == dbusAccessDenied || name == dbusInteractiveAuth:
-		return &Error{Op: op, Kind: ErrAccessDenied, Err: err, Remedy: "run meshd with CAP_NET_ADMIN (the packaged unit does), " +
-			"or allow it the polkit actions org.freedesktop.resolve1.set-dns-servers, set-domains, set-default-route, " +
-			"set-llmnr, set-mdns, set-dnssec and revert (see docs/operations.md, Names: systemd-resolved)"}
+		return &Error{Op: op, Kind: ErrAccessDenied, Err: err, Remedy: "resolved takes per-link DNS from root or through polkit, " +
+			"not from meshd's CAP_NET_ADMIN: install polkitd and a rule that allows user meshd the actions " +
+			"org.freedesktop.resolve1.set-dns-servers, set-domains, set-default-route, set-llmnr, set-mdns, set-dnssec " +
+			"and revert (docs/operations.md, Names: systemd-resolved)"}
 	case name == resolveNoSuchLink || name == dbusUnknownObject:
 		return &Error{Op: op, Kind: ErrLinkUnknown, Err: err, Remedy: "check that the overlay interface is up (ip link); " +
 			"resolved learns new links from the kernel within moments, so the next attempt normally succeeds"}
