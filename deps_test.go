@@ -58,6 +58,7 @@ var allowed = map[string][]string{
 	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},
 	"bench/flaky":                       {},
+	"names/resolved":                    {},
 }
 
 // forbiddenInMeshctl must never be linked into meshctl.

@@ -340,6 +340,47 @@ check "no key file is group/world accessible" is "" C find /var/lib/meshd -name 
 check "state files belong to meshd" is "" C find /var/lib/meshd ! -user meshd
 
 # ---------------------------------------------------------------------------
+# Names on the overlay (issue 30): meshd points systemd-resolved at its DNS
+# for ~CLUSTER.mesh on the overlay link (names/resolved) and takes it back
+# when it stops. Off until agent/member calls names/resolved: set
+# MESHD_PKGTEST_DNS=1 to run it.
+if [[ ${MESHD_PKGTEST_DNS:-} == 1 ]]; then
+	step "names: split DNS through systemd-resolved"
+	# within SECONDS CMD...: CMD succeeds within SECONDS (meshd applies
+	# the settings in its reconcile loop, every 30 s at most).
+	within() {
+		local n=$(($1 * 10)) out
+		shift
+		for _ in $(seq "$n"); do
+			out=$("$@" 2>&1) && return 0
+			sleep 0.1
+		done
+		echo "$out"
+		return 1
+	}
+	jsonfield() { status_json | sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+	OIP=$(jsonfield overlay_ip)
+	DEV=$(jsonfield device)
+	note "overlay $OIP on $DEV"
+	check "systemd-resolved is active" is active C systemctl is-active systemd-resolved.service
+	check "resolvectl domain: ~t.mesh on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
+	check "resolvectl dns: $OIP on $DEV" has "\($DEV\): $OIP\$" C resolvectl dns "$DEV"
+	check "$DEV: DefaultRoute, LLMNR, mDNS and DNSSEC off" has "Protocols: .*-DefaultRoute -LLMNR -mDNS .*DNSSEC=no" C resolvectl status "$DEV"
+	check "resolvectl query pkgtest.t.mesh: $OIP via $DEV" has "^pkgtest\.t\.mesh: ${OIP//./\\.} .*link: $DEV" \
+		C resolvectl query --cache=no pkgtest.t.mesh
+	check "resolvectl query localhost still answers" has "^localhost: (127\.0\.0\.1|::1)" C resolvectl query localhost
+	check "systemctl stop meshd" C systemctl stop meshd.service
+	gone() {
+		local out
+		out=$(C resolvectl domain) || return 1
+		! grep -F '~t.mesh' <<<"$out"
+	}
+	check "no link has ~t.mesh after meshd stopped (within 10 s)" within 10 gone
+	check "start meshd again" C systemctl start meshd.service
+	check "~t.mesh is back on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
+fi
+
+# ---------------------------------------------------------------------------
 step "deb: upgrade to $V2 keeps the edited config"
 check "edit the config (log_format: text, a marker)" C sed -i 's/^#log_format: text$/log_format: text # edited by pkgtest/' /etc/meshd/meshd.yaml
 OLD=$(mainpid)

@@ -9,8 +9,10 @@ CACHE_DIR=${MESHD_PKGTEST_CACHE:-/var/cache/meshd-pkgtest}
 SUITE=${MESHD_PKGTEST_SUITE:-bookworm}
 MIRROR=${MESHD_PKGTEST_MIRROR:-http://deb.debian.org/debian}
 # systemd as PID 1 and dbus for systemctl; rpm for the rpm install test;
-# iproute2 for a veth pair inside the container (an underlay address for init).
-INCLUDE=systemd,systemd-sysv,dbus,rpm,iproute2
+# iproute2 for a veth pair inside the container (an underlay address for init);
+# systemd-resolved for split DNS on the overlay (issue 30; it also makes the
+# container's /etc/resolv.conf point at resolved's stub, as on most hosts).
+INCLUDE=systemd,systemd-sysv,dbus,rpm,iproute2,systemd-resolved
 
 key=$(printf '%s\n' "$SUITE" "$MIRROR" "$INCLUDE" minbase v1 | sha256sum | cut -c1-12)
 out=$CACHE_DIR/$SUITE-minbase-$key.tar.zst
