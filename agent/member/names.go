@@ -39,6 +39,7 @@ type dnsNames struct {
 	// seen (apitype.DNS.Resolved), link the overlay's link name;
 	// guarded by mu (resolved.go).
 	resolved, link string
+	resolvedErr    error // resolved refused: status warns ResolvedNotUsed
 }
 
 // startNames serves the names on the overlay address (through Nebula's
@@ -181,6 +182,9 @@ func (d *dnsNames) status() (*apitype.DNS, []apitype.Warning) {
 	var warns []apitype.Warning
 	d.mu.Lock()
 	s.Resolved, s.Link = d.resolved, d.link
+	if d.resolvedErr != nil {
+		warns = append(warns, apitype.Warning{Code: codes.ResolvedNotUsed, Detail: d.resolvedErr.Error()})
+	}
 	if s.Resolved != resolvedConfigured && s.Domain != "" {
 		lo, err := netip.ParseAddrPort(s.Loopback)
 		if err == nil {

@@ -242,7 +242,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
-	rt.startNames() // names.go
+	rt.startNames()    // names.go
+	rt.startResolved() // resolved.go
 	if rt.ctl != nil {
 		if err := rt.startSTUN(); err != nil { // netcheck.go
 			return nil, err
