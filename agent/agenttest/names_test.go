@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/codes"
 )
 
 // ask sends one query to addr over UDP and returns the answer.
@@ -123,5 +124,42 @@ func TestNames(t *testing.T) {
 	}
 	if strings.Contains(w1.Logs(), "dns zone not built") {
 		t.Error("w1 logged a zone it could not build")
+	}
+}
+
+// TestNamesPortTaken: with the loopback DNS address's port held by
+// another server, the node still forms its cluster and answers its names
+// on the overlay address; status lists the address not served, with a
+// DNSNotServed warning, and resolved is never pointed anywhere.
+func TestNamesPortTaken(t *testing.T) {
+	ip := agenttest.TakeIP(t)
+	addr := net.JoinHostPort(ip, strconv.Itoa(agenttest.DNSPort))
+	other, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	c1 := agenttest.NewNodeAt(t, "c1", ip, &agenttest.Clock{})
+	c1.Init(t, "alpha")
+	st, err := c1.Client.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "running" || st.DNS == nil || len(st.DNS.Listening) != 1 || len(st.DNS.NotServed) != 1 ||
+		!strings.HasPrefix(st.DNS.NotServed[0], addr+": ") {
+		t.Fatalf("status with the loopback port taken: state %s, dns %+v", st.State, st.DNS)
+	}
+	if ovl := st.DNS.Listening[0]; !strings.HasPrefix(ovl, st.OverlayIP+":") {
+		t.Fatalf("listening on %s, want the overlay address %s", ovl, st.OverlayIP)
+	}
+	found := false
+	for _, w := range st.Warnings {
+		found = found || w.Code == codes.DNSNotServed && strings.Contains(w.Detail, addr)
+	}
+	if !found {
+		t.Fatalf("no %s warning naming %s: %+v", codes.DNSNotServed, addr, st.Warnings)
+	}
+	if st.DNS.Resolved != "off" {
+		t.Fatalf("resolved %q, want off (userspace mode)", st.DNS.Resolved)
 	}
 }
