@@ -186,7 +186,7 @@ func (a *app) wireCompletion(root *cobra.Command) {
 		if c.HasSubCommands() {
 			c.Args = subcommandsOnly
 		}
-		for flag, values := range map[string][]string{"output": {"table", "json"}, "role": {"worker", "control"}} {
+		for flag, values := range map[string][]string{"output": outputFormats(c), "role": {"worker", "control"}} {
 			if c.Flags().Lookup(flag) != nil {
 				_ = c.RegisterFlagCompletionFunc(flag, fixedValues(values...))
 			}
@@ -196,4 +196,12 @@ func (a *app) wireCompletion(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// outputFormats are the -o values a command takes: `nodes` also wide.
+func outputFormats(c *cobra.Command) []string {
+	if c.Name() == "nodes" {
+		return []string{"table", "wide", "json"}
+	}
+	return []string{"table", "json"}
 }

@@ -331,6 +331,29 @@ func TestNodes(t *testing.T) {
 			{"NAT:", "behind", "a", "NAT,", "seen", "by", "the", "cluster", "from", "this", "address", "(UNDERLAY", "is", "the", "one", "it", "advertised)"},
 			{"+relay:", "offers", "itself", "as", "a", "Nebula", "relay", "(relay:", "true);", "control", "nodes", "relay", "anyway"}}},
 	}
+	// Issue 30: -o wide adds the DNS NAME column ("-" for a node without
+	// one); json carries dns_name.
+	t.Run("ok/wide-dns-name", func(t *testing.T) {
+		named := node
+		named.DNSName = "w1.alpha.mesh"
+		gone := relayNode
+		gone.State, gone.DNSName = "removed", ""
+		sock := localclienttest.Serve(t, &fakeMeshd{nodes: withNodes(named, gone)})
+		r := meshctl(t, "--socket", sock, "nodes", "-o", "wide")
+		l := lines(r.stdout)
+		if r.exit != exitOK || len(l) < 3 || !slices.Equal(strings.Fields(l[0]), append(slices.Clone(header), "DNS", "NAME")) ||
+			strings.Fields(l[1])[len(strings.Fields(l[1]))-1] != "w1.alpha.mesh" || strings.Fields(l[2])[len(strings.Fields(l[2]))-1] != "-" {
+			t.Fatalf("nodes -o wide: exit %d\n%s%s", r.exit, r.stdout, r.stderr)
+		}
+		r = meshctl(t, "--socket", sock, "nodes", "-o", "json")
+		var typed []apitype.Node
+		if err := json.Unmarshal([]byte(r.stdout), &typed); err != nil || len(typed) != 2 || typed[0].DNSName != "w1.alpha.mesh" {
+			t.Fatalf("nodes -o json: %v\n%s", err, r.stdout)
+		}
+		if r := meshctl(t, "--socket", sock, "nodes", "-o", "yaml"); r.exit != exitUsage || !strings.Contains(r.stderr, "table, wide or json") {
+			t.Fatalf("nodes -o yaml: exit %d\n%s", r.exit, r.stderr)
+		}
+	})
 	for _, tt := range tableTests {
 		t.Run(tt.name, func(t *testing.T) {
 			sock := localclienttest.Serve(t, &fakeMeshd{nodes: tt.handler})

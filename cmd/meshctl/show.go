@@ -56,11 +56,13 @@ func (a *app) nodesCommand() *cobra.Command {
 func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := printer{tw}
-	dnsHead := ""
+	rowf := "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s"
 	if wide {
-		dnsHead = "\tDNS NAME"
+		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\tDNS NAME\n")
+		rowf += "\t%s"
+	} else {
+		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
 	}
-	p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL%s\n", dnsHead)
 	self, nat, relay := false, false, false
 	var broken []string // the footnotes of nodes some member cannot reach
 	for _, n := range nodes {
@@ -83,12 +85,11 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
 		}
-		dnsCell := ""
+		cells := []any{name, roleCell(n), st, g, n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n)}
 		if wide {
-			dnsCell = "\t" + cmp.Or(n.DNSName, "-")
+			cells = append(cells, cmp.Or(n.DNSName, "-"))
 		}
-		p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", name, roleCell(n), st, g,
-			n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n), dnsCell)
+		p.Printf(rowf+"\n", cells...)
 		nat, relay = nat || n.BehindNAT, relay || n.Relay
 	}
 	if err := tw.Flush(); err != nil {
