@@ -393,6 +393,7 @@ refused_status() { has '"resolved": "refused: ' status_json; }
 check "status: dns.resolved \"refused: ...\" (within 20 s)" within 20 refused_status
 note "$(jsonfield resolved)"
 check "status warns X200551RSLVNU" hasF '"code": "X200551RSLVNU"' status_json
+check "status: the hint points a resolver at 127.0.77.53" has '"hint": "[^"]*127\.0\.77\.53' status_json
 check "journalctl -p warning shows it with the code" warned 'systemd-resolved does not route.*X200551RSLVNU'
 check "no link has ~t.mesh" gone
 check "put the rule back; restart polkit and meshd" C sh -c "mv /root/$(basename "$RULE") $RULE && systemctl restart polkit.service && systemctl restart meshd.service"
@@ -535,6 +536,8 @@ check "enabled (preset) and active" is "enabled active" C sh -c 'echo $(systemct
 PID=$(mainpid)
 check "READY=1 (PID $PID)" notified "$PID" "READY=1"
 check "meshctl status: unjoined, version $V1" hasF "\"version\": \"$V1\"" status_json
+check "the polkit rule: 644 root:root, owned by meshd's rpm" is "644 root:root meshd" C sh -c \
+	'echo $(stat -c "%a %U:%G" /usr/share/polkit-1/rules.d/50-meshd.rules) $(rpm -qf --qf "%{NAME}" /usr/share/polkit-1/rules.d/50-meshd.rules)'
 check "%config(noreplace): rpm -qc lists meshd.yaml" has "^/etc/meshd/meshd.yaml$" C rpm -qc meshd
 check "rpm -qd: errors.md and meshd.yaml.5 are %doc" has "^/usr/share/doc/meshd/errors.md$" C sh -c \
 	'rpm -qd meshd | grep -x /usr/share/man/man5/meshd.yaml.5.gz >/dev/null && rpm -qd meshd'
