@@ -3,7 +3,9 @@
 # root). It boots a minimal Debian bookworm with systemd-nspawn (systemd as
 # the container's PID 1), installs the .deb built by `make package` and
 # checks, under the real systemd: the service is enabled, active and sent
-# READY; meshctl works through the socket; `meshctl init` works; an upgrade
+# READY; meshctl works through the socket; `meshctl init` works; the
+# cluster's names resolve through systemd-resolved, which user meshd
+# configures by the packaged polkit rule (and is refused without it); an upgrade
 # keeps an edited conffile and restarts the service; reload (systemctl
 # reload and SIGHUP) applies log_level and sends RELOADING/READY; the
 # watchdog restarts a meshd whose health probe fails; journald priorities
@@ -342,43 +344,61 @@ check "state files belong to meshd" is "" C find /var/lib/meshd ! -user meshd
 # ---------------------------------------------------------------------------
 # Names on the overlay (issue 30): meshd points systemd-resolved at its DNS
 # for ~CLUSTER.mesh on the overlay link (names/resolved) and takes it back
-# when it stops. Off until agent/member calls names/resolved: set
-# MESHD_PKGTEST_DNS=1 to run it.
-if [[ ${MESHD_PKGTEST_DNS:-} == 1 ]]; then
-	step "names: split DNS through systemd-resolved"
-	# within SECONDS CMD...: CMD succeeds within SECONDS (meshd applies
-	# the settings in its reconcile loop, every 30 s at most).
-	within() {
-		local n=$(($1 * 10)) out
-		shift
-		for _ in $(seq "$n"); do
-			out=$("$@" 2>&1) && return 0
-			sleep 0.1
-		done
-		echo "$out"
-		return 1
-	}
-	jsonfield() { status_json | sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
-	OIP=$(jsonfield overlay_ip)
-	DEV=$(jsonfield device)
-	note "overlay $OIP on $DEV"
-	check "systemd-resolved is active" is active C systemctl is-active systemd-resolved.service
-	check "resolvectl domain: ~t.mesh on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
-	check "resolvectl dns: $OIP on $DEV" has "\($DEV\): $OIP\$" C resolvectl dns "$DEV"
-	check "$DEV: DefaultRoute, LLMNR, mDNS and DNSSEC off" has "Protocols: .*-DefaultRoute -LLMNR -mDNS .*DNSSEC=no" C resolvectl status "$DEV"
-	check "resolvectl query pkgtest.t.mesh: $OIP via $DEV" has "^pkgtest\.t\.mesh: ${OIP//./\\.} .*link: $DEV" \
-		C resolvectl query --cache=no pkgtest.t.mesh
-	check "resolvectl query localhost still answers" has "^localhost: (127\.0\.0\.1|::1)" C resolvectl query localhost
-	check "systemctl stop meshd" C systemctl stop meshd.service
-	gone() {
-		local out
-		out=$(C resolvectl domain) || return 1
-		! grep -F '~t.mesh' <<<"$out"
-	}
-	check "no link has ~t.mesh after meshd stopped (within 10 s)" within 10 gone
-	check "start meshd again" C systemctl start meshd.service
-	check "~t.mesh is back on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
-fi
+# when it stops. As user meshd it may only through polkit: the rootfs has
+# polkitd, the package ships the rule (packaging/polkit/50-meshd.rules).
+step "names: split DNS through systemd-resolved (polkit rule)"
+# within SECONDS CMD...: CMD succeeds within SECONDS (meshd applies
+# the settings in its reconcile loop, every 30 s at most).
+within() {
+	local n=$(($1 * 10)) out
+	shift
+	for _ in $(seq "$n"); do
+		out=$("$@" 2>&1) && return 0
+		sleep 0.1
+	done
+	echo "$out"
+	return 1
+}
+jsonfield() { status_json | sed -n "s/.*\"$1\": \"\([^\"]*\)\".*/\1/p" | head -1; }
+OIP=$(jsonfield overlay_ip)
+DEV=$(jsonfield device)
+note "overlay $OIP on $DEV"
+RULE=/usr/share/polkit-1/rules.d/50-meshd.rules
+check "polkitd installed (rootfs); the package recommends it" has "^polkitd$" C dpkg-query -W -f='${Package}\n' polkitd
+check "the package's polkit rule: $RULE 644 root:root" is "644 root:root" C stat -c '%a %U:%G' "$RULE"
+note "rules.d after the install: $(C stat -c '%a %U:%G' "$(dirname "$RULE")")"
+check "systemd-resolved is active" is active C systemctl is-active systemd-resolved.service
+check "resolvectl domain: ~t.mesh on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
+check "resolvectl dns: $OIP on $DEV" has "\($DEV\): $OIP\$" C resolvectl dns "$DEV"
+check "$DEV: DefaultRoute, LLMNR, mDNS and DNSSEC off" has "Protocols: .*-DefaultRoute -LLMNR -mDNS .*DNSSEC=no" C resolvectl status "$DEV"
+check "resolvectl query pkgtest.t.mesh: $OIP via $DEV" has "^pkgtest\.t\.mesh: ${OIP//./\\.} .*link: $DEV" \
+	C resolvectl query --cache=no pkgtest.t.mesh
+check "resolvectl query localhost still answers" has "^localhost: (127\.0\.0\.1|::1)" C resolvectl query localhost
+check "status: dns.resolved configured, dns.link $DEV" has "\"resolved\": \"configured\",\s*\"link\": \"$DEV\"" \
+	C sh -c 'meshctl status -o json | tr -d "\n"'
+check "status: no X200551RSLVNU warning" C sh -c '! meshctl status -o json | grep -q X200551RSLVNU'
+check "systemctl stop meshd" C systemctl stop meshd.service
+gone() {
+	local out
+	out=$(C resolvectl domain) || return 1
+	! grep -F '~t.mesh' <<<"$out"
+}
+check "no link has ~t.mesh after meshd stopped (within 10 s)" within 10 gone
+# Without the rule, resolved refuses user meshd: status says so and warns.
+# (meshd is stopped, so nothing is left configured that a check would
+# find unchanged; polkitd is restarted so that it surely reads rules.d anew.)
+check "move the rule away; restart polkit" C sh -c "mv $RULE /root/ && systemctl restart polkit.service"
+check "start meshd" C systemctl start meshd.service
+refused_status() { has '"resolved": "refused: ' status_json; }
+check "status: dns.resolved \"refused: ...\" (within 20 s)" within 20 refused_status
+note "$(jsonfield resolved)"
+check "status warns X200551RSLVNU" hasF '"code": "X200551RSLVNU"' status_json
+check "status: the hint points a resolver at 127.0.77.53" has '"hint": "[^"]*127\.0\.77\.53' status_json
+check "journalctl -p warning shows it with the code" warned 'systemd-resolved does not route.*X200551RSLVNU'
+check "no link has ~t.mesh" gone
+check "put the rule back; restart polkit and meshd" C sh -c "mv /root/$(basename "$RULE") $RULE && systemctl restart polkit.service && systemctl restart meshd.service"
+check "~t.mesh is back on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
+check "status: dns.resolved configured again" within 10 has '"resolved": "configured"' status_json
 
 # ---------------------------------------------------------------------------
 step "deb: upgrade to $V2 keeps the edited config"
@@ -516,6 +536,8 @@ check "enabled (preset) and active" is "enabled active" C sh -c 'echo $(systemct
 PID=$(mainpid)
 check "READY=1 (PID $PID)" notified "$PID" "READY=1"
 check "meshctl status: unjoined, version $V1" hasF "\"version\": \"$V1\"" status_json
+check "the polkit rule: 644 root:root, owned by meshd's rpm" is "644 root:root meshd" C sh -c \
+	'echo $(stat -c "%a %U:%G" /usr/share/polkit-1/rules.d/50-meshd.rules) $(rpm -qf --qf "%{NAME}" /usr/share/polkit-1/rules.d/50-meshd.rules)'
 check "%config(noreplace): rpm -qc lists meshd.yaml" has "^/etc/meshd/meshd.yaml$" C rpm -qc meshd
 check "rpm -qd: errors.md and meshd.yaml.5 are %doc" has "^/usr/share/doc/meshd/errors.md$" C sh -c \
 	'rpm -qd meshd | grep -x /usr/share/man/man5/meshd.yaml.5.gz >/dev/null && rpm -qd meshd'
