@@ -102,9 +102,10 @@ func classify(op string, err error, remedyDNS string) error {
 		return &Error{Op: op, Kind: ErrNotRunning, Err: err, Remedy: notRunningRemedy(remedyDNS)}
 	case name == dbusAccessDenied || name == dbusInteractiveAuth:
 		return &Error{Op: op, Kind: ErrAccessDenied, Err: err, Remedy: "resolved takes per-link DNS from root or through polkit, " +
-			"not from meshd's CAP_NET_ADMIN: install polkitd and a rule that allows user meshd the actions " +
+			"not from meshd's CAP_NET_ADMIN: install polkitd (the packages recommend it and ship the rule " +
+			"/usr/share/polkit-1/rules.d/50-meshd.rules that allows user meshd the actions " +
 			"org.freedesktop.resolve1.set-dns-servers, set-domains, set-default-route, set-llmnr, set-mdns, set-dnssec " +
-			"and revert (docs/operations.md, Names: systemd-resolved)"}
+			"and revert; docs/operations.md, Names: systemd-resolved)"}
 	case name == resolveNoSuchLink || name == dbusUnknownObject:
 		return &Error{Op: op, Kind: ErrLinkUnknown, Err: err, Remedy: "check that the overlay interface is up (ip link); " +
 			"resolved learns new links from the kernel within moments, so the next attempt normally succeeds"}
