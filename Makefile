@@ -52,6 +52,7 @@ fuzz-short:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzServeHTTP$$' ./enroll
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzFSMCommand$$' ./agent/state
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzSnapshotRestore$$' ./agent/state
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzAnswer$$' ./names
 
 # Longer fuzzing, by hand: make fuzz FUZZTIME=5m
 fuzz: fuzz-short
