@@ -52,6 +52,7 @@ fuzz-short:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzServeHTTP$$' ./enroll
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzFSMCommand$$' ./agent/state
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzSnapshotRestore$$' ./agent/state
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzAnswer$$' ./names
 
 # Longer fuzzing, by hand: make fuzz FUZZTIME=5m
 fuzz: fuzz-short
@@ -94,8 +95,10 @@ e2e:
 # (join, failure detection at 0/25/50/100 ms one-way delay and with
 # `timers: lan`, a removed node leaving every member's gossip view with
 # fast and lan timers, idle RSS and CPU, control plane, the overlay against
-# Nebula alone and raw veth with iperf3); the gossip simulation (no root
-# needed); TestJoinBurst50 (50 joins at once, three rounds, each bound to
+# Nebula alone and raw veth with iperf3, a real meshd's DNS answer latency,
+# BenchmarkDNSAnswer); the gossip simulation (no root needed); the names
+# server's answer latency and queries a second on one core (-cpu 1, no
+# root); TestJoinBurst50 (50 joins at once, three rounds, each bound to
 # 10 s with every join confirmed), once with the suite's fast timers and
 # once with meshd's defaults (MESHD_BURST_TIMERS=lan: `timers: lan`, raft's
 # own timing); TestFormation (5, 25, 50 and 100 nodes, the last being
@@ -107,12 +110,14 @@ BENCH_DIR := $(BIN)/bench
 # leader flap across the 50 ms sites, fast and lan timers side by side).
 SITES_WINDOW ?= 10m
 bench:
-	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt
+	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt $(BENCH_DIR)/names.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e \
 		| tee $(BENCH_DIR)/e2e.txt || status=1; \
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkGossipSim$$' -benchtime 1x -timeout 30m ./gossip \
 		| tee $(BENCH_DIR)/gossip.txt || status=1; \
+	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServe' -cpu 1 -benchtime 20000x ./names \
+		| tee $(BENCH_DIR)/names.txt || status=1; \
 	for timers in fast lan; do \
 		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
 			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
@@ -122,6 +127,7 @@ bench:
 	MESHD_SITES_WINDOW=$(SITES_WINDOW) $(GO) test -tags e2e -count=1 -v -run '^TestSitesWindow$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
+		-gotest $(BENCH_DIR)/names.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
 

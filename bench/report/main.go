@@ -122,7 +122,8 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
 // readGoTest takes every b.ReportMetric figure (not ns/op, B/op,
 // allocs/op) from `go test -bench` output. A metric ending in a unit
 // loses it to the unit: "join-all-ms" is metric "join-all" in ms,
-// "meshd-Mbps" metric "meshd" in Mbit/s.
+// "meshd-Mbps" metric "meshd" in Mbit/s, "p99-µs" metric "p99" in µs,
+// "queries/s" metric "queries" in /s (a rate).
 func readGoTest(path string) ([]benchrec.Result, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -166,10 +167,13 @@ func readGoTest(path string) ([]benchrec.Result, error) {
 
 // splitUnit splits a b.ReportMetric unit into metric and unit.
 func splitUnit(m string) (string, string) {
-	for _, u := range []struct{ suffix, unit string }{{"-Mbps", "Mbit/s"}, {"-ms", "ms"}, {"-s", "s"}, {"-MB", "MB"}, {"-KiB", "KiB"}} {
+	for _, u := range []struct{ suffix, unit string }{{"-Mbps", "Mbit/s"}, {"-ms", "ms"}, {"-µs", "µs"}, {"-s", "s"}, {"-MB", "MB"}, {"-KiB", "KiB"}} {
 		if base, ok := strings.CutSuffix(m, u.suffix); ok && base != "" {
 			return base, u.unit
 		}
+	}
+	if base, ok := strings.CutSuffix(m, "/s"); ok && base != "" && !strings.ContainsAny(base, "-/%") {
+		return base, "/s" // "queries/s"; not "direct-Mbit/s", which stays as it was
 	}
 	if strings.Contains(m, "KiB") {
 		return m, "KiB"

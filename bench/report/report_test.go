@@ -33,6 +33,7 @@ func TestRun(t *testing.T) {
 		{Name: "BenchmarkOverlayThroughput", Metric: "harness-tcp-ratio", Unit: "x", Value: 0.92, Samples: []float64{0.92, 0.90, 0.94, 0.91, 0.93}, Time: now},
 		{Name: "BenchmarkOverlayThroughput", Metric: "installed", Unit: "Mbit/s", Value: 900, Samples: []float64{850, 900, 950, 880, 910}, Time: now},
 		{Name: "BenchmarkOverlayThroughput", Metric: "baseline", Unit: "Mbit/s", Value: 920, Samples: []float64{930, 920, 910, 925, 880}, Time: now},
+		{Name: "BenchmarkDNSAnswer", Metric: "answer-p99", Unit: "µs", Value: 212, Params: map[string]string{"timers": "fast"}, Time: now},
 	} {
 		if err := benchrec.AddTo(in, r); err != nil {
 			t.Fatal(err)
@@ -44,12 +45,17 @@ func TestRun(t *testing.T) {
 		"BenchmarkFailureDetection/timers=fast/delay=25ms-2 \t 3\t 1 ns/op\t 9999 detect-ms\nPASS\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	names := filepath.Join(dir, "names.txt") // -cpu 1: no -N after the name
+	if err := os.WriteFile(names, []byte("BenchmarkServeLatency    \t   20000\t     51234 ns/op\t        48.00 p50-µs\t      1210 p99-µs\n"+
+		"BenchmarkServeThroughput \t   20000\t      9012 ns/op\t    110960 queries/s\nPASS\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	doc := filepath.Join(dir, "perf.md")
 	if err := os.WriteFile(doc, []byte("# top prose\n\n"+beginMarker+"\nstale\n"+endMarker+"\n\nbottom prose\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	plots := filepath.Join(dir, "plots")
-	if err := run(in, []string{gotest, filepath.Join(dir, "absent.txt")}, doc, plots); err != nil {
+	if err := run(in, []string{gotest, names, filepath.Join(dir, "absent.txt")}, doc, plots); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(doc)
@@ -73,6 +79,11 @@ func TestRun(t *testing.T) {
 		"](plots/overlay-ratio.png)",
 		"](plots/formation.png)",
 		"| `TestFormation` |  | extra | **3** |",
+		"| DNS answer from a real meshd's loopback address, inside its namespace, p99 | `BenchmarkDNSAnswer` (timers=fast) | **212 µs** | < 1 ms | met |",
+		"| DNS answer from a real meshd's loopback address, inside its namespace, p50 | `BenchmarkDNSAnswer` | not measured in this run |",
+		"| DNS answer, names server alone, one core, 1000-host zone, p50 | `BenchmarkServeLatency` | **48 µs** |  |  |",
+		"| DNS answer, names server alone, one core, 1000-host zone, p99 | `BenchmarkServeLatency` | **1210 µs** | < 1 ms | **missed** |",
+		"| DNS queries answered per second, names server alone, one core, 8 clients | `BenchmarkServeThroughput` | **110960/s** |  |  |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q:\n%s", want, page)
@@ -102,5 +113,25 @@ func TestNoMarkers(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(doc); string(raw) != "prose\n" {
 		t.Fatalf("page changed: %q", raw)
+	}
+}
+
+// TestSplitUnit: a b.ReportMetric unit's metric and unit, the names
+// package's µs and rate among them, the others as they were.
+func TestSplitUnit(t *testing.T) {
+	for _, c := range []struct{ in, metric, unit string }{
+		{"join-all-ms", "join-all", "ms"},
+		{"p99-µs", "p99", "µs"},
+		{"formation-s", "formation", "s"},
+		{"meshd-Mbps", "meshd", "Mbit/s"},
+		{"queries/s", "queries", "/s"},
+		{"direct-Mbit/s", "direct-Mbit/s", "count"},
+		{"heap-KiB/member", "heap-KiB/member", "KiB"},
+		{"idle-cpu-%/member", "idle-cpu-%/member", "%"},
+		{"ratio", "ratio", "count"},
+	} {
+		if m, u := splitUnit(c.in); m != c.metric || u != c.unit {
+			t.Errorf("splitUnit(%q) = %q, %q; want %q, %q", c.in, m, u, c.metric, c.unit)
+		}
 	}
 }

@@ -203,6 +203,18 @@ var rows = []row{
 	{what: "idle RSS, origin, overlay up, production timers", name: "BenchmarkIdleRSS", metric: "rss-origin", match: map[string]string{"timers": "lan"}},
 	{what: "idle CPU, worker, production timers", name: "BenchmarkIdleRSS", metric: "cpu-worker", match: map[string]string{"timers": "lan"}, target: "< 0.5%", ok: lt(0.5)},
 	{what: "idle RSS / CPU, worker, e2e fast timers", name: "BenchmarkIdleRSS", metric: "rss-worker", match: map[string]string{"timers": "fast"}},
+	// The cluster's names (issue 30): an answer within 1 ms at p99, one
+	// query in flight at a time. BenchmarkDNSAnswer asks a real meshd on
+	// its loopback DNS address from inside its namespace (the timers do
+	// not enter a DNS answer; the record says which ran);
+	// BenchmarkServeLatency and BenchmarkServeThroughput are package
+	// names' server alone on loopback UDP with a 1000-host zone, run on
+	// one core (-cpu 1).
+	{what: "DNS answer from a real meshd's loopback address, inside its namespace, p50", name: "BenchmarkDNSAnswer", metric: "answer-p50"},
+	{what: "DNS answer from a real meshd's loopback address, inside its namespace, p99", name: "BenchmarkDNSAnswer", metric: "answer-p99", target: "< 1 ms", ok: lt(1000)},
+	{what: "DNS answer, names server alone, one core, 1000-host zone, p50", name: "BenchmarkServeLatency", metric: "p50"},
+	{what: "DNS answer, names server alone, one core, 1000-host zone, p99", name: "BenchmarkServeLatency", metric: "p99", target: "< 1 ms", ok: lt(1000)},
+	{what: "DNS queries answered per second, names server alone, one core, 8 clients", name: "BenchmarkServeThroughput", metric: "queries"},
 }
 
 // renderTable is the whole table in markdown; a row with no result says
@@ -282,6 +294,10 @@ func value(v float64, unit string) string {
 			return fmt.Sprintf("%.2f s", v)
 		}
 		return fmt.Sprintf("%.1f s", v)
+	case "µs":
+		return fmt.Sprintf("%.0f µs", v)
+	case "/s": // a rate
+		return fmt.Sprintf("%.0f/s", v)
 	case "%":
 		return fmt.Sprintf("%.2f%%", v)
 	case "count":
