@@ -12,7 +12,8 @@ import (
 
 // TestDemo is `make demo`: three meshd processes, each in its own network
 // namespace with a real TUN device, form a cluster; the origin lists it and
-// every node pings every other over the encrypted overlay. It runs only
+// every node pings every other over the encrypted overlay, by address and
+// by name (NAME.demo.mesh, each node's own DNS). It runs only
 // when MESHD_DEMO=1 and prints for a person, not for a test log.
 func TestDemo(t *testing.T) {
 	if os.Getenv("MESHD_DEMO") != "1" {
@@ -53,6 +54,17 @@ func TestDemo(t *testing.T) {
 				return a.Ping(t.Context(), ips[b.NodeName])
 			})
 			fmt.Printf("%-6s -> %-6s %-10s ok (%s)\n", a.NodeName, b.NodeName, ips[b.NodeName], took.Round(time.Millisecond))
+		}
+	}
+	say("names: every node resolves every member as NAME.demo.mesh (its resolv.conf points at its own meshd, 127.0.77.53)")
+	for _, nd := range nodes {
+		useNodeDNS(t, nd.Host)
+	}
+	for _, a := range nodes {
+		for _, b := range nodes {
+			name := b.NodeName + ".demo.mesh"
+			took := Eventually(t, 5*time.Second, a.NodeName+" pings "+name, func() error { return pingName(t.Context(), a.Host, name) })
+			fmt.Printf("%-6s -> %-16s ping by name ok (%s)\n", a.NodeName, name, took.Round(time.Millisecond))
 		}
 	}
 	say("w1: meshctl status")
