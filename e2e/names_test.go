@@ -242,9 +242,20 @@ func goneByName(ctx context.Context, nodes []*Node, name, addr string, from time
 // `meshctl ping` takes a DNS name; after `meshctl remove w2` returns, w2
 // and its PTR are NXDOMAIN on every remaining node within 2 s; no node's
 // resolv.conf was touched.
+//
+// Subtests: fast (the suite's timers) and lan (meshd's defaults: gossip's
+// LAN timers and raft's own timing, what operators run; the bounds must
+// hold there too).
 func TestNames(t *testing.T) {
 	requireDig(t)
+	for _, timers := range []string{"fast", "lan"} {
+		t.Run(timers, func(t *testing.T) { testNames(t, timers) })
+	}
+}
+
+func testNames(t *testing.T, timers string) {
 	n := NewNet(t)
+	n.Timers, n.DefaultRaft = timers, timers == "lan"
 	hostConf, _ := os.ReadFile("/etc/resolv.conf")
 	origin := n.NewNode("origin")
 	useNodeDNS(t, origin.Host)
