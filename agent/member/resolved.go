@@ -23,6 +23,11 @@ import (
 // someone changed the link); a check sets only what differs.
 const resolvedEvery = 30 * time.Second
 
+// resolvedRetryMax caps the backoff while the link cannot be configured
+// yet (no zone before a worker's first node list, a device resolved does
+// not know yet): 1 s doubling to 5 s.
+const resolvedRetryMax = 5 * time.Second
+
 // resolvedCall bounds one D-Bus exchange with resolved.
 const resolvedCall = 5 * time.Second
 
@@ -56,7 +61,7 @@ func (d *dnsNames) runResolved(ctx context.Context) {
 	for {
 		wait := resolvedEvery
 		if err := d.ensureLink(ctx); errors.Is(err, resolved.ErrLinkUnknown) {
-			wait, retry = retry, min(2*retry, resolvedEvery) // resolved learns a new TUN device shortly after it appears
+			wait, retry = retry, min(2*retry, resolvedRetryMax) // resolved learns a new TUN device shortly after it appears
 		} else {
 			retry = time.Second
 		}
@@ -72,9 +77,13 @@ func (d *dnsNames) runResolved(ctx context.Context) {
 // ensureLink configures the link once and records the outcome for status.
 func (d *dnsNames) ensureLink(ctx context.Context) error {
 	z := d.srv.Zone()
+	if z == nil {
+		d.setResolved("pending: no node list yet", "", nil)
+		return resolved.ErrLinkUnknown
+	}
 	ifc, err := net.InterfaceByName(d.cfg.TunDevice)
-	if err != nil || z == nil {
-		d.setResolved("pending: the overlay device is not up yet", "", nil)
+	if err != nil {
+		d.setResolved("pending: the overlay device "+d.cfg.TunDevice+" is not up yet", "", nil)
 		return resolved.ErrLinkUnknown
 	}
 	link := resolved.Link{IfIndex: ifc.Index, IfName: ifc.Name, Server: d.overlayAddr(), Domain: z.Origin()}
