@@ -40,6 +40,9 @@ type dnsNames struct {
 	// guarded by mu (resolved.go).
 	resolved, link string
 	resolvedErr    error // resolved refused: status warns ResolvedNotUsed
+	// firstZone wakes the resolved upkeep when the first zone is set (a
+	// worker's first node list): resolved is told the domain at once.
+	firstZone chan struct{}
 }
 
 // startNames serves the names on the overlay address (through Nebula's
@@ -51,7 +54,7 @@ func (rt *Runtime) startNames() {
 	if !rt.cfg.DNS.Enabled {
 		return
 	}
-	d := &dnsNames{node: rt.node, notServed: map[string]string{}, resolved: resolvedOff,
+	d := &dnsNames{node: rt.node, notServed: map[string]string{}, resolved: resolvedOff, firstZone: make(chan struct{}, 1),
 		srv: names.NewServer(names.Limits{}, rt.log.With("component", "dns"), rt.now)}
 	rt.dns = d
 	d.syncZone()
@@ -113,6 +116,9 @@ func (d *dnsNames) syncZone() {
 	if err != nil { // the config and the facts were checked at start: a bug
 		d.log.Error("dns zone not built", "err", err)
 		return
+	}
+	if d.srv.Zone() == nil {
+		d.firstZone <- struct{}{} // buffered 1, sent once
 	}
 	d.srv.SetZone(z)
 	d.hosts = hosts

@@ -69,6 +69,7 @@ func (d *dnsNames) runResolved(ctx context.Context) {
 		case <-ctx.Done():
 			d.revertLink()
 			return
+		case <-d.firstZone:
 		case <-time.After(wait):
 		}
 	}
