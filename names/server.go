@@ -93,15 +93,22 @@ func (s *Server) Serve(pc net.PacketConn, ln net.Listener) error {
 	tcp.Listener = ln
 	s.servers = append(s.servers, udp, tcp)
 	s.addrs = append(s.addrs, pc.LocalAddr().String())
+	var failed error
 	for _, srv := range []*dns.Server{udp, tcp} {
-		started := make(chan struct{})
+		started, ended := make(chan struct{}), make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
 		s.wg.Go(func() {
+			defer close(ended)
 			if err := srv.ActivateAndServe(); err != nil && !errors.Is(err, net.ErrClosed) {
 				s.log.Warn("dns listener stopped", "addr", pc.LocalAddr().String(), "err", err)
+				failed = err
 			}
 		})
-		<-started // Shutdown refuses a server that has not started
+		select { // Shutdown refuses a server that has not started
+		case <-started:
+		case <-ended: // refused before it started: nothing to shut down
+			return failed
+		}
 	}
 	return nil
 }
