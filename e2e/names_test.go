@@ -240,7 +240,8 @@ func goneByName(ctx context.Context, nodes []*Node, name, addr string, from time
 // address while the overlay address answers; `meshctl nodes` has every
 // DNS name (json and wide), `meshctl status` both listening addresses,
 // `meshctl ping` takes a DNS name; after `meshctl remove w2` returns, w2
-// and its PTR are NXDOMAIN on every remaining node within 2 s; no node's
+// and its PTR are NXDOMAIN on every remaining node within 2 s, and the
+// removed w2 gets no answer from any node's overlay address; no node's
 // resolv.conf was touched.
 //
 // Subtests: fast (the suite's timers) and lan (meshd's defaults: gossip's
@@ -380,12 +381,19 @@ func testNames(t *testing.T, timers string) {
 		t.Errorf("w3: meshctl ping %s: %+v %v, want w1 answering", fqdn("w1"), pong, err)
 	}
 
+	rest := []*Node{origin, nodes[1], nodes[3]}
 	// The removal: w2 (still running) NXDOMAIN everywhere else within
 	// namesRemoveBound of remove returning.
+	// Before: w2, a member, is answered on every other node's overlay
+	// address (what the check after the removal must lose).
+	for _, nd := range rest {
+		if r, err := dig(t.Context(), nodes[2].Host, "@"+ips[nd.NodeName], fqdn("w1"), "A"); err != nil || r.Status != "NOERROR" {
+			t.Fatalf("member w2 asking %s on its overlay address: %+v %v, want an answer", nd.NodeName, r, err)
+		}
+	}
 	start := time.Now()
 	origin.MustCtl(t, "remove", "w2")
 	returned := time.Now()
-	rest := []*Node{origin, nodes[1], nodes[3]}
 	for _, tm := range goneByName(t.Context(), rest, fqdn("w2"), ips["w2"], returned, namesRemoveBound) {
 		if tm.err != nil {
 			t.Errorf("%s: w2 not gone within %s of remove returning: %v", tm.node.NodeName, namesRemoveBound, tm.err)
@@ -393,6 +401,20 @@ func testNames(t *testing.T, timers string) {
 		}
 		t.Logf("remove w2 returned after %s; on %s: NXDOMAIN %s after (check %d, each getent and two digs)",
 			returned.Sub(start).Round(time.Millisecond), tm.node.NodeName, tm.gone.Round(time.Millisecond), tm.polls)
+	}
+
+	// The removed w2, still running with its certificates, asks the
+	// others' DNS on their overlay addresses (it could before): Nebula
+	// refuses its blocklisted certificate, so no answer comes, UDP or TCP.
+	for _, nd := range rest {
+		for _, proto := range []string{"+notcp", "+tcp"} {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			r, err := dig(ctx, nodes[2].Host, proto, "@"+ips[nd.NodeName], fqdn("w1"), "A")
+			cancel()
+			if err == nil {
+				t.Errorf("removed w2 asking %s on its overlay address %s (%s) got an answer: %+v", nd.NodeName, ips[nd.NodeName], proto, r)
+			}
+		}
 	}
 
 	// meshd left every resolv.conf alone.
