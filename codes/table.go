@@ -172,19 +172,68 @@ const (
 )
 
 // table is the one literal list of codes; docs/errors.md is checked against it.
+// Enrolment keys, joins by identity and ephemeral nodes (issue 31).
+const (
+	// KeyExhausted: a reusable enrolment key has admitted as many
+	// machines as its uses allow.
+	KeyExhausted Code = "X401050KEYUSD"
+	// KeyPrefixTaken: a new key's name prefix starts, or is started by,
+	// the prefix of a live key: the two could give the same names.
+	KeyPrefixTaken Code = "X409051KEYPFX"
+	// KeyBadLimits: a key's uses, lifetime or name prefix is out of
+	// bounds.
+	KeyBadLimits Code = "X400052KEYLIM"
+	// JWTInvalid: the join's JWT is not a signed JWT this cluster can
+	// verify (malformed, bad signature, unsupported algorithm, unknown key).
+	JWTInvalid Code = "X401060JWTBAD"
+	// JWTIssuerUnknown: no trusted issuer of this control node is the
+	// JWT's issuer.
+	JWTIssuerUnknown Code = "X401061JWTISS"
+	// JWTAudience: the JWT is not for this cluster's audience.
+	JWTAudience Code = "X401062JWTAUD"
+	// JWTExpired: the JWT's expiry has passed or its not-before is ahead.
+	JWTExpired Code = "X401063JWTEXP"
+	// JWTLifetime: the JWT lives longer than an hour or lacks exp, iat
+	// or jti.
+	JWTLifetime Code = "X401064JWTTTL"
+	// JWTReplayed: the JWT's jti was used by an earlier join.
+	JWTReplayed Code = "X401065JWTRPL"
+	// JWTNoRule: no claim rule of the issuer admits this JWT.
+	JWTNoRule Code = "X403066JWTRUL"
+	// EventNodeReaped: an ephemeral node was down (failed or left) for
+	// its window and was removed.
+	EventNodeReaped Code = "X100670EPHRMV"
+	// EventNodeForgotten: a removed ephemeral node's record was deleted;
+	// its name and overlay IP are free.
+	EventNodeForgotten Code = "X100671NDFRGT"
+)
+
 var table = map[Code]Info{
-	TokenCorrupt:     {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
-	TokenVersion:     {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
-	TokenExpired:     {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
-	TokenConsumed:    {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
-	TokenWrongAddr:   {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
-	TokenUnknown:     {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
-	TokenNameDiffer:  {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
-	TokenBadTTL:      {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
-	ClockSkewWarning: {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
-	ClockSkew:        {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
-	TokenThrottled:   {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
-	TokenRevoked:     {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
+
+	KeyExhausted:       {401, "the enrolment key has admitted as many machines as its uses allow", "mint a new key on a control node: `meshctl admit --reusable --uses N --name-prefix P`; `meshctl tokens` shows each key's uses left"},
+	KeyPrefixTaken:     {409, "another live enrolment key has a name prefix that starts, or is started by, this one: the two could give the same names", "choose a prefix neither starts nor is started by a live key's (`meshctl tokens` lists them), or revoke that key first"},
+	KeyBadLimits:       {400, "the enrolment key's uses, lifetime or name prefix is out of bounds", "give --uses 1 to 100000, --ttl 1m to 720h and a --name-prefix of lowercase letters, digits and dashes that starts with a letter and leaves room for a number (at most 56 characters)"},
+	JWTInvalid:         {401, "the join's JWT is not a signed JWT this cluster can verify (malformed, bad signature, unsupported algorithm or unknown key)", "check that the file holds the raw token the issuer gave (three base64url parts), that the issuer's JWKS on the control nodes is current, and that the token was not altered"},
+	JWTIssuerUnknown:   {401, "no issuer this control node trusts issued the JWT", "add the issuer to `enroll.jwt.issuers` in meshd.yaml on every control node (issuer URL exactly as the token's iss claim) and reload, or join with a token the trusted issuer gave"},
+	JWTAudience:        {401, "the JWT is not for this cluster's audience", "have the issuer mint the token for the audience configured in `enroll.jwt.issuers[].audience` (a CI job's OIDC token request names it)"},
+	JWTExpired:         {401, "the JWT has expired or is not valid yet", "fetch a fresh token from the issuer and join at once; check the clocks of the joiner, the issuer and the control nodes"},
+	JWTLifetime:        {401, "the JWT lives longer than an hour, or lacks an expiry, issue time or jti", "have the issuer mint short-lived tokens (at most 1 hour) with exp, iat and a unique jti"},
+	JWTReplayed:        {401, "the JWT was already used by an earlier join (its jti is recorded)", "fetch a new token from the issuer for each join; if you did not use this one, assume it leaked and check `meshctl audit`"},
+	JWTNoRule:          {403, "no claim rule of the issuer admits this JWT's claims", "add a rule to `enroll.jwt.issuers[].rules` whose claims match the token, or join from a workload the rules admit"},
+	EventNodeReaped:    {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
+	EventNodeForgotten: {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
+	TokenCorrupt:       {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
+	TokenVersion:       {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
+	TokenExpired:       {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
+	TokenConsumed:      {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
+	TokenWrongAddr:     {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
+	TokenUnknown:       {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
+	TokenNameDiffer:    {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
+	TokenBadTTL:        {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
+	ClockSkewWarning:   {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+	ClockSkew:          {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
+	TokenThrottled:     {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
+	TokenRevoked:       {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},

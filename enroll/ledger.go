@@ -57,7 +57,30 @@ type TokenRecord struct {
 	// its seeds (Token.SeedIDs): removing one of them revokes the token
 	// while it is unused.
 	SeedIDs []string `json:"seed_ids,omitempty"`
+	// Key: a reusable enrolment key (issue 31), not a one-time token:
+	// it admits up to Key.Uses machines until Expires, each under a name
+	// the cluster gives (Name is then empty). Zero for a one-time token
+	// (a value, not a pointer: snapshots copy records by value).
+	Key KeyLimits `json:"key,omitzero"`
+	// Ephemeral: every node it admits is ephemeral (state.Node.Ephemeral).
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
+
+// KeyLimits are what bounds a reusable enrolment key, and how far it has
+// been used.
+type KeyLimits struct {
+	Uses         int       `json:"uses"`           // how many machines it may admit
+	Used         int       `json:"used"`           // how many it has admitted (aborted admissions give theirs back)
+	NamePrefix   string    `json:"name_prefix"`    // names given are NamePrefix + a number
+	NameFromHost bool      `json:"name_from_host"` // the joiner's hostname, when valid and free, before NamePrefix + n
+	LastUsed     time.Time `json:"last_used,omitzero"`
+}
+
+// IsKey reports whether r is a reusable enrolment key.
+func (r TokenRecord) IsKey() bool { return r.Key.Uses > 0 }
+
+// Exhausted reports whether r is a key with no uses left.
+func (r TokenRecord) Exhausted() bool { return r.IsKey() && r.Key.Used >= r.Key.Uses }
 
 // Consumed reports whether the token has been used.
 func (r TokenRecord) Consumed() bool { return !r.ConsumedAt.IsZero() }

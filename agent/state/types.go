@@ -127,9 +127,14 @@ type Node struct {
 	Prior NodeState `json:"prior,omitempty"`
 	// Groups are the node groups from the token that admitted it: its
 	// Nebula certificates carry its role, then these (pki.NebulaGroups).
-	Groups  []string  `json:"groups,omitempty"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	Groups []string `json:"groups,omitempty"`
+	// Ephemeral: the cluster removes the node (and then forgets its
+	// record, freeing its name and overlay IP) once gossip has seen it
+	// failed or left for the ephemeral window (an enrolment key minted
+	// with --ephemeral, or `meshctl join --ephemeral`; issue 31).
+	Ephemeral bool      `json:"ephemeral,omitempty"`
+	Created   time.Time `json:"created"`
+	Updated   time.Time `json:"updated"`
 }
 
 // Revocation is a certificate every Nebula instance (and every mTLS check)
