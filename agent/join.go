@@ -46,7 +46,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if err := j.a.preflight().CheckTokenExpiry(ctx, tok, now); err != nil {
 		return nil, err
 	}
-	step("token checked: admits %s as %s in cluster %s, expires in %s", tok.Name, tok.Role, tok.ClusterID[:8],
+	step("%s checked: admits %s as %s in cluster %s, expires in %s", tokenKind(tok), admits(tok), tok.Role, tok.ClusterID[:8],
 		tok.Expires.Sub(now).Round(time.Second))
 	crash.At(crash.JoinAfterToken)
 
@@ -114,9 +114,9 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// 5-8. pinned TLS to a seed, the clocks compared before the secret
 	// goes out, enroll, receive certificates and facts.
 	resp, err := enroll.Enroll(ctx, tok, enroll.Request{
-		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
+		Protocol: enroll.ProtocolVersion, Secret: tok.Secret, Name: requestName(tok), HostName: hostName(tok),
 		CSR: keys.CSR, NebulaPublic: keys.NebulaPublicPEM, Underlay: underlay.String(),
-		Version: j.a.d.Version, Clock: j.a.d.Now(), Ports: j.ports(), Relay: j.a.cfg.Relay,
+		Version: j.a.d.Version, Clock: j.a.d.Now(), Ports: j.ports(), Relay: j.a.cfg.Relay, Ephemeral: req.Ephemeral,
 	}, j.joinEnrollDeps(underlay, step, emit))
 	if err != nil {
 		if !statedir.OutcomeUnknown(err) {

@@ -88,7 +88,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	if req.Secret.IsZero() {
 		req.Secret = tok.Secret
 	}
-	if req.Name == "" {
+	if req.Name == "" && !tok.Key { // a key's joiner is named by the cluster
 		req.Name = tok.Name
 	}
 	if req.Expires.IsZero() {
@@ -363,7 +363,12 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	if !ok || !pub.Equal(csrKey) {
 		return rejected("TLS certificate does not certify this node's key")
 	}
-	if resp.Name != c.tok.Name || leaf.Subject.CommonName != c.tok.Name {
+	if c.tok.Key {
+		// The cluster named this node: any valid name, the certificate's.
+		if err := ValidName(resp.Name); err != nil || leaf.Subject.CommonName != resp.Name {
+			return rejected("admitted name %q, certificate names %q", resp.Name, leaf.Subject.CommonName)
+		}
+	} else if resp.Name != c.tok.Name || leaf.Subject.CommonName != c.tok.Name {
 		return rejected("admitted name %q, the token names %q", resp.Name, c.tok.Name)
 	}
 	if role, err := pki.RoleOf(leaf); err != nil || resp.Role != role || (c.tok.Role != "" && role != c.tok.Role) {

@@ -112,6 +112,20 @@ type Admission struct {
 	Version      string    // joiner's agent version
 	Ports        Ports     // where the joiner listens
 	At           time.Time // the admitting node's clock; expiry is judged at this instant
+	// HostName is the joiner's hostname when the key it joins with was
+	// minted with --name-from-host; the FSM gives it as the name when it
+	// is valid and free.
+	HostName string `json:",omitempty"`
+	// Ephemeral: the joiner asked to be ephemeral (Request.Ephemeral).
+	Ephemeral bool `json:",omitempty"`
+}
+
+// Placement is what the ledger recorded for an admission: the node's name
+// (the token's, or the one the cluster gave under a key) and overlay IP
+// with the cluster prefix length.
+type Placement struct {
+	Name      string
+	OverlayIP netip.Prefix
 }
 
 // ErrIPTaken is returned by Ledger.Admit when an admission named an
@@ -163,9 +177,9 @@ type Ledger interface {
 	NameTaken(ctx context.Context, name string) (bool, error)
 	// Admit applies the admission as ONE raft entry (consume the token,
 	// record the node as joining with its keys, allocate the overlay IP the
-	// FSM picks) or fails with nothing changed. It returns the overlay IP
-	// (with the cluster prefix length) as the record holds it.
-	Admit(ctx context.Context, a Admission) (netip.Prefix, error)
+	// FSM picks, and under a key the name it gives) or fails with nothing
+	// changed. It returns the name and overlay IP as the record holds them.
+	Admit(ctx context.Context, a Admission) (Placement, error)
 	// RecordCerts records the certificates signed for the joining node
 	// nodeID and makes it active: only a joining node with no certificates
 	// yet, and only certificates for the keys its record holds.

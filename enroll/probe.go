@@ -88,7 +88,11 @@ func Check(ctx context.Context, tok Token, seed string, d ClientDeps) (*CheckRes
 	if err := c.judgeClock(ctx, s); err != nil {
 		return nil, unreachableCoded(seed, err)
 	}
-	body, err := json.Marshal(CheckRequest{Protocol: ProtocolVersion, Secret: tok.Secret, Name: tok.Name,
+	name := tok.Name
+	if tok.Key {
+		name = "" // the cluster names a key's joiner
+	}
+	body, err := json.Marshal(CheckRequest{Protocol: ProtocolVersion, Secret: tok.Secret, Name: name,
 		Clock: c.now(), Expires: tok.Expires})
 	if err != nil {
 		return nil, fmt.Errorf("encode check request: %w", err)
@@ -104,7 +108,7 @@ func Check(ctx context.Context, tok Token, seed string, d ClientDeps) (*CheckRes
 	if err := json.Unmarshal(data, &resp); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: malformed check response: %w", seed, err))
 	}
-	if resp.Name != tok.Name {
+	if resp.Name != name {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("seed %s: checked %q, the token names %q", seed, resp.Name, tok.Name))
 	}
 	return &resp, nil

@@ -64,8 +64,39 @@ func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) (*Res
 		// keys and the same join run again resumes.
 		return nil, fmt.Errorf("look up the admission of token for %s: %w", rec.Name, err)
 	}
-	if !found || a.Name != req.Name || a.Name != rec.Name || !bytes.Equal(a.NebulaPub, req.NebulaPublic) {
+	if !found || a.Name != req.Name || a.Name != rec.Name {
 		s.log.Debug("no resume: the token's node is not this request's", "name", rec.Name, "node_id", rec.ConsumedBy, "found", found)
+		return nil, nil
+	}
+	return s.resumeAdmitted(ctx, req, a)
+}
+
+// resumeKey answers a repeated enrollment with a reusable key: the node
+// id a key gives is KeyNodeID(key, the joiner's TLS key), so a record of
+// that id is this machine's earlier admission with this key. It returns
+// nil, nil when there is none (a first join: admit it) or the request does
+// not prove the recorded keys.
+func (s *Server) resumeKey(ctx context.Context, req Request, rec TokenRecord, nodeID string) (*Response, error) {
+	r, ok := s.ledger.(Resumer)
+	if !ok {
+		return nil, nil
+	}
+	a, found, err := r.Admitted(ctx, nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("look up an earlier admission with key %s: %w", shortHash(rec.Hash), err)
+	}
+	if !found {
+		return nil, nil
+	}
+	return s.resumeAdmitted(ctx, req, a)
+}
+
+// resumeAdmitted finishes or repeats the admission a when req proves the
+// keys it recorded (the same Nebula public key, a CSR signed by the
+// recorded TLS key), and returns nil, nil when it does not.
+func (s *Server) resumeAdmitted(ctx context.Context, req Request, a Admitted) (*Response, error) {
+	if !bytes.Equal(a.NebulaPub, req.NebulaPublic) {
+		s.log.Debug("no resume: another Nebula key", "name", a.Name, "node_id", a.NodeID)
 		return nil, nil
 	}
 	recorded, err := recordedKey(a)
@@ -73,7 +104,7 @@ func (s *Server) resume(ctx context.Context, req Request, rec TokenRecord) (*Res
 		err = sameKeyProven(req.CSR, recorded)
 	}
 	if err != nil {
-		s.log.Debug("no resume: the request does not prove the recorded key", "name", rec.Name, "node_id", rec.ConsumedBy, "err", err)
+		s.log.Debug("no resume: the request does not prove the recorded key", "name", a.Name, "node_id", a.NodeID, "err", err)
 		return nil, nil
 	}
 	facts, err := s.ledger.JoinFacts(ctx, a.Role)

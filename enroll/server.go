@@ -231,6 +231,9 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	} else if rec.Role == pki.RoleControl {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("a control node must advertise its underlay address"))
 	}
+	if req.Ephemeral && rec.Role != pki.RoleWorker {
+		return nil, codes.Wrap(codes.BadRole, fmt.Errorf("only a worker can be ephemeral; the token admits a %s node", rec.Role))
+	}
 	tlsKey, err := pki.CSRPublicKey(req.CSR)
 	if err != nil {
 		return nil, err
@@ -242,31 +245,43 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	if err != nil {
 		return nil, fmt.Errorf("join facts: %w", err)
 	}
-	nodeID, err := s.idFor(ctx, ahead, rec.Name, !rec.Approve)
-	if err != nil {
+	var nodeID, hostName string
+	if rec.IsKey() {
+		// The same machine asking again with the same key is the same
+		// node: a join whose answer was lost resumes (resumeKey).
+		nodeID = KeyNodeID(hash, tlsKey)
+		if resp, err := s.resumeKey(ctx, req, rec, nodeID); resp != nil || err != nil {
+			return resp, err
+		}
+		if rec.Key.NameFromHost {
+			hostName = req.HostName
+		}
+	} else if nodeID, err = s.idFor(ctx, ahead, rec.Name, !rec.Approve); err != nil {
 		return nil, fmt.Errorf("look up a former node named %s: %w", rec.Name, err)
 	}
-	overlayIP, err := s.ledger.Admit(ctx, Admission{
+	placed, err := s.ledger.Admit(ctx, Admission{
 		Token: hash, NodeID: nodeID, Name: rec.Name, Role: rec.Role,
 		Underlay: req.Underlay, SourceAddr: source.String(), Relay: req.Relay,
 		TLSPublicKey: tlsKey, NebulaPub: req.NebulaPublic,
 		Version: req.Version, Ports: req.Ports, At: s.now(),
+		HostName: hostName, Ephemeral: req.Ephemeral,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("admit %s: %w", rec.Name, err)
+		return nil, fmt.Errorf("admit %s: %w", admittedName(rec), err)
 	}
 	crash.At(crash.EnrollAfterAdmit)
-	tlsCert, nebulaCert, err := s.certify(ctx, SignRequest{NodeID: nodeID, Name: rec.Name, Role: rec.Role,
+	name, overlayIP := placed.Name, placed.OverlayIP
+	tlsCert, nebulaCert, err := s.certify(ctx, SignRequest{NodeID: nodeID, Name: name, Role: rec.Role,
 		OverlayIP: overlayIP, CSR: req.CSR})
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("node admitted", "code", codes.EventNodeAdmitted, "name", rec.Name, "role", rec.Role,
-		"node_id", nodeID, "token", shortHash(hash), "overlay_ip", overlayIP, "source", source)
+	s.log.Info("node admitted", "code", codes.EventNodeAdmitted, "name", name, "role", rec.Role,
+		"node_id", nodeID, "token", shortHash(hash), "key", rec.IsKey(), "overlay_ip", overlayIP, "source", source)
 
 	return &Response{
 		NodeID:       nodeID,
-		Name:         rec.Name,
+		Name:         name,
 		Role:         rec.Role,
 		ClusterID:    facts.ClusterID,
 		ClusterName:  facts.ClusterName,
@@ -300,8 +315,12 @@ type claim struct {
 // record, and with codes.TokenConsumed the used token's record (Enroll
 // then tries to resume the join that used it).
 func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (TokenRecord, error) {
-	if err := ValidName(c.Name); err != nil {
-		return TokenRecord{}, err
+	// A joiner with a reusable key names no node: the cluster gives the
+	// name. Whether the secret is a key's is the ledger's to say.
+	if c.Name != "" {
+		if err := ValidName(c.Name); err != nil {
+			return TokenRecord{}, err
+		}
 	}
 	// Everything that needs no ledger comes first: on a follower, looking
 	// up a token this node does not hold costs a round trip to the leader.
@@ -343,6 +362,19 @@ func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (To
 	}
 	if rec.Addr != "" && !sameAddr(rec.Addr, source) {
 		return TokenRecord{}, codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("token for %s is bound to %s, request came from %s", rec.Name, rec.Addr, source))
+	}
+	if rec.IsKey() {
+		// The FSM checks the uses again as it applies the admission: two
+		// joins racing for the last use through two control nodes cannot
+		// both pass (state.Admit).
+		if rec.Exhausted() {
+			return TokenRecord{}, codes.Wrap(codes.KeyExhausted, fmt.Errorf("key %s (prefix %s) has admitted %d of %d machines",
+				shortHash(rec.Hash), rec.Key.NamePrefix, rec.Key.Used, rec.Key.Uses))
+		}
+		return rec, nil
+	}
+	if c.Name == "" {
+		return TokenRecord{}, codes.Wrap(codes.BadNodeName, fmt.Errorf("the request names no node; the token admits %s", rec.Name))
 	}
 	if c.Name != rec.Name {
 		return TokenRecord{}, codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("token admits %s, request names %s", rec.Name, c.Name))
@@ -618,4 +650,13 @@ func absDuration(d time.Duration) time.Duration {
 		return -d
 	}
 	return d
+}
+
+// admittedName is what a log line or error calls the node a record
+// admits: its name, or for a key the names it gives.
+func admittedName(rec TokenRecord) string {
+	if rec.IsKey() {
+		return rec.Key.NamePrefix + "N (key " + shortHash(rec.Hash) + ")"
+	}
+	return rec.Name
 }

@@ -93,18 +93,21 @@ func (l *fakeLedger) NameTaken(_ context.Context, name string) (bool, error) {
 	return l.nameTaken(name)
 }
 
-func (l *fakeLedger) Admit(_ context.Context, a enroll.Admission) (netip.Prefix, error) {
+func (l *fakeLedger) Admit(_ context.Context, a enroll.Admission) (enroll.Placement, error) {
 	l.record("Admit")
 	if err := l.admit(a); err != nil {
-		return netip.Prefix{}, err
+		return enroll.Placement{}, err
 	}
 	if !a.OverlayIP.IsValid() {
 		a.OverlayIP = l.pickIP()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if a.Name == "" { // a key's joiner: the "FSM" gives the next name
+		a.Name = fmt.Sprintf("key-%d", len(l.admitted)+1)
+	}
 	l.admitted = append(l.admitted, a)
-	return a.OverlayIP, nil
+	return enroll.Placement{Name: a.Name, OverlayIP: a.OverlayIP}, nil
 }
 
 func (l *fakeLedger) RecordCerts(_ context.Context, nodeID string, tlsCert, nebulaCert []byte) error {

@@ -75,13 +75,24 @@ type Token struct {
 	// secret (issue 27). It travels as a second optional trailer
 	// (seedIDsTag, a count, then each id length-prefixed).
 	SeedIDs []string
+	// Key: a reusable enrolment key (issue 31), not a one-time token.
+	// Name then holds the name prefix (ValidKeyPrefix): the cluster gives
+	// each joiner its name. It travels as a third optional trailer
+	// (keyTag, then a flags byte whose bit 0 is set); a joiner of an
+	// earlier release refuses such a token as corrupt.
+	Key bool
 }
 
 // Tags of the payload's optional trailers, in the order they appear.
 const (
 	nextCATag  = 0x01
 	seedIDsTag = 0x02
+	keyTag     = 0x03
 )
+
+// keyFlagReusable is bit 0 of the key trailer's flags byte; every other
+// bit is reserved (zero).
+const keyFlagReusable = 0x01
 
 // MaxSeedIDLen bounds a seed's node id in a token.
 const MaxSeedIDLen = 64
@@ -142,6 +153,9 @@ func (t Token) Encode() (string, error) {
 			b = append(b, byte(len(id)))
 			b = append(b, id...)
 		}
+	}
+	if t.Key {
+		b = append(b, keyTag, keyFlagReusable)
 	}
 	b = binary.BigEndian.AppendUint32(b, checksum(b))
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
@@ -265,6 +279,13 @@ func decodePayload(p []byte) (Token, error) {
 			t.SeedIDs = append(t.SeedIDs, string(id))
 		}
 	}
+	if len(p) >= 2 && p[0] == keyTag {
+		if p[1] != keyFlagReusable {
+			return Token{}, fmt.Errorf("key flags %#x", p[1])
+		}
+		t.Key = true
+		p = p[2:]
+	}
 	if len(p) != 0 {
 		return Token{}, fmt.Errorf("%d trailing bytes", len(p))
 	}
@@ -298,7 +319,14 @@ func (t Token) validate() error {
 	if t.Expires.Unix() <= 0 {
 		return codes.Wrap(codes.BadRequest, errors.New("token without an expiry"))
 	}
-	if err := ValidName(t.Name); err != nil {
+	if t.Key {
+		if err := ValidKeyPrefix(t.Name); err != nil {
+			return err
+		}
+		if t.Role != pki.RoleWorker {
+			return codes.Wrap(codes.BadRole, fmt.Errorf("a key admits workers, not %q", t.Role))
+		}
+	} else if err := ValidName(t.Name); err != nil {
 		return err
 	}
 	if roleByte(t.Role) == 0 {
@@ -417,8 +445,12 @@ func CheckTTL(d time.Duration) error {
 
 // String shows the cluster id, name, role and expiry, never the secret.
 func (t Token) String() string {
-	return fmt.Sprintf("enroll.Token{cluster=%s name=%s role=%s expires=%s secret=[redacted]}",
-		t.ClusterID, t.Name, t.Role, t.Expires.UTC().Format(time.RFC3339))
+	kind := "name"
+	if t.Key {
+		kind = "key name_prefix"
+	}
+	return fmt.Sprintf("enroll.Token{cluster=%s %s=%s role=%s expires=%s secret=[redacted]}",
+		t.ClusterID, kind, t.Name, t.Role, t.Expires.UTC().Format(time.RFC3339))
 }
 
 // GoString is String, so %#v is redacted too.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -414,6 +415,51 @@ func TestTokenNextCA(t *testing.T) {
 		p = binary.BigEndian.AppendUint32(p, checksum(p))
 		if _, err := ParseToken(tokenPrefix + base64.RawURLEncoding.EncodeToString(p)); codes.Of(err) != codes.TokenCorrupt {
 			t.Errorf("%s trailer: %v, want TokenCorrupt", name, err)
+		}
+	}
+}
+
+// TestTokenKey: a reusable key's token carries the key trailer and its
+// name prefix; it round-trips (with the other trailers too), admits
+// workers only, takes a prefix a node name could not be ("web-"), and a
+// key trailer with other flags, or cut, is TokenCorrupt.
+func TestTokenKey(t *testing.T) {
+	key := testToken()
+	key.Key, key.Name = true, "web-"
+	key.SeedIDs = []string{"a", "b", "c"}
+	key.NextCA = pki.Fingerprint{0: 7}
+	got, err := ParseToken(mustEncode(t, key))
+	if err != nil {
+		t.Fatalf("parse a key: %v", err)
+	}
+	if !got.Key || got.Name != "web-" || !slices.Equal(got.SeedIDs, key.SeedIDs) || got.NextCA != key.NextCA {
+		t.Fatalf("parsed key %+v", got)
+	}
+	if plain, _ := ParseToken(mustEncode(t, testToken())); plain.Key {
+		t.Fatal("a one-time token parsed as a key")
+	}
+	ctl := key
+	ctl.Role = pki.RoleControl
+	if _, err := ctl.Encode(); codes.Of(err) != codes.BadRole {
+		t.Fatalf("a control key: %v, want BadRole", err)
+	}
+	bad := key
+	bad.Name = "-web"
+	if _, err := bad.Encode(); codes.Of(err) != codes.KeyBadLimits {
+		t.Fatalf("a key with prefix -web: %v, want KeyBadLimits", err)
+	}
+	plain := testToken()
+	body, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(mustEncode(t, plain), tokenPrefix))
+	payload := body[:len(body)-crcSize]
+	for name, trailer := range map[string][]byte{
+		"cut":   {keyTag},
+		"flags": {keyTag, 0x03},
+		"extra": {keyTag, keyFlagReusable, 0},
+	} {
+		p := append(append([]byte(nil), payload...), trailer...)
+		p = binary.BigEndian.AppendUint32(p, checksum(p))
+		if _, err := ParseToken(tokenPrefix + base64.RawURLEncoding.EncodeToString(p)); codes.Of(err) != codes.TokenCorrupt {
+			t.Errorf("%s key trailer: %v, want TokenCorrupt", name, err)
 		}
 	}
 }

@@ -72,6 +72,15 @@ type Request struct {
 	// answer, shows the code of its TLS session and asks again over the
 	// same connection. A joiner without it is refused such a token.
 	Approval bool `json:"approval,omitempty"`
+	// HostName is the joiner's hostname, sent with a reusable key: a key
+	// minted with --name-from-host gives it as the node's name when it is
+	// a valid, free name. The cluster decides; Name is then empty.
+	HostName string `json:"host_name,omitempty"`
+	// Ephemeral: the joiner asks to be an ephemeral node (`meshctl join
+	// --ephemeral`): removed by the cluster once down for the ephemeral
+	// window. A key minted with --ephemeral makes every node it admits
+	// ephemeral whatever this says.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // Ports are the ports a node listens on (DESIGN §3), announced at enrollment

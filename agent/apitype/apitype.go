@@ -341,6 +341,20 @@ type Token struct {
 	RevokedAt  time.Time `json:"revoked_at,omitzero"`
 	// Approval is set for a token minted with --approve (approval.go).
 	Approval *TokenApproval `json:"approval,omitempty"`
+	// Key is set for a reusable enrolment key (issue 31).
+	Key       *TokenKey `json:"key,omitempty"`
+	Ephemeral bool      `json:"ephemeral,omitempty"`
+}
+
+// TokenKey is what a Token row of a reusable enrolment key adds: its
+// uses, how many are left, and how it names its joiners.
+type TokenKey struct {
+	Uses         int       `json:"uses"`
+	Used         int       `json:"used"`
+	Left         int       `json:"left"`
+	NamePrefix   string    `json:"name_prefix"`
+	NameFromHost bool      `json:"name_from_host,omitempty"`
+	LastUsed     time.Time `json:"last_used,omitzero"`
 }
 
 // The states of a Token row.
@@ -349,6 +363,9 @@ const (
 	TokenUsed    = "used"
 	TokenExpired = "expired"
 	TokenRevoked = "revoked"
+	// TokenExhausted: a key that has admitted as many machines as its
+	// uses allow.
+	TokenExhausted = "exhausted"
 )
 
 // AuditEvent is one row of GET /v0/audit: who did what, and when.
@@ -416,6 +433,17 @@ type AdmitRequest struct {
 	// its role (`--group G`, repeatable; pki.CheckNodeGroups), for
 	// firewall rules.
 	Groups []string `json:"groups,omitempty"`
+	// Reusable: mint an enrolment key (issue 31), not a one-time token:
+	// it admits up to Uses workers until TTL (at most 30 days), naming
+	// each NamePrefix + a number, or its hostname when NameFromHost and
+	// the hostname is a valid, free name. Name is then empty.
+	Reusable     bool   `json:"reusable,omitempty"`
+	Uses         int    `json:"uses,omitempty"`
+	NamePrefix   string `json:"name_prefix,omitempty"`
+	NameFromHost bool   `json:"name_from_host,omitempty"`
+	// Ephemeral: every node the token or key admits is ephemeral: the
+	// cluster removes it once it has been down for the ephemeral window.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // AdmitResponse answers POST /v0/admit.
@@ -434,6 +462,14 @@ type AdmitResponse struct {
 	Approve bool `json:"approve,omitempty"`
 	// Groups are the node groups the token admits the node into.
 	Groups []string `json:"groups,omitempty"`
+	// Reusable, Uses, NamePrefix and NameFromHost describe an enrolment
+	// key (AdmitRequest.Reusable); Ephemeral, a token or key whose nodes
+	// are ephemeral.
+	Reusable     bool   `json:"reusable,omitempty"`
+	Uses         int    `json:"uses,omitempty"`
+	NamePrefix   string `json:"name_prefix,omitempty"`
+	NameFromHost bool   `json:"name_from_host,omitempty"`
+	Ephemeral    bool   `json:"ephemeral,omitempty"`
 	// Seeds are the enroll endpoints the token names, in the order a
 	// joiner tries them (each token starts at a control node its hash
 	// picks).
@@ -446,6 +482,9 @@ type JoinRequest struct {
 	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
 	AdvertiseIface string `json:"advertise_iface,omitempty"`
 	Force          bool   `json:"force,omitempty"`
+	// Ephemeral: join as an ephemeral node (`meshctl join --ephemeral`):
+	// the cluster removes it once it has been down for its window.
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // JoinLine is one line of the streamed POST /v0/join response: a step, and

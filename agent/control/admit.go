@@ -25,6 +25,9 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err := p.CaughtUp(ctx); err != nil {
 		return nil, err
 	}
+	if req.Reusable {
+		return p.admitKey(ctx, req, actor)
+	}
 	if err := enroll.ValidName(req.Name); err != nil {
 		return nil, err
 	}
@@ -65,17 +68,50 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		reuses = fmt.Sprintf("%s is a former node (%s); its join reuses the record: node id %s and overlay IP %s are kept, "+
 			"with new keys (every earlier certificate of it is revoked)", n.Name, n.State, n.ID, n.OverlayIP)
 	}
+	rec := enroll.TokenRecord{
+		Name: req.Name, Role: role, Addr: req.Addr, MintedBy: p.cfg.NodeID, Approve: req.Approve,
+		Groups: req.Groups, Ephemeral: req.Ephemeral,
+	}
+	m, err := p.mint(ctx, rec, ttl, actor)
+	if err != nil {
+		return nil, err
+	}
+	rec = m.rec
+	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
+		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "groups", strings.Join(req.Groups, ","),
+		"ephemeral", req.Ephemeral, "actor", actor)
+	return &apitype.AdmitResponse{
+		Token: m.text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
+		Expires: rec.Expires, Command: "meshctl join " + m.text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups, Seeds: m.seeds,
+		Ephemeral: req.Ephemeral,
+	}, nil
+}
+
+// minted is a token or key mint wrote: its record as raft holds it, its
+// one-line text (shown once) and its seeds.
+type minted struct {
+	rec   enroll.TokenRecord
+	text  string
+	seeds []string
+}
+
+// mint gives rec a fresh secret, its seeds (the node ids too), its
+// creation and expiry (ttl from now), writes it through raft and returns
+// it with the token's text, which pins the cluster CA (both CAs during a
+// rotation). rec.Name is the node name, or a key's prefix when rec.Key is
+// set.
+func (p *Plane) mint(ctx context.Context, rec enroll.TokenRecord, ttl time.Duration, actor string) (minted, error) {
 	cluster, ok := p.raft.FSM().Cluster()
 	if !ok {
-		return nil, codes.Wrap(codes.NotInCluster, fmt.Errorf("no cluster record in raft yet"))
+		return minted{}, codes.Wrap(codes.NotInCluster, fmt.Errorf("no cluster record in raft yet"))
 	}
 	caFP, err := pki.ParseFingerprint(cluster.CAFingerprint)
 	if err != nil {
-		return nil, fmt.Errorf("cluster CA fingerprint: %w", err)
+		return minted{}, fmt.Errorf("cluster CA fingerprint: %w", err)
 	}
 	secret, err := enroll.NewSecret()
 	if err != nil {
-		return nil, err
+		return minted{}, err
 	}
 	at := p.now().UTC()
 	now := at.Truncate(time.Second)
@@ -84,34 +120,29 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	// every token listed the same first seed, one sick control node
 	// answered every join (issue 28).
 	seeds, seedIDs := p.seedNodes(spreadKey(secret.Hash()))
-	rec := enroll.TokenRecord{
-		Hash: secret.Hash(), Name: req.Name, Role: role, Addr: req.Addr,
-		Created: now, Expires: now.Add(ttl), MintedBy: p.cfg.NodeID, Approve: req.Approve,
-		Groups: req.Groups, SeedIDs: seedIDs,
+	rec.Hash, rec.Created, rec.Expires, rec.SeedIDs = secret.Hash(), now, now.Add(ttl), seedIDs
+	name := rec.Name
+	if rec.IsKey() {
+		name = rec.Key.NamePrefix
 	}
-	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: seeds, SeedIDs: seedIDs, Name: req.Name,
-		Role: role, Expires: rec.Expires, Secret: secret}
+	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: seeds, SeedIDs: seedIDs, Name: name,
+		Role: rec.Role, Expires: rec.Expires, Secret: secret, Key: rec.IsKey()}
 	if r := cluster.Rotation; r != nil { // a CA rotation: the token pins both CAs
 		if tok.NextCA, err = pki.ParseFingerprint(r.NextCAFingerprint); err != nil {
-			return nil, fmt.Errorf("next CA fingerprint: %w", err)
+			return minted{}, fmt.Errorf("next CA fingerprint: %w", err)
 		}
 	}
 	text, err := tok.Encode()
 	if err != nil {
-		return nil, fmt.Errorf("encode token: %w", err)
+		return minted{}, fmt.Errorf("encode token: %w", err)
 	}
 	if err := p.WriteApplied(ctx, &state.MintToken{Record: rec, Actor: actor, At: at}); err != nil {
-		return nil, err
+		return minted{}, err
 	}
 	if err := p.checkSeedsStayed(ctx, rec); err != nil {
-		return nil, err
+		return minted{}, err
 	}
-	p.log.Info("join token minted", "code", codes.EventTokenMinted, "token_id", rec.Hash.String()[:12],
-		"name", req.Name, "role", role, "expires", rec.Expires, "addr", req.Addr, "approve", req.Approve, "groups", strings.Join(req.Groups, ","), "actor", actor)
-	return &apitype.AdmitResponse{
-		Token: text, ID: rec.Hash.String()[:12], Name: req.Name, Role: string(role),
-		Expires: rec.Expires, Command: "meshctl join " + text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups, Seeds: seeds,
-	}, nil
+	return minted{rec: rec, text: text, seeds: seeds}, nil
 }
 
 // Seeds are the enroll endpoints of every active control node.

@@ -38,7 +38,7 @@ func joining(t *testing.T, via *member, name string, role pki.Role) (string, *pk
 	if err != nil {
 		t.Fatalf("admit %s: %v", name, err)
 	}
-	return id, keys, ip
+	return id, keys, ip.OverlayIP
 }
 
 // TestSignOnlyAdmitted: the CA holder, asked over mTLS by another control

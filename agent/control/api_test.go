@@ -89,7 +89,7 @@ func TestInternalAPIRefusals(t *testing.T) {
 		t.Fatalf("sign through the CA holder: %d bytes, %v", len(signed.Cert), err)
 	}
 	want := time.Now().Add(time.Hour)
-	cert, err := c2.p.Signer().SignNebula(ctx, enroll.SignRequest{NodeID: "id-c9", OverlayIP: ip})
+	cert, err := c2.p.Signer().SignNebula(ctx, enroll.SignRequest{NodeID: "id-c9", OverlayIP: ip.OverlayIP})
 	if err != nil {
 		t.Fatalf("sign Nebula through the CA holder: %v", err)
 	}

@@ -60,7 +60,7 @@ func TestAdmitGroups(t *testing.T) {
 		t.Fatalf("node record groups %v (found %t)", n.Groups, ok)
 	}
 	want := []string{"worker", "db", "eu-west"}
-	nebPEM, err := origin.p.signAdmittedNebula(within(t, 5*time.Second), enroll.SignRequest{NodeID: "id-w1", OverlayIP: ip})
+	nebPEM, err := origin.p.signAdmittedNebula(within(t, 5*time.Second), enroll.SignRequest{NodeID: "id-w1", OverlayIP: ip.OverlayIP})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestAdmitGroups(t *testing.T) {
 		t.Errorf("admitted Nebula cert groups %v, want %v", got, want)
 	}
 	n.NebulaPublicKey = keys.NebulaPublicPEM
-	if err := origin.p.renewNebulaFor(within(t, 5*time.Second), n, ip.Bits(), time.Now(), time.Hour); err != nil {
+	if err := origin.p.renewNebulaFor(within(t, 5*time.Second), n, ip.OverlayIP.Bits(), time.Now(), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	n, _ = origin.p.Raft().FSM().Node("id-w1")

@@ -52,7 +52,7 @@ var _ enroll.Former = (*Ledger)(nil)
 // joining with its public keys, allocate the overlay IP the FSM picks. The
 // FSM re-checks everything (compare-and-set). The IP is read back from
 // this node's FSM once it has applied the entry (WriteApplied).
-func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, error) {
+func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (enroll.Placement, error) {
 	n := state.Node{
 		ID: a.NodeID, Name: a.Name, Role: a.Role, State: state.NodeJoining,
 		Underlay: a.Underlay, TLSPublicKey: a.TLSPublicKey, NebulaPublicKey: a.NebulaPub,
@@ -79,14 +79,14 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (netip.Prefix, e
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
 	if err := l.p.WriteApplied(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
-		return netip.Prefix{}, err
+		return enroll.Placement{}, err
 	}
 	rec, ok := l.p.raft.FSM().Node(a.NodeID)
 	c, cok := l.p.raft.FSM().Cluster()
 	if !ok || !cok || rec.State != state.NodeJoining || !rec.OverlayIP.IsValid() {
-		return netip.Prefix{}, codes.Wrap(codes.Internal, fmt.Errorf("admission of %s applied but node %s is not joining here", a.Name, a.NodeID))
+		return enroll.Placement{}, codes.Wrap(codes.Internal, fmt.Errorf("admission of %s applied but node %s is not joining here", a.Name, a.NodeID))
 	}
-	return netip.PrefixFrom(rec.OverlayIP, c.Overlay.Bits()), nil
+	return enroll.Placement{Name: rec.Name, OverlayIP: netip.PrefixFrom(rec.OverlayIP, c.Overlay.Bits())}, nil
 }
 
 // RecordCerts parses both certificates, checks that they certify what

@@ -37,12 +37,19 @@ func TokenRow(t enroll.TokenRecord, now time.Time) apitype.Token {
 		st = apitype.TokenRevoked
 	case t.Consumed():
 		st = apitype.TokenUsed
+	case t.Exhausted():
+		st = apitype.TokenExhausted
 	case !now.Before(t.Expires):
 		st = apitype.TokenExpired
 	}
-	return apitype.Token{ID: tokenID(t.Hash), Name: t.Name, Role: string(t.Role), Addr: t.Addr,
+	row := apitype.Token{ID: tokenID(t.Hash), Name: t.Name, Role: string(t.Role), Addr: t.Addr,
 		Created: t.Created, Expires: t.Expires, MintedBy: t.MintedBy, State: st, ConsumedBy: t.ConsumedBy,
-		RevokedAt: t.RevokedAt, Approval: approvalRow(t)}
+		RevokedAt: t.RevokedAt, Approval: approvalRow(t), Ephemeral: t.Ephemeral}
+	if t.IsKey() {
+		row.Key = &apitype.TokenKey{Uses: t.Key.Uses, Used: t.Key.Used, Left: t.Key.Uses - t.Key.Used,
+			NamePrefix: t.Key.NamePrefix, NameFromHost: t.Key.NameFromHost, LastUsed: t.Key.LastUsed}
+	}
+	return row
 }
 
 // RevokeToken revokes the unused token whose id (or unique id prefix of at

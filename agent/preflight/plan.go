@@ -77,8 +77,12 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 	if err := a.CheckTokenExpiry(ctx, tok, now); err != nil {
 		p.fail("token", err)
 	} else {
+		admits := tok.Name
+		if tok.Key {
+			admits = "machines named " + tok.Name + "N (a reusable key)"
+		}
 		p.ok("token", "version %d, admits %s as %s in cluster %s, expires in %s (%s)", enroll.TokenVersion,
-			tok.Name, tok.Role, tok.ClusterID[:8], tok.Expires.Sub(now).Round(time.Second), tok.Expires.UTC().Format(time.RFC3339))
+			admits, tok.Role, tok.ClusterID[:8], tok.Expires.Sub(now).Round(time.Second), tok.Expires.UTC().Format(time.RFC3339))
 	}
 
 	// Held by this meshd: a member's runtime holds its ports and TUN

@@ -156,6 +156,11 @@ func (c AbortAdmission) applyTo(s *Snapshot) error {
 			rec.ConsumedAt, rec.ConsumedBy = time.Time{}, ""
 			s.Tokens[h] = rec
 		}
+		// A key gives back the use the admission took.
+		if rec.IsKey() && n.Token == h && rec.Key.Used > 0 {
+			rec.Key.Used--
+			s.Tokens[h] = rec
+		}
 	}
 	if n.Prior != "" {
 		// A reused record: back to the former node it was, without keys

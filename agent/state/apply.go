@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
@@ -72,14 +73,23 @@ func (c MintToken) applyTo(s *Snapshot) error {
 	if r.Hash == (enroll.TokenHash{}) {
 		return codes.Wrap(codes.BadRequest, errors.New("mint token: no hash"))
 	}
-	if err := enroll.ValidName(r.Name); err != nil {
-		return err
-	}
 	if _, err := pki.ParseRole(string(r.Role)); err != nil {
 		return err
 	}
-	if err := enroll.CheckTTL(r.Expires.Sub(r.Created)); err != nil {
-		return err
+	if r.IsKey() {
+		if err := s.checkKey(r); err != nil {
+			return err
+		}
+	} else {
+		if err := enroll.ValidName(r.Name); err != nil {
+			return err
+		}
+		if err := enroll.CheckTTL(r.Expires.Sub(r.Created)); err != nil {
+			return err
+		}
+	}
+	if r.Ephemeral && r.Role != pki.RoleWorker {
+		return codes.Wrap(codes.BadRole, fmt.Errorf("mint token: only workers can be ephemeral, not %s", r.Role))
 	}
 	if err := pki.CheckNodeGroups(r.Groups); err != nil {
 		return err
@@ -100,8 +110,16 @@ func (c MintToken) applyTo(s *Snapshot) error {
 	}
 
 	s.Tokens[r.Hash] = r
-	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: cmp.Or(c.At, r.Created), Actor: c.Actor, Subject: r.Name,
-		Detail: fmt.Sprintf("role %s, expires %s, hash %s", r.Role, r.Expires.UTC().Format("2006-01-02T15:04:05Z"), r.Hash)})
+	subject, detail := r.Name, ""
+	if r.IsKey() {
+		subject = r.Key.NamePrefix + "*"
+		detail = fmt.Sprintf(", reusable key: %d uses", r.Key.Uses)
+	}
+	if r.Ephemeral {
+		detail += ", ephemeral"
+	}
+	s.audit(AuditEvent{Code: codes.EventTokenMinted, At: cmp.Or(c.At, r.Created), Actor: c.Actor, Subject: subject,
+		Detail: fmt.Sprintf("role %s, expires %s, hash %s%s", r.Role, r.Expires.UTC().Format("2006-01-02T15:04:05Z"), r.Hash, detail)})
 	return nil
 }
 
@@ -113,14 +131,17 @@ func (c Admit) applyTo(s *Snapshot) error {
 	if a.NodeID == "" || (n.ID != "" && n.ID != a.NodeID) {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %q does not match admission %q", n.ID, a.NodeID))
 	}
-	// The id of a former node of the admitted name is its record, reused.
+	rec, ok := s.Tokens[a.Token]
+	key := ok && rec.IsKey()
+	// The id of a former node of the admitted name is its record, reused;
+	// under a key, the record of a former node the same key admitted for
+	// the same machine (enroll.KeyNodeID), which keeps the name it had.
 	prior, dup := s.Nodes[a.NodeID]
-	reusing := dup && prior.State.Former() && prior.Name == a.Name
+	reusing := dup && prior.State.Former() && (prior.Name == a.Name || key && prior.Token == a.Token)
 	if dup && !reusing {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %s already recorded", a.NodeID))
 	}
 
-	rec, ok := s.Tokens[a.Token]
 	switch {
 	case !ok:
 		return codes.Wrap(codes.TokenUnknown, fmt.Errorf("admit %s: no record of token %s", a.Name, a.Token))
@@ -130,20 +151,35 @@ func (c Admit) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.TokenRevoked, fmt.Errorf("admit %s: token revoked at %s", a.Name, rec.RevokedAt.UTC().Format("2006-01-02T15:04:05Z")))
 	case !a.At.Before(rec.Expires):
 		return codes.Wrap(codes.TokenExpired, fmt.Errorf("admit %s: token expired at %s", a.Name, rec.Expires.UTC().Format("2006-01-02T15:04:05Z")))
+	case rec.Exhausted():
+		return codes.Wrap(codes.KeyExhausted, fmt.Errorf("admit: key %s has admitted %d of %d machines", shortHash(a.Token), rec.Key.Used, rec.Key.Uses))
 	case rec.Approve && !rec.Approval.IsApproved():
 		return codes.Wrap(codes.ApprovalNotPending, fmt.Errorf("admit %s: the token needs an operator's approval (`meshctl approve`), which it has not had", a.Name))
 	case rec.Approve && rec.Approval.Approved.Key != "" && rec.Approval.Approved.Key != enroll.KeyHash(a.TLSPublicKey):
 		return codes.Wrap(codes.ApprovalNotPending, fmt.Errorf("admit %s: the operator approved another joiner's key", a.Name))
-	case a.Name != rec.Name || (n.Name != "" && n.Name != rec.Name):
+	case !key && (a.Name != rec.Name || (n.Name != "" && n.Name != rec.Name)):
 		return codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("admit %q: token admits %q", a.Name, rec.Name))
+	case key && (a.Name != "" || n.Name != ""):
+		return codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("admit %q: a key's joiners are named by the cluster", cmp.Or(a.Name, n.Name)))
 	case (a.Role != "" && a.Role != rec.Role) || (n.Role != "" && n.Role != rec.Role):
 		return codes.Wrap(codes.BadRole, fmt.Errorf("admit %s: token admits role %s", a.Name, rec.Role))
 	}
 	if rec.Addr != "" && !sameIP(rec.Addr, a.SourceAddr) {
 		return codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("admit %s: token bound to %s, join came from %s", a.Name, rec.Addr, a.SourceAddr))
 	}
-	if other, taken := s.nodeByName(rec.Name); taken {
-		return codes.Wrap(codes.NameTaken, fmt.Errorf("admit %s: name held by node %s (%s)", rec.Name, other.ID, other.State))
+	ephemeral := rec.Ephemeral || a.Ephemeral || n.Ephemeral
+	if ephemeral && rec.Role != pki.RoleWorker {
+		return codes.Wrap(codes.BadRole, fmt.Errorf("admit %s: only workers can be ephemeral, not %s", a.Name, rec.Role))
+	}
+	name := rec.Name
+	switch {
+	case key && reusing:
+		name = prior.Name
+	case key:
+		name = s.keyName(rec, a.HostName)
+	}
+	if other, taken := s.nodeByName(name); taken {
+		return codes.Wrap(codes.NameTaken, fmt.Errorf("admit %s: name held by node %s (%s)", name, other.ID, other.State))
 	}
 	// An entry whose node carries certificate fingerprints is a v1
 	// admission (signed before it was recorded, for an IP picked before):
@@ -152,24 +188,25 @@ func (c Admit) applyTo(s *Snapshot) error {
 	// no certificates, and RecordCerts makes it active.
 	v1 := n.TLSFingerprint != "" || n.NebulaFingerprint != ""
 	if !v1 {
-		if err := checkJoining(rec.Name, a, &n); err != nil {
+		if err := checkJoining(name, a, &n); err != nil {
 			return err
 		}
 	}
 	if reusing && (v1 || (a.OverlayIP.IsValid() && a.OverlayIP.Addr().Unmap() != prior.OverlayIP) ||
 		(n.OverlayIP.IsValid() && n.OverlayIP.Unmap() != prior.OverlayIP)) {
-		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: a reused record keeps its overlay IP %v", rec.Name, prior.OverlayIP))
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: a reused record keeps its overlay IP %v", name, prior.OverlayIP))
 	}
 	ip := prior.OverlayIP
 	if !reusing {
 		var err error
-		if ip, err = s.admitIP(rec.Name, a, n, v1); err != nil {
+		if ip, err = s.admitIP(name, a, n, v1); err != nil {
 			return err
 		}
 	}
 
-	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, rec.Name, rec.Role, ip
+	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, name, rec.Role, ip
 	n.Groups = slices.Clone(rec.Groups)
+	n.Ephemeral = ephemeral
 	n.State = NodeJoining
 	if v1 {
 		n.State = NodeActive
@@ -191,11 +228,17 @@ func (c Admit) applyTo(s *Snapshot) error {
 	if !v1 {
 		n.Token = a.Token
 	}
-	rec.ConsumedAt, rec.ConsumedBy = a.At, n.ID
 	detail := ""
+	if key {
+		rec.Key.Used++
+		rec.Key.LastUsed = a.At
+		detail = fmt.Sprintf(", key %s use %d of %d", shortHash(a.Token), rec.Key.Used, rec.Key.Uses)
+	} else {
+		rec.ConsumedAt, rec.ConsumedBy = a.At, n.ID
+	}
 	if reusing {
 		n = s.reuse(prior, n, a.At)
-		detail = fmt.Sprintf(" (the record of the %s node reused; its certificates revoked)", prior.State)
+		detail += fmt.Sprintf(" (the record of the %s node reused; its certificates revoked)", prior.State)
 	}
 
 	s.Tokens[a.Token] = rec
@@ -284,4 +327,58 @@ func sameIP(a, b string) bool {
 	x, err1 := netip.ParseAddr(a)
 	y, err2 := netip.ParseAddr(b)
 	return err1 == nil && err2 == nil && x.Unmap().WithZone("") == y.Unmap().WithZone("")
+}
+
+// keyName is the name a key gives its next joiner: the joiner's hostname
+// when the key was minted with --name-from-host and the name is valid and
+// held by no record, else the key's prefix followed by the lowest number
+// no record's name holds (web-1, web-2, ...). A record of any state holds
+// its name: a removed node's record keeps it until it is forgotten
+// (ephemeral nodes) or reused by a one-time token of that name.
+func (s *Snapshot) keyName(rec enroll.TokenRecord, host string) string {
+	held := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		held[n.Name] = true
+	}
+	if rec.Key.NameFromHost && host != "" && enroll.ValidName(host) == nil && !held[host] {
+		return host
+	}
+	for i := 1; ; i++ {
+		if name := enroll.KeyName(rec.Key.NamePrefix, i); !held[name] {
+			return name
+		}
+	}
+}
+
+// checkKey checks a reusable key's record as MintToken records it: its
+// limits, no name of its own, a worker role, no approval, and a prefix no
+// live key's overlaps (enroll.PrefixesOverlap), so two keys never race for
+// the same names.
+func (s *Snapshot) checkKey(r enroll.TokenRecord) error {
+	if err := enroll.CheckKeyLimits(r.Key.Uses, r.Expires.Sub(r.Created), r.Key.NamePrefix); err != nil {
+		return err
+	}
+	switch {
+	case r.Name != "":
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("mint key: a key names no node, this one names %q", r.Name))
+	case r.Role != pki.RoleWorker:
+		return codes.Wrap(codes.BadRole, fmt.Errorf("mint key: a key admits workers, not %s", r.Role))
+	case r.Approve:
+		return codes.Wrap(codes.BadRequest, errors.New("mint key: a key cannot wait for approval; mint one-time tokens with --approve"))
+	case r.Key.Used != 0 || !r.Key.LastUsed.IsZero():
+		return codes.Wrap(codes.BadRequest, errors.New("mint key: record is already used"))
+	}
+	for _, o := range s.Tokens {
+		if o.IsKey() && LiveKey(o, r.Created) && enroll.PrefixesOverlap(o.Key.NamePrefix, r.Key.NamePrefix) {
+			return codes.Wrap(codes.KeyPrefixTaken, fmt.Errorf("mint key: prefix %q overlaps %q of live key %s (expires %s)",
+				r.Key.NamePrefix, o.Key.NamePrefix, shortHash(o.Hash), o.Expires.UTC().Format(time.RFC3339)))
+		}
+	}
+	return nil
+}
+
+// LiveKey reports whether the key r can still admit at at: not revoked,
+// not exhausted, not expired.
+func LiveKey(r enroll.TokenRecord, at time.Time) bool {
+	return r.IsKey() && !r.Revoked() && !r.Exhausted() && at.Before(r.Expires)
 }

@@ -47,6 +47,9 @@ func fullHistory(t testing.TB) []fullStep {
 	c1.Node.TLSCert, c1.Node.NebulaCert = []byte("c1-tls-pem"), []byte("c1-nebula-pem")
 	c1.Node.NebulaIssued = c1.Admission.At
 
+	fleetKey := keyRecord(60, 2, "fleet-")
+	fleetKey.Key.NameFromHost, fleetKey.Ephemeral = true, true
+
 	track := func(id string, c Command) Tracked {
 		tr, err := Track(id, c)
 		if err != nil {
@@ -179,6 +182,14 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: SetRelay{NodeID: "n-c17", Relay: true, At: t0.Add(11 * time.Minute), Actor: "node:n-c17"}},
 		{cmd: SetRelay{NodeID: "n-w18", Relay: true, At: t0.Add(11 * time.Minute)}, want: codes.BadRequest},
 		{cmd: SetRelay{NodeID: "n-nobody", Relay: true, At: t0.Add(11 * time.Minute)}, want: codes.NodeUnknown},
+		// Issue 31: a reusable, ephemeral key with --name-from-host gives
+		// its first joiner its hostname, its second prefix-1; its third
+		// use is refused; an overlapping prefix is refused.
+		{cmd: MintToken{Record: fleetKey, Actor: "uid:0"}},
+		{cmd: MintToken{Record: keyRecord(61, 5, "fleet-a"), Actor: "uid:0"}, want: codes.KeyPrefixTaken},
+		{cmd: keyJoinCmd(60, "m1", "builder")},
+		{cmd: keyJoinCmd(60, "m2", "builder")},
+		{cmd: keyJoinCmd(60, "m3", ""), want: codes.KeyExhausted},
 	}
 }
 

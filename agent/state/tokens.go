@@ -41,6 +41,8 @@ func Ended(r enroll.TokenRecord) time.Time {
 		return r.ConsumedAt
 	case r.Revoked():
 		return r.RevokedAt
+	case r.Exhausted():
+		return r.Key.LastUsed
 	}
 	return r.Expires
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/localclient"
+	"github.com/meshd/meshd/codes"
 )
 
 func (a *app) rootCommand() *cobra.Command {
@@ -128,59 +130,133 @@ func (a *app) admitCommand() *cobra.Command {
 		role string
 	)
 	cmd := &cobra.Command{
-		Use:   "admit NAME",
-		Short: "Mint a one-time join token for the node NAME",
-		Args:  args(cobra.ExactArgs(1)),
+		Use:   "admit NAME | admit --reusable --uses N [--name-prefix P]",
+		Short: "Mint a one-time join token for the node NAME, or a reusable enrolment key for a fleet",
+		Args: args(func(cmd *cobra.Command, argv []string) error {
+			if req.Reusable {
+				return cobra.NoArgs(cmd, argv)
+			}
+			return cobra.ExactArgs(1)(cmd, argv)
+		}),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			asJSON, err := a.json()
 			if err != nil {
 				return err
 			}
-			req.Name, req.Role = argv[0], role
+			if err := admitFlagsFit(cmd, &req); err != nil {
+				return err
+			}
+			req.Role = role
+			if len(argv) == 1 {
+				req.Name = argv[0]
+			}
 			resp, err := a.client().Admit(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
 			if asJSON {
-				out := map[string]any{"token": resp.Token, "id": resp.ID, "name": resp.Name,
-					"role": resp.Role, "expires": resp.Expires, "command": resp.Command}
-				if resp.Reuses != "" {
-					out["reuses"] = resp.Reuses
-				}
-				if resp.Approve {
-					out["approve"] = true
-				}
-				if len(resp.Groups) > 0 {
-					out["groups"] = resp.Groups
-				}
-				if len(resp.Seeds) > 0 {
-					out["seeds"] = resp.Seeds
-				}
-				return a.printJSON(out)
+				return a.printJSON(admitJSON(resp))
 			}
-			a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
-				resp.Expires.Local().Format(time.RFC3339), resp.ID)
-			if len(resp.Groups) > 0 {
-				a.out.Printf("node groups: %s (its Nebula certificate carries %s and these, for firewall rules)\n", strings.Join(resp.Groups, ", "), resp.Role)
-			}
-			if resp.Reuses != "" {
-				a.out.Println(resp.Reuses)
-			}
-			if resp.Approve {
-				a.out.Printf("the join waits for approval: run `meshctl approve %s CODE` on a control node with the code the new machine shows\n", resp.Name)
-			}
-			a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
-			a.out.Println(resp.Token)
+			a.printAdmit(resp)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&role, "role", "worker", "role to admit: worker or control")
-	cmd.Flags().DurationVar(&req.TTL, "ttl", 15*time.Minute, "token lifetime (at most 1h)")
+	cmd.Flags().StringVar(&role, "role", "worker", "role to admit: worker or control (a reusable key admits workers only)")
+	cmd.Flags().DurationVar(&req.TTL, "ttl", 15*time.Minute, "token lifetime (at most 1h; a reusable key: default 24h, at most 720h)")
 	cmd.Flags().StringVar(&req.Addr, "addr", "", "bind the token to the joiner's source IP as the control node sees it")
 	cmd.Flags().StringArrayVar(&req.Groups, "group", nil, "put the node in node group `G` (repeatable): its Nebula certificate carries it, for firewall rules")
 	cmd.Flags().BoolVar(&req.Approve, "approve", false, "the join waits until an operator approves the code the new machine shows (`meshctl approve NAME CODE`)")
+	cmd.Flags().BoolVar(&req.Reusable, "reusable", false, "mint an enrolment key that admits up to --uses machines, each named by the cluster")
+	cmd.Flags().IntVar(&req.Uses, "uses", 0, "how many machines the reusable key may admit (1 to 100000; required with --reusable)")
+	cmd.Flags().StringVar(&req.NamePrefix, "name-prefix", "node-", "the reusable key names its machines `P`1, P2, ...")
+	cmd.Flags().BoolVar(&req.NameFromHost, "name-from-host", false, "the reusable key names a machine by its hostname when that is a valid, free name")
+	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "the nodes it admits are ephemeral: removed by the cluster once down for ephemeral_after")
 	a.addOutput(cmd)
 	return cmd
+}
+
+// admitFlagsFit checks that the flags given fit the kind of token asked
+// for, and clears those a reusable key leaves to the cluster's defaults.
+func admitFlagsFit(cmd *cobra.Command, req *apitype.AdmitRequest) error {
+	changed := cmd.Flags().Changed
+	if !req.Reusable {
+		for _, f := range []string{"uses", "name-prefix", "name-from-host"} {
+			if changed(f) {
+				return codes.Wrap(codes.BadRequest, fmt.Errorf("--%s is for a reusable key: add --reusable", f))
+			}
+		}
+		req.NamePrefix = ""
+		return nil
+	}
+	if !changed("uses") {
+		return codes.Wrap(codes.KeyBadLimits, errors.New("a reusable key needs --uses N (1 to 100000): how many machines it may admit bounds what a leaked key lets anyone do"))
+	}
+	if !changed("ttl") {
+		req.TTL = 0 // the key default (24h)
+	}
+	return nil
+}
+
+// admitJSON is admit's -o json object.
+func admitJSON(resp *apitype.AdmitResponse) map[string]any {
+	out := map[string]any{"token": resp.Token, "id": resp.ID, "role": resp.Role, "expires": resp.Expires, "command": resp.Command}
+	if resp.Reusable {
+		out["reusable"], out["uses"], out["name_prefix"] = true, resp.Uses, resp.NamePrefix
+		if resp.NameFromHost {
+			out["name_from_host"] = true
+		}
+	} else {
+		out["name"] = resp.Name
+	}
+	if resp.Ephemeral {
+		out["ephemeral"] = true
+	}
+	if resp.Reuses != "" {
+		out["reuses"] = resp.Reuses
+	}
+	if resp.Approve {
+		out["approve"] = true
+	}
+	if len(resp.Groups) > 0 {
+		out["groups"] = resp.Groups
+	}
+	if len(resp.Seeds) > 0 {
+		out["seeds"] = resp.Seeds
+	}
+	return out
+}
+
+// printAdmit is admit's human output.
+func (a *app) printAdmit(resp *apitype.AdmitResponse) {
+	if resp.Reusable {
+		host := ""
+		if resp.NameFromHost {
+			host = " (or its hostname, when that is a valid, free name)"
+		}
+		a.out.Printf("enrolment key: admits up to %d workers until %s, each named %sN%s (key id %s)\n", resp.Uses,
+			resp.Expires.Local().Format(time.RFC3339), resp.NamePrefix, host, resp.ID)
+	} else {
+		a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
+			resp.Expires.Local().Format(time.RFC3339), resp.ID)
+	}
+	if resp.Ephemeral {
+		a.out.Println("ephemeral: the cluster removes each node it admits once the node has been down for ephemeral_after")
+	}
+	if len(resp.Groups) > 0 {
+		a.out.Printf("node groups: %s (its Nebula certificate carries %s and these, for firewall rules)\n", strings.Join(resp.Groups, ", "), resp.Role)
+	}
+	if resp.Reuses != "" {
+		a.out.Println(resp.Reuses)
+	}
+	if resp.Approve {
+		a.out.Printf("the join waits for approval: run `meshctl approve %s CODE` on a control node with the code the new machine shows\n", resp.Name)
+	}
+	if resp.Reusable {
+		a.out.Printf("on each new machine run (or bake the key into the image and use --token-file):\n  %s\n", resp.Command)
+	} else {
+		a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
+	}
+	a.out.Println(resp.Token)
 }
 
 func (a *app) warn(ws []apitype.Warning) {

@@ -76,6 +76,7 @@ func (a *app) joinCommand() *cobra.Command {
 	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the source address of the route to the token's first seed)")
 	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity; a member leaves its cluster first, as `meshctl leave` does (refused on the CA holder: CAHolderStays)")
+	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "join as an ephemeral worker: the cluster removes it once it has been down for ephemeral_after (its name and IP are freed)")
 	cmd.Flags().BoolVar(&plan, "plan", false, "run every preflight check and exit 0 only if a join would pass them; nothing is written, the token stays unused")
 	a.addOutput(cmd)
 	return cmd

@@ -272,9 +272,19 @@ func (a *app) tokensCommand() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			p := printer{tw}
-			p.Printf("ID\tNAME\tROLE\tSTATE\tEXPIRES\tADDR\tCONSUMED BY\tAPPROVAL\n")
+			p.Printf("ID\tNAME\tROLE\tSTATE\tUSES LEFT\tEXPIRES\tADDR\tCONSUMED BY\tAPPROVAL\n")
 			for _, t := range toks {
-				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.State,
+				name, uses := t.Name, "1"
+				if t.State != apitype.TokenUnused {
+					uses = "0"
+				}
+				if t.Key != nil { // a reusable key: the names it gives, uses left of all
+					name, uses = t.Key.NamePrefix+"*", fmt.Sprintf("%d/%d", t.Key.Left, t.Key.Uses)
+				}
+				if t.Ephemeral {
+					name += " (ephemeral)"
+				}
+				p.Printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, name, t.Role, t.State, uses,
 					t.Expires.Local().Format(time.RFC3339), t.Addr, t.ConsumedBy, approvalState(t))
 			}
 			return tw.Flush()
