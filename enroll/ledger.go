@@ -118,6 +118,10 @@ type Admission struct {
 	HostName string `json:",omitempty"`
 	// Ephemeral: the joiner asked to be ephemeral (Request.Ephemeral).
 	Ephemeral bool `json:",omitempty"`
+	// Identity is set for a join by a verified JWT (identity.go) in place
+	// of a token: Token is then zero, and the FSM records Identity.JTI so
+	// the JWT admits once.
+	Identity *Identity `json:",omitempty"`
 }
 
 // Placement is what the ledger recorded for an admission: the node's name

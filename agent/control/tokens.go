@@ -135,7 +135,7 @@ func (p *Plane) PruneTokens(ctx context.Context) (int, error) {
 	}
 	now := p.now().UTC()
 	before := now.Add(-p.cfg.TokenRetention)
-	n := 0
+	n := p.raft.FSM().PrunableJTIs(before) // JWTs that can admit nobody again
 	for _, r := range p.raft.FSM().Tokens() {
 		if state.Prunable(r, before) {
 			n++

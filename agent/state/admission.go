@@ -162,6 +162,13 @@ func (c AbortAdmission) applyTo(s *Snapshot) error {
 			s.Tokens[h] = rec
 		}
 	}
+	// A join by identity gives its JWT back: the same JWT may be used
+	// again while it is valid (nothing was certified).
+	for k, u := range s.JTIs {
+		if u.NodeID == n.ID {
+			delete(s.JTIs, k)
+		}
+	}
 	if n.Prior != "" {
 		// A reused record: back to the former node it was, without keys
 		// (the certificates it held were revoked when it was reused).

@@ -132,6 +132,14 @@ func (c Admit) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit: node id %q does not match admission %q", n.ID, a.NodeID))
 	}
 	rec, ok := s.Tokens[a.Token]
+	ident := a.Identity != nil
+	if ident {
+		var err error
+		if rec, err = s.identityRecord(a); err != nil {
+			return err
+		}
+		ok = true
+	}
 	key := ok && rec.IsKey()
 	// The id of a former node of the admitted name is its record, reused;
 	// under a key, the record of a former node the same key admitted for
@@ -229,11 +237,19 @@ func (c Admit) applyTo(s *Snapshot) error {
 		n.Token = a.Token
 	}
 	detail := ""
-	if key {
+	switch {
+	case ident:
+		id := a.Identity
+		if s.JTIs == nil {
+			s.JTIs = map[string]JTIUse{}
+		}
+		s.JTIs[id.JTI] = JTIUse{NodeID: n.ID, Expires: id.Expires}
+		detail = fmt.Sprintf(", by a JWT of %s for %s (rule %d)", id.Issuer, id.Subject, id.Rule)
+	case key:
 		rec.Key.Used++
 		rec.Key.LastUsed = a.At
 		detail = fmt.Sprintf(", key %s use %d of %d", shortHash(a.Token), rec.Key.Used, rec.Key.Uses)
-	} else {
+	default:
 		rec.ConsumedAt, rec.ConsumedBy = a.At, n.ID
 	}
 	if reusing {
@@ -241,7 +257,9 @@ func (c Admit) applyTo(s *Snapshot) error {
 		detail += fmt.Sprintf(" (the record of the %s node reused; its certificates revoked)", prior.State)
 	}
 
-	s.Tokens[a.Token] = rec
+	if !ident {
+		s.Tokens[a.Token] = rec
+	}
 	s.Nodes[n.ID] = n
 	s.IPAM[ip] = n.ID
 	s.audit(AuditEvent{Code: codes.EventNodeAdmitted, At: a.At, Actor: c.Actor, Subject: n.Name,
@@ -381,4 +399,30 @@ func (s *Snapshot) checkKey(r enroll.TokenRecord) error {
 // not exhausted, not expired.
 func LiveKey(r enroll.TokenRecord, at time.Time) bool {
 	return r.IsKey() && !r.Revoked() && !r.Exhausted() && at.Before(r.Expires)
+}
+
+// identityRecord checks a join by identity (Admission.Identity) and
+// returns what it admits as a token record would say it: the role, groups
+// and ephemerality the issuer's rule gave, and either the name a claim
+// gave or a one-use key of the rule's name prefix (the cluster names the
+// node). The JWT must not have admitted anyone before (codes.JWTReplayed)
+// and must still be valid at the admission's time.
+func (s *Snapshot) identityRecord(a enroll.Admission) (enroll.TokenRecord, error) {
+	id := a.Identity
+	if err := id.Check(); err != nil {
+		return enroll.TokenRecord{}, err
+	}
+	switch use, seen := s.JTIs[id.JTI]; {
+	case a.Token != enroll.TokenHash{}:
+		return enroll.TokenRecord{}, codes.Wrap(codes.BadRequest, errors.New("admit: a join by identity carries no token"))
+	case seen:
+		return enroll.TokenRecord{}, codes.Wrap(codes.JWTReplayed, fmt.Errorf("admit: the JWT of %s for %s admitted node %s already", id.Issuer, id.Subject, use.NodeID))
+	case !a.At.Before(id.Expires):
+		return enroll.TokenRecord{}, codes.Wrap(codes.JWTExpired, fmt.Errorf("admit: the JWT of %s for %s expired at %s", id.Issuer, id.Subject, id.Expires.UTC().Format(time.RFC3339)))
+	}
+	r := enroll.TokenRecord{Name: id.Name, Role: id.Role, Groups: id.Groups, Ephemeral: id.Ephemeral, Expires: id.Expires}
+	if id.Name == "" {
+		r.Key = enroll.KeyLimits{Uses: 1, NamePrefix: id.Prefix}
+	}
+	return r, nil
 }

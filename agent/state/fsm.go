@@ -1,6 +1,8 @@
 package state
 
 import (
+	"time"
+
 	"cmp"
 	"errors"
 	"fmt"
@@ -242,4 +244,18 @@ func (f *FSM) Audit() []AuditEvent {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Clone(f.s.Audit)
+}
+
+// PrunableJTIs is how many JWT replay records PruneTokens{Before:
+// before} would remove: those of JWTs that expired before it.
+func (f *FSM) PrunableJTIs(before time.Time) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := 0
+	for _, u := range f.s.JTIs {
+		if u.Expires.Before(before) {
+			n++
+		}
+	}
+	return n
 }

@@ -190,6 +190,9 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: keyJoinCmd(60, "m1", "builder")},
 		{cmd: keyJoinCmd(60, "m2", "builder")},
 		{cmd: keyJoinCmd(60, "m3", ""), want: codes.KeyExhausted},
+		// Issue 31: a join by a verified JWT; the same JWT again is a replay.
+		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j1")},
+		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j2"), want: codes.JWTReplayed},
 	}
 }
 

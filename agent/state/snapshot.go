@@ -35,6 +35,10 @@ type Snapshot struct {
 	Requests    []RequestResult                         `json:"requests,omitempty"` // oldest first, at most RequestsKept
 	// RevocationAcks are the removals' acknowledgement rounds, by removed node id.
 	RevocationAcks map[string]RevocationAck `json:"revocation_acks,omitempty"`
+	// JTIs are the JWTs joins by identity used (issue 31), by replay key
+	// (enroll.Identity.JTI): each admits once. PruneTokens drops them once
+	// expired, when no JWT could use them again.
+	JTIs map[string]JTIUse `json:"jtis,omitempty"`
 	Index          uint64                   `json:"index,omitempty"` // raft index of the last command applied
 }
 
@@ -143,6 +147,9 @@ func (s *Snapshot) normalise() {
 	if len(s.RevocationAcks) == 0 {
 		s.RevocationAcks = nil
 	}
+	if len(s.JTIs) == 0 {
+		s.JTIs = nil
+	}
 }
 
 // clone returns a deep copy of s.
@@ -154,6 +161,7 @@ func (s *Snapshot) clone() *Snapshot {
 		Revocations: slices.Clone(s.Revocations),
 		Audit:       slices.Clone(s.Audit),
 		Requests:    slices.Clone(s.Requests),
+		JTIs:        maps.Clone(s.JTIs),
 		Index:       s.Index,
 	}
 	if s.Cluster != nil {

@@ -89,6 +89,13 @@ func (c PruneTokens) applyTo(s *Snapshot) error {
 			pruned++
 		}
 	}
+	// A JWT that expired before the cut-off can admit nobody again: its
+	// replay record goes too (not counted: it is no token).
+	for k, u := range s.JTIs {
+		if u.Expires.Before(c.Before) {
+			delete(s.JTIs, k)
+		}
+	}
 	if pruned > 0 {
 		s.audit(AuditEvent{Code: codes.EventTokensPruned, At: c.At, Actor: c.Actor,
 			Detail: fmt.Sprintf("%d token records that ended before %s", pruned, c.Before.UTC().Format(time.RFC3339))})

@@ -137,6 +137,13 @@ type Node struct {
 	Updated   time.Time `json:"updated"`
 }
 
+// JTIUse is the use of a JWT by a join (Snapshot.JTIs): which node it
+// admitted, and until when the JWT itself was valid.
+type JTIUse struct {
+	NodeID  string    `json:"node_id"`
+	Expires time.Time `json:"expires"`
+}
+
 // Revocation is a certificate every Nebula instance (and every mTLS check)
 // must refuse.
 type Revocation struct {
