@@ -37,8 +37,8 @@
 //     (go-oidc's StaticKeySet); discovery's remote key set matches kid.
 //   - A discovery issuer is not asked anything at New. Its first token
 //     discovers it; a failure is remembered for 10 s, in which its tokens
-//     fail at once with codes.JWTInvalid saying its keys cannot be
-//     fetched.
+//     fail at once with codes.JWTInvalid saying the issuer cannot be
+//     discovered.
 //   - The first rule whose claims match decides: if its name claim is
 //     missing or not a valid node name, the token is refused, not tried
 //     against the next rule.

@@ -110,16 +110,16 @@ func (d *discovery) keySet(ctx context.Context) (oidc.KeySet, error) {
 func (d *discovery) discover(ctx context.Context) (oidc.KeySet, error) {
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, d.client), d.issuer)
 	if err != nil {
-		return nil, fmt.Errorf("discovery of %s: %w", d.issuer, err)
+		return nil, err
 	}
 	var meta struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := p.Claims(&meta); err != nil {
-		return nil, fmt.Errorf("discovery of %s: %w", d.issuer, err)
+		return nil, err
 	}
 	if err := httpsURL(meta.JWKSURI); err != nil {
-		return nil, fmt.Errorf("discovery of %s: jwks_uri: %w", d.issuer, err)
+		return nil, fmt.Errorf("the discovery document's jwks_uri: %w", err)
 	}
 	// RemoteKeySet keeps its context for every later fetch, so it gets one
 	// that is never cancelled, carrying only the HTTP client.

@@ -241,7 +241,7 @@ func (v *Verifier) issuerOf(raw string) (string, error) {
 func (v *Verifier) verifySigned(ctx context.Context, t *trusted, raw string) (tok *oidc.IDToken, expiry error, err error) {
 	keys, err := t.keySet(ctx)
 	if err != nil {
-		return nil, nil, codes.Wrap(codes.JWTInvalid, fmt.Errorf("the keys of issuer %s cannot be fetched (discovery): %s", t.cfg.Issuer, clip(err.Error())))
+		return nil, nil, codes.Wrap(codes.JWTInvalid, fmt.Errorf("issuer %s cannot be discovered, so its keys are unknown: %s", t.cfg.Issuer, clip(err.Error())))
 	}
 	cfg := oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: v.algs, Now: v.now}
 	rec := &sigRecorder{keys: keys}
