@@ -198,3 +198,68 @@ func TestDiscoveryRefused(t *testing.T) {
 		t.Log(err)
 	})
 }
+
+// gateFirstDiscovery holds srv's first discovery request until release
+// is closed; entered is closed when it arrives.
+func gateFirstDiscovery(srv *issuerServer) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	inner := srv.Config.Handler
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/.well-known/openid-configuration" && first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		inner.ServeHTTP(w, r)
+	})
+	return entered, release
+}
+
+// TestDiscoveryContext: a Verify waiting for another's discovery returns
+// when its context ends, and a discovery its caller cut short is not
+// remembered as the issuer's failure.
+func TestDiscoveryContext(t *testing.T) {
+	k := newECKey(t, "d-1")
+	t.Run("waiting", func(t *testing.T) {
+		srv := newIssuerServer(t, k)
+		entered, release := gateFirstDiscovery(srv)
+		v := discoveryVerifier(t, srv, &clock{now: t0})
+		raw := sign(t, k, claims(map[string]any{"iss": srv.URL}))
+		first := make(chan error, 1)
+		go func() {
+			_, err := v.Verify(context.Background(), raw)
+			first <- err
+		}()
+		<-entered // the first Verify is discovering
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := v.Verify(ctx, raw); codes.Of(err) != codes.JWTInvalid {
+			t.Errorf("Verify with an ended context while another discovers: %v, want %s", err, codes.JWTInvalid)
+		}
+		close(release)
+		if err := <-first; err != nil {
+			t.Fatalf("the discovering Verify: %v", err)
+		}
+	})
+	t.Run("cut-short", func(t *testing.T) {
+		srv := newIssuerServer(t, k)
+		entered, release := gateFirstDiscovery(srv)
+		defer close(release)
+		v := discoveryVerifier(t, srv, &clock{now: t0})
+		raw := sign(t, k, claims(map[string]any{"iss": srv.URL}))
+		ctx, cancel := context.WithCancel(context.Background())
+		first := make(chan error, 1)
+		go func() {
+			_, err := v.Verify(ctx, raw)
+			first <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-first; codes.Of(err) != codes.JWTInvalid {
+			t.Fatalf("Verify cut short: %v, want %s", err, codes.JWTInvalid)
+		}
+		if _, err := v.Verify(context.Background(), raw); err != nil {
+			t.Fatalf("Verify after a discovery cut short, the clock not moved: %v", err)
+		}
+	})
+}

@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -80,16 +79,28 @@ type discovery struct {
 	client *http.Client
 	now    func() time.Time
 
-	mu       sync.Mutex
+	// turn is held by the one call discovering; the others wait for it or
+	// for their context to end. It guards the fields below.
+	turn     chan struct{}
 	keys     oidc.KeySet // nil until discovered
 	failed   error       // the last failed discovery, retried after discoveryRetry
 	failedAt time.Time
 }
 
-// keySet returns the issuer's key set, discovering it if need be.
+func newDiscovery(issuer string, client *http.Client, now func() time.Time) *discovery {
+	return &discovery{issuer: issuer, client: client, now: now, turn: make(chan struct{}, 1)}
+}
+
+// keySet returns the issuer's key set, discovering it if need be. A
+// discovery cut short by the caller's context is not remembered as the
+// issuer's failure.
 func (d *discovery) keySet(ctx context.Context) (oidc.KeySet, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	select {
+	case d.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-d.turn }()
 	if d.keys != nil {
 		return d.keys, nil
 	}
@@ -98,7 +109,9 @@ func (d *discovery) keySet(ctx context.Context) (oidc.KeySet, error) {
 	}
 	keys, err := d.discover(ctx)
 	if err != nil {
-		d.failed, d.failedAt = err, d.now()
+		if ctx.Err() == nil {
+			d.failed, d.failedAt = err, d.now()
+		}
 		return nil, err
 	}
 	d.keys, d.failed = keys, nil

@@ -126,7 +126,7 @@ func (v *Verifier) Reload(ctx context.Context) error {
 	for i, is := range v.issuers {
 		t := &trusted{cfg: is}
 		if is.Discovery {
-			t.disc = &discovery{issuer: is.Issuer, client: v.client, now: v.now}
+			t.disc = newDiscovery(is.Issuer, v.client, v.now)
 		} else {
 			keys, err := loadJWKS(is.JWKSFile)
 			if err != nil {
@@ -159,10 +159,10 @@ func (v *Verifier) Reload(ctx context.Context) error {
 //
 // No error carries the token or its signature.
 func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
-	raw = strings.TrimSpace(raw)
 	if len(raw) > MaxTokenBytes {
 		return Identity{}, codes.Wrap(codes.JWTInvalid, fmt.Errorf("token of %d bytes: at most %d", len(raw), MaxTokenBytes))
 	}
+	raw = strings.TrimSpace(raw)
 	iss, err := v.issuerOf(raw)
 	if err != nil {
 		return Identity{}, codes.Wrap(codes.JWTInvalid, fmt.Errorf("not a signed JWT: %s", clip(err.Error())))
@@ -202,7 +202,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (Identity, error) {
 	}
 	sum := sha256.Sum256([]byte(tok.Issuer + "\x00" + jti))
 	id.Issuer, id.Subject, id.JTI = tok.Issuer, tok.Subject, hex.EncodeToString(sum[:])
-	id.IssuedAt, id.Expires = tok.IssuedAt, tok.Expiry
+	id.IssuedAt, id.Expires = tok.IssuedAt.UTC(), tok.Expiry.UTC()
 	return id, nil
 }
 
