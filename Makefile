@@ -53,6 +53,7 @@ fuzz-short:
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzFSMCommand$$' ./agent/state
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzSnapshotRestore$$' ./agent/state
 	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzAnswer$$' ./names
+	$(GO) test $(FUZZFLAGS) -fuzz '^FuzzVerify$$' ./idtoken
 
 # Longer fuzzing, by hand: make fuzz FUZZTIME=5m
 fuzz: fuzz-short

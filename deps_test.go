@@ -34,6 +34,7 @@ var allowed = map[string][]string{
 	"agent/control":                     {"agent/raftnode", "agent/state", "agent/apitype", "enroll", "pki", "codes", "crash"},
 	"agent/desired":                     {"mesh", "gossip", "pki"},
 	"persource":                         {},
+	"idtoken":                           {"codes"},
 	"netcheck":                          {"codes", "persource"},
 	"names":                             {"enroll", "persource"},
 	"names/resolved":                    {},
