@@ -37,8 +37,9 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 		return nil, err
 	}
 
-	// 1. decode and check the token locally.
-	tok, err := enroll.ParseToken(req.Token)
+	// 1. decode and check the token locally (or build the one a join by
+	// identity joins with).
+	tok, err := joinToken(req, j.a.d.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -46,8 +47,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if err := j.a.preflight().CheckTokenExpiry(ctx, tok, now); err != nil {
 		return nil, err
 	}
-	step("%s checked: admits %s as %s in cluster %s, expires in %s", tokenKind(tok), admits(tok), tok.Role, tok.ClusterID[:8],
-		tok.Expires.Sub(now).Round(time.Second))
+	step("%s", checkedStep(tok, now))
 	crash.At(crash.JoinAfterToken)
 
 	// 2. refuse to overwrite an identity without --force.
@@ -58,7 +58,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	if existing != nil && !req.Force {
 		// The same join, interrupted after node.json was written and
 		// before the cluster recorded it active: finish it.
-		if token, ok := statedir.UnconfirmedJoin(j.a.cfg.StateDir); ok && token == tok.Secret.Hash().String() {
+		if token, ok := statedir.UnconfirmedJoin(j.a.cfg.StateDir); ok && token == tok.PendingID() {
 			if rt, err := j.a.running(); err == nil {
 				step("this join was interrupted before it was confirmed; %s runs, finishing its confirmation", existing)
 				if err := j.finishJoin(ctx, rt, step); err != nil {

@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
@@ -59,6 +61,11 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 
 	overlay, ws := a.reloadOverlay(next) // firewall and overlay_mtu (firewall.go)
 	applied = append(applied, overlay...)
+	if ids, w := a.reloadIdentities(); ids {
+		applied = append(applied, "jwt.issuers[].jwks_file")
+	} else if w != nil {
+		ws = append(ws, *w)
+	}
 	if len(restart) > 0 {
 		ws = append(ws, apitype.Warning{Code: codes.RestartNeeded,
 			Detail: "changed, not applied until restart: " + strings.Join(restart, ", ")})
@@ -67,4 +74,24 @@ func (a *Agent) Reload() ([]apitype.Warning, error) {
 	}
 	a.log.Info("config reloaded", "applied", strings.Join(applied, ","), "log_level", next.LogLevel)
 	return ws, nil
+}
+
+// reloadIdentities re-reads the JWKS files of the JWT issuers a control
+// node trusts (a key rotation). ok is false when there are none or the
+// files could not be read; w then says why, and the keys in force stay.
+func (a *Agent) reloadIdentities() (ok bool, w *apitype.Warning) {
+	a.mu.Lock()
+	rt := a.rt
+	a.mu.Unlock()
+	if rt == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := rt.ReloadIdentities(ctx)
+	if err != nil {
+		a.log.Error("the JWT issuers' keys could not be reloaded; the keys in force stay", "code", codes.ConfigInvalid, "err", err)
+		return false, &apitype.Warning{Code: codes.ConfigInvalid, Detail: "jwt.issuers: " + err.Error()}
+	}
+	return ok, nil
 }

@@ -85,10 +85,12 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	if req.Protocol == 0 {
 		req.Protocol = ProtocolVersion
 	}
-	if req.Secret.IsZero() {
+	if tok.JWT != "" {
+		req.JWT = tok.JWT // a join by identity: no secret, no name
+	} else if req.Secret.IsZero() {
 		req.Secret = tok.Secret
 	}
-	if req.Name == "" && !tok.Key { // a key's joiner is named by the cluster
+	if req.Name == "" && !tok.Key && tok.JWT == "" { // a key's joiner is named by the cluster
 		req.Name = tok.Name
 	}
 	if req.Expires.IsZero() {
@@ -363,7 +365,7 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	if !ok || !pub.Equal(csrKey) {
 		return rejected("TLS certificate does not certify this node's key")
 	}
-	if c.tok.Key {
+	if c.tok.Key || c.tok.JWT != "" {
 		// The cluster named this node: any valid name, the certificate's.
 		if err := ValidName(resp.Name); err != nil || leaf.Subject.CommonName != resp.Name {
 			return rejected("admitted name %q, certificate names %q", resp.Name, leaf.Subject.CommonName)

@@ -104,3 +104,35 @@ type IdentityVerifier interface {
 
 // errNoIdentities: this control node trusts no issuer.
 var errNoIdentities = errors.New("this control node trusts no JWT issuer (jwt.issuers in meshd.yaml)")
+
+// IdentityToken is what a join by identity joins with in place of a
+// minted token: the JWT, the seed it asks (host:port) and the cluster CA
+// it pins (the operator gives --ca-sha256: there is no trust on first
+// use). It carries no secret, cluster id or name; its expiry is an hour
+// from now, the longest a JWT may live (the seed judges the JWT's own).
+// It is never encoded: Encode refuses it.
+func IdentityToken(jwt RawJWT, seed string, ca pki.Fingerprint, now time.Time) (Token, error) {
+	switch {
+	case jwt == "":
+		return Token{}, codes.Wrap(codes.JWTInvalid, errors.New("the JWT file is empty"))
+	case len(jwt) > MaxJWT:
+		return Token{}, codes.Wrap(codes.JWTInvalid, fmt.Errorf("JWT of %d bytes, at most %d", len(jwt), MaxJWT))
+	case ca.IsZero():
+		return Token{}, codes.Wrap(codes.CAMismatch, errors.New("a join by JWT needs the cluster CA's SHA-256 (--ca-sha256)"))
+	}
+	if err := validSeed(seed); err != nil {
+		return Token{}, codes.Wrap(codes.BadRequest, fmt.Errorf("--seed: %w", err))
+	}
+	return Token{CA: ca, Seeds: []string{seed}, Expires: now.Add(MaxTTL).UTC().Truncate(time.Second), JWT: jwt}, nil
+}
+
+// PendingID is what a join's saved keys are filed under (statedir's
+// pending join): the hash of the token's secret, or of the JWT of a join
+// by identity.
+func (t Token) PendingID() string {
+	if t.JWT != "" {
+		sum := sha256.Sum256([]byte(t.JWT))
+		return TokenHash(sum).String()
+	}
+	return t.Secret.Hash().String()
+}

@@ -100,6 +100,10 @@ type Deps struct {
 	// codes.SeedUnfit before its request is read: the joiner moves on to
 	// the token's next seed.
 	Unfit func() error
+	// Identities, if set, verifies the JWT of a join by identity
+	// (identity.go); nil refuses every such join with
+	// codes.JWTIssuerUnknown.
+	Identities IdentityVerifier
 }
 
 // Server admits joiners: it checks an enroll request against the ledger,
@@ -117,6 +121,7 @@ type Server struct {
 	nodeID   func() string
 	observe  func(outcome string, elapsed time.Duration)
 	unfit    func() error
+	ids      IdentityVerifier
 }
 
 // NewServer returns a server that admits against l and signs with s.
@@ -146,7 +151,7 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	return &Server{
 		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
 		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
-		observe: d.Observe, unfit: d.Unfit,
+		observe: d.Observe, unfit: d.Unfit, ids: d.Identities,
 	}
 }
 
@@ -202,6 +207,9 @@ func (s *Server) count(source netip.Addr, err error) {
 func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, code string) (*Response, error) {
 	if req.Protocol != ProtocolVersion {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll protocol %d, this node speaks %d", req.Protocol, ProtocolVersion))
+	}
+	if req.JWT != "" {
+		return s.enrollIdentity(ctx, req, source)
 	}
 	ahead := s.lookAhead(ctx, req.Name) // the former-node read, alongside the token checks' reads
 	defer ahead.wait()

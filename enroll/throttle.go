@@ -135,7 +135,9 @@ func tokenFault(err error) bool {
 	switch codes.Of(err) {
 	case codes.TokenUnknown, codes.TokenConsumed, codes.TokenExpired, codes.TokenRevoked,
 		codes.TokenNameDiffer, codes.TokenWrongAddr, codes.TokenCorrupt, codes.TokenVersion,
-		codes.ApprovalBurnt, codes.ApprovalTimeout:
+		codes.ApprovalBurnt, codes.ApprovalTimeout, codes.KeyExhausted,
+		codes.JWTInvalid, codes.JWTIssuerUnknown, codes.JWTAudience, codes.JWTExpired, codes.JWTLifetime,
+		codes.JWTReplayed, codes.JWTNoRule:
 		return true
 	}
 	return errors.Is(err, errBadSecret)

@@ -81,6 +81,10 @@ type Token struct {
 	// (keyTag, then a flags byte whose bit 0 is set); a joiner of an
 	// earlier release refuses such a token as corrupt.
 	Key bool
+	// JWT is set in a token built for a join by identity (IdentityToken),
+	// never in one minted: it has no secret, cluster id or name, and the
+	// cluster names the node. Encode refuses it.
+	JWT RawJWT
 }
 
 // Tags of the payload's optional trailers, in the order they appear.
@@ -304,6 +308,9 @@ func lenPrefixed(p []byte) (field, rest []byte, ok bool) {
 // validate checks every field; Encode and ParseToken share it, so anything
 // ParseToken accepts encodes back to the same string.
 func (t Token) validate() error {
+	if t.JWT != "" {
+		return codes.Wrap(codes.BadRequest, errors.New("a join by JWT has no token to encode"))
+	}
 	if b, err := hex.DecodeString(t.ClusterID); err != nil || len(b) != clusterIDSize || strings.ToLower(t.ClusterID) != t.ClusterID {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("cluster id %q: want %d lowercase hex characters", t.ClusterID, 2*clusterIDSize))
 	}

@@ -81,6 +81,9 @@ type Request struct {
 	// window. A key minted with --ephemeral makes every node it admits
 	// ephemeral whatever this says.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// JWT is set for a join by identity (identity.go) instead of Secret
+	// and Name: the seed verifies it against the issuers it trusts.
+	JWT RawJWT `json:"jwt,omitempty"`
 }
 
 // Ports are the ports a node listens on (DESIGN §3), announced at enrollment

@@ -485,6 +485,12 @@ type JoinRequest struct {
 	// Ephemeral: join as an ephemeral node (`meshctl join --ephemeral`):
 	// the cluster removes it once it has been down for its window.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// JWT, Seed and CASHA256: a join by identity (`meshctl join
+	// --jwt-file F --seed ADDR --ca-sha256 H`) instead of Token: the
+	// seed's trusted issuers verify the JWT; the CA pin is required.
+	JWT      string `json:"jwt,omitempty"`
+	Seed     string `json:"seed,omitempty"`
+	CASHA256 string `json:"ca_sha256,omitempty"`
 }
 
 // JoinLine is one line of the streamed POST /v0/join response: a step, and

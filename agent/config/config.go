@@ -83,6 +83,8 @@ type File struct {
 	Firewall Firewall `yaml:"firewall"`
 	// DNS is the cluster's names (dns.go).
 	DNS DNS `yaml:"dns"`
+	// JWT is the joins by identity a control node admits (jwt.go).
+	JWT JWT `yaml:"jwt"`
 }
 
 // Ports are the TCP/UDP ports meshd listens on (DESIGN §3).
@@ -327,6 +329,7 @@ func (c File) Validate() error {
 		}
 	}
 	c.validDNS(bad)
+	c.validJWT(bad)
 	if err := c.Firewall.validate(); err != nil {
 		// One problem, the first bad rule, under its direction's
 		// list key (which has a line in the file); the code says which

@@ -12,6 +12,6 @@
 // gossip config (it carries the agent's gossip tags) and applies a reload.
 //
 // Import rule (deps_test.go): may import agent/control, agent/raftnode,
-// codes, enroll, mesh, names and pki; nothing else of meshd. agent, agent/agenttest
+// codes, enroll, idtoken, mesh, names and pki; nothing else of meshd. agent, agent/agenttest
 // and cmd/meshd import it.
 package config

@@ -106,6 +106,7 @@ type Runtime struct {
 	members *membership
 	keys    *keyring
 	ca      *caFollow
+	ids     *identities // the JWT issuers a control node trusts (identities.go); nil: none
 	renew   *renewal
 	met     *metrics.Set
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
@@ -357,8 +358,15 @@ func (rt *Runtime) startControl() error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	es := enroll.NewServer(rt.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(),
-		enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit})
+	deps := enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit}
+	if rt.ids = newIdentities(rt.cfg.JWT.Issuers, rt.now); rt.ids != nil {
+		if rt.ids.err != nil {
+			rt.log.Error("the JWT issuers' keys could not be loaded: joins by JWT are refused until `meshctl reload` loads them",
+				"code", codes.ConfigInvalid, "err", rt.ids.err)
+		}
+		deps.Identities = rt.ids
+	}
+	es := enroll.NewServer(rt.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(), deps)
 	rt.control = control.NewServer(rt.ctl.Handler(es), limits, rt.log.With("component", "control"))
 	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
 	rt.controlLn = ln

@@ -38,8 +38,8 @@ type Snapshot struct {
 	// JTIs are the JWTs joins by identity used (issue 31), by replay key
 	// (enroll.Identity.JTI): each admits once. PruneTokens drops them once
 	// expired, when no JWT could use them again.
-	JTIs map[string]JTIUse `json:"jtis,omitempty"`
-	Index          uint64                   `json:"index,omitempty"` // raft index of the last command applied
+	JTIs  map[string]JTIUse `json:"jtis,omitempty"`
+	Index uint64            `json:"index,omitempty"` // raft index of the last command applied
 }
 
 // WriteSnapshot writes s in the current format.

@@ -34,7 +34,7 @@ func PendingKeys(stateDir string, tok enroll.Token) (*pki.Keys, bool, error) {
 	switch {
 	case err == nil:
 		var p pendingJoin
-		if json.Unmarshal(raw, &p) == nil && p.Token == tok.Secret.Hash().String() && len(p.Keys.CSR) > 0 {
+		if json.Unmarshal(raw, &p) == nil && p.Token == tok.PendingID() && len(p.Keys.CSR) > 0 {
 			return &p.Keys, true, nil
 		}
 	case !errors.Is(err, fs.ErrNotExist):
@@ -44,7 +44,7 @@ func PendingKeys(stateDir string, tok enroll.Token) (*pki.Keys, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	b, err := json.Marshal(pendingJoin{Token: tok.Secret.Hash().String(), Keys: *keys})
+	b, err := json.Marshal(pendingJoin{Token: tok.PendingID(), Keys: *keys})
 	if err != nil {
 		return nil, false, err
 	}

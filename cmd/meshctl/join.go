@@ -19,10 +19,11 @@ func (a *app) joinCommand() *cobra.Command {
 	var (
 		req       apitype.JoinRequest
 		tokenFile string
+		jwtFile   string
 		plan      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "join (TOKEN | --token-file PATH)",
+		Use:   "join (TOKEN | --token-file PATH | --jwt-file PATH --seed HOST:PORT --ca-sha256 SHA256)",
 		Short: "Join the cluster that minted a token",
 		Long: "join enrols this node with the cluster that minted the token (meshctl admit on a control node) and " +
 			"exits 0 only once the node is confirmed in the cluster.\n\n" +
@@ -48,11 +49,22 @@ func (a *app) joinCommand() *cobra.Command {
 		Args:              args(cobra.MaximumNArgs(1)),
 		ValidArgsFunction: cobra.NoFileCompletions, // the token is pasted, not a file
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			tok, err := a.joinToken(argv, tokenFile, cmd.Flags().Changed("token-file"))
-			if err != nil {
-				return err
+			if cmd.Flags().Changed("jwt-file") {
+				if len(argv) > 0 || cmd.Flags().Changed("token-file") || plan {
+					return usageError{fmt.Errorf("--jwt-file joins without a token: no TOKEN, --token-file or --plan with it")}
+				}
+				jwt, err := a.readSecretFile("--jwt-file", jwtFile, maxJWTFile, "JWT")
+				if err != nil {
+					return err
+				}
+				req.JWT = jwt
+			} else {
+				tok, err := a.joinToken(argv, tokenFile, cmd.Flags().Changed("token-file"))
+				if err != nil {
+					return err
+				}
+				req.Token = tok
 			}
-			req.Token = tok
 			if plan {
 				return a.runPlan(cmd, req)
 			}
@@ -72,6 +84,9 @@ func (a *app) joinCommand() *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&jwtFile, "jwt-file", "", "join by identity: read a short-lived JWT from `PATH` (- for standard input; a CI job's OIDC token, a projected service-account token) that an issuer the control nodes trust signed; needs --seed and --ca-sha256")
+	cmd.Flags().StringVar(&req.Seed, "seed", "", "with --jwt-file: the control node to ask, `HOST:PORT` of its enroll API (7300)")
+	cmd.Flags().StringVar(&req.CASHA256, "ca-sha256", "", "with --jwt-file: the full SHA-256 of the cluster CA (`meshctl status` on a control node shows it); the join trusts no other")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from `PATH` (- for standard input) instead of the command line, where ps shows it")
 	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the source address of the route to the token's first seed)")
 	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
@@ -95,13 +110,18 @@ func (a *app) joinToken(argv []string, tokenFile string, fromFile bool) (string,
 	case tokenFile == "":
 		return "", usageError{fmt.Errorf("--token-file needs a path, or - for standard input")}
 	}
-	return a.readTokenFile(tokenFile)
+	return a.readSecretFile("--token-file", tokenFile, maxTokenFile, "join token")
 }
 
-// readTokenFile reads a token from path, or from standard input for "-":
-// at most maxTokenFile bytes, trimmed of surrounding whitespace. It warns
-// (without failing) when a regular file is readable by group or others.
-func (a *app) readTokenFile(path string) (string, error) {
+// maxJWTFile bounds what --jwt-file reads: a JWT of more is refused by
+// every seed (enroll.MaxJWT).
+const maxJWTFile = 16 << 10
+
+// readSecretFile reads what flag names (a join token, a JWT) from path,
+// or from standard input for "-": at most max bytes, trimmed of
+// surrounding whitespace. It warns (without failing) when a regular file
+// is readable by group or others.
+func (a *app) readSecretFile(flag, path string, max int, what string) (string, error) {
 	var (
 		r    io.Reader = a.stdin
 		name           = "standard input"
@@ -110,24 +130,24 @@ func (a *app) readTokenFile(path string) (string, error) {
 		name = path
 		f, err := os.Open(path)
 		if err != nil {
-			return "", usageError{fmt.Errorf("--token-file: %w", err)}
+			return "", usageError{fmt.Errorf("%s: %w", flag, err)}
 		}
 		defer f.Close()
 		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o044 != 0 {
-			a.errOut.Printf("warning: token file %s is readable by group or others (mode %04o); chmod 600 it\n", path, fi.Mode().Perm())
+			a.errOut.Printf("warning: %s file %s is readable by group or others (mode %04o); chmod 600 it\n", what, path, fi.Mode().Perm())
 		}
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxTokenFile+1))
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
 	if err != nil {
-		return "", usageError{fmt.Errorf("--token-file %s: %w", name, err)}
+		return "", usageError{fmt.Errorf("%s %s: %w", flag, name, err)}
 	}
-	if len(b) > maxTokenFile {
-		return "", usageError{fmt.Errorf("--token-file %s: more than %d bytes, not a join token", name, maxTokenFile)}
+	if len(b) > max {
+		return "", usageError{fmt.Errorf("%s %s: more than %d bytes, not a %s", flag, name, max, what)}
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return "", usageError{fmt.Errorf("--token-file %s: empty, no join token in it", name)}
+		return "", usageError{fmt.Errorf("%s %s: empty, no %s in it", flag, name, what)}
 	}
 	return tok, nil
 }
