@@ -105,6 +105,10 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 	defer r.sweep.Unlock()
 	defer r.sweeps.Add(1)
 	nodes := p.raft.FSM().Nodes()
+	if !slices.ContainsFunc(nodes, ephemeralWorker) {
+		r.down.observe(nil, nil, p.hooks.LastSeen, p.cfg.Name, now) // nothing to time: no gossip view computed
+		return 0
+	}
 	r.down.observe(nodes, p.hooks.Gossip(), p.hooks.LastSeen, p.cfg.Name, now)
 	if !p.raft.IsLeader() {
 		return 0
@@ -164,7 +168,9 @@ func (p *Plane) reap(ctx context.Context, n state.Node, down, window time.Durati
 		resp, err = p.removeAndConfirm(ctx, n.Name, n.ID, actor, 0)
 	}
 	if err != nil {
-		if cur, ok := p.raft.FSM().Node(n.ID); !ok || cur.State != state.NodeRemoved {
+		// NodeUnknown: the record changed under the sweep (removed by an
+		// operator, its name passed on); the next sweep sees it as it is.
+		if cur, ok := p.raft.FSM().Node(n.ID); !ok || cur.State != state.NodeRemoved || codes.Of(err) == codes.NodeUnknown {
 			p.log.Warn("could not remove an ephemeral node down past its window; trying again at the next sweep",
 				"code", codes.OrInternal(err), "node", n.Name, "node_id", n.ID, "down", down, "window", window, "err", err)
 			return false
@@ -197,7 +203,7 @@ func (p *Plane) removeLeft(ctx context.Context, n state.Node, actor string) (*ap
 	}
 	cur, ok := p.raft.FSM().Node(n.ID)
 	if !ok || cur.State != state.NodeLeft || !ephemeralWorker(cur) {
-		return nil, codes.Wrap(codes.BadRequest, fmt.Errorf("%s is no longer an ephemeral node that left", n.Name))
+		return nil, codes.Wrap(codes.NodeUnknown, fmt.Errorf("%s is no longer an ephemeral node that left", n.Name))
 	}
 	if err := p.Write(ctx, &state.SetNodeState{NodeID: cur.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
 		return nil, err
