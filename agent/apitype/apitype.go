@@ -267,7 +267,11 @@ type Node struct {
 	BehindNAT bool `json:"behind_nat,omitempty"`
 	// Relay: the node offers itself as a Nebula relay (`relay: true`);
 	// control nodes relay whatever it says (their role shows it).
-	Relay       bool      `json:"relay,omitempty"`
+	Relay bool `json:"relay,omitempty"`
+	// Ephemeral: the cluster removes the node, and then forgets its
+	// record, once gossip has seen it failed or left for the control
+	// nodes' ephemeral_after (issue 31).
+	Ephemeral   bool      `json:"ephemeral,omitempty"`
 	Raft        string    `json:"raft"`         // leader, voter, nonvoter, none
 	CertExpires time.Time `json:"cert_expires"` // the earlier of the TLS leaf's and the Nebula cert's
 	Version     string    `json:"version"`

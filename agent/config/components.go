@@ -49,7 +49,7 @@ func (c File) RaftNodeTiming() raftnode.Timing {
 func (c File) ControlConfig(nodeID, name, caDir string) control.Config {
 	return control.Config{NodeID: nodeID, Name: name, PromoteTimeout: c.Raft.PromoteTimeout,
 		NebulaLifetime: c.NebulaCertLifetime, TokenRetention: c.TokenRetention, TLSLifetime: c.TLSLifetime,
-		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.JoinBound(), CADir: caDir}
+		RevocationAckTimeout: c.RevocationAckTimeout, JoinBound: c.JoinBound(), EphemeralAfter: c.EphemeralAfter, CADir: caDir}
 }
 
 // EnrollConfig is the enroll server's config: the clock-skew bound a

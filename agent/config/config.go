@@ -68,6 +68,13 @@ type File struct {
 	// TokenRetention is how long used, expired and revoked join-token
 	// records stay in raft before the leader prunes them.
 	TokenRetention time.Duration `yaml:"token_retention"`
+	// EphemeralAfter is how long gossip must have seen an ephemeral node
+	// failed or left before the raft leader removes it, as `meshctl
+	// remove` does, and forgets its record, freeing its name and overlay
+	// IP (issue 31; control.MinEphemeralAfter to MaxEphemeralAfter, 10s
+	// to 24h, default 1m). Control nodes read it; a change takes effect
+	// at the next start.
+	EphemeralAfter time.Duration `yaml:"ephemeral_after"`
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
 	// host:port: a loopback IP, or this node's overlay IP (kernel overlay
 	// mode; anything else is refused with codes.MetricsAddrRefused).
@@ -155,6 +162,7 @@ func Default() File {
 		TLSLifetime:          30 * 24 * time.Hour,
 		RevocationAckTimeout: control.DefaultRevocationAckTimeout,
 		TokenRetention:       control.DefaultTokenRetention,
+		EphemeralAfter:       control.DefaultEphemeralAfter,
 		MaxClockSkew:         enroll.DefaultMaxSkew,
 		DNS:                  DefaultDNS(),
 	}
@@ -297,6 +305,9 @@ func (c File) Validate() error {
 	}
 	if c.TokenRetention < time.Minute || c.TokenRetention > 365*24*time.Hour {
 		bad("token_retention", c.TokenRetention.String(), errors.New("must be between 1m and 8760h (a year)"))
+	}
+	if c.EphemeralAfter < control.MinEphemeralAfter || c.EphemeralAfter > control.MaxEphemeralAfter {
+		bad("ephemeral_after", c.EphemeralAfter.String(), errors.New("must be between 10s and 24h"))
 	}
 	if c.MaxClockSkew < 5*time.Second || c.MaxClockSkew > time.Hour {
 		bad("max_clock_skew", c.MaxClockSkew.String(), errors.New("must be between 5s and 1h"))

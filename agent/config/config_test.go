@@ -109,6 +109,11 @@ func TestValidate(t *testing.T) {
 		{"fail/token-retention-zero", withCfg(func(c *File) { c.TokenRetention = 0 }), []string{"token_retention"}},
 		{"fail/token-retention-under-a-minute", withCfg(func(c *File) { c.TokenRetention = time.Minute - time.Second }), []string{"token_retention"}},
 		{"fail/token-retention-over-a-year", withCfg(func(c *File) { c.TokenRetention = 365*24*time.Hour + time.Second }), []string{"token_retention"}},
+		{"ok/ephemeral-after-10s", withCfg(func(c *File) { c.EphemeralAfter = 10 * time.Second }), nil},
+		{"ok/ephemeral-after-24h", withCfg(func(c *File) { c.EphemeralAfter = 24 * time.Hour }), nil},
+		{"fail/ephemeral-after-zero", withCfg(func(c *File) { c.EphemeralAfter = 0 }), []string{"ephemeral_after"}},
+		{"fail/ephemeral-after-under-10s", withCfg(func(c *File) { c.EphemeralAfter = 10*time.Second - time.Millisecond }), []string{"ephemeral_after"}},
+		{"fail/ephemeral-after-over-24h", withCfg(func(c *File) { c.EphemeralAfter = 24*time.Hour + time.Second }), []string{"ephemeral_after"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

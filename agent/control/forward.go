@@ -42,6 +42,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.SetCAHolder]():          setCAHolderRule,
 	reflect.TypeFor[state.RecordCABackup]():       caBackupRule,
 	reflect.TypeFor[state.SetRelay]():             setRelayRule,
+	reflect.TypeFor[state.ForgetNode]():           anyControl, // issue 31: the FSM forgets only a removed ephemeral node
 	// Bootstrap and Tracked are never forwarded.
 }
 

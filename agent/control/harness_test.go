@@ -55,6 +55,13 @@ type hooks struct {
 	tunnels []apitype.Tunnel // this node's Nebula tunnels
 	// unreachable are the members this node's probes cannot reach.
 	unreachable []string
+	// lastSeen is when this node's gossip learned a member failed or
+	// left, by name (gossip.Gossip.LastSeen).
+	lastSeen map[string]time.Time
+	// ask, if set, answers the plane's gossip queries (AskMembers);
+	// errNoGossip otherwise.
+	ask func(ctx context.Context, name string, payload []byte, bound time.Duration,
+		done func(map[string][]byte) bool) (map[string][]byte, error)
 }
 
 func (h *hooks) hooks() Hooks {
@@ -84,6 +91,22 @@ func (h *hooks) hooks() Hooks {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			return h.versions
+		},
+		AskMembers: func(ctx context.Context, name string, payload []byte, bound time.Duration,
+			done func(map[string][]byte) bool) (map[string][]byte, error) {
+			h.mu.Lock()
+			ask := h.ask
+			h.mu.Unlock()
+			if ask == nil {
+				return nil, errNoGossip
+			}
+			return ask(ctx, name, payload, bound, done)
+		},
+		LastSeen: func(name string) (time.Time, bool) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			at, ok := h.lastSeen[name]
+			return at, ok
 		},
 		NotifyKeys: func() error { h.mu.Lock(); h.keyNotes++; h.mu.Unlock(); return nil },
 		Tunnels: func() []apitype.Tunnel {
@@ -149,6 +172,7 @@ type testCluster struct {
 	promote   time.Duration // every member's PromoteTimeout
 	keyStep   time.Duration // every member's KeyStepTimeout (0: the default)
 	joinBound time.Duration // every member's JoinBound (0: the default)
+	ephemeral time.Duration // every member's EphemeralAfter (0: the default)
 	tlsKeys   sync.Map      // node name -> its TLS private key (PEM), to sign what it states (pki.Attest)
 	// nows are members' clocks by name (Deps.Now), set before start;
 	// time.Now for a member not in it.
@@ -268,7 +292,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		}
 	})
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
-		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, CADir: caDir, BackupWorkFactor: testWorkFactor},
+		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, EphemeralAfter: c.ephemeral, CADir: caDir, BackupWorkFactor: testWorkFactor},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks(), Now: c.nows[name]})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {

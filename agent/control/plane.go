@@ -46,6 +46,10 @@ type Config struct {
 	// JoinBound is how long a node may stay joining before the leader
 	// records its join failed; zero means DefaultJoinBound.
 	JoinBound time.Duration
+	// EphemeralAfter is how long gossip must have seen an ephemeral node
+	// failed or left before the leader removes and forgets it
+	// (ephemeral.go); zero means DefaultEphemeralAfter.
+	EphemeralAfter time.Duration
 	// CADir is where this node keeps the CA keys when it holds them (or
 	// receives them in a custody move): <state>/ca.
 	CADir string
@@ -119,7 +123,7 @@ type Plane struct {
 	now      func() time.Time
 	hooks    Hooks
 	conns    *connSet      // port 7300's open connections
-	stop     chan struct{} // closed by Close: ends watchNodes and watchJoins
+	stop     chan struct{} // closed by Close: ends watchNodes, watchJoins and watchEphemeral
 	closed   sync.Once
 	wg       sync.WaitGroup // goroutines the plane started (force-leave, read index rounds)
 	reads    readBatch      // a follower's read index round trips, shared (readbatch.go)
@@ -129,8 +133,10 @@ type Plane struct {
 	keyDebt  keyDebt        // the background rotation owed for departed nodes (keysowed.go)
 	custody  sync.Mutex     // one custody change (handoff, receive, restore, release) at a time
 	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
-	watch    sync.WaitGroup // watchNodes, watchJoins
+	watch    sync.WaitGroup // watchNodes, watchJoins, watchEphemeral
 	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
+
+	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
 }
 
 // New is the control plane over an open raft node. ca is the CA keys this
@@ -201,15 +207,19 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	// From here the raft port admits only members (connections accepted
 	// since raft opened are judged now too).
 	raft.SetPeerCheck(p.raftPeer)
-	p.watch.Add(2)
+	p.watch.Add(3)
 	go func() {
 		defer p.watch.Done()
 		p.watchNodes(p.stop)
 	}()
-	bound, now := cfg.joinBound(), d.Now
+	bound, window, now := cfg.joinBound(), cfg.ephemeralAfter(), d.Now
 	go func() {
 		defer p.watch.Done()
 		p.watchJoins(p.stop, bound, now)
+	}()
+	go func() {
+		defer p.watch.Done()
+		p.watchEphemeral(p.stop, window, now)
 	}()
 	return p
 }

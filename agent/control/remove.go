@@ -24,11 +24,19 @@ func (p *Plane) Remove(ctx context.Context, name, actor string) error {
 
 // remove is Remove, returning the removed node's record (as it was).
 func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, error) {
+	return p.removeNode(ctx, name, "", actor)
+}
+
+// removeNode is remove; with id set, only while name is still the name
+// of the node id (the ephemeral reaper decided on that record, and the
+// name may have passed to another node since): codes.NodeUnknown
+// otherwise.
+func (p *Plane) removeNode(ctx context.Context, name, id, actor string) (state.Node, error) {
 	if err := p.SyncRead(ctx); err != nil {
 		return state.Node{}, err
 	}
 	n, ok := p.raft.FSM().NodeByName(name)
-	if !ok {
+	if !ok || (id != "" && n.ID != id) {
 		return state.Node{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
 	}
 	if n.ID == p.cfg.NodeID {

@@ -49,7 +49,13 @@ func (p *Plane) RevocationVersion() int { return len(p.raft.FSM().Revocations())
 // that did not answer are listed as pending, with a RevocationPending
 // warning. The removed node's own answer is ignored.
 func (p *Plane) RemoveAndConfirm(ctx context.Context, name, actor string, bound time.Duration) (*apitype.RemoveResponse, error) {
-	n, err := p.remove(ctx, name, actor)
+	return p.removeAndConfirm(ctx, name, "", actor, bound)
+}
+
+// removeAndConfirm is RemoveAndConfirm; with id set, of the node id only
+// (removeNode).
+func (p *Plane) removeAndConfirm(ctx context.Context, name, id, actor string, bound time.Duration) (*apitype.RemoveResponse, error) {
+	n, err := p.removeNode(ctx, name, id, actor)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,7 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 		p := r.Progress()
 		st.Commit, st.Applied = r.CommitIndex(), p.AppliedIndex
 		st.LastContact, st.HeardLeader = p.LastContact, p.LastContact >= 0
+		st.EphemeralReaped = rt.ctl.EphemeralReaped()
 	}
 	if rt.gossip != nil {
 		st.GossipKnown, st.Gossip = true, map[string]int{}

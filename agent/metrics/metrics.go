@@ -64,6 +64,10 @@ type State struct {
 	// DNS is the names' server (package names), since the runtime
 	// started; nil with dns.enabled false.
 	DNS *DNS
+
+	// EphemeralReaped is how many ephemeral nodes this control node
+	// removed since its runtime started (control.Plane.EphemeralReaped).
+	EphemeralReaped uint64
 }
 
 // DNS are the names' counters (names.Stats, in plain types: this
@@ -112,9 +116,10 @@ var (
 	descDNSAnswers     = prometheus.NewDesc("meshd_dns_answers_total", "DNS answers sent, by rcode (NOERROR, NXDOMAIN, REFUSED: a name outside the cluster's zones, never forwarded).", []string{"rcode"}, nil)
 	descDNSDropped     = prometheus.NewDesc("meshd_dns_dropped_total", "DNS packets dropped unanswered, by reason: ratelimited (over the source's rate) or malformed (not a plain query, or not parsed).", []string{"reason"}, nil)
 	descDNSLatency     = prometheus.NewDesc("meshd_dns_answer_seconds", "Time from a DNS query parsed to its answer written.", nil, nil)
+	descReaped         = prometheus.NewDesc("meshd_ephemeral_reaped_total", "Ephemeral nodes this control node removed since its runtime started, each down (failed or left in gossip) for ephemeral_after (control nodes only).", nil, nil)
 	metricsDescriptors = []*prometheus.Desc{descDNSQueries, descDNSAnswers, descDNSDropped, descDNSLatency, descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
 		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
-		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries}
+		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries, descReaped}
 )
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
@@ -154,6 +159,7 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		if !st.Leader && st.HeardLeader {
 			ch <- prometheus.MustNewConstMetric(descRaftContact, prometheus.GaugeValue, st.LastContact.Seconds())
 		}
+		ch <- prometheus.MustNewConstMetric(descReaped, prometheus.CounterValue, float64(st.EphemeralReaped))
 	}
 	if st.GossipKnown {
 		for s, v := range st.Gossip {

@@ -40,13 +40,17 @@ const (
 	// 50-59: issue 29's node settings, numbered apart from the other
 	// branches of issue 29.
 	typeSetRelay cmdType = 50
+	// 70-79: issue 31's ephemeral nodes (ephemeral.go), numbered apart
+	// from the other branches of issue 31 (enrolment keys, JWT joins).
+	typeForgetNode cmdType = 70
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
-// ApproveJoin, SetCAHolder, RecordCABackup, SetRelay and Tracked.
+// ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode and
+// Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -170,6 +174,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RotateCA](b[1:])
 	case typeSetRelay:
 		c, err = decodeAs[SetRelay](b[1:])
+	case typeForgetNode:
+		c, err = decodeAs[ForgetNode](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

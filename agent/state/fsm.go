@@ -86,7 +86,8 @@ func changesNodes(c Command) bool {
 	switch c.(type) {
 	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
 		SetCAHolder, // custody follows the record: the old holder releases its copy
-		RotateCA:    // the trust bundles every node follows
+		RotateCA,    // the trust bundles every node follows
+		ForgetNode:  // an ephemeral node's record deleted
 		return true
 	}
 	return false

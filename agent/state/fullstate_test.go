@@ -182,6 +182,20 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: SetRelay{NodeID: "n-c17", Relay: true, At: t0.Add(11 * time.Minute), Actor: "node:n-c17"}},
 		{cmd: SetRelay{NodeID: "n-w18", Relay: true, At: t0.Add(11 * time.Minute)}, want: codes.BadRequest},
 		{cmd: SetRelay{NodeID: "n-nobody", Relay: true, At: t0.Add(11 * time.Minute)}, want: codes.NodeUnknown},
+		// Issue 31: an ephemeral worker, removed, is forgotten (only once
+		// removed, and only an ephemeral one); w21, admitted after, takes
+		// its freed overlay IP and stays ephemeral.
+		{cmd: MintToken{Record: tokenRecord(20, "w20", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: ephemeralJoin(20, "n-w20", "w20")},
+		{cmd: joiningCertsCmd("n-w20")},
+		{cmd: ConfirmJoin{NodeID: "n-w20", At: t0.Add(12 * time.Minute), Actor: "node:n-w20"}},
+		{cmd: ForgetNode{NodeID: "n-w20", At: t0.Add(12 * time.Minute)}, want: codes.BadRequest},
+		{cmd: SetNodeState{NodeID: "n-w20", State: NodeRemoved, At: t0.Add(13 * time.Minute), Actor: "node:ctl-0"}},
+		{cmd: ForgetNode{NodeID: "n-w1", At: t0.Add(13 * time.Minute)}, want: codes.BadRequest},
+		{cmd: track("req-forget", ForgetNode{NodeID: "n-w20", At: t0.Add(13 * time.Minute), Actor: "node:ctl-0"})},
+		{cmd: ForgetNode{NodeID: "n-w20", At: t0.Add(13 * time.Minute)}, want: codes.NodeUnknown},
+		{cmd: MintToken{Record: tokenRecord(21, "w21", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: ephemeralJoin(21, "n-w21", "w21")},
 		// Issue 31: a reusable, ephemeral key with --name-from-host gives
 		// its first joiner its hostname, its second prefix-1; its third
 		// use is refused; an overlapping prefix is refused.
@@ -194,6 +208,13 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j1")},
 		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j2"), want: codes.JWTReplayed},
 	}
+}
+
+// ephemeralJoin is joinCmd for an ephemeral worker (issue 31).
+func ephemeralJoin(seed byte, id, name string) Admit {
+	a := joinCmd(seed, id, name, pki.RoleWorker)
+	a.Node.Ephemeral = true
+	return a
 }
 
 // seededRecord is tokenRecord for a token naming its seeds' node ids.

@@ -332,22 +332,25 @@ func TestNodes(t *testing.T) {
 			{"+relay:", "offers", "itself", "as", "a", "Nebula", "relay", "(relay:", "true);", "control", "nodes", "relay", "anyway"}}},
 	}
 	// Issue 30: -o wide adds the DNS NAME column ("-" for a node without
-	// one); json carries dns_name.
+	// one); json carries dns_name. Issue 31: and the EPHEMERAL column
+	// before it ("yes" or "-"); json carries ephemeral.
 	t.Run("ok/wide-dns-name", func(t *testing.T) {
 		named := node
-		named.DNSName = "w1.alpha.mesh"
+		named.DNSName, named.Ephemeral = "w1.alpha.mesh", true
 		gone := relayNode
 		gone.State, gone.DNSName = "removed", ""
 		sock := localclienttest.Serve(t, &fakeMeshd{nodes: withNodes(named, gone)})
 		r := meshctl(t, "--socket", sock, "nodes", "-o", "wide")
 		l := lines(r.stdout)
-		if r.exit != exitOK || len(l) < 3 || !slices.Equal(strings.Fields(l[0]), append(slices.Clone(header), "DNS", "NAME")) ||
-			strings.Fields(l[1])[len(strings.Fields(l[1]))-1] != "w1.alpha.mesh" || strings.Fields(l[2])[len(strings.Fields(l[2]))-1] != "-" {
+		last2 := func(line string) []string { f := strings.Fields(line); return f[len(f)-2:] }
+		if r.exit != exitOK || len(l) < 3 || !slices.Equal(strings.Fields(l[0]), append(slices.Clone(header), "EPHEMERAL", "DNS", "NAME")) ||
+			!slices.Equal(last2(l[1]), []string{"yes", "w1.alpha.mesh"}) || !slices.Equal(last2(l[2]), []string{"-", "-"}) {
 			t.Fatalf("nodes -o wide: exit %d\n%s%s", r.exit, r.stdout, r.stderr)
 		}
 		r = meshctl(t, "--socket", sock, "nodes", "-o", "json")
 		var typed []apitype.Node
-		if err := json.Unmarshal([]byte(r.stdout), &typed); err != nil || len(typed) != 2 || typed[0].DNSName != "w1.alpha.mesh" {
+		if err := json.Unmarshal([]byte(r.stdout), &typed); err != nil || len(typed) != 2 || typed[0].DNSName != "w1.alpha.mesh" ||
+			!typed[0].Ephemeral || typed[1].Ephemeral || !strings.Contains(r.stdout, `"ephemeral": true`) {
 			t.Fatalf("nodes -o json: %v\n%s", err, r.stdout)
 		}
 		if r := meshctl(t, "--socket", sock, "nodes", "-o", "yaml"); r.exit != exitUsage || !strings.Contains(r.stderr, "table, wide or json") {

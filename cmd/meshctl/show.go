@@ -18,8 +18,9 @@ func (a *app) nodesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the cluster's nodes",
-		Long: "List the cluster's nodes. -o wide adds each node's DNS name (NAME.CLUSTER.DOMAIN, as this node " +
-			"answers it); -o json holds it as dns_name.",
+		Long: "List the cluster's nodes. -o wide adds whether each node is ephemeral (removed by the cluster once " +
+			"gossip has seen it down for ephemeral_after) and its DNS name (NAME.CLUSTER.DOMAIN, as this node " +
+			"answers it); -o json holds them as ephemeral and dns_name.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wide := a.output == "wide"
@@ -52,14 +53,14 @@ func (a *app) nodesCommand() *cobra.Command {
 }
 
 // printNodes writes the nodes table to out, "last seen" counted from
-// now; wide adds the DNS NAME column.
+// now; wide adds the EPHEMERAL and DNS NAME columns.
 func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := printer{tw}
 	rowf := "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s"
 	if wide {
-		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\tDNS NAME\n")
-		rowf += "\t%s"
+		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\tEPHEMERAL\tDNS NAME\n")
+		rowf += "\t%s\t%s"
 	} else {
 		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
 	}
@@ -87,7 +88,7 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 		}
 		cells := []any{name, roleCell(n), st, g, n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n)}
 		if wide {
-			cells = append(cells, cmp.Or(n.DNSName, "-"))
+			cells = append(cells, ephemeralCell(n), cmp.Or(n.DNSName, "-"))
 		}
 		p.Printf(rowf+"\n", cells...)
 		nat, relay = nat || n.BehindNAT, relay || n.Relay
@@ -319,4 +320,14 @@ func date(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02")
+}
+
+// ephemeralCell is the EPHEMERAL column of `nodes -o wide`: "yes" for a
+// node the cluster removes once gossip has seen it down for
+// ephemeral_after (issue 31), else "-".
+func ephemeralCell(n apitype.Node) string {
+	if n.Ephemeral {
+		return "yes"
+	}
+	return "-"
 }
