@@ -12,6 +12,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // Ephemeral nodes (issue 31): a worker admitted ephemeral (an enrolment
@@ -83,6 +84,26 @@ type ephemeralReaper struct {
 	sweep  sync.Mutex    // one sweep at a time
 	reaped atomic.Uint64 // nodes this node removed since the plane started
 	sweeps atomic.Uint64 // sweeps run, which tests wait on
+	cutOff atomic.Bool   // the last sweep found this leader's gossip cut off (gossipCutOff)
+}
+
+// gossipCutOff reports whether this node's gossip view shows none of the
+// other active control nodes alive or suspect while there are some: then
+// it is this node's gossip that is cut off (its overlay down, or a
+// partition of its own), and every worker only looks down to it. With
+// one control node there is nothing to compare with: it decides alone.
+func gossipCutOff(nodes []state.Node, view map[string]string, self string) bool {
+	others := 0
+	for _, n := range nodes {
+		if n.Role != pki.RoleControl || n.State != state.NodeActive || n.ID == self {
+			continue
+		}
+		others++
+		if st := view[n.Name]; st == "alive" || st == "suspect" {
+			return false
+		}
+	}
+	return others > 0
 }
 
 // EphemeralReaped is how many ephemeral nodes this node removed since the
@@ -109,9 +130,17 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		r.down.observe(nil, nil, p.hooks.LastSeen, p.cfg.Name, now) // nothing to time: no gossip view computed
 		return 0
 	}
-	r.down.observe(nodes, p.hooks.Gossip(), p.hooks.LastSeen, p.cfg.Name, now)
+	view := p.hooks.Gossip()
+	r.down.observe(nodes, view, p.hooks.LastSeen, p.cfg.Name, now)
 	if !p.raft.IsLeader() {
 		return 0
+	}
+	// A leader whose own gossip is cut off (its overlay down, say) sees
+	// every worker down: it removes no one until it sees another control
+	// node alive again, and says so once.
+	cutOff := gossipCutOff(nodes, view, p.cfg.NodeID)
+	if cutOff != r.cutOff.Swap(cutOff) && cutOff {
+		p.log.Warn("this leader's gossip sees no other control node alive: no ephemeral node is removed until it does")
 	}
 	cl, _ := p.raft.FSM().Cluster()
 	type due struct {
@@ -125,7 +154,7 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		}
 		switch n.State {
 		case state.NodeActive, state.NodeLeft:
-			if d, ok := r.down.down(n.ID, now); ok && d >= window {
+			if d, ok := r.down.down(n.ID, now); ok && d >= window && !cutOff {
 				todo = append(todo, due{n, d})
 			}
 		case state.NodeRemoved:

@@ -294,10 +294,14 @@ func TestReapEphemeralLeaderOnly(t *testing.T) {
 		t.Fatalf("w1 is %s with only a follower's gossip seeing it down", n.State)
 	}
 
-	if err := origin.p.Raft().HandOff(); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "c2 leads", func() bool { return c2.p.Raft().IsLeader() })
+	// Hand off until c2 leads: on a loaded machine the origin may win the
+	// election the hand-off starts.
+	waitFor(t, 20*time.Second, "c2 leads", func() bool {
+		if origin.p.Raft().IsLeader() {
+			_ = origin.p.Raft().HandOff()
+		}
+		return c2.p.Raft().IsLeader()
+	})
 	waitFor(t, 10*time.Second, "c2 removes and forgets w1", func() bool { return forgotten(c2, w.ID) })
 	if c2.p.EphemeralReaped() != 1 || origin.p.EphemeralReaped() != 0 {
 		t.Fatalf("removed by c2 %d, by origin %d; want 1 and 0", c2.p.EphemeralReaped(), origin.p.EphemeralReaped())
@@ -427,5 +431,41 @@ func TestReapEphemeralRotationStalls(t *testing.T) {
 	}
 	if revoked[a.ID] != 2 || revoked[b.ID] != 2 {
 		t.Fatalf("revocations kept: %v", revoked)
+	}
+}
+
+// TestReapEphemeralGossipCutOff: a leader whose gossip sees no other
+// control node alive (its own gossip cut off) sees every worker down and
+// removes none, however long; once it sees a control node alive again it
+// removes the worker that is still down.
+func TestReapEphemeralGossipCutOff(t *testing.T) {
+	clk := &tokClock{now: time.Now()}
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: 3 * time.Second, ephemeral: time.Hour,
+		nows: map[string]func() time.Time{"origin": clk.Now}}
+	origin := c.bootstrap(t, nil)
+	c2 := c.joinControl(t, origin, "c2")
+	var asked atomic.Int32
+	answerRevocations(t, c, origin, &asked)
+	answerRevocations(t, c, c2, &asked)
+	w := c.admitWorker(t, origin, "w1", true)
+	waitFor(t, 20*time.Second, "origin leads", func() bool {
+		if c2.p.Raft().IsLeader() {
+			_ = c2.p.Raft().HandOff()
+		}
+		return origin.p.Raft().IsLeader()
+	})
+	ctx := within(t, 60*time.Second)
+	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute) // every record seen
+	setGossip(origin, map[string]string{"origin": "alive", "c2": "failed", "w1": "failed"},
+		map[string]time.Time{"c2": clk.Now(), "w1": clk.Now()})
+	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute)
+	clk.Add(time.Hour)
+	if n := origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute); n != 0 || forgotten(origin, w.ID) {
+		t.Fatalf("a leader cut off from every other control node removed %d nodes", n)
+	}
+	setGossip(origin, map[string]string{"origin": "alive", "c2": "alive", "w1": "failed"},
+		map[string]time.Time{"w1": clk.Now().Add(-time.Hour)})
+	if n := origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute); n != 1 || !forgotten(origin, w.ID) {
+		t.Fatalf("with c2 alive again the sweep removed %d, w1 forgotten %v; want 1, true", n, forgotten(origin, w.ID))
 	}
 }

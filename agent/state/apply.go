@@ -88,8 +88,10 @@ func (c MintToken) applyTo(s *Snapshot) error {
 			return err
 		}
 	}
-	if r.Ephemeral && r.Role != pki.RoleWorker {
-		return codes.Wrap(codes.BadRole, fmt.Errorf("mint token: only workers can be ephemeral, not %s", r.Role))
+	if r.Ephemeral {
+		if err := EphemeralAllowed(r.Role); err != nil {
+			return err
+		}
 	}
 	if err := pki.CheckNodeGroups(r.Groups); err != nil {
 		return err
@@ -176,8 +178,10 @@ func (c Admit) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.TokenWrongAddr, fmt.Errorf("admit %s: token bound to %s, join came from %s", a.Name, rec.Addr, a.SourceAddr))
 	}
 	ephemeral := rec.Ephemeral || a.Ephemeral || n.Ephemeral
-	if ephemeral && rec.Role != pki.RoleWorker {
-		return codes.Wrap(codes.BadRole, fmt.Errorf("admit %s: only workers can be ephemeral, not %s", a.Name, rec.Role))
+	if ephemeral {
+		if err := EphemeralAllowed(rec.Role); err != nil {
+			return err
+		}
 	}
 	name := rec.Name
 	switch {
