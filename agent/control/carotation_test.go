@@ -227,6 +227,21 @@ func TestRotateCAAtRenewal(t *testing.T) {
 // holder only), and it reads its own FSM only after a read index, so a
 // rotation driven from a follower goes through every step.
 func TestRotateCAOnFollower(t *testing.T) {
+	// On a loaded machine the origin may win an election during the
+	// rotation (200 ms election timeouts): that run proves nothing, so a
+	// fresh cluster tries again, at most three times.
+	for attempt := 1; attempt <= 3; attempt++ {
+		if rotateOnFollower(t) {
+			return
+		}
+		t.Logf("attempt %d: the origin took the leadership back during the rotation; the run proves nothing, trying again", attempt)
+	}
+	t.Fatal("the origin took the leadership back in each of 3 runs; the test proves nothing")
+}
+
+// rotateOnFollower is one run of TestRotateCAOnFollower: it reports
+// false when the origin led again by the end (the run proves nothing).
+func rotateOnFollower(t *testing.T) bool {
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
 	c.admit(t, origin, "w1", pki.RoleWorker, nil, enroll.Ports{})
@@ -252,9 +267,7 @@ func TestRotateCAOnFollower(t *testing.T) {
 	if st.Phase != "none" || st.Current != next.Fingerprint().String() {
 		t.Fatalf("after rotate --now on the follower CA holder: %+v", st)
 	}
-	if origin.p.Raft().IsLeader() {
-		t.Fatal("the origin took the leadership back; the test proves nothing")
-	}
+	return !origin.p.Raft().IsLeader()
 }
 
 // TestCAReportsNeedSignature is issue 27's attack on the CA rotation: a
