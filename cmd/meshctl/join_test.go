@@ -86,6 +86,10 @@ func TestJoinTokenFile(t *testing.T) {
 			want: apitype.JoinRequest{Token: joinTok}, wantWarn: true},
 		{name: "warn/world-readable", args: []string{"join", "--token-file", "FILE"}, file: joinTok, perm: 0o604,
 			want: apitype.JoinRequest{Token: joinTok}, wantWarn: true},
+		// A join by identity: the JWT from the file, the seed and the pin as given.
+		{name: "ok/jwt-file", args: []string{"join", "--jwt-file", "FILE", "--seed", "192.0.2.1:7300", "--ca-sha256", "ab12", "--ephemeral"},
+			file: " hdr.payload.sig\n", perm: 0o600,
+			want: apitype.JoinRequest{JWT: "hdr.payload.sig", Seed: "192.0.2.1:7300", CASHA256: "ab12", Ephemeral: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +110,7 @@ func TestJoinTokenFile(t *testing.T) {
 			default:
 				t.Fatal("meshd saw no join request")
 			}
-			if strings.Contains(r.stdout+r.stderr, strings.TrimSpace(tt.want.Token)) {
+			if secret := strings.TrimSpace(tt.want.Token + tt.want.JWT); strings.Contains(r.stdout+r.stderr, secret) {
 				t.Errorf("the token is printed:\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			}
 			l := lines(r.stderr)
@@ -146,6 +150,9 @@ func TestJoinTokenUsage(t *testing.T) {
 		{name: "usage/empty-stdin", args: []string{"join", "--token-file", "-"}},
 		{name: "usage/blank-stdin", args: []string{"join", "--token-file", "-"}, stdin: "\n\n"},
 		{name: "usage/oversize-stdin", args: []string{"join", "--token-file", "-"}, stdin: oversize},
+		{name: "usage/jwt-and-token", args: []string{"join", joinTok, "--jwt-file", "FILE"}, file: ptr(secret)},
+		{name: "usage/jwt-and-plan", args: []string{"join", "--plan", "--jwt-file", "FILE"}, file: ptr(secret)},
+		{name: "usage/jwt-empty", args: []string{"join", "--jwt-file", "FILE"}, file: ptr("\n")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

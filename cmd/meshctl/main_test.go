@@ -440,6 +440,11 @@ func TestAdmit(t *testing.T) {
 		{"ok/json", []string{"admit", "w1", "-o", "json"}, apitype.AdmitRequest{Name: "w1", Role: "worker", TTL: 15 * time.Minute}, true},
 		{"ok/groups", []string{"admit", "w1", "--group", "db", "--group", "eu-west"},
 			apitype.AdmitRequest{Name: "w1", Role: "worker", TTL: 15 * time.Minute, Groups: []string{"db", "eu-west"}}, false},
+		// A reusable key: no NAME; the key's default lifetime (TTL 0) unless --ttl.
+		{"ok/reusable", []string{"admit", "--reusable", "--uses", "50", "--name-prefix", "web-", "--ephemeral"},
+			apitype.AdmitRequest{Role: "worker", Reusable: true, Uses: 50, NamePrefix: "web-", Ephemeral: true}, false},
+		{"ok/reusable-ttl-host", []string{"admit", "--reusable", "--uses", "5", "--ttl", "72h", "--name-from-host"},
+			apitype.AdmitRequest{Role: "worker", TTL: 72 * time.Hour, Reusable: true, Uses: 5, NamePrefix: "node-", NameFromHost: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,6 +486,30 @@ func TestAdmit(t *testing.T) {
 			}
 		})
 	}
+	// Flags that do not fit the kind asked for are refused before meshd is
+	// asked.
+	for _, tc := range []struct {
+		name string
+		args []string
+		exit int
+		code codes.Code
+	}{
+		{"uses-without-reusable", []string{"admit", "w1", "--uses", "3"}, exitFailure, codes.BadRequest},
+		{"reusable-without-uses", []string{"admit", "--reusable"}, exitFailure, codes.KeyBadLimits},
+	} {
+		t.Run("fail/"+tc.name, func(t *testing.T) {
+			sock := localclienttest.Serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, _ *http.Request) {
+				t.Error("meshd was asked")
+			}})
+			checkFailure(t, meshctl(t, append([]string{"--socket", sock}, tc.args...)...), tc.exit, tc.code)
+		})
+	}
+	t.Run("fail/reusable-with-name", func(t *testing.T) {
+		r := meshctl(t, "--socket", "/nonexistent", "admit", "w1", "--reusable", "--uses", "3")
+		if r.exit != exitUsage {
+			t.Fatalf("exit %d, want %d (usage)\n%s", r.exit, exitUsage, r.stderr)
+		}
+	})
 	t.Run("fail/coded", func(t *testing.T) {
 		sock := localclienttest.Serve(t, &fakeMeshd{admit: func(w http.ResponseWriter, _ *http.Request) {
 			writeJSON(w, codes.NotControl.Status(), apitype.NewError(codes.NotControl, errors.New("this node is a worker")))
