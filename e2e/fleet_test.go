@@ -4,7 +4,15 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -50,21 +58,53 @@ func appendConfig(t testing.TB, nd *Node, lines string) {
 	}
 }
 
-// serveIssuer serves iss's discovery document and keys on h's underlay
-// address, port 8080, from the test process (a listener opened in h's
-// namespace), until the test ends.
-func serveIssuer(t testing.TB, h *Host, iss *idtokentest.Issuer) {
+// serveIssuer serves iss's discovery document and keys over HTTPS on h's
+// underlay address, port 8443, from the test process (a listener opened
+// in h's namespace), until the test ends, and returns the PEM file of the
+// CA that signed its certificate: a meshd trusts it through SSL_CERT_FILE
+// (discovery takes https issuers only).
+func serveIssuer(t testing.TB, h *Host, iss *idtokentest.Issuer) string {
 	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e issuer CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	leafKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		Subject: pkix.Name{CommonName: h.IP}, IPAddresses: []net.IP{net.ParseIP(h.IP)},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, &leafKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "issuer-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var ln net.Listener
 	if err := inNetns(h.Name, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP, "8080"))
+		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP, "8443"))
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: iss.Handler(t), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	srv := &http.Server{Handler: iss.Handler(t), ReadHeaderTimeout: 5 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}}
+	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return caFile
 }
 
 // fleetJoin is one machine's `meshctl join` with the key file.
@@ -78,10 +118,11 @@ type fleetJoin struct {
 func TestFleet(t *testing.T) {
 	n := NewNet(t)
 	issuerHost := n.AddHost("issuer")
-	iss := idtokentest.New(t, "http://"+issuerHost.IP+":8080")
-	serveIssuer(t, issuerHost, iss)
+	iss := idtokentest.New(t, "https://"+issuerHost.IP+":8443")
+	issuerCA := serveIssuer(t, issuerHost, iss)
 
 	origin := n.NewNode("origin")
+	origin.Env = []string{"SSL_CERT_FILE=" + issuerCA} // the test issuer's CA, for discovery
 	appendConfig(t, origin, fmt.Sprintf(`ephemeral_after: %s
 jwt:
   issuers:
