@@ -184,6 +184,12 @@ type fleetRun struct {
 	signs          int           // signatures the CA holder logged during the run
 	servedBy       map[string]int
 	loadAt, loadTo float64
+	// Where the control nodes' time went, for the log: each one's
+	// overlay reloads (every change of node records reconciles the
+	// overlay) and raft's term before and after (a change is an
+	// election during the run).
+	reloads      map[string]int
+	term0, term1 uint64
 }
 
 // joinAll runs n light joiners with the key, at most inFlight at once,
@@ -195,7 +201,8 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 	for i := range r.joins {
 		r.joins[i] = &lightJoin{source: fleetSource(i)}
 	}
-	signs0 := f.signed()
+	signs0, reloads0 := f.signed(), f.count(`msg="overlay reloaded"`)
+	r.term0 = f.term(tb)
 	cpu0 := processCPU(tb)
 	start := time.Now()
 	sem := make(chan struct{}, inFlight)
@@ -212,6 +219,10 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 	r.cpu = processCPU(tb) - cpu0
 	r.signs = f.signed() - signs0
 	r.loadTo = benchrec.Load()
+	r.term1, r.reloads = f.term(tb), f.count(`msg="overlay reloaded"`)
+	for name, k := range reloads0 {
+		r.reloads[name] -= k
+	}
 	for _, j := range r.joins {
 		if j.err == nil {
 			r.servedBy[f.controlAt(j.seed)]++
@@ -223,6 +234,25 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 // signed is how many signatures the CA holder (c1) has logged.
 func (f *keyFleet) signed() int {
 	return strings.Count(f.controls[0].Logs(), `msg="signed for an admission"`)
+}
+
+// count is how many lines of each control node's log hold s.
+func (f *keyFleet) count(s string) map[string]int {
+	out := map[string]int{}
+	for _, c := range f.controls {
+		out[c.Name] = strings.Count(c.Logs(), s)
+	}
+	return out
+}
+
+// term is raft's term as c1 sees it.
+func (f *keyFleet) term(tb testing.TB) uint64 {
+	tb.Helper()
+	st, err := f.controls[0].Client.Status(tb.Context())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st.RaftTerm
 }
 
 // controlAt names the control node whose enroll address is seed.
@@ -364,7 +394,7 @@ func TestKeyFleet100(t *testing.T) {
 	r := f.joinAll(t, n+1, fleetInFlight)
 	f.check(t, r, n)
 	s := r.summary(n)
-	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s; enrolled through %v", n, s, r.servedBy)
+	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s\n%s", n, s, r.where())
 }
 
 // fleetJoinsEnv sets BenchmarkKeyFleet's number of joins (default 1000).
@@ -399,12 +429,47 @@ func BenchmarkKeyFleet(b *testing.B) {
 					f.check(b, r, n)
 				}
 				s := r.summary(n)
-				b.Logf("%d joins with one key through 3 control nodes (timers: %s, %d in flight): %s\nenrolled through: %v\njoins served (port 7300 metrics): %s",
-					n, timers, fleetInFlight, s, r.servedBy, f.served(b))
+				b.Logf("%d joins with one key through 3 control nodes (timers: %s, %d in flight): %s\n%s\njoins served (port 7300 metrics): %s",
+					n, timers, fleetInFlight, s, r.where(), f.served(b))
 				s.report(b, string(timers))
 			})
 		})
 	}
+}
+
+// where says which control node the joins enrolled through, how often
+// each reloaded its overlay, and whether raft held its leader.
+func (r *fleetRun) where() string {
+	return fmt.Sprintf("enrolled through: %v; overlay reloads during the run: %v; raft term %d → %d; joins/s by tenth of the joins: %s",
+		r.servedBy, r.reloads, r.term0, r.term1, r.tenths())
+}
+
+// tenths is the rate at which each tenth of the confirmed joins ended:
+// a rate that falls as the cluster grows is a cost per join that grows
+// with the number of nodes.
+func (r *fleetRun) tenths() string {
+	var ends []time.Time
+	start := r.joins[0].start
+	for _, j := range r.joins {
+		if j.start.Before(start) {
+			start = j.start
+		}
+		if j.err == nil {
+			ends = append(ends, j.end)
+		}
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	if len(ends) < 10 {
+		return "too few joins"
+	}
+	var out []string
+	prev := start
+	for k := 1; k <= 10; k++ {
+		at := ends[k*len(ends)/10-1]
+		out = append(out, fmt.Sprintf("%.1f", float64(len(ends)/10)/at.Sub(prev).Seconds()))
+		prev = at
+	}
+	return strings.Join(out, " ")
 }
 
 // fleetSummary is a run's figures.
@@ -487,23 +552,40 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[max(0, int(math.Ceil(p*float64(len(s))))-1)]
 }
 
-// served is each control node's meshd_joins_served_total by outcome, read
-// from its /metrics.
+// served is, from each control node's /metrics, its joins served by
+// outcome (meshd_joins_served_total), the mean time it took to serve a
+// successful one (meshd_join_duration_seconds: checks, admission,
+// signing) and the mean time of the raft writes it led
+// (meshd_raft_apply_duration_seconds: the leader's).
 func (f *keyFleet) served(tb testing.TB) string {
 	var out []string
 	for i, addr := range f.metrics {
-		series, err := scrape(tb.Context(), addr, "meshd_joins_served_total")
+		m, err := scrape(tb.Context(), addr)
 		if err != nil {
 			out = append(out, fmt.Sprintf("%s: %v", f.controls[i].Name, err))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s: %s", f.controls[i].Name, strings.Join(series, " ")))
+		var joins []string
+		for series, v := range m {
+			if code, ok := strings.CutPrefix(series, `meshd_joins_served_total{code="`); ok && v > 0 {
+				joins = append(joins, fmt.Sprintf("%s %g", strings.TrimSuffix(code, `"}`), v))
+			}
+		}
+		slices.Sort(joins)
+		mean := func(h string) string {
+			if n := m[h+"_count"]; n > 0 {
+				return fmt.Sprintf("%.1f ms over %g", 1000*m[h+"_sum"]/n, n)
+			}
+			return "none"
+		}
+		out = append(out, fmt.Sprintf("%s: joins served %v, serving one %s, raft writes it led %s", f.controls[i].Name,
+			joins, mean("meshd_join_duration_seconds"), mean("meshd_raft_apply_duration_seconds")))
 	}
 	return strings.Join(out, "; ")
 }
 
-// scrape is the non-zero series of metric at addr's /metrics.
-func scrape(ctx context.Context, addr, metric string) ([]string, error) {
+// scrape is the series at addr's /metrics, by name and labels.
+func scrape(ctx context.Context, addr string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -513,13 +595,13 @@ func scrape(ctx context.Context, addr, metric string) ([]string, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var out []string
+	out := map[string]float64{}
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, metric+"{") && !strings.HasSuffix(l, " 0") {
-			out = append(out, strings.TrimPrefix(l, metric))
+		series, value, ok := strings.Cut(sc.Text(), " ")
+		if v, err := strconv.ParseFloat(value, 64); ok && err == nil && !strings.HasPrefix(series, "#") {
+			out[series] = v
 		}
 	}
 	return out, sc.Err()
