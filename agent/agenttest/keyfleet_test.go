@@ -397,6 +397,13 @@ func TestKeyFleet100(t *testing.T) {
 	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s\n%s", n, s, r.where())
 }
 
+// Issue 31's target: 1,000 joins with one key within 60 s on a 2-core
+// machine. Only a run of that size is judged.
+const (
+	fleetTargetJoins = 1000
+	fleetTarget      = 60 * time.Second
+)
+
 // fleetJoinsEnv sets BenchmarkKeyFleet's number of joins (default 1000).
 const fleetJoinsEnv = "MESHD_KEYFLEET_JOINS"
 
@@ -407,7 +414,8 @@ const fleetJoinsEnv = "MESHD_KEYFLEET_JOINS"
 // log level info as operators run them. It asserts what TestKeyFleet100
 // does and reports joins a second, each join's latency (keys to
 // confirmed, and the enroll call alone), the wall time, the CA holder's
-// signing rate and the process's CPU. Target: every join within 60 s.
+// signing rate and the process's CPU. Target: 1,000 joins within 60 s
+// (fleetTarget); a run that misses it fails after recording its figures.
 func BenchmarkKeyFleet(b *testing.B) {
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv(fleetJoinsEnv)); err == nil && v > 0 {
@@ -432,6 +440,10 @@ func BenchmarkKeyFleet(b *testing.B) {
 				b.Logf("%d joins with one key through 3 control nodes (timers: %s, %d in flight): %s\n%s\njoins served (port 7300 metrics): %s",
 					n, timers, fleetInFlight, s, r.where(), f.served(b))
 				s.report(b, string(timers))
+				if n == fleetTargetJoins && s.wall > fleetTarget {
+					b.Errorf("%d joins took %s: issue 31's target is %s (recorded; see the profile findings in docs/performance.md)",
+						n, s.wall.Round(time.Millisecond), fleetTarget)
+				}
 			})
 		})
 	}
