@@ -124,7 +124,7 @@ bench:
 		| tee $(BENCH_DIR)/gossip.txt || status=1; \
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServe' -cpu 1 -benchtime 20000x ./names \
 		| tee $(BENCH_DIR)/names.txt || status=1; \
-	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkKeyFleet$$' -benchtime 1x -timeout 20m ./agent/agenttest \
+	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkKeyFleet$$' -benchtime 1x -timeout 40m ./agent/agenttest \
 		| grep -vE '^    node\.go:[0-9]+:|^        time=' | tee $(BENCH_DIR)/keyfleet.txt || status=1; \
 	for timers in fast lan; do \
 		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \

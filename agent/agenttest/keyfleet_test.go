@@ -74,6 +74,7 @@ type keyFleet struct {
 	key      *apitype.AdmitResponse
 	tok      enroll.Token
 	metrics  []string // each control node's metrics address
+	leader   string   // the raft leader when the key was minted
 }
 
 // fleetOptions are what a fleet's control nodes run with.
@@ -81,11 +82,27 @@ type fleetOptions struct {
 	timers   config.TimerProfile // fast: agenttest's; lan: meshd's defaults (raft's too)
 	uses     int                 // the key's uses
 	logLevel string              // "" keeps agenttest's debug
+	seed     fleetSeed           // which control node the key lists first
 }
+
+// fleetSeed is which control node a key lists first. Every joiner with
+// the key enrolls there (enroll.Enroll asks the token's seeds in order,
+// moving on only when one cannot serve) and confirms there
+// (control.HomeFirst puts the seed it enrolled through first), so one key
+// puts its whole fleet on one control node; which one, the key's hash
+// picks (control's spreadKey). A follower forwards each write, read index
+// and signature to the leader and the CA holder; the leader (here also
+// the CA holder) does them itself.
+type fleetSeed string
+
+const (
+	seedLeader   fleetSeed = "leader"
+	seedFollower fleetSeed = "follower"
+)
 
 // newKeyFleet starts c1, c2 and c3 (c1 inits the cluster, c2 and c3 join
 // as control nodes with tokens for them) and mints a key of o.uses with
-// name prefix web-.
+// name prefix web- that lists o.seed's kind of control node first.
 func newKeyFleet(tb testing.TB, o fleetOptions) *keyFleet {
 	tb.Helper()
 	f := &keyFleet{}
@@ -111,15 +128,39 @@ func newKeyFleet(tb testing.TB, o fleetOptions) *keyFleet {
 			tb.Fatalf("%s joins as a control node: %v", c.Name, err)
 		}
 	}
-	key, err := c1.Client.Admit(tb.Context(), apitype.AdmitRequest{Reusable: true, Uses: o.uses, NamePrefix: "web-"})
+	st, err := c1.Client.Status(tb.Context())
 	if err != nil {
-		tb.Fatalf("mint a key of %d uses: %v", o.uses, err)
+		tb.Fatal(err)
 	}
-	f.key = key
-	if f.tok, err = enroll.ParseToken(key.Token); err != nil || !f.tok.Key || len(f.tok.Seeds) != 3 {
-		tb.Fatalf("the key parses as %+v (%v); want a key listing 3 seeds", f.tok, err)
-	}
+	f.leader = st.Leader
+	f.key, f.tok = f.mintKey(tb, o.uses, o.seed)
 	return f
+}
+
+// mintKey mints keys of uses on c1, revoking each (which frees its
+// prefix) until one lists seed's kind of control node first, as
+// fitness_test's tokenFirstAt does for one-time tokens.
+func (f *keyFleet) mintKey(tb testing.TB, uses int, seed fleetSeed) (*apitype.AdmitResponse, enroll.Token) {
+	tb.Helper()
+	c1 := f.controls[0]
+	for range 40 {
+		key, err := c1.Client.Admit(tb.Context(), apitype.AdmitRequest{Reusable: true, Uses: uses, NamePrefix: "web-"})
+		if err != nil {
+			tb.Fatalf("mint a key of %d uses: %v", uses, err)
+		}
+		tok, err := enroll.ParseToken(key.Token)
+		if err != nil || !tok.Key || len(tok.Seeds) != 3 {
+			tb.Fatalf("the key parses as %+v (%v); want a key listing 3 seeds", tok, err)
+		}
+		if (f.controlAt(tok.Seeds[0]) == f.leader) == (seed == seedLeader) {
+			return key, tok
+		}
+		if _, err := c1.Client.RevokeToken(tb.Context(), key.ID); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	tb.Fatalf("40 keys minted, none listing a %s first", seed)
+	return nil, enroll.Token{}
 }
 
 // lightJoin is one machine joining with the key: its outcome and timings.
@@ -182,6 +223,7 @@ type fleetRun struct {
 	wall           time.Duration // first start to last end
 	cpu            time.Duration // the whole test process's user+sys over the run
 	signs          int           // signatures the CA holder logged during the run
+	leader         string        // the raft leader when the key was minted
 	servedBy       map[string]int
 	loadAt, loadTo float64
 	// Where the control nodes' time went, for the log: each one's
@@ -196,7 +238,7 @@ type fleetRun struct {
 // and waits for every one to end.
 func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 	tb.Helper()
-	r := &fleetRun{servedBy: map[string]int{}, loadAt: benchrec.Load()}
+	r := &fleetRun{leader: f.leader, servedBy: map[string]int{}, loadAt: benchrec.Load()}
 	r.joins = make([]*lightJoin, n)
 	for i := range r.joins {
 		r.joins[i] = &lightJoin{source: fleetSource(i)}
@@ -382,19 +424,19 @@ func fleetDigest(tb testing.TB, c *agenttest.Node) string {
 }
 
 // TestKeyFleet100 is issue 31's scale check at 100 (make test): three
-// real control nodes, a key of 100 uses, 101 light joiners (32 at once,
-// each with its own keys and address) enrolling through the key's seeds
-// and confirming over mTLS: exactly 100 admitted and confirmed, named
+// real control nodes, a key of 100 uses listing a follower first (the
+// forwarded writes, read indexes and remote signing: two keys in three
+// do), 101 light joiners (32 at once, each with its own keys and address)
+// enrolling through the key's seeds and confirming over mTLS: exactly 100 admitted and confirmed, named
 // web-1..web-100 with distinct overlay IPs, active on every control node;
 // one refused KeyExhausted with nothing recorded for it; the key used 100,
 // 0 left, exhausted; a 102nd machine refused with the node list unchanged.
 func TestKeyFleet100(t *testing.T) {
 	const n = 100
-	f := newKeyFleet(t, fleetOptions{timers: config.TimersFast, uses: n})
+	f := newKeyFleet(t, fleetOptions{timers: config.TimersFast, uses: n, seed: seedFollower})
 	r := f.joinAll(t, n+1, fleetInFlight)
 	f.check(t, r, n)
-	s := r.summary(n)
-	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s\n%s", n, s, r.where())
+	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s\n%s", n, r.summary(n), r.where())
 }
 
 // Issue 31's target: 1,000 joins with one key within 60 s on a 2-core
@@ -410,8 +452,10 @@ const fleetJoinsEnv = "MESHD_KEYFLEET_JOINS"
 // BenchmarkKeyFleet is issue 31's scale check (make bench): 1,000 light
 // joiners (MESHD_KEYFLEET_JOINS) with one key of as many uses, plus one
 // more, through three real control nodes, with agenttest's fast timers and
-// with meshd's defaults (timers: lan, raft's own timing), the agents at
-// log level info as operators run them. It asserts what TestKeyFleet100
+// with meshd's defaults (timers: lan, raft's own timing), each with a key
+// that lists the raft leader (c1, the CA holder) first and with one that
+// lists a follower first, the agents at log level info as operators run
+// them. It asserts what TestKeyFleet100
 // does and reports joins a second, each join's latency (keys to
 // confirmed, and the enroll call alone), the wall time, the CA holder's
 // signing rate and the process's CPU. Target: 1,000 joins within 60 s
@@ -422,38 +466,44 @@ func BenchmarkKeyFleet(b *testing.B) {
 		n = v
 	}
 	for _, timers := range []config.TimerProfile{config.TimersFast, config.TimersLAN} {
-		b.Run("timers="+string(timers), func(b *testing.B) {
-			b.Run(fmt.Sprintf("joins=%d", n), func(b *testing.B) {
-				var (
-					f *keyFleet
-					r *fleetRun
-				)
-				for range b.N {
-					b.StopTimer()
-					f = newKeyFleet(b, fleetOptions{timers: timers, uses: n, logLevel: "info"})
-					b.StartTimer()
-					r = f.joinAll(b, n+1, fleetInFlight)
-					b.StopTimer()
-					f.check(b, r, n)
-				}
-				s := r.summary(n)
-				b.Logf("%d joins with one key through 3 control nodes (timers: %s, %d in flight): %s\n%s\njoins served (port 7300 metrics): %s",
-					n, timers, fleetInFlight, s, r.where(), f.served(b))
-				s.report(b, string(timers))
-				if n == fleetTargetJoins && s.wall > fleetTarget {
-					b.Errorf("%d joins took %s: issue 31's target is %s (recorded; see the profile findings in docs/performance.md)",
-						n, s.wall.Round(time.Millisecond), fleetTarget)
-				}
+		for _, seed := range []fleetSeed{seedLeader, seedFollower} {
+			b.Run(fmt.Sprintf("timers=%s/seed=%s/joins=%d", timers, seed, n), func(b *testing.B) {
+				benchKeyFleet(b, fleetOptions{timers: timers, uses: n, logLevel: "info", seed: seed})
 			})
-		})
+		}
+	}
+}
+
+// benchKeyFleet is one of BenchmarkKeyFleet's runs.
+func benchKeyFleet(b *testing.B, o fleetOptions) {
+	n := o.uses
+	var (
+		f *keyFleet
+		r *fleetRun
+	)
+	for range b.N {
+		b.StopTimer()
+		f = newKeyFleet(b, o)
+		b.StartTimer()
+		r = f.joinAll(b, n+1, fleetInFlight)
+		b.StopTimer()
+		f.check(b, r, n)
+	}
+	s := r.summary(n)
+	b.Logf("%d joins with one key through 3 control nodes (timers: %s, key lists the %s first, %d in flight): %s\n%s\njoins served (port 7300 metrics): %s",
+		n, o.timers, o.seed, fleetInFlight, s, r.where(), f.served(b))
+	s.report(b, o)
+	if n == fleetTargetJoins && s.wall > fleetTarget {
+		b.Errorf("%d joins took %s: issue 31's target is %s (recorded; see the profile findings in docs/performance.md)",
+			n, s.wall.Round(time.Millisecond), fleetTarget)
 	}
 }
 
 // where says which control node the joins enrolled through, how often
 // each reloaded its overlay, and whether raft held its leader.
 func (r *fleetRun) where() string {
-	return fmt.Sprintf("enrolled through: %v; overlay reloads during the run: %v; raft term %d → %d; joins/s by tenth of the joins: %s",
-		r.servedBy, r.reloads, r.term0, r.term1, r.tenths())
+	return fmt.Sprintf("raft leader at the start: %s (c1 holds the CA); enrolled through: %v; overlay reloads during the run: %v; raft term %d → %d; joins/s by tenth of the joins: %s",
+		r.leader, r.servedBy, r.reloads, r.term0, r.term1, r.tenths())
 }
 
 // tenths is the rate at which each tenth of the confirmed joins ended:
@@ -525,7 +575,7 @@ func (s fleetSummary) String() string {
 
 // report gives s to the benchmark output (b.ReportMetric) and to
 // MESHD_BENCH_OUT (bench/benchrec), with the timers it ran with.
-func (s fleetSummary) report(b *testing.B, timers string) {
+func (s fleetSummary) report(b *testing.B, o fleetOptions) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	figs := []struct {
 		metric, unit, goUnit string
@@ -543,8 +593,8 @@ func (s fleetSummary) report(b *testing.B, timers string) {
 		{"signs", "/s", "signs/s", s.signsPerSec, nil},
 		{"cpu", "%", "cpu-%", s.cpuPct, nil},
 	}
-	params := map[string]string{"timers": timers, "joins": strconv.Itoa(s.joins), "inflight": strconv.Itoa(fleetInFlight),
-		"controls": "3", "log": "info"}
+	params := map[string]string{"timers": string(o.timers), "seed": string(o.seed), "joins": strconv.Itoa(s.joins),
+		"inflight": strconv.Itoa(fleetInFlight), "controls": "3", "log": o.logLevel}
 	for _, f := range figs {
 		b.ReportMetric(f.v, f.goUnit)
 		err := benchrec.Add(benchrec.Result{Name: "BenchmarkKeyFleet", Metric: f.metric, Unit: f.unit, Value: f.v,
