@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,6 +233,11 @@ type fleetRun struct {
 	// election during the run).
 	reloads      map[string]int
 	term0, term1 uint64
+	// sched is how long goroutines waited to run once runnable, over
+	// the run (runtime/metrics /sched/latencies:seconds): every hop of a
+	// raft write (leader, replication, follower, commit, apply) waits
+	// this long for a CPU.
+	sched [3]time.Duration // p50, p90, p99
 }
 
 // joinAll runs n light joiners with the key, at most inFlight at once,
@@ -245,6 +251,7 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 	}
 	signs0, reloads0 := f.signed(), f.count(`msg="overlay reloaded"`)
 	r.term0 = f.term(tb)
+	sched0 := schedLatencies()
 	cpu0 := processCPU(tb)
 	start := time.Now()
 	sem := make(chan struct{}, inFlight)
@@ -259,6 +266,7 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 	wg.Wait()
 	r.wall = time.Since(start)
 	r.cpu = processCPU(tb) - cpu0
+	r.sched = schedLatencies().since(sched0)
 	r.signs = f.signed() - signs0
 	r.loadTo = benchrec.Load()
 	r.term1, r.reloads = f.term(tb), f.count(`msg="overlay reloaded"`)
@@ -276,6 +284,44 @@ func (f *keyFleet) joinAll(tb testing.TB, n, inFlight int) *fleetRun {
 // signed is how many signatures the CA holder (c1) has logged.
 func (f *keyFleet) signed() int {
 	return strings.Count(f.controls[0].Logs(), `msg="signed for an admission"`)
+}
+
+// schedHist is the runtime's histogram of goroutine scheduling latencies.
+type schedHist struct{ h *metrics.Float64Histogram }
+
+func schedLatencies() schedHist {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return schedHist{}
+	}
+	return schedHist{s[0].Value.Float64Histogram()}
+}
+
+// since is the p50, p90 and p99 of the latencies recorded after before
+// (each a bucket's upper bound).
+func (a schedHist) since(before schedHist) [3]time.Duration {
+	var out [3]time.Duration
+	if a.h == nil || before.h == nil || len(a.h.Counts) != len(before.h.Counts) {
+		return out
+	}
+	counts := make([]uint64, len(a.h.Counts))
+	var total uint64
+	for i := range counts {
+		counts[i] = a.h.Counts[i] - before.h.Counts[i]
+		total += counts[i]
+	}
+	for k, p := range []float64{0.5, 0.9, 0.99} {
+		var seen uint64
+		for i, c := range counts {
+			seen += c
+			if float64(seen) >= p*float64(total) {
+				out[k] = time.Duration(min(a.h.Buckets[i+1], 3600) * float64(time.Second))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // count is how many lines of each control node's log hold s.
@@ -502,8 +548,9 @@ func benchKeyFleet(b *testing.B, o fleetOptions) {
 // where says which control node the joins enrolled through, how often
 // each reloaded its overlay, and whether raft held its leader.
 func (r *fleetRun) where() string {
-	return fmt.Sprintf("raft leader at the start: %s (c1 holds the CA); enrolled through: %v; overlay reloads during the run: %v; raft term %d → %d; joins/s by tenth of the joins: %s",
-		r.leader, r.servedBy, r.reloads, r.term0, r.term1, r.tenths())
+	return fmt.Sprintf("raft leader at the start: %s (c1 holds the CA); enrolled through: %v; overlay reloads during the run: %v; "+
+		"raft term %d → %d; joins/s by tenth of the joins: %s; goroutine scheduling latency (runnable to running, the whole process) p50 %s, p90 %s, p99 %s",
+		r.leader, r.servedBy, r.reloads, r.term0, r.term1, r.tenths(), r.sched[0], r.sched[1], r.sched[2])
 }
 
 // tenths is the rate at which each tenth of the confirmed joins ended:
