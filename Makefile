@@ -107,7 +107,8 @@ e2e:
 # 1,000 uses through 3 real in-process control nodes and confirming over
 # mTLS, plus a 1,001st refused; joins/s, per-join p50/p90/p99, wall time
 # against 60 s, the CA holder's signing rate and the process's CPU, with
-# fast and lan timers; loopback only, no root). Every figure says which timers it used. A step that fails or misses its target fails `make
+# fast and lan timers, each with the key listing the raft leader first and
+# a follower first; loopback only, no root). Every figure says which timers it used. A step that fails or misses its target fails `make
 # bench`, but only after the report is written. On a shared machine, run it
 # under the e2e lock: flock /tmp/meshd-e2e.lock make bench
 BENCH_DIR := $(BIN)/bench
