@@ -103,7 +103,13 @@ e2e:
 # 10 s with every join confirmed), once with the suite's fast timers and
 # once with meshd's defaults (MESHD_BURST_TIMERS=lan: `timers: lan`, raft's
 # own timing); TestFormation (5, 25, 50 and 100 nodes, the last being
-# issue 10's 100-agent run). Every figure says which timers it used. A step that fails or misses its target fails `make
+# issue 10's 100-agent run); BenchmarkKeyFleet (issue 31: 1,000 light
+# in-process joiners, each with its own keys, enrolling with one key of
+# 1,000 uses through 3 real in-process control nodes and confirming over
+# mTLS, plus a 1,001st refused; joins/s, per-join p50/p90/p99, wall time
+# against 60 s, the CA holder's signing rate and the process's CPU, with
+# fast and lan timers, each with the key listing the raft leader first and
+# a follower first; loopback only, no root). Every figure says which timers it used. A step that fails or misses its target fails `make
 # bench`, but only after the report is written. On a shared machine, run it
 # under the e2e lock: flock /tmp/meshd-e2e.lock make bench
 BENCH_DIR := $(BIN)/bench
@@ -111,7 +117,8 @@ BENCH_DIR := $(BIN)/bench
 # leader flap across the 50 ms sites, fast and lan timers side by side).
 SITES_WINDOW ?= 10m
 bench:
-	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt $(BENCH_DIR)/names.txt
+	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt $(BENCH_DIR)/names.txt \
+		$(BENCH_DIR)/keyfleet.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e \
 		| tee $(BENCH_DIR)/e2e.txt || status=1; \
@@ -119,6 +126,8 @@ bench:
 		| tee $(BENCH_DIR)/gossip.txt || status=1; \
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServe' -cpu 1 -benchtime 20000x ./names \
 		| tee $(BENCH_DIR)/names.txt || status=1; \
+	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkKeyFleet$$' -benchtime 1x -timeout 40m ./agent/agenttest \
+		| grep -vE '^    node\.go:[0-9]+:|^        time=' | tee $(BENCH_DIR)/keyfleet.txt || status=1; \
 	for timers in fast lan; do \
 		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
 			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
@@ -128,7 +137,7 @@ bench:
 	MESHD_SITES_WINDOW=$(SITES_WINDOW) $(GO) test -tags e2e -count=1 -v -run '^TestSitesWindow$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
-		-gotest $(BENCH_DIR)/names.txt \
+		-gotest $(BENCH_DIR)/names.txt -gotest $(BENCH_DIR)/keyfleet.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
 

@@ -215,6 +215,22 @@ var rows = []row{
 	{what: "DNS answer, names server alone, one core, 1000-host zone, p50", name: "BenchmarkServeLatency", metric: "p50"},
 	{what: "DNS answer, names server alone, one core, 1000-host zone, p99", name: "BenchmarkServeLatency", metric: "p99", target: "< 1 ms", ok: lt(1000)},
 	{what: "DNS queries answered per second, names server alone, one core, 8 clients", name: "BenchmarkServeThroughput", metric: "queries"},
+	// Issue 31's scale: 1,000 machines joining with one enrolment key
+	// through 3 control nodes, all within 60 s. BenchmarkKeyFleet runs
+	// the 3 control nodes as real in-process agents and the joiners as
+	// light clients (each its own keys; the real enroll call and the
+	// real mTLS confirmation), all in one test process on this box, with
+	// fast and lan timers and the same target for both. CPU is the whole
+	// process's: control nodes and joiners alike.
+	{what: "1,000 joins with one key through 3 control nodes: first start to last confirmation", name: "BenchmarkKeyFleet", metric: "wall", match: map[string]string{"joins": "1000"}, target: "≤ 60 s", ok: le(60)},
+	{what: "joins with one key: confirmed joins a second over the run", name: "BenchmarkKeyFleet", metric: "joins"},
+	{what: "joins with one key: per join, keys to confirmed, p50", name: "BenchmarkKeyFleet", metric: "join-p50"},
+	{what: "joins with one key: per join, keys to confirmed, p90", name: "BenchmarkKeyFleet", metric: "join-p90"},
+	{what: "joins with one key: per join, keys to confirmed, p99", name: "BenchmarkKeyFleet", metric: "join-p99"},
+	{what: "joins with one key: the enroll call alone, p50", name: "BenchmarkKeyFleet", metric: "enroll-p50"},
+	{what: "joins with one key: the enroll call alone, p90", name: "BenchmarkKeyFleet", metric: "enroll-p90"},
+	{what: "joins with one key: the CA holder's signatures a second over the run (2 a join)", name: "BenchmarkKeyFleet", metric: "signs"},
+	{what: "joins with one key: CPU of the whole test process (3 control nodes and the joiners), of one core", name: "BenchmarkKeyFleet", metric: "cpu"},
 }
 
 // renderTable is the whole table in markdown; a row with no result says
