@@ -81,11 +81,6 @@ func (s *Server) enrollIdentity(ctx context.Context, req Request, source netip.A
 	}
 	s.log.Info("node admitted by JWT", "code", codes.EventNodeAdmitted, "name", placed.Name, "role", id.Role,
 		"node_id", nodeID, "issuer", id.Issuer, "subject", id.Subject, "rule", id.Rule, "overlay_ip", placed.OverlayIP, "source", source)
-	return &Response{
-		NodeID: nodeID, Name: placed.Name, Role: id.Role,
-		ClusterID: facts.ClusterID, ClusterName: facts.ClusterName,
-		CACert: facts.CACert, TLSCert: tlsCert, NebulaCACert: facts.NebulaCACert, NebulaCert: nebulaCert,
-		OverlayIP: placed.OverlayIP, GossipKeys: facts.GossipKeys, Seeds: facts.Seeds, SerfPeers: facts.SerfPeers,
-		Lighthouses: facts.Lighthouses, RaftPeers: facts.RaftPeers, ServerTime: s.now(),
-	}, nil
+	return s.answer(facts, Admitted{NodeID: nodeID, Name: placed.Name, Role: id.Role, TLSCert: tlsCert, NebulaCert: nebulaCert,
+		OverlayIP: placed.OverlayIP}), nil
 }

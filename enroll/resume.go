@@ -121,13 +121,7 @@ func (s *Server) resumeAdmitted(ctx context.Context, req Request, a Admitted) (*
 	} else {
 		s.log.Info("enrollment resumed: the response had been lost", "name", a.Name, "node_id", a.NodeID)
 	}
-	return &Response{
-		NodeID: a.NodeID, Name: a.Name, Role: a.Role,
-		ClusterID: facts.ClusterID, ClusterName: facts.ClusterName,
-		CACert: facts.CACert, TLSCert: a.TLSCert, NebulaCACert: facts.NebulaCACert, NebulaCert: a.NebulaCert,
-		OverlayIP: a.OverlayIP, GossipKeys: facts.GossipKeys, Seeds: facts.Seeds, SerfPeers: facts.SerfPeers,
-		Lighthouses: facts.Lighthouses, RaftPeers: facts.RaftPeers, ServerTime: s.now(),
-	}, nil
+	return s.answer(facts, a), nil
 }
 
 // recordedKey is the TLS public key the joiner must prove it holds: the
@@ -161,4 +155,18 @@ func sameKeyProven(csrDER []byte, key crypto.PublicKey) error {
 		return errors.New("CSR key differs from the recorded one")
 	}
 	return nil
+}
+
+// answer is the response to an admitted joiner: what the cluster recorded
+// for it (a's id, name, role, certificates and overlay IP) and the
+// cluster's facts. Every way a join ends in an admission answers with it:
+// a fresh one, a key's or a JWT's, a resumed one.
+func (s *Server) answer(facts JoinFacts, a Admitted) *Response {
+	return &Response{
+		NodeID: a.NodeID, Name: a.Name, Role: a.Role,
+		ClusterID: facts.ClusterID, ClusterName: facts.ClusterName,
+		CACert: facts.CACert, TLSCert: a.TLSCert, NebulaCACert: facts.NebulaCACert, NebulaCert: a.NebulaCert,
+		OverlayIP: a.OverlayIP, GossipKeys: facts.GossipKeys, Seeds: facts.Seeds, SerfPeers: facts.SerfPeers,
+		Lighthouses: facts.Lighthouses, RaftPeers: facts.RaftPeers, ServerTime: s.now(),
+	}
 }

@@ -287,24 +287,8 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	s.log.Info("node admitted", "code", codes.EventNodeAdmitted, "name", name, "role", rec.Role,
 		"node_id", nodeID, "token", shortHash(hash), "key", rec.IsKey(), "overlay_ip", overlayIP, "source", source)
 
-	return &Response{
-		NodeID:       nodeID,
-		Name:         name,
-		Role:         rec.Role,
-		ClusterID:    facts.ClusterID,
-		ClusterName:  facts.ClusterName,
-		CACert:       facts.CACert,
-		TLSCert:      tlsCert,
-		NebulaCACert: facts.NebulaCACert,
-		NebulaCert:   nebulaCert,
-		OverlayIP:    overlayIP,
-		GossipKeys:   facts.GossipKeys,
-		Seeds:        facts.Seeds,
-		SerfPeers:    facts.SerfPeers,
-		Lighthouses:  facts.Lighthouses,
-		RaftPeers:    facts.RaftPeers,
-		ServerTime:   s.now(),
-	}, nil
+	return s.answer(facts, Admitted{NodeID: nodeID, Name: name, Role: rec.Role, TLSCert: tlsCert, NebulaCert: nebulaCert,
+		OverlayIP: overlayIP}), nil
 }
 
 // claim is what a joiner claims in an enroll or check request.
