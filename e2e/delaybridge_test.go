@@ -542,14 +542,7 @@ func pingRTT(t *testing.T, h *Host, ip string) time.Duration {
 // intact. It returns how long the transfer took.
 func tcpTransfer(t *testing.T, from, to *Host, size int) time.Duration {
 	t.Helper()
-	var ln net.Listener
-	if err := inNetns(to.Name, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(to.IP, "0"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := to.ListenTCP(t, "0")
 	deadline := time.Now().Add(30 * time.Second)
 	type result struct {
 		sum [32]byte

@@ -92,13 +92,7 @@ func serveIssuer(t testing.TB, h *Host, iss *idtokentest.Issuer) string {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var ln net.Listener
-	if err := inNetns(h.Name, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP, "8443"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := h.ListenTCP(t, "8443")
 	srv := &http.Server{Handler: iss.Handler(t), ReadHeaderTimeout: 5 * time.Second,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}}
 	go func() { _ = srv.ServeTLS(ln, "", "") }()

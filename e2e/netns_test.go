@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -158,6 +159,21 @@ func (n *Net) SiteDelay(d time.Duration, groups ...[]*Host) {
 // Exec runs a command inside the host's namespace.
 func (h *Host) Exec(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", h.Name, name}, args...)...)
+}
+
+// ListenTCP opens a TCP listener on h's underlay address and port, in h's
+// namespace, from the test process; it is closed when the test ends.
+func (h *Host) ListenTCP(t testing.TB, port string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	if err := inNetns(h.Name, func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(h.IP, port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
 }
 
 // Ping sends one ICMP echo from h to ip and reports whether it came back.

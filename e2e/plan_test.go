@@ -113,13 +113,7 @@ func startLiar(t testing.TB, host *Host, id *pki.Identity, offset time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ln net.Listener
-	if err := inNetns(host.Name, func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(host.IP, "7300"))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ln := host.ListenTCP(t, "7300")
 	l := &liar{addr: ln.Addr().String()}
 	srv := &http.Server{TLSConfig: conf, ErrorLog: log.New(io.Discard, "", 0),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
