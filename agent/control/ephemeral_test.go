@@ -103,6 +103,18 @@ func awaitSweeps(t *testing.T, m *member, n uint64) {
 	})
 }
 
+// leadOn has other hand raft leadership off until want leads: on a
+// loaded machine other may win the election a hand-off starts.
+func leadOn(t *testing.T, want, other *member) {
+	t.Helper()
+	waitFor(t, 20*time.Second, want.name+" leads", func() bool {
+		if other.p.Raft().IsLeader() {
+			_ = other.p.Raft().HandOff()
+		}
+		return want.p.Raft().IsLeader()
+	})
+}
+
 // forgotten reports whether m has no record of node id.
 func forgotten(m *member, id string) bool {
 	_, ok := m.p.Raft().FSM().Node(id)
@@ -294,14 +306,7 @@ func TestReapEphemeralLeaderOnly(t *testing.T) {
 		t.Fatalf("w1 is %s with only a follower's gossip seeing it down", n.State)
 	}
 
-	// Hand off until c2 leads: on a loaded machine the origin may win the
-	// election the hand-off starts.
-	waitFor(t, 20*time.Second, "c2 leads", func() bool {
-		if origin.p.Raft().IsLeader() {
-			_ = origin.p.Raft().HandOff()
-		}
-		return c2.p.Raft().IsLeader()
-	})
+	leadOn(t, c2, origin)
 	waitFor(t, 10*time.Second, "c2 removes and forgets w1", func() bool { return forgotten(c2, w.ID) })
 	if c2.p.EphemeralReaped() != 1 || origin.p.EphemeralReaped() != 0 {
 		t.Fatalf("removed by c2 %d, by origin %d; want 1 and 0", c2.p.EphemeralReaped(), origin.p.EphemeralReaped())
@@ -448,12 +453,7 @@ func TestReapEphemeralGossipCutOff(t *testing.T) {
 	answerRevocations(t, c, origin, &asked)
 	answerRevocations(t, c, c2, &asked)
 	w := c.admitWorker(t, origin, "w1", true)
-	waitFor(t, 20*time.Second, "origin leads", func() bool {
-		if c2.p.Raft().IsLeader() {
-			_ = c2.p.Raft().HandOff()
-		}
-		return origin.p.Raft().IsLeader()
-	})
+	leadOn(t, origin, c2)
 	ctx := within(t, 60*time.Second)
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute) // every record seen
 	setGossip(origin, map[string]string{"origin": "alive", "c2": "failed", "w1": "failed"},
