@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/netip"
@@ -289,7 +290,7 @@ func TestReadsAreCopies(t *testing.T) {
 	cl.CACert[0] = 'x'
 	n, _ := f.Node(originID)
 	n.NebulaPublicKey[0] = 'x'
-	f.Nodes()[0].NebulaPublicKey[1] = 'x'
+	f.Nodes()[0].Name = "mallory" // the slice is the caller's; its byte slices are read-only (Nodes)
 	f.Audit()[0].Actor = "mallory"
 
 	again, _ := f.Cluster()
@@ -302,6 +303,89 @@ func TestReadsAreCopies(t *testing.T) {
 	if f.Audit()[0].Actor != "uid:0" {
 		t.Fatal("Audit() returned shared memory")
 	}
+}
+
+// TestNodesViewFollowsApply: Nodes shares one sorted list between applied
+// commands, and every applied command (or restore) is seen by the next
+// Nodes; a caller's changes to its slice reach no other caller; a
+// refused command keeps the list.
+func TestNodesViewFollowsApply(t *testing.T) {
+	f := bootstrapped(t)
+	mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker), Actor: originID})
+	first := f.Nodes()
+	if len(first) != 1 {
+		t.Fatalf("after bootstrap, Nodes() = %d records, want the origin", len(first))
+	}
+	first[0].Name, first[0].State = "mallory", NodeRemoved
+	if again := f.Nodes(); again[0].Name != testOrigin().Name || again[0].State == NodeRemoved {
+		t.Fatalf("a caller's change to its slice reached the next: %+v", again[0])
+	}
+	if &f.Nodes()[0] == &f.Nodes()[0] {
+		t.Fatal("two Nodes calls returned the same slice")
+	}
+
+	mustApply(t, f, joinCmd(1, "w1id", "w1", pki.RoleWorker))
+	nodes := f.Nodes()
+	if len(nodes) != 2 || nodes[1].Name != "w1" || nodes[1].State != NodeJoining {
+		t.Fatalf("after an admission, Nodes() = %+v; want the origin and w1 joining", nodes)
+	}
+	mustApply(t, f, certsCmd("w1id"))
+	if n := f.Nodes()[1]; string(n.TLSCert) != "tls-pem-w1id" {
+		t.Fatalf("after its certificates were recorded, w1's TLS cert in Nodes() = %q", n.TLSCert)
+	}
+	before := fmt.Sprint(f.Nodes())
+	if err := apply(t, f, joinCmd(1, "w1id", "w1", pki.RoleWorker)); err == nil {
+		t.Fatal("the token was admitted twice")
+	}
+	if after := fmt.Sprint(f.Nodes()); after != before {
+		t.Fatalf("a refused command changed Nodes():\nbefore %s\nafter  %s", before, after)
+	}
+
+	var b bytes.Buffer
+	if err := WriteSnapshot(&b, bootstrapped(t).snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(&b)); err != nil {
+		t.Fatal(err)
+	}
+	if nodes := f.Nodes(); len(nodes) != 1 {
+		t.Fatalf("after restoring a one-node snapshot, Nodes() = %d records", len(nodes))
+	}
+}
+
+// BenchmarkFSMNodes is what a control node's readers pay per Nodes call
+// at 1,000 records: "shared", a call between two changes (the list built
+// once, each caller copying the slice); "after-change", the first call
+// after an applied command (the list rebuilt: every record copied, then
+// sorted), what every call paid before the list was shared.
+func BenchmarkFSMNodes(b *testing.B) {
+	f := bootstrapped(b)
+	for i := range 1000 {
+		name := fmt.Sprintf("w%04d", i)
+		rec := tokenRecord(0, name, pki.RoleWorker)
+		var sec enroll.Secret
+		binary.BigEndian.PutUint32(sec[:], uint32(i+1))
+		rec.Hash = sec.Hash()
+		mustApply(b, f, MintToken{Record: rec, Actor: originID})
+		cmd := joinCmd(0, fmt.Sprintf("id%04d", i), name, pki.RoleWorker)
+		cmd.Admission.Token = rec.Hash
+		mustApply(b, f, cmd)
+		mustApply(b, f, certsCmd(fmt.Sprintf("id%04d", i)))
+	}
+	if n := len(f.Nodes()); n != 1001 {
+		b.Fatalf("%d records, want 1,001", n)
+	}
+	b.Run("shared", func(b *testing.B) {
+		for range b.N {
+			_ = f.Nodes()
+		}
+	})
+	b.Run("after-change", func(b *testing.B) {
+		for range b.N {
+			f.nodes.Store(nil) // as an applied command does
+			_ = f.Nodes()
+		}
+	})
 }
 
 func TestNodesSorted(t *testing.T) {
