@@ -92,6 +92,7 @@ func TestOverlayFollowsGossipWhileControlStalls(t *testing.T) {
 		seen.Round(time.Millisecond), took.Round(time.Millisecond))
 }
 
-// reloadGapBound is the overlay's reload gap (agent's reloadGap, 250 ms)
-// and the time to reload Nebula, with room for a busy core.
+// reloadGapBound is the overlay's reload gap (agent/member's nextGap: 250
+// ms at this test's few nodes) and the time to reload Nebula, with room
+// for a busy core.
 const reloadGapBound = time.Second

@@ -69,21 +69,39 @@ func (ov *overlay) applied() mesh.Config {
 // applied together; a change after a quiet spell is applied at once.
 const reloadGap = 250 * time.Millisecond
 
+// reloadShare bounds the time a node spends reloading Nebula during a
+// burst of changes: the gap after a reload is at least reloadShare times
+// what that reload took. A reload costs about a millisecond per 20 static
+// hosts here (Nebula compares the old and new static host map by
+// marshalling both), so at 1,000 nodes the gap grows from reloadGap to
+// about half a second and reloads stay under a tenth of a core
+// (BenchmarkKeyFleet, docs/performance.md).
+const reloadShare = 10
+
+// nextGap is the least time after a reload that took took before the
+// next: reloadGap, or reloadShare times took when that is longer.
+func nextGap(took time.Duration) time.Duration { return max(reloadGap, reloadShare*took) }
+
+// gapLeft is how long until the gap after the last reload ends (0 once
+// it has).
+func (ov *overlay) gapLeft() time.Duration { return max(0, ov.gap-time.Since(ov.lastReload)) }
+
 // reconcileOverlay brings Nebula in line with raft and gossip, from the
 // facts this node holds now, read into in (it never waits for a fetch). A
-// change within reloadGap of the last reload is held back: it returns how
-// long to wait before trying again, or 0.
+// change within the gap after the last reload (nextGap) is held back: it
+// returns how long to wait before trying again, or 0.
 func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
+	if wait := ov.gapLeft(); wait > 0 {
+		return wait
+	}
 	want := ov.meshConfigFor(in)
 	if reflect.DeepEqual(want, ov.applied()) {
 		return 0
 	}
-	if wait := reloadGap - time.Since(ov.lastReload); wait > 0 {
-		return wait
-	}
 	start := time.Now()
-	ov.lastReload = start
-	if err := ov.mesh.Reload(want); err != nil {
+	err := ov.mesh.Reload(want)
+	ov.lastReload, ov.gap = start, nextGap(time.Since(start))
+	if err != nil {
 		ov.overlayErr.Store(errBox{err})
 		ov.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
 		return 0
@@ -93,7 +111,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	ov.meshApplied = want
 	ov.appliedMu.Unlock()
 	ov.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
-		"took", time.Since(start))
+		"took", time.Since(start), "next_gap", ov.gap)
 	return 0
 }
 

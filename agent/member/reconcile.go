@@ -131,14 +131,17 @@ func (rt *Runtime) runFollow(ctx context.Context, every time.Duration) {
 
 // runReconcile is the overlay loop: it reconciles at once on every gossip
 // event (and passes the event on to the follow loop), on every poke, and
-// every interval. A reconcile held back by reloadGap is retried when the
-// gap ends.
+// every interval. A reconcile held back by the reload gap (nextGap) is
+// retried when the gap ends, and until then events and pokes only wait
+// for it: a burst of raft changes (a fleet joining) costs one pass per
+// gap, not one per change, each reading every record and name.
 func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
+	held := false // a pass is due when retry fires
 	for {
 		select {
 		case <-ctx.Done():
@@ -153,12 +156,22 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 			rt.log.Debug("gossip event", "kind", ev.Kind, "members", len(ev.Members), "name", ev.Name)
 		case <-rt.kick:
 		case <-retry.C:
+			held = false
 		case <-tick.C:
+		}
+		if held {
+			continue
+		}
+		if wait := rt.ov.gapLeft(); wait > 0 {
+			retry.Reset(wait)
+			held = true
+			continue
 		}
 		in := rt.overlayInputs() // read once for the pass
 		rt.dns.syncZone()        // names.go: before the reload a removal's acknowledgement waits for
 		if wait := rt.ov.reconcileOverlay(in); wait > 0 {
 			retry.Reset(wait)
+			held = true
 		}
 		rt.ov.reportIgnored(in)
 	}

@@ -130,10 +130,11 @@ type overlay struct {
 	policyMu    sync.Mutex
 	inForce     config.Policy // firewall and MTU in force (firewall.go), guarded by policyMu
 	appliedMu   sync.Mutex
-	meshApplied mesh.Config  // guarded by appliedMu
-	lastReload  time.Time    // when reconcileOverlay last reloaded Nebula (the overlay loop's own)
-	overlayErr  atomic.Value // errBox: the last reload refusal, for status
-	parked      *Parked      // userspace mode: where Stop parks the overlay it cannot stop
+	meshApplied mesh.Config   // guarded by appliedMu
+	lastReload  time.Time     // when reconcileOverlay last reloaded Nebula (the overlay loop's own)
+	gap         time.Duration // the least time after lastReload before the next reload (nextGap)
+	overlayErr  atomic.Value  // errBox: the last reload refusal, for status
+	parked      *Parked       // userspace mode: where Stop parks the overlay it cannot stop
 	ignoredMu   sync.Mutex
 	ignored     map[string]string // gossip members reported ignored, and why (logged once per change)
 }
