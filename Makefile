@@ -100,7 +100,9 @@ e2e:
 # BenchmarkDNSAnswer); the gossip simulation (no root needed); the names
 # server's answer latency and queries a second on one core (-cpu 1, no
 # root); TestJoinBurst50 (50 joins at once, three rounds, each bound to
-# 10 s with every join confirmed), once with the suite's fast timers and
+# 10 s with every join confirmed) and TestKeyBurst50 (issue 31: 50
+# machines with one key file at once, each under the name the cluster
+# gives, the same bound), once with the suite's fast timers and
 # once with meshd's defaults (MESHD_BURST_TIMERS=lan: `timers: lan`, raft's
 # own timing); TestFormation (5, 25, 50 and 100 nodes, the last being
 # issue 10's 100-agent run); BenchmarkKeyFleet (issue 31: 1,000 light
@@ -129,8 +131,8 @@ bench:
 	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkKeyFleet$$' -benchtime 1x -timeout 40m ./agent/agenttest \
 		| grep -vE '^    node\.go:[0-9]+:|^        time=' | tee $(BENCH_DIR)/keyfleet.txt || status=1; \
 	for timers in fast lan; do \
-		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^TestJoinBurst50$$' -timeout 20m ./e2e \
-			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
+		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^(TestJoinBurst50|TestKeyBurst50)$$' -timeout 30m ./e2e \
+			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|(key)?burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
 	done; \
 	MESHD_SCALE=1 $(GO) test -tags e2e -count=1 -v -run '^TestFormation$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|scale_test\.go:[0-9]+:|^        ' || status=1; \

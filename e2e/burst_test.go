@@ -25,8 +25,8 @@ import (
 // burstJoin is one worker's `meshctl join` in a burst.
 type burstJoin struct {
 	w          *Node
-	minter     *Node // the control node that minted its token
-	token      string
+	minter     *Node    // the control node that minted its token (nil: a key's joins)
+	args       []string // after `meshctl join`: the token, or --token-file with a key
 	start, end time.Time
 	code       int
 	errs       string
@@ -87,8 +87,8 @@ func (s *stampedLines) first(prefix string) (time.Time, bool) {
 
 // burstWorkers creates and starts count unjoined workers named
 // <prefix>01, <prefix>02, ... With MESHD_BURST_PROFILE=DIR each writes
-// its CPU profile to DIR/<name>.cpu when it stops (go tool pprof merges
-// them: where a burst's worker CPU goes).
+// its CPU profile to DIR/<name>.cpu when the test stops it at its end
+// (go tool pprof merges them: where a burst's worker CPU goes).
 func burstWorkers(t testing.TB, n *Net, prefix string, count int) []*Node {
 	t.Helper()
 	ws := make([]*Node, count)
@@ -99,6 +99,15 @@ func burstWorkers(t testing.TB, n *Net, prefix string, count int) []*Node {
 			ws[i].Env = append(ws[i].Env, "MESHD_CPUPROFILE="+filepath.Join(profDir, ws[i].NodeName+".cpu"))
 		}
 		ws[i].Start(t)
+	}
+	if profDir != "" {
+		// Before the cleanups that kill them (cleanups run last first),
+		// failed or not: a clean exit writes the profile.
+		t.Cleanup(func() {
+			for _, w := range ws {
+				w.Stop(t)
+			}
+		})
 	}
 	return ws
 }
@@ -111,15 +120,23 @@ func joinBurst(t testing.TB, controls, workers []*Node, within time.Duration) []
 	joins := make([]*burstJoin, len(workers))
 	for i, w := range workers {
 		c := controls[i%len(controls)]
-		joins[i] = &burstJoin{w: w, minter: c, token: c.Admit(t, w.NodeName), out: &stampedLines{}}
+		joins[i] = &burstJoin{w: w, minter: c, args: []string{c.Admit(t, w.NodeName)}, out: &stampedLines{}}
 	}
+	runBurst(t, joins, within)
+	return joins
+}
+
+// runBurst starts every join's `meshctl join` at the same moment and
+// waits for all of them (at most within).
+func runBurst(t testing.TB, joins []*burstJoin, within time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), within)
 	defer cancel()
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, j := range joins {
 		var errb bytes.Buffer
-		cmd := j.w.Exec(ctx, filepath.Join(binDir, "meshctl"), "--socket", j.w.Socket, "join", j.token)
+		cmd := j.w.Exec(ctx, filepath.Join(binDir, "meshctl"), append([]string{"--socket", j.w.Socket, "join"}, j.args...)...)
 		cmd.Stdout, cmd.Stderr = j.out, &errb
 		wg.Add(1)
 		go func() {
@@ -140,21 +157,19 @@ func joinBurst(t testing.TB, controls, workers []*Node, within time.Duration) []
 	}
 	close(gate)
 	wg.Wait()
-	return joins
 }
 
 // checkBurst asserts what a burst of joins must leave behind: every join
 // exited 0; on every control node each worker is listed exactly once,
 // active, alive in gossip, at the overlay IP its join reported, with no
-// overlay IP given twice; and each worker's token is the only one for its
-// name, used, and consumed by that worker.
+// overlay IP given twice (checkBurstTokens checks the tokens).
 func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin) {
 	t.Helper()
 	failed := 0
 	for _, j := range joins {
 		if j.code != 0 {
 			failed++
-			t.Errorf("%s (token minted on %s): join exit %d after %s\n%s%s", j.w.NodeName, j.minter.NodeName, j.code,
+			t.Errorf("%s (%s): join exit %d after %s\n%s%s", j.w.NodeName, j.from(), j.code,
 				j.took().Round(time.Millisecond), j.out, j.errs)
 		}
 	}
@@ -205,7 +220,21 @@ func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin) {
 			}
 		}
 	}
+}
 
+// from says where a join's token came from, for a failure's message.
+func (j *burstJoin) from() string {
+	if j.minter == nil {
+		return "a key"
+	}
+	return "token minted on " + j.minter.NodeName
+}
+
+// checkBurstTokens asserts that each worker's token is the only one for
+// its name, used, and consumed by that worker, and that the tokens were
+// minted round-robin on every control node.
+func checkBurstTokens(t testing.TB, controls []*Node, joins []*burstJoin) {
+	t.Helper()
 	var toks []apitype.Token
 	if err := controls[0].CtlJSON(t.Context(), &toks, "tokens"); err != nil {
 		t.Fatal(err)
@@ -357,6 +386,7 @@ func TestJoinBurst(t *testing.T) {
 	workers := burstWorkers(t, n, "b", 20)
 	joins := joinBurst(t, controls, workers, 60*time.Second)
 	checkBurst(t, controls, joins)
+	checkBurstTokens(t, controls, joins)
 	t.Logf("20 concurrent joins through 3 control nodes: %s", statsOf(joins))
 }
 
@@ -374,8 +404,17 @@ func burstTimers() (string, bool) {
 	return "fast", false
 }
 
-// burstEnv runs TestJoinBurst50 (make bench).
+// burstEnv runs TestJoinBurst50 and TestKeyBurst50 (make bench).
 const burstEnv = "MESHD_BURST"
+
+// burstRounds is how many rounds a 50-join burst runs: 3, or
+// MESHD_BURST_ROUNDS.
+func burstRounds() int {
+	if v, err := strconv.Atoi(os.Getenv(burstEnv + "_ROUNDS")); err == nil && v > 0 {
+		return v
+	}
+	return 3
+}
 
 // TestJoinBurst50 is issue 10's burst, three times in a row, each on a new
 // cluster: 50 workers join at once through 3 control nodes, every join
@@ -387,12 +426,8 @@ func TestJoinBurst50(t *testing.T) {
 		t.Skip("set " + burstEnv + "=1 (make bench)")
 	}
 	const workers, bound = 50, 10 * time.Second
-	nRounds := 3
-	if v, err := strconv.Atoi(os.Getenv(burstEnv + "_ROUNDS")); err == nil && v > 0 {
-		nRounds = v
-	}
 	var rounds []burstStats
-	for round := range nRounds {
+	for round := range burstRounds() {
 		t.Run(fmt.Sprintf("round%d", round+1), func(t *testing.T) {
 			neighbourRoom(t, 3+workers) // 53 hosts overflow the kernel's ARP table
 			n := NewNet(t)
@@ -413,11 +448,7 @@ func TestJoinBurst50(t *testing.T) {
 				logCount(t, append(controls, ws...), "overlay reloaded"), phaseReport(joins))
 			recordBurst(t, timers, joins)
 			checkBurst(t, controls, joins)
-			if os.Getenv(burstEnv+"_PROFILE") != "" {
-				for _, w := range ws {
-					w.Stop(t) // a clean exit writes the profile
-				}
-			}
+			checkBurstTokens(t, controls, joins)
 			rounds = append(rounds, s)
 			if s.total > bound {
 				t.Fatalf("first start to last exit %s, want at most %s", s.total.Round(time.Millisecond), bound)
