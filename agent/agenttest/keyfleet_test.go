@@ -482,8 +482,21 @@ func TestKeyFleet100(t *testing.T) {
 	f := newKeyFleet(t, fleetOptions{timers: config.TimersFast, uses: n, seed: seedFollower})
 	r := f.joinAll(t, n+1, fleetInFlight)
 	f.check(t, r, n)
+	// The overlay loop coalesces a burst: at most one reload per gap
+	// (agent/member's nextGap, never under 250 ms), whatever the number
+	// of raft changes (about three per join).
+	most := 1 + int(r.wall/fleetReloadGap)
+	for name, k := range r.reloads {
+		if k > most {
+			t.Errorf("%s reloaded its overlay %d times in %s: at most one per %s, %d", name, k, r.wall.Round(time.Millisecond), fleetReloadGap, most)
+		}
+	}
 	t.Logf("%d joins with one key through 3 control nodes (timers: fast): %s\n%s", n, r.summary(n), r.where())
 }
+
+// fleetReloadGap is the least gap between two overlay reloads
+// (agent/member's reloadGap).
+const fleetReloadGap = 250 * time.Millisecond
 
 // Issue 31's target: 1,000 joins with one key within 60 s on a 2-core
 // machine. Only a run of that size is judged.
