@@ -62,22 +62,28 @@ func memberFromSerf(m serf.Member, suspect bool) Member {
 		Addr: netip.AddrPortFrom(addr.Unmap(), m.Port),
 		Tags: cloneTags(m.Tags),
 	}
-	switch m.Status {
-	case serf.StatusAlive:
-		out.Status = StatusAlive
-		if suspect {
-			out.Status = StatusSuspect
-		}
-	case serf.StatusLeaving:
-		out.Status = StatusLeaving
-	case serf.StatusLeft:
-		out.Status = StatusLeft
-	case serf.StatusFailed:
-		out.Status = StatusFailed
-	default:
-		out.Status = Status(m.Status.String())
-	}
+	out.Status = statusOf(m.Status, suspect)
 	return out
+}
+
+// statusOf is serf's status as this package's, an alive member suspected
+// by this node's own probes as StatusSuspect.
+func statusOf(st serf.MemberStatus, suspect bool) Status {
+	switch st {
+	case serf.StatusAlive:
+		if suspect {
+			return StatusSuspect
+		}
+		return StatusAlive
+	case serf.StatusLeaving:
+		return StatusLeaving
+	case serf.StatusLeft:
+		return StatusLeft
+	case serf.StatusFailed:
+		return StatusFailed
+	default:
+		return Status(st.String())
+	}
 }
 
 // eventFromSerf translates a serf event. ok is false for queries, which

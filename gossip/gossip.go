@@ -148,6 +148,21 @@ func (g *Gossip) Members() []Member {
 	return membersFromSerf(g.serf.Members(), nil)
 }
 
+// Statuses is each member's status by the address it gossips from, a
+// member this node's own probes suspect (Suspects) as StatusSuspect: what
+// a loop that runs four times a second needs of Members, without copying
+// every member's tags.
+func (g *Gossip) Statuses() map[netip.Addr]Status {
+	suspects := g.Suspects()
+	ms := g.serf.Members()
+	out := make(map[netip.Addr]Status, len(ms))
+	for _, m := range ms {
+		addr, _ := netip.AddrFromSlice(m.Addr)
+		out[addr.Unmap()] = statusOf(m.Status, suspects[m.Name])
+	}
+	return out
+}
+
 // Suspects are the members this node's own probes suspect now (their
 // last failed probe within a few probe rounds), by name. A hint for
 // moving traffic off a member early (agent/member/relaydown.go), never a

@@ -43,6 +43,10 @@ func TestSuspectsLive(t *testing.T) {
 	if got := nodes[0].g.Suspects(); len(got) != 0 {
 		t.Fatalf("a suspects %v with every member up", got)
 	}
+	cAddr := nodes[2].g.LocalMember().Addr.Addr()
+	if st := nodes[0].g.Statuses(); len(st) != 3 || st[cAddr] != StatusAlive {
+		t.Fatalf("a's Statuses with every member up: %v; want 3, c (%s) alive", st, cAddr)
+	}
 	if err := nodes[2].g.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,5 +56,10 @@ func TestSuspectsLive(t *testing.T) {
 			t.Fatalf("5 s after c stopped: a suspects %v, b %v; want c in both", nodes[0].g.Suspects(), nodes[1].g.Suspects())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// What Statuses says of c while a suspects it: suspect, or failed
+	// once gossip has decided (never alive).
+	if st := nodes[0].g.Statuses()[cAddr]; st != StatusSuspect && st != StatusFailed {
+		t.Fatalf("a suspects c; its Statuses says %q, want %q (or %q)", st, StatusSuspect, StatusFailed)
 	}
 }

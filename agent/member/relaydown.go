@@ -109,15 +109,7 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 		if rt.gossip == nil {
 			continue
 		}
-		status := map[netip.Addr]gossip.Status{}
-		suspects := rt.gossip.Suspects()
-		for _, m := range rt.gossip.Members() {
-			st := m.Status
-			if st == gossip.StatusAlive && suspects[m.Name] {
-				st = gossip.StatusSuspect
-			}
-			status[m.Addr.Addr().Unmap()] = st
-		}
+		status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
 		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
 		relays := rt.ov.applied().Relays
 		for _, ip := range short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays)) {
