@@ -78,9 +78,17 @@ const reloadGap = 250 * time.Millisecond
 // (BenchmarkKeyFleet, docs/performance.md).
 const reloadShare = 10
 
+// reloadGapMost caps the gap: a reload slowed by a starved CPU (one 50-join
+// burst on this 2-core box) must not hold the next change, a removal's
+// among them, for ten times as long.
+const reloadGapMost = time.Second
+
 // nextGap is the least time after a reload that took took before the
-// next: reloadGap, or reloadShare times took when that is longer.
-func nextGap(took time.Duration) time.Duration { return max(reloadGap, reloadShare*took) }
+// next: reloadGap, or reloadShare times took when that is longer, at most
+// reloadGapMost.
+func nextGap(took time.Duration) time.Duration {
+	return min(reloadGapMost, max(reloadGap, reloadShare*took))
+}
 
 // gapLeft is how long until the gap after the last reload ends (0 once
 // it has).

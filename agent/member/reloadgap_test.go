@@ -7,15 +7,17 @@ import (
 
 // TestReloadGap: the gap after a reload is reloadGap for a quick reload
 // and reloadShare times a slow one (at 1,000 static hosts a reload took
-// about 50 ms here, so the next waits half a second), and gapLeft counts
-// down from the last reload to 0, never below.
+// about 50 ms here, so the next waits half a second), never more than
+// reloadGapMost; and gapLeft counts down from the last reload to 0, never
+// below.
 func TestReloadGap(t *testing.T) {
 	for _, tc := range []struct{ took, want time.Duration }{
 		{0, reloadGap},
 		{time.Millisecond, reloadGap},
 		{reloadGap / reloadShare, reloadGap},
 		{50 * time.Millisecond, 500 * time.Millisecond},
-		{time.Second, 10 * time.Second},
+		{reloadGapMost / reloadShare, reloadGapMost},
+		{time.Second, reloadGapMost}, // a starved reload holds the next at most a second
 	} {
 		if got := nextGap(tc.took); got != tc.want {
 			t.Errorf("nextGap(%s) = %s, want %s", tc.took, got, tc.want)
