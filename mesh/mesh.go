@@ -44,8 +44,6 @@ type Mesh struct {
 	fp      string       // fingerprint of applied.Cert
 	known   []netip.Addr // peers looked up by Tunnels and closeBlocked (peers.go)
 	stopped bool
-
-	fps fingerprints // peers' certificate fingerprints, by signature (tunnel.go)
 }
 
 // Start validates c, checks its certificate against its CA and key, and

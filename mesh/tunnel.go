@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/slackhq/nebula"
-	"github.com/slackhq/nebula/cert"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -23,11 +21,10 @@ const (
 
 // Tunnel is an established Nebula tunnel to a peer.
 type Tunnel struct {
-	OverlayIP       netip.Addr     // the peer's overlay address
-	Remote          netip.AddrPort // the underlay address the tunnel uses now
-	CertName        string         // name in the peer's certificate
-	CertFingerprint string         // fingerprint of the peer's certificate
-	Relayed         bool           // through a relay: no direct underlay path (Remote is not valid)
+	OverlayIP netip.Addr     // the peer's overlay address
+	Remote    netip.AddrPort // the underlay address the tunnel uses now
+	CertName  string         // name in the peer's certificate
+	Relayed   bool           // through a relay: no direct underlay path (Remote is not valid)
 	// Relays are the overlay addresses of the relays the peer is reached
 	// through when Relayed, in Nebula's order: it sends through the first
 	// one it still has a tunnel to.
@@ -45,7 +42,7 @@ func (m *Mesh) Tunnels() []Tunnel {
 	}
 	var out []Tunnel
 	for _, h := range m.hosts() {
-		out = append(out, m.tunnelOf(h))
+		out = append(out, tunnelOf(h))
 	}
 	slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
 	return out
@@ -64,18 +61,20 @@ func (m *Mesh) TunnelTo(ip netip.Addr) (Tunnel, bool) {
 	if h == nil || len(h.VpnAddrs) == 0 {
 		return Tunnel{}, false
 	}
-	return m.tunnelOf(*h), true
+	return tunnelOf(*h), true
 }
 
 // tunnelOf is the Tunnel of a host map entry.
-func (m *Mesh) tunnelOf(h nebula.ControlHostInfo) Tunnel {
+func tunnelOf(h nebula.ControlHostInfo) Tunnel {
 	t := Tunnel{OverlayIP: h.VpnAddrs[0], Remote: h.CurrentRemote, Relayed: relayed(h)}
 	if t.Relayed {
 		t.Relays = slices.Clone(h.CurrentRelaysToMe)
 	}
 	if h.Cert != nil {
+		// No fingerprint: nothing reads one, and Nebula's Fingerprint
+		// marshals and hashes the certificate on every call (the relay
+		// and path loops list every tunnel four times a second).
 		t.CertName = h.Cert.Name()
-		t.CertFingerprint = m.fps.of(h.Cert, len(m.known))
 	}
 	return t
 }
@@ -84,36 +83,6 @@ func (m *Mesh) tunnelOf(h nebula.ControlHostInfo) Tunnel {
 // underlay path.
 func relayed(h nebula.ControlHostInfo) bool {
 	return !h.CurrentRemote.IsValid() && len(h.CurrentRelaysToMe) > 0
-}
-
-// fingerprints remembers the fingerprint of each peer certificate seen,
-// by its signature: Nebula's Fingerprint marshals the certificate and
-// hashes it on every call, and every node's relay and path loops list
-// every tunnel four times a second (3% of a worker's CPU in a 50-join
-// burst).
-type fingerprints struct {
-	mu  sync.Mutex
-	bys map[string]string
-}
-
-// of is c's fingerprint. The cache is emptied when it holds more than
-// four entries per known peer (renewed certificates replace old ones).
-func (f *fingerprints) of(c cert.Certificate, known int) string {
-	sig := string(c.Signature())
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if fp, ok := f.bys[sig]; ok {
-		return fp
-	}
-	fp, err := c.Fingerprint()
-	if err != nil {
-		return ""
-	}
-	if f.bys == nil || len(f.bys) > 4*known+16 {
-		f.bys = map[string]string{}
-	}
-	f.bys[sig] = fp
-	return fp
 }
 
 // WaitTunnel makes sure a tunnel to ip is being built (starting a
