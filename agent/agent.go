@@ -210,7 +210,7 @@ func (a *Agent) start(ctx context.Context) error {
 	if err := a.cfg.CheckMetricsOverlay(facts.Overlay.Addr()); err != nil {
 		return err
 	}
-	rt, err := a.startRuntime(ctx, facts, nil)
+	rt, err := a.startRuntime(ctx, facts, runtimeStart{})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", facts, err)
 	}
@@ -308,9 +308,15 @@ func (a *Agent) beginOp() (func(), error) {
 	}
 }
 
+// runtimeStart is what init and join know that a restart does not.
+type runtimeStart struct {
+	boot *state.Bootstrap // init's first raft entry
+	nat  member.NAT       // what a join's path check found (member.Options.NAT)
+}
+
 // startRuntime starts this node's member runtime from its state dir
-// (member.Start); boot is init's first raft entry, nil otherwise.
-func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, boot *state.Bootstrap) (*member.Runtime, error) {
-	return member.Start(ctx, member.Options{Config: a.cfg, Facts: facts, Boot: boot, Policy: a.startPolicy(),
-		Parked: a.parked, Metrics: a.met, Version: a.d.Version, Log: a.log, Now: a.d.Now})
+// (member.Start); st is empty on a restart.
+func (a *Agent) startRuntime(ctx context.Context, facts *statedir.Facts, st runtimeStart) (*member.Runtime, error) {
+	return member.Start(ctx, member.Options{Config: a.cfg, Facts: facts, Boot: st.boot, Policy: a.startPolicy(),
+		Parked: a.parked, Metrics: a.met, Version: a.d.Version, Log: a.log, Now: a.d.Now, NAT: st.nat})
 }

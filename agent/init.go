@@ -169,7 +169,7 @@ func (a *Agent) commitInit(ctx context.Context, p *initPlan) (*member.Runtime, e
 	if err := p.id.Save(filepath.Join(a.cfg.StateDir, statedir.IdentityDir)); err != nil {
 		return nil, statedir.WriteErr(err)
 	}
-	rt, err := a.startRuntime(ctx, p.facts, p.boot)
+	rt, err := a.startRuntime(ctx, p.facts, runtimeStart{boot: p.boot})
 	if err != nil {
 		return nil, err
 	}

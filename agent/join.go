@@ -86,7 +86,8 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// The path check (preflight/netcheck.go): with outbound UDP blocked
 	// the overlay cannot come up, so the join stops here, its token
 	// unspent, rather than at step 10's confirmation timeout.
-	if err := j.netcheck(ctx, tok, underlay, step); err != nil {
+	nat, err := j.netcheck(ctx, tok, underlay, step)
+	if err != nil {
 		return nil, err
 	}
 
@@ -127,7 +128,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	crash.At(crash.JoinAfterEnroll)
 
 	// 9. persist atomically, node.json last; start what this role runs.
-	rt, err := j.commitJoin(ctx, keys, resp, underlay.String())
+	rt, err := j.commitJoin(ctx, keys, resp, underlay.String(), nat)
 	if err != nil {
 		return nil, err
 	}
@@ -146,15 +147,16 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 // reports its lines as steps. Blocked UDP (proven by a seed the join
 // could use that serves STUN) is codes.OverlayUDPBlocked; anything else
 // goes on (seeds that answer nothing are the enroll step's
-// to report, with its own code).
-func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) error {
+// to report, with its own code). It returns the NAT it found, which the
+// runtime starts with (member.Options.NAT).
+func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.Addr, step func(string, ...any)) (member.NAT, error) {
 	rep, err := j.a.preflight().Netcheck(ctx, tok, underlay)
 	if err != nil {
 		step("path check not run: %v", err)
-		return nil
+		return "", nil
 	}
 	if rep == nil {
-		return nil // no seed resolves: the enroll step reports it
+		return "", nil // no seed resolves: the enroll step reports it
 	}
 	for _, c := range preflight.PlanLines(rep) {
 		step("%s %s %s: %s", c.Name, c.Status, c.Code, c.Detail)
@@ -163,9 +165,9 @@ func (j joiner) netcheck(ctx context.Context, tok enroll.Token, underlay netip.A
 	// (preflight.SeedProbe): a cluster of an older release, whose seeds
 	// serve none, is "not checked" and the join goes on.
 	if err := rep.Err(); codes.Of(err) == codes.OverlayUDPBlocked {
-		return err
+		return "", err
 	}
-	return nil
+	return member.NATOf(rep), nil
 }
 
 func joinResult(f *statedir.Facts) *apitype.JoinResult {
@@ -230,7 +232,11 @@ func (j joiner) ports() enroll.Ports {
 	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
-func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string) (_ *member.Runtime, err error) {
+// commitJoin saves the identity and facts the cluster gave and starts the
+// runtime; nat is what the join's path check found (empty when it did
+// not run): the runtime's NAT until its own first check.
+func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string,
+	nat member.NAT) (_ *member.Runtime, err error) {
 	facts := &statedir.Facts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
 		ClusterName: resp.ClusterName, Overlay: resp.OverlayIP, Seeds: resp.Seeds,
@@ -259,7 +265,7 @@ func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 		return nil, statedir.WriteErr(err)
 	}
 	crash.At(crash.JoinAfterIdentitySaved)
-	rt, err := j.a.startRuntime(ctx, facts, nil)
+	rt, err := j.a.startRuntime(ctx, facts, runtimeStart{nat: nat})
 	if err != nil {
 		return nil, err
 	}

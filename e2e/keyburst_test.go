@@ -46,10 +46,10 @@ func TestKeyBurst50(t *testing.T) {
 	for round := range burstRounds() {
 		t.Run(fmt.Sprintf("round%d", round+1), func(t *testing.T) {
 			neighbourRoom(t, 3+keyBurstMachines)
-			n := NewNet(t)
-			timers, defaultRaft := burstTimers()
-			n.Timers, n.DefaultRaft = timers, defaultRaft
+			n, timers := burstNet(t)
 			controls := controlCluster(t, n)
+			stopCleanly(t, n, controls)
+			prioritize(t, controls, controlNice)
 			var key apitype.AdmitResponse
 			err := controls[0].CtlJSON(t.Context(), &key, "admit", "--reusable", "--uses", strconv.Itoa(keyBurstMachines), "--name-prefix", "web-")
 			if err != nil {
@@ -60,6 +60,7 @@ func TestKeyBurst50(t *testing.T) {
 				t.Fatal(err)
 			}
 			ws := burstWorkers(t, n, "m", keyBurstMachines)
+			keepBurstLogs(t, append(controls, ws...))
 			joins := make([]*burstJoin, len(ws))
 			for i, w := range ws {
 				joins[i] = &burstJoin{w: w, args: []string{"--token-file", keyFile}, out: &stampedLines{}}

@@ -33,6 +33,10 @@ type Net struct {
 	// ExtraConfig is appended to the meshd config of every node made on
 	// this net (for example "metrics_addr: 127.0.0.1:9464\n").
 	ExtraConfig string
+	// ProfileDir, when set, has every node made on this net write its CPU
+	// profile to ProfileDir/<name>.cpu when it is stopped cleanly
+	// (MESHD_CPUPROFILE); Node.Stop it before the test's end to get one.
+	ProfileDir string
 }
 
 // Host is one namespace on the test network.

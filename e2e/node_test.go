@@ -81,6 +81,9 @@ timers: %s
 	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
 		n.t.Fatal(err)
 	}
+	if n.ProfileDir != "" {
+		nd.Env = append(nd.Env, "MESHD_CPUPROFILE="+filepath.Join(n.ProfileDir, name+".cpu"))
+	}
 	return nd
 }
 

@@ -63,6 +63,14 @@ type Inputs struct {
 	Members      []Member
 	Gone         []string // ids of nodes that left or were removed (a stale list's records are dropped too)
 	Blocklist    []string // revoked certificate fingerprints
+	// SelfNoNAT: this node's path check found no NAT in front of it
+	// (every control node saw its own address). Then it offers no relays:
+	// any peer reaches it directly (a peer behind a NAT sends first, and
+	// Nebula's punch answers one this node sends first), and Nebula asks
+	// every relay a target offers at each handshake attempt, so that 50
+	// joins at once over relays every node offered made 100,000 relay
+	// requests on one worker in two minutes (docs/performance.md).
+	SelfNoNAT bool
 }
 
 // Overlay is the part of the Nebula config that depends on the others.
@@ -71,7 +79,8 @@ type Overlay struct {
 	StaticHosts map[netip.Addr][]netip.AddrPort
 	// Relays are the nodes others may relay through to reach this one:
 	// every control node (each is a lighthouse every node reaches) and
-	// every node whose record offers it as a relay, sorted.
+	// every node whose record offers it as a relay, sorted; none when
+	// this node has no NAT in front of it (Inputs.SelfNoNAT).
 	Relays    []netip.Addr
 	Blocklist []string
 }
@@ -179,7 +188,8 @@ func mismatch(in Inputs, m Member) string {
 // Compute is the desired overlay: the active records' control nodes are
 // lighthouses and relays, the other nodes go into the static host map
 // (those whose record offers them as a relay are relays too), revoked
-// certificates are blocked. Only raft withdraws a peer (a node that left,
+// certificates are blocked. A node with no NAT in front of it
+// (Inputs.SelfNoNAT) offers no relays. Only raft withdraws a peer (a node that left,
 // was removed or failed its join has no active record, or is Gone): what
 // gossip says of a member never does, so no gossip message, forged or
 // late, takes a live node out of the overlay (issue 27), and a peer gossip
@@ -202,6 +212,9 @@ func Compute(in Inputs) Overlay {
 	}
 	slices.SortFunc(o.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
 	slices.SortFunc(o.Relays, netip.Addr.Compare)
+	if in.SelfNoNAT {
+		o.Relays = nil
+	}
 	return o
 }
 

@@ -267,7 +267,8 @@ func TestPeersCountOnlyFromOverlay(t *testing.T) {
 // (`relay: true`) is in every node's relay list, after the control
 // nodes, and stays a static host; without a usable underlay address, or
 // without the offer, it is no relay; a former volunteer (no active
-// record) is none either.
+// record) is none either. A node with no NAT in front of it offers none
+// at all (Inputs.SelfNoNAT): its peers reach it directly.
 func TestComputeRelayVolunteer(t *testing.T) {
 	vol := Record{ID: "id-w2", Name: "w2", Role: pki.RoleWorker, Overlay: ip("10.42.0.4"), Underlay: ap("192.0.2.4:4242"), Relay: true}
 	for _, tc := range []struct {
@@ -299,6 +300,15 @@ func TestComputeRelayVolunteer(t *testing.T) {
 			in.Records = append(in.Records, vol)
 			in.Gone = []string{"id-w2"}
 		}, []netip.Addr{ip("10.42.0.2")}},
+		{"a worker with no NAT in front of it offers no relay", func(in *Inputs) {
+			in.SelfName, in.SelfOverlay = "w1", ip("10.42.0.3")
+			in.Records = append(in.Records, vol)
+			in.SelfNoNAT = true
+		}, nil},
+		{"nor does a control node with no NAT", func(in *Inputs) {
+			in.Records = append(in.Records, vol)
+			in.SelfNoNAT = true
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := base()

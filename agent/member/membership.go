@@ -227,7 +227,8 @@ func (ms *membership) runRejoin(ctx context.Context, most time.Duration) {
 // them (desired takes only their liveness), and the revocation list.
 func (nd *node) overlayInputs() desired.Inputs {
 	rev := nd.cluster.Revocations()
-	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints}
+	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints,
+		SelfNoNAT: nd.nat.get() == natOpen}
 	in.Records, in.RecordsKnown = nd.records()
 	for _, l := range nd.facts.Lighthouses {
 		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped

@@ -20,27 +20,29 @@ import (
 // behind NATs one of which is symmetric no try can succeed, and every try
 // rebuilds the tunnel: a gap of 1.5-2 s in the pair's traffic, which the
 // fast-timer gossip on the sites lab suspected the pair for six times in
-// ten minutes.
+// ten minutes. A node with no NAT in front of it offers no relays
+// (desired.Inputs.SelfNoNAT); a change of its NAT wakes the overlay loop.
 
-// tagNAT is the gossip tag a member reports its NAT in (natClass). Absent
+// tagNAT is the gossip tag a member reports its NAT in (NAT). Absent
 // (a node of an older release, or one that has not checked yet) reads as
 // natUnknown.
 const tagNAT = "nat"
 
-// natClass is a node's NAT as the path check saw it, short for a serf tag.
-type natClass string
+// NAT is a node's NAT as the path check saw it, short for a serf tag
+// (the zero value reads as natUnknown).
+type NAT string
 
 const (
-	natUnknown   natClass = "unk"  // not checked, blocked UDP, or fewer than two control nodes answered
-	natOpen      natClass = "open" // every control node saw the node's own address: no NAT
-	natPreserve  natClass = "pp"   // behind a NAT that keeps the source port
-	natIndep     natClass = "ei"   // behind a NAT with one public port for every destination
-	natSymmetric natClass = "sym"  // behind a NAT with a new port per destination
+	natUnknown   NAT = "unk"  // not checked, blocked UDP, or fewer than two control nodes answered
+	natOpen      NAT = "open" // every control node saw the node's own address: no NAT
+	natPreserve  NAT = "pp"   // behind a NAT that keeps the source port
+	natIndep     NAT = "ei"   // behind a NAT with one public port for every destination
+	natSymmetric NAT = "sym"  // behind a NAT with a new port per destination
 )
 
-// classify is what rep says of the node's NAT; a nil report (the check
+// NATOf is what rep says of the node's NAT; a nil report (the check
 // could not run) says nothing.
-func classify(rep *netcheck.Report) natClass {
+func NATOf(rep *netcheck.Report) NAT {
 	switch {
 	case rep == nil || !rep.UDP:
 		return natUnknown
@@ -63,8 +65,8 @@ func classify(rep *netcheck.Report) natClass {
 // NAT gives the packets towards the peer another port than the one the
 // lighthouses saw, and the other NAT drops what arrives unasked). Not
 // knowing either side is no reason: the pair is tried as before.
-func noDirect(own, peer natClass) (string, bool) {
-	behind := func(c natClass) bool { return c == natPreserve || c == natIndep || c == natSymmetric }
+func noDirect(own, peer NAT) (string, bool) {
+	behind := func(c NAT) bool { return c == natPreserve || c == natIndep || c == natSymmetric }
 	if !behind(own) || !behind(peer) {
 		return "", false
 	}
@@ -99,10 +101,10 @@ const (
 // natState is this node's NAT as its last path check saw it.
 type natState struct {
 	mu  sync.Mutex
-	own natClass
+	own NAT
 }
 
-func (s *natState) get() natClass {
+func (s *natState) get() NAT {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.own == "" {
@@ -111,7 +113,7 @@ func (s *natState) get() natClass {
 	return s.own
 }
 
-func (s *natState) set(c natClass) (changed bool) {
+func (s *natState) set(c NAT) (changed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	changed, s.own = s.own != c, c
@@ -132,7 +134,7 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		rep, err := rt.pathCheck(ctx)
-		c := classify(rep)
+		c := NATOf(rep)
 		switch {
 		case c != natUnknown:
 			wait, retry = natCheckEvery, natRetryMin
@@ -146,13 +148,14 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 		}
 		if rt.nat.set(c) {
 			rt.log.Info("path check: this node's NAT", "nat", string(c), "err", err, "next_in", wait)
+			rt.poke() // whether it offers relays follows (desired.Inputs.SelfNoNAT)
 		}
 		rt.reportNAT(c)
 	}
 }
 
 // reportNAT makes this node's tagNAT c, if it is not already.
-func (rt *Runtime) reportNAT(c natClass) {
+func (rt *Runtime) reportNAT(c NAT) {
 	if rt.gossip.LocalMember().Tags[tagNAT] == string(c) {
 		return
 	}
@@ -165,10 +168,10 @@ func (rt *Runtime) reportNAT(c natClass) {
 // member is found by the address it gossips from, which Nebula
 // authenticates (gossip rides the overlay), not by the overlay address it
 // claims in its tags.
-func peerNAT(members []gossip.Member, ip netip.Addr) natClass {
+func peerNAT(members []gossip.Member, ip netip.Addr) NAT {
 	for _, m := range members {
 		if m.Addr.Addr().Unmap() == ip {
-			if c := natClass(m.Tags[tagNAT]); c != "" {
+			if c := NAT(m.Tags[tagNAT]); c != "" {
 				return c
 			}
 			break

@@ -4,8 +4,14 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/desired"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/netcheck"
+	"github.com/meshd/meshd/pki"
 )
 
 // TestNoDirectFromTags: the rule pathup asks, from this node's own path
@@ -42,7 +48,7 @@ func TestNoDirectFromTags(t *testing.T) {
 		{report(false, false, netcheck.MappingUnknown), map[string]string{tagNAT: "sym"}, false},        // UDP blocked
 		{nil, map[string]string{tagNAT: "sym"}, false},                                                  // the check could not run
 	} {
-		own := classify(tc.own)
+		own := NATOf(tc.own)
 		reason, got := noDirect(own, peerNAT(member(tc.tags), peer))
 		if got != tc.want || (got && reason == "") {
 			t.Errorf("own %s, peer tags %v: noDirect %t (%q), want %t", own, tc.tags, got, reason, tc.want)
@@ -68,3 +74,38 @@ func TestNATStateKeepsItsLastAnswer(t *testing.T) {
 		t.Fatalf("set reports no change, or a change twice: %s", s.get())
 	}
 }
+
+// TestNoNATOffersNoRelays: a node whose path check found no NAT in front
+// of it offers no relays (its peers reach it directly, and Nebula asks
+// every relay a target offers at each handshake attempt); behind a NAT,
+// or before any check could tell, it offers every control node.
+func TestNoNATOffersNoRelays(t *testing.T) {
+	ctl := control.NodeRecord{Node: apitype.Node{ID: "id-c1", Name: "c1", Role: string(pki.RoleControl),
+		State: string(state.NodeActive), OverlayIP: "10.42.0.1", Underlay: "192.0.2.1"}, NebulaPort: 4242}
+	f := &listFacts{list: []control.NodeRecord{ctl}}
+	for _, tc := range []struct {
+		nat  NAT
+		want int
+	}{
+		{"", 1}, {natUnknown, 1}, {natSymmetric, 1}, {natPreserve, 1}, {natOpen, 0},
+	} {
+		nd := &node{cluster: f, facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Overlay: netip.MustParsePrefix("10.42.0.5/16")}}
+		nd.nat.set(tc.nat)
+		in := nd.overlayInputs()
+		if got := len(desired.Compute(in).Relays); got != tc.want || in.SelfNoNAT != (tc.nat == natOpen) {
+			t.Errorf("NAT %q: %d relays offered (SelfNoNAT %v), want %d", tc.nat, got, in.SelfNoNAT, tc.want)
+		}
+	}
+	if got := NATOf(report(true, false, "")); got != natOpen {
+		t.Errorf("a join's check that saw no NAT reads as %q, want %q", got, natOpen)
+	}
+}
+
+// listFacts serves a fixed node list and no revocations.
+type listFacts struct {
+	clusterFacts // nil: only the methods below are called
+	list         []control.NodeRecord
+}
+
+func (f *listFacts) Records() ([]control.NodeRecord, bool) { return f.list, true }
+func (f *listFacts) Revocations() control.Revocations      { return control.Revocations{} }

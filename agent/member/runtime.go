@@ -49,6 +49,11 @@ type Options struct {
 	Version string
 	Log     *slog.Logger
 	Now     func() time.Time
+	// NAT, on a join, is what the join's path check found (NATOf), moments
+	// old: the node's NAT until its own first check (runNATCheck), so that
+	// its first overlay already offers relays only if it may need them.
+	// Empty (unknown) on every other start.
+	NAT NAT
 }
 
 // node is what every part of a member's runtime shares: who the node is
@@ -80,6 +85,9 @@ type node struct {
 	cluster clusterFacts
 	// fit is the node's fitness to serve: disk and clock (fitness.go).
 	fit *fitCheck
+	// nat is this node's NAT, as its path check saw it (natpath.go): it
+	// decides whether the node offers relays (desired.Inputs.SelfNoNAT).
+	nat natState
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -111,7 +119,6 @@ type Runtime struct {
 	met     *metrics.Set
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
 	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
-	nat     natState         // this node's NAT, as its path check saw it (natpath.go)
 	dns     *dnsNames        // the cluster's names; nil with dns.enabled false (names.go)
 
 	control   *http.Server
@@ -199,6 +206,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
 		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
 	nd.fit = newFitCheck(nd)
+	nd.nat.set(o.NAT)
 	ov := &overlay{node: nd, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), inForce: o.Policy, parked: o.Parked}
 	keys := &keyring{node: nd, report: make(chan struct{}, 1)}
 	ca := &caFollow{node: nd, ov: ov, wake: make(chan struct{}, 1), report: make(chan struct{}, 1)}
