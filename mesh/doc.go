@@ -45,7 +45,8 @@
 //
 // Fixed by meshd: firewall allowing any port and protocol both ways to and
 // from every holder of a valid cluster certificate, punchy.punch and
-// punchy.respond on, punchy.delay PunchDelay, pki.disconnect_invalid on,
+// punchy.respond on, punchy.delay PunchDelay, handshakes.query_buffer
+// QueryBuffer, pki.disconnect_invalid on,
 // cipher aes,
 // logging at info (bridged, see below).
 //

@@ -25,6 +25,7 @@ type nebulaConfig struct {
 	Tun           *nebulaTun          `yaml:"tun,omitempty"` // nil in userspace mode: no device is created
 	Firewall      nebulaFirewall      `yaml:"firewall"`
 	Timers        *nebulaTimers       `yaml:"timers,omitempty"`
+	Handshakes    nebulaHandshakes    `yaml:"handshakes"`
 	Routines      int                 `yaml:"routines"`
 	Cipher        string              `yaml:"cipher"` // one value per process: Nebula keeps it in a global (research §1)
 	Logging       nebulaLogging       `yaml:"logging"`
@@ -88,6 +89,20 @@ type nebulaTimers struct {
 	ConnectionAliveInterval int `yaml:"connection_alive_interval"`
 	PendingDeletionInterval int `yaml:"pending_deletion_interval"`
 }
+
+type nebulaHandshakes struct {
+	QueryBuffer int `yaml:"query_buffer"`
+}
+
+// QueryBuffer is handshakes.query_buffer, the queue of lighthouse queries:
+// Nebula 1.12's default. Nebula 1.10.3's 64 blocks whoever queues a query
+// once it is full, the overlay's send path included (a packet for a peer
+// with no tunnel starts a handshake, which queries the lighthouses): in a
+// 50-join burst each node starts some 50 handshakes at once, and on a
+// starved box a worker's sends stalled while its peers' handshakes still
+// got answers (docs/performance.md). 1.12 raised the default to 1024 and
+// drops a query rather than block (nebula #1910).
+const QueryBuffer = 1024
 
 type nebulaLogging struct {
 	Level            string `yaml:"level"`
@@ -166,13 +181,14 @@ func Render(c Config) (string, error) {
 			Host: addrOf(c.ListenHost).String(), Port: c.ListenPort,
 			ReadBuffer: c.SocketBuffer, WriteBuffer: c.SocketBuffer,
 		},
-		Punchy:   nebulaPunchy{Punch: true, Respond: true, Delay: PunchDelay.String()},
-		Relay:    nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},
-		Tun:      tun,
-		Firewall: firewall(c),
-		Timers:   timers,
-		Routines: c.Routines,
-		Cipher:   "aes",
+		Punchy:     nebulaPunchy{Punch: true, Respond: true, Delay: PunchDelay.String()},
+		Relay:      nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},
+		Tun:        tun,
+		Firewall:   firewall(c),
+		Timers:     timers,
+		Handshakes: nebulaHandshakes{QueryBuffer: QueryBuffer},
+		Routines:   c.Routines,
+		Cipher:     "aes",
 		// info reaches the log bridge, which shows it only at slog debug.
 		Logging: nebulaLogging{Level: "info", Format: "text", DisableTimestamp: true},
 	}

@@ -181,6 +181,17 @@ func TestRenderRelayListsNoRelays(t *testing.T) {
 	}
 }
 
+// TestRenderQueryBuffer: every config sets handshakes.query_buffer to
+// QueryBuffer (Nebula 1.10.3 reads 64 otherwise, and a full queue blocks
+// the overlay's send path).
+func TestRenderQueryBuffer(t *testing.T) {
+	for name, c := range goldenCases() {
+		if got := readByNebula(t, c).GetInt("handshakes.query_buffer", 64); got != QueryBuffer {
+			t.Errorf("%s: handshakes.query_buffer %d, want %d", name, got, QueryBuffer)
+		}
+	}
+}
+
 // TestRenderRoutinesAndMTU: the configured routines and MTU reach the keys
 // Nebula reads (routines, tun.mtu); the golden files show the defaults.
 func TestRenderRoutinesAndMTU(t *testing.T) {
