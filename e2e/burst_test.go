@@ -117,7 +117,7 @@ func burstNet(t testing.TB) (*Net, string) {
 // its own; on this 2-core box 53 meshd processes share the cores, and at
 // equal priority the 3 control nodes get 3/53 of them: the origin's
 // overlay socket held 5 MB of unread packets (a joiner's handshake to it
-// answered 19 s late), the raft leader lost its lease, and 6 to 25 of 50
+// answered 19 s late), the raft leader lost its lease, and 5 to 16 of 50
 // joins missed their 30 s confirmation (docs/performance.md).
 const controlNice = -10
 

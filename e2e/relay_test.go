@@ -208,3 +208,23 @@ func removedRefusedThroughRelay(t *testing.T, l *relayLab) {
 		t.Errorf("w1's relays are %v, still holding the removed %s (%s)", got, gone, ips[gone])
 	}
 }
+
+// TestNoNATOffersNoRelays: a worker every control node sees at its own
+// address (no NAT: the test network's hub) offers no relays, from the
+// first overlay config its join starts Nebula with (the join's path
+// check seeds the runtime's NAT; Nebula logs "Read relay from config"
+// for each relay a config offers, at start and at each change) to what
+// status reports. Before, every node offered every control node, and
+// Nebula asks each at every handshake attempt: a relay storm in a 50-join
+// burst (docs/performance.md). Nodes behind NATs still offer them:
+// TestNATRelayLab's views_and_relay_volunteer.
+func TestNoNATOffersNoRelays(t *testing.T) {
+	n := NewNet(t)
+	w1 := cluster(t, n, "w1")[1]
+	if got, err := relaysOf(t, w1); err != nil || len(got) != 0 {
+		t.Fatalf("w1 (no NAT) offers relays %v (%v), want none", got, err)
+	}
+	if c := logCount(t, []*Node{w1}, "Read relay from config"); c != 0 {
+		t.Fatalf("w1's Nebula was given a relay %d times since its join, want never", c)
+	}
+}

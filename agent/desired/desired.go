@@ -189,8 +189,9 @@ func mismatch(in Inputs, m Member) string {
 // lighthouses and relays, the other nodes go into the static host map
 // (those whose record offers them as a relay are relays too), revoked
 // certificates are blocked. A node with no NAT in front of it
-// (Inputs.SelfNoNAT) offers no relays. Only raft withdraws a peer (a node that left,
-// was removed or failed its join has no active record, or is Gone): what
+// (Inputs.SelfNoNAT) offers no relays. Only raft withdraws a peer (a
+// node that left, was removed or failed its join has no active record,
+// or is Gone): what
 // gossip says of a member never does, so no gossip message, forged or
 // late, takes a live node out of the overlay (issue 27), and a peer gossip
 // lost stays reachable for gossip to find again.
