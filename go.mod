@@ -98,3 +98,5 @@ require (
 )
 
 replace github.com/google/gopacket => ./third_party/gopacket
+
+replace github.com/slackhq/nebula => ./third_party/nebula

@@ -1,0 +1,6 @@
+//go:build !darwin && !dragonfly && !freebsd && !netbsd && !openbsd
+// +build !darwin,!dragonfly,!freebsd,!netbsd,!openbsd
+
+package nebula
+
+const immediatelyForwardToSelf bool = false
