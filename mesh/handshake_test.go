@@ -1,0 +1,175 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flynn/noise"
+	"github.com/slackhq/nebula"
+	"github.com/slackhq/nebula/cert"
+	"github.com/slackhq/nebula/header"
+)
+
+// TestRepeatedStage1AnsweredFromCache: a Nebula stage 1 that arrives again
+// (its initiator resent it while the answer was queued) is answered with
+// the very bytes of the first answer, and only the first copy is
+// processed: the copies never reach the certificate check and the Noise
+// message that CheckAndComplete would discard (third_party/nebula's
+// patch, PATCHES.md). A different stage 1 from the same peer is processed
+// in full. Without the patch every copy logs "Handshake message received".
+func TestRepeatedStage1AnsweredFromCache(t *testing.T) {
+	skipUnderRace(t)
+	ca := testCA(t)
+	lhCert, lhKey := hostCert(t, ca, "lh", 1)
+	peerCert, peerKey := hostCert(t, ca, "peer", 2)
+	seen := &stage1Counter{}
+	_, port := startLighthouse(t, userspaceConfig(ca, lhCert, lhKey), slog.New(seen))
+
+	conn, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	first := stage1(t, peerCert, peerKey, 7001)
+	const copies = 5
+	var answers [][]byte
+	for range copies {
+		answers = append(answers, exchange(t, conn, first))
+	}
+	for i, a := range answers[1:] {
+		if !bytes.Equal(a, answers[0]) {
+			t.Fatalf("copy %d answered with other bytes than the first copy's stage 2", i+2)
+		}
+	}
+	if got := seen.received(); got != 1 {
+		t.Fatalf("%d copies of one stage 1 went through the full handshake, want 1", got)
+	}
+	// Nebula logs a cached answer after sending it.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if !waitFor(ctx, func() bool { return seen.cached() == copies-1 }) {
+		t.Fatalf("%d cached stage 2 logged, want %d", seen.cached(), copies-1)
+	}
+
+	second := exchange(t, conn, stage1(t, peerCert, peerKey, 7002))
+	if bytes.Equal(second, answers[0]) {
+		t.Fatal("a new stage 1 was answered with the old stage 2")
+	}
+	if got := seen.received(); got != 2 {
+		t.Fatalf("a new stage 1 from the same peer: %d full handshakes in all, want 2", got)
+	}
+}
+
+// stage1 is a Nebula IX stage 1 packet from the holder of certPEM and
+// keyPEM with the given initiator index, as Nebula's ixHandshakeStage0
+// builds it: a fresh ephemeral key each time.
+func stage1(t *testing.T, certPEM, keyPEM []byte, index uint32) []byte {
+	t.Helper()
+	crt, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, _, err := cert.UnmarshalPrivateKeyFromPEM(keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hsCert, err := crt.MarshalForHandshakes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := noise.NewHandshakeState(noise.Config{
+		CipherSuite:   noise.NewCipherSuite(noise.DH25519, noise.CipherAESGCM, noise.HashSHA256),
+		Random:        rand.Reader,
+		Pattern:       noise.HandshakeIX,
+		Initiator:     true,
+		StaticKeypair: noise.DHKey{Private: key, Public: crt.PublicKey()},
+		PresharedKey:  []byte{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := (&nebula.NebulaHandshake{Details: &nebula.NebulaHandshakeDetails{
+		InitiatorIndex: index,
+		Time:           uint64(time.Now().UnixNano()),
+		Cert:           hsCert,
+		CertVersion:    uint32(crt.Version()),
+	}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := header.Encode(make([]byte, header.Len), header.Version, header.Handshake, header.HandshakeIXPSK0, 0, 1)
+	msg, _, _, err := hs.WriteMessage(h, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg
+}
+
+// exchange sends one packet and returns the stage 2 that answers it.
+func exchange(t *testing.T, conn *net.UDPConn, packet []byte) []byte {
+	t.Helper()
+	if _, err := conn.Write(packet); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 9001)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	for {
+		if err := conn.SetReadDeadline(deadline); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no stage 2: %v", err)
+		}
+		var h header.H
+		if err := h.Parse(buf[:n]); err == nil && h.Type == header.Handshake && h.MessageCounter == 2 {
+			return bytes.Clone(buf[:n])
+		}
+	}
+}
+
+// stage1Counter is a slog handler that counts the Nebula lines of a
+// responder's handshakes: stage 1 packets handled in full, and stage 2
+// answers sent from the cache.
+type stage1Counter struct {
+	mu              sync.Mutex
+	full, fromCache int
+}
+
+func (c *stage1Counter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *stage1Counter) WithAttrs([]slog.Attr) slog.Handler       { return c }
+func (c *stage1Counter) WithGroup(string) slog.Handler            { return c }
+
+func (c *stage1Counter) Handle(_ context.Context, r slog.Record) error {
+	var stage, cachedAttr string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "handshake":
+			stage = a.Value.String()
+		case "cached":
+			cachedAttr = a.Value.String()
+		}
+		return true
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case r.Message == "Handshake message received" && strings.Contains(stage, "stage:1"):
+		c.full++
+	case r.Message == "Handshake message sent" && cachedAttr == "true":
+		c.fromCache++
+	}
+	return nil
+}
+
+func (c *stage1Counter) received() int { c.mu.Lock(); defer c.mu.Unlock(); return c.full }
+func (c *stage1Counter) cached() int   { c.mu.Lock(); defer c.mu.Unlock(); return c.fromCache }

@@ -1,0 +1,66 @@
+package nebula
+
+// meshd patch (third_party/nebula/PATCHES.md): answer a repeated stage 1
+// from the cached stage 2 before any expensive work.
+
+import (
+	"bytes"
+
+	"github.com/slackhq/nebula/header"
+)
+
+// answered returns the tunnel this node built as the responder to exactly
+// this stage 1 packet (the bytes after the header), or nil. The initiator
+// resends stage 1 until it reads stage 2; when this node's socket is
+// queued for seconds, most stage 1 packets it reads are such copies.
+// Bytes equal to a packet already answered carry the same certificate,
+// ephemeral key and index the first copy did, and that copy passed every
+// check, so the only answer they can get is the one already sent.
+func (hm *HandshakeManager) answered(initiatorIndex uint32, stage1 []byte) *HostInfo {
+	hm.mainHostMap.RLock()
+	defer hm.mainHostMap.RUnlock()
+	hi := hm.mainHostMap.RemoteIndexes[initiatorIndex]
+	if hi == nil || hi.ConnectionState == nil || hi.ConnectionState.initiator {
+		return nil
+	}
+	if !bytes.Equal(hi.HandshakePacket[0], stage1) || len(hi.HandshakePacket[2]) == 0 {
+		return nil
+	}
+	return hi
+}
+
+// ixResendStage2 sends existing's cached stage 2 back the way the repeated
+// stage 1 came (Nebula's ErrAlreadySeen answer, moved here so that the
+// early path and CheckAndComplete's share it).
+func ixResendStage2(f *Interface, via ViaSender, existing *HostInfo) {
+	// Update remote if preferred
+	if existing.SetRemoteIfPreferred(f.hostMap, via) {
+		// Send a test packet to ensure the other side has also switched to
+		// the preferred remote
+		f.SendMessageToVpnAddr(header.Test, header.TestRequest, existing.vpnAddrs[0], []byte(""), make([]byte, 12, 12), make([]byte, mtu))
+	}
+
+	msg := existing.HandshakePacket[2]
+	f.messageMetrics.Tx(header.Handshake, header.MessageSubType(msg[1]), 1)
+	if !via.IsRelayed {
+		err := f.outside.WriteTo(msg, via.UdpAddr)
+		if err != nil {
+			f.l.WithField("vpnAddrs", existing.vpnAddrs).WithField("from", via).
+				WithField("handshake", m{"stage": 2, "style": "ix_psk0"}).WithField("cached", true).
+				WithError(err).Error("Failed to send handshake message")
+		} else {
+			f.l.WithField("vpnAddrs", existing.vpnAddrs).WithField("from", via).
+				WithField("handshake", m{"stage": 2, "style": "ix_psk0"}).WithField("cached", true).
+				Info("Handshake message sent")
+		}
+		return
+	}
+	if via.relay == nil {
+		f.l.Error("Handshake send failed: both addr and via.relay are nil.")
+		return
+	}
+	f.SendVia(via.relayHI, via.relay, msg, make([]byte, 12), make([]byte, mtu), false)
+	f.l.WithField("vpnAddrs", existing.vpnAddrs).WithField("relay", via.relayHI.vpnAddrs[0]).
+		WithField("handshake", m{"stage": 2, "style": "ix_psk0"}).WithField("cached", true).
+		Info("Handshake message sent")
+}
