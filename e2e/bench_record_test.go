@@ -116,3 +116,10 @@ func recordBurst(tb testing.TB, timers string, joins []*burstJoin) {
 	RecordWith(tb, n, "total", "ms", ms(s.total))
 	RecordWith(tb, n, "failed", "count", float64(failed))
 }
+
+// recordSettle records how long after a burst's last exit the slowest
+// control node listed every worker alive (checkBurst's result).
+func recordSettle(tb testing.TB, timers string, joins []*burstJoin, d time.Duration) {
+	tb.Helper()
+	RecordWith(tb, map[string]string{"joins": fmt.Sprint(len(joins)), "timers": timers}, "settle", "ms", ms(d))
+}

@@ -216,10 +216,13 @@ func runBurst(t testing.TB, joins []*burstJoin, within time.Duration) {
 }
 
 // checkBurst asserts what a burst of joins must leave behind: every join
-// exited 0; on every control node each worker is listed exactly once,
-// active, alive in gossip, at the overlay IP its join reported, with no
-// overlay IP given twice (checkBurstTokens checks the tokens).
-func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin) {
+// exited 0; every control node lists every worker active and alive in
+// gossip within bound of the last join's exit; on every control node each
+// worker is listed exactly once, at the overlay IP its join reported,
+// with no overlay IP given twice (checkBurstTokens checks the tokens). It
+// returns how long after the last exit the slowest control node listed
+// every worker alive.
+func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin, bound time.Duration) time.Duration {
 	t.Helper()
 	failed := 0
 	for _, j := range joins {
@@ -238,33 +241,28 @@ func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin) {
 			last = j.end
 		}
 	}
-	for _, c := range controls {
-		_, err := waitFor(t.Context(), burstWatch, func() error {
-			ns := c.Nodes(t)
-			for _, j := range joins {
-				found := false
-				for _, x := range ns {
-					if x.Name == j.w.NodeName {
-						found = true
-						if x.State != "active" || x.Gossip != "alive" {
-							return fmt.Errorf("%s is %s, gossip %s", x.Name, x.State, x.Gossip)
-						}
-					}
-				}
-				if !found {
-					return fmt.Errorf("%s not listed", j.w.NodeName)
-				}
-			}
-			return nil
+	// Every control node is watched at once, so that each one's time is
+	// its own and not the sum of the waits before it.
+	settled := make([]time.Duration, len(controls))
+	errs := make([]error, len(controls))
+	var wg sync.WaitGroup
+	for i, c := range controls {
+		wg.Go(func() {
+			_, errs[i] = waitFor(t.Context(), burstWatch, func() error { return burstAlive(t, c, joins) })
+			settled[i] = time.Since(last)
 		})
-		settled := time.Since(last)
-		if err != nil {
-			t.Fatalf("%s does not list every worker active and alive %s after the last join exited: %v", c.NodeName, settled.Round(100*time.Millisecond), err)
+	}
+	wg.Wait()
+	for i, c := range controls {
+		if errs[i] != nil {
+			t.Fatalf("%s does not list every worker active and alive %s after the last join exited: %v", c.NodeName, settled[i].Round(100*time.Millisecond), errs[i])
 		}
-		t.Logf("%s lists every worker active and alive %s after the last join exited", c.NodeName, settled.Round(100*time.Millisecond))
-		if settled > burstSettle {
-			t.Errorf("%s settled %s after the last join exited: the bound is %s", c.NodeName, settled.Round(100*time.Millisecond), burstSettle)
+		t.Logf("%s lists every worker active and alive %s after the last join exited", c.NodeName, settled[i].Round(100*time.Millisecond))
+		if settled[i] > bound {
+			t.Errorf("%s settled %s after the last join exited: the bound is %s", c.NodeName, settled[i].Round(100*time.Millisecond), bound)
 		}
+	}
+	for _, c := range controls {
 		ns := c.Nodes(t)
 		names, ips := map[string]int{}, map[string]string{}
 		for _, x := range ns {
@@ -290,15 +288,41 @@ func checkBurst(t testing.TB, controls []*Node, joins []*burstJoin) {
 			}
 		}
 	}
+	return slices.Max(settled)
+}
+
+// burstAlive is nil when c lists every worker of joins active and alive in
+// gossip. Safe to call from any goroutine.
+func burstAlive(t testing.TB, c *Node, joins []*burstJoin) error {
+	var ns []apitype.Node
+	if err := c.CtlJSON(t.Context(), &ns, "nodes"); err != nil {
+		return err
+	}
+	for _, j := range joins {
+		found := false
+		for _, x := range ns {
+			if x.Name == j.w.NodeName {
+				found = true
+				if x.State != "active" || x.Gossip != "alive" {
+					return fmt.Errorf("%s is %s, gossip %s", x.Name, x.State, x.Gossip)
+				}
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s not listed", j.w.NodeName)
+		}
+	}
+	return nil
 }
 
 // burstSettle bounds how long after the last join exited every control
-// node must list every worker active and alive in gossip; each control
-// node's time is logged.
+// node must list every worker active and alive in gossip; the 50-join
+// bursts record the slowest control node's time (metric settle) for the
+// bench report, whose target it is too.
 const burstSettle = 10 * time.Second
 
 // burstWatch is how long checkBurst keeps watching a control node that
-// has not settled within burstSettle, so that a miss says by how much.
+// has not settled within its bound, so that a miss says by how much.
 const burstWatch = 90 * time.Second
 
 // from says where a join's token came from, for a failure's message.
@@ -464,7 +488,7 @@ func TestJoinBurst(t *testing.T) {
 	controls := controlCluster(t, n)
 	workers := burstWorkers(t, n, "b", 20)
 	joins := joinBurst(t, controls, workers, 60*time.Second)
-	checkBurst(t, controls, joins)
+	checkBurst(t, controls, joins, burstSettle)
 	checkBurstTokens(t, controls, joins)
 	t.Logf("20 concurrent joins through 3 control nodes: %s", statsOf(joins))
 }
@@ -549,7 +573,7 @@ func TestJoinBurst50(t *testing.T) {
 				logCount(t, append(controls, ws...), "Handshake message received"),
 				logCount(t, append(controls, ws...), "overlay reloaded"), phaseReport(joins))
 			recordBurst(t, timers, joins)
-			checkBurst(t, controls, joins)
+			recordSettle(t, timers, joins, checkBurst(t, controls, joins, burstSettle))
 			checkBurstTokens(t, controls, joins)
 			rounds = append(rounds, s)
 			if s.total > bound {

@@ -70,7 +70,7 @@ func TestKeyBurst50(t *testing.T) {
 			t.Logf("%d machines with one key file at once through 3 control nodes (timers: %s): %s\nwhere the joins spent their time:\n%s",
 				keyBurstMachines, timers, s, phaseReport(joins))
 			recordBurst(t, timers, joins)
-			checkKeyBurst(t, controls, joins, key.ID)
+			checkKeyBurst(t, timers, controls, joins, key.ID)
 			rounds = append(rounds, s)
 			if s.total > keyBurstTarget {
 				t.Logf("first start to last exit %s: the report's target is %s (missed)", s.total.Round(time.Millisecond), keyBurstTarget)
@@ -84,9 +84,10 @@ func TestKeyBurst50(t *testing.T) {
 
 // checkKeyBurst asserts what a key's burst leaves: each join that exited
 // 0 said the name the cluster gave it, web-1..web-N each once (the
-// machine's node is renamed to it for checkBurst); then checkBurst; and
-// the key's row used N times, 0 left, exhausted.
-func checkKeyBurst(t testing.TB, controls []*Node, joins []*burstJoin, keyID string) {
+// machine's node is renamed to it for checkBurst); then checkBurst, its
+// settle time recorded; and the key's row used N times, 0 left,
+// exhausted.
+func checkKeyBurst(t testing.TB, timers string, controls []*Node, joins []*burstJoin, keyID string) {
 	t.Helper()
 	var names []string
 	for _, j := range joins {
@@ -100,7 +101,7 @@ func checkKeyBurst(t testing.TB, controls []*Node, joins []*burstJoin, keyID str
 		j.w.NodeName = m[1]
 		names = append(names, m[1])
 	}
-	checkBurst(t, controls, joins)
+	recordSettle(t, timers, joins, checkBurst(t, controls, joins, burstSettle))
 	slices.Sort(names)
 	want := make([]string, len(joins))
 	for i := range want {

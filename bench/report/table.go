@@ -148,11 +148,15 @@ var rows = []row{
 	{what: "50 joins at once: joins not confirmed", name: "TestJoinBurst50", metric: "failed", target: "0", ok: eq(0)},
 	{what: "50 joins at once: per join, median", name: "TestJoinBurst50", metric: "join"},
 	{what: "50 joins at once: per join, p90", name: "TestJoinBurst50", metric: "join-p90"},
+	// Every worker alive in every control node's gossip after the last
+	// exit: e2e.burstSettle, which the tests assert too.
+	{what: "50 joins at once: last exit to every worker alive on every control node", name: "TestJoinBurst50", metric: "settle", target: "≤ 10 s", ok: le(10000)},
 	// Issue 31: the same burst with one key file (the cluster names each
 	// machine), the same targets.
 	{what: "50 machines with one key file at once: first start to last exit", name: "TestKeyBurst50", metric: "total", target: "≤ 10 s", ok: le(10000)},
 	{what: "50 machines with one key file at once: joins not confirmed", name: "TestKeyBurst50", metric: "failed", target: "0", ok: eq(0)},
 	{what: "50 machines with one key file at once: per join, median", name: "TestKeyBurst50", metric: "join"},
+	{what: "50 machines with one key file at once: last exit to every worker alive on every control node", name: "TestKeyBurst50", metric: "settle", target: "≤ 10 s", ok: le(10000)},
 	{what: "formation: nodes joined (n when all joins succeeded)", name: "TestFormation", metric: "joined", target: "n", okN: true},
 	{what: "formation: nodes seeing all n alive within 60 s of the last join", name: "TestFormation", metric: "seeing-all", target: "n", okN: true},
 	{what: "formation: first join to all alive everywhere", name: "TestFormation", metric: "formation"},
