@@ -5,7 +5,9 @@ package nebula
 
 import (
 	"bytes"
+	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula/header"
 )
 
@@ -29,10 +31,30 @@ func (hm *HandshakeManager) answered(initiatorIndex uint32, stage1 []byte) *Host
 	return hi
 }
 
+// stage2ResendGap is the least time between two stage 2 packets this
+// node sends for one tunnel. An initiator resends stage 1 every
+// try_interval × n; copies that reach a node closer together than this
+// were queued together (its socket, or the initiator's, is seconds
+// behind), and one answer serves them all: each further one would only
+// queue again behind the first. A lost stage 2 is answered again at the
+// next copy after the gap.
+const stage2ResendGap = 500 * time.Millisecond
+
 // ixResendStage2 sends existing's cached stage 2 back the way the repeated
 // stage 1 came (Nebula's ErrAlreadySeen answer, moved here so that the
-// early path and CheckAndComplete's share it).
+// early path and CheckAndComplete's share it), unless it sent one within
+// stage2ResendGap.
 func ixResendStage2(f *Interface, via ViaSender, existing *HostInfo) {
+	now := time.Now().UnixNano()
+	if last := existing.stage2Sent.Load(); last != 0 && now-last < int64(stage2ResendGap) {
+		if f.l.Level >= logrus.DebugLevel {
+			f.l.WithField("vpnAddrs", existing.vpnAddrs).WithField("from", via).
+				WithField("handshake", m{"stage": 2, "style": "ix_psk0"}).WithField("cached", true).
+				Debug("Handshake message not sent again so soon")
+		}
+		return
+	}
+	existing.stage2Sent.Store(now)
 	// Update remote if preferred
 	if existing.SetRemoteIfPreferred(f.hostMap, via) {
 		// Send a test packet to ensure the other side has also switched to

@@ -63,6 +63,10 @@ type HandshakeManager struct {
 
 	// can be used to trigger outbound handshake for the given vpnIp
 	trigger chan netip.Addr
+
+	// timedOut holds back new handshakes to peers whose last ones timed
+	// out (meshd patch, handshake_holdoff.go). Guarded by the mutex.
+	timedOut map[netip.Addr]*hsHoldoff
 }
 
 type HandshakeHostInfo struct {
@@ -74,6 +78,7 @@ type HandshakeHostInfo struct {
 	counter                   int64            // How many attempts have we made so far
 	lastRemotes               []netip.AddrPort // Remotes that we sent to during the previous attempt
 	packetStore               []*cachedPacket  // A set of packets to be transmitted once the handshake completes
+	notBefore                 time.Time        // meshd patch: no first packet before this (handshake_holdoff.go)
 
 	hostinfo *HostInfo
 }
@@ -112,6 +117,7 @@ func NewHandshakeManager(l *logrus.Logger, mainHostMap *HostMap, lightHouse *Lig
 		outside:                outside,
 		config:                 config,
 		trigger:                make(chan netip.Addr, config.triggerBuffer),
+		timedOut:               map[netip.Addr]*hsHoldoff{},
 		OutboundHandshakeTimer: NewLockingTimerWheel[netip.Addr](config.tryInterval, hsTimeout(config.retries, config.tryInterval)),
 		messageMetrics:         config.messageMetrics,
 		metricInitiated:        metrics.GetOrRegisterCounter("handshake_manager.initiated", nil),
@@ -190,7 +196,17 @@ func (hm *HandshakeManager) handleOutbound(vpnIp netip.Addr, lighthouseTriggered
 			WithField("durationNs", time.Since(hh.startTime).Nanoseconds()).
 			Info("Handshake timed out")
 		hm.metricTimedOut.Inc(1)
+		hm.noteTimedOut(vpnIp, time.Now()) // meshd patch
 		hm.DeleteHostInfo(hostinfo)
+		return
+	}
+
+	// meshd patch: a lighthouse reply does not cut a holdoff short; the
+	// timer sends the first packet when it ends.
+	if wait := time.Until(hh.notBefore); hh.counter == 0 && wait > 0 {
+		if !lighthouseTriggered {
+			hm.OutboundHandshakeTimer.Add(vpnIp, wait)
+		}
 		return
 	}
 
@@ -457,13 +473,16 @@ func (hm *HandshakeManager) StartHandshake(vpnAddr netip.Addr, cacheCb func(*Han
 		},
 	}
 
+	now := time.Now()
+	holdoff := hm.holdoff(vpnAddr, now) // meshd patch
 	hh := &HandshakeHostInfo{
 		hostinfo:  hostinfo,
-		startTime: time.Now(),
+		startTime: now,
+		notBefore: now.Add(holdoff),
 	}
 	hm.vpnIps[vpnAddr] = hh
 	hm.metricInitiated.Inc(1)
-	hm.OutboundHandshakeTimer.Add(vpnAddr, hm.config.tryInterval)
+	hm.OutboundHandshakeTimer.Add(vpnAddr, max(hm.config.tryInterval, holdoff))
 
 	if cacheCb != nil {
 		cacheCb(hh)
@@ -477,7 +496,7 @@ func (hm *HandshakeManager) StartHandshake(vpnAddr netip.Addr, cacheCb func(*Han
 		doTrigger = hm.lightHouse.addCalculatedRemotes(vpnAddr)
 	}
 
-	if doTrigger {
+	if doTrigger && holdoff == 0 {
 		select {
 		case hm.trigger <- vpnAddr:
 		default:
@@ -555,6 +574,7 @@ func (hm *HandshakeManager) CheckAndComplete(hostinfo *HostInfo, handshakePacket
 	}
 
 	hm.mainHostMap.unlockedAddHostInfo(hostinfo, f)
+	hm.clearTimedOut(hostinfo.vpnAddrs) // meshd patch
 	return existingHostInfo, nil
 }
 
@@ -579,6 +599,7 @@ func (hm *HandshakeManager) Complete(hostinfo *HostInfo, f *Interface) {
 	// We need to remove from the pending hostmap first to avoid undoing work when after to the main hostmap.
 	hm.unlockedDeleteHostInfo(hostinfo)
 	hm.mainHostMap.unlockedAddHostInfo(hostinfo, f)
+	hm.clearTimedOut(hostinfo.vpnAddrs) // meshd patch
 }
 
 // allocateIndex generates a unique localIndexId for this HostInfo
