@@ -21,12 +21,12 @@ import (
 
 // TestRepeatedStage1AnsweredFromCache: a Nebula stage 1 that arrives again
 // (its initiator resent it while the answer was queued) is answered with
-// the very bytes of the first answer, at most once per resend gap, and
-// only the first copy is processed: the copies never reach the
+// the very bytes of the first answer, at most once per resend gap and
+// path, and only the first copy is processed: the copies never reach the
 // certificate check and the Noise message that CheckAndComplete would
 // discard (third_party/nebula's patch, PATCHES.md). A copy within the gap
-// gets no answer; a different stage 1 from the same peer is processed in
-// full. Without the patch every copy logs "Handshake message received".
+// gets no answer unless it came from another address; a different stage
+// 1 from the same peer is processed in full. Without the patch every copy logs "Handshake message received".
 func TestRepeatedStage1AnsweredFromCache(t *testing.T) {
 	skipUnderRace(t)
 	ca := testCA(t)
@@ -64,14 +64,24 @@ func TestRepeatedStage1AnsweredFromCache(t *testing.T) {
 	if !bytes.Equal(again, answer) {
 		t.Fatal("a copy after the resend gap was answered with other bytes than the first copy's stage 2")
 	}
+	// A copy that comes another way (an initiator tries every address it
+	// knows) is answered at once.
+	other, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if a := exchange(t, other, first, 5*time.Second); a == nil || !bytes.Equal(a, answer) {
+		t.Fatal("a copy from another address within the gap was not answered with the first copy's stage 2")
+	}
 	if got := seen.received(); got != 1 {
 		t.Fatalf("%d copies of one stage 1 went through the full handshake, want 1", got)
 	}
 	// Nebula logs a cached answer after sending it.
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if !waitFor(ctx, func() bool { return seen.cached() == 1 }) {
-		t.Fatalf("%d cached stage 2 logged, want 1", seen.cached())
+	if !waitFor(ctx, func() bool { return seen.cached() == 2 }) {
+		t.Fatalf("%d cached stage 2 logged, want 2", seen.cached())
 	}
 
 	second := exchange(t, conn, stage1(t, peerCert, peerKey, 7002), 5*time.Second)

@@ -5,6 +5,7 @@ package nebula
 
 import (
 	"bytes"
+	"net/netip"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -32,21 +33,45 @@ func (hm *HandshakeManager) answered(initiatorIndex uint32, stage1 []byte) *Host
 }
 
 // stage2ResendGap is the least time between two stage 2 packets this
-// node sends for one tunnel. An initiator resends stage 1 every
-// try_interval × n; copies that reach a node closer together than this
-// were queued together (its socket, or the initiator's, is seconds
-// behind), and one answer serves them all: each further one would only
-// queue again behind the first. A lost stage 2 is answered again at the
-// next copy after the gap.
+// node sends for one tunnel the same way. An initiator resends stage 1
+// every try_interval × n; copies that reach a node closer together than
+// this by one path were queued together (its socket, or the initiator's,
+// is seconds behind), and one answer serves them all: each further one
+// would only queue again behind the first. A lost stage 2 is answered
+// again at the next copy after the gap; a copy that came another way (an
+// initiator tries every address it knows) is answered at once.
 const stage2ResendGap = 500 * time.Millisecond
+
+// stage2Resend is the last stage 2 a tunnel's responder sent: when, and
+// which way (viaKey).
+type stage2Resend struct {
+	at time.Time
+	to netip.AddrPort
+}
+
+// viaKey names the way a packet came: the sender's UDP address, or for a
+// relayed packet the relay's overlay address (port 0).
+func viaKey(via ViaSender) netip.AddrPort {
+	if via.IsRelayed && via.relayHI != nil && len(via.relayHI.vpnAddrs) > 0 {
+		return netip.AddrPortFrom(via.relayHI.vpnAddrs[0], 0)
+	}
+	return via.UdpAddr
+}
 
 // ixResendStage2 sends existing's cached stage 2 back the way the repeated
 // stage 1 came (Nebula's ErrAlreadySeen answer, moved here so that the
-// early path and CheckAndComplete's share it), unless it sent one within
-// stage2ResendGap.
+// early path and CheckAndComplete's share it), unless it sent one the same
+// way within stage2ResendGap.
 func ixResendStage2(f *Interface, via ViaSender, existing *HostInfo) {
-	now := time.Now().UnixNano()
-	if last := existing.stage2Sent.Load(); last != 0 && now-last < int64(stage2ResendGap) {
+	// Update remote if preferred
+	if existing.SetRemoteIfPreferred(f.hostMap, via) {
+		// Send a test packet to ensure the other side has also switched to
+		// the preferred remote
+		f.SendMessageToVpnAddr(header.Test, header.TestRequest, existing.vpnAddrs[0], []byte(""), make([]byte, 12, 12), make([]byte, mtu))
+	}
+
+	now, to := time.Now(), viaKey(via)
+	if last := existing.stage2Sent.Load(); last != nil && last.to == to && now.Sub(last.at) < stage2ResendGap {
 		if f.l.Level >= logrus.DebugLevel {
 			f.l.WithField("vpnAddrs", existing.vpnAddrs).WithField("from", via).
 				WithField("handshake", m{"stage": 2, "style": "ix_psk0"}).WithField("cached", true).
@@ -54,13 +79,7 @@ func ixResendStage2(f *Interface, via ViaSender, existing *HostInfo) {
 		}
 		return
 	}
-	existing.stage2Sent.Store(now)
-	// Update remote if preferred
-	if existing.SetRemoteIfPreferred(f.hostMap, via) {
-		// Send a test packet to ensure the other side has also switched to
-		// the preferred remote
-		f.SendMessageToVpnAddr(header.Test, header.TestRequest, existing.vpnAddrs[0], []byte(""), make([]byte, 12, 12), make([]byte, mtu))
-	}
+	existing.stage2Sent.Store(&stage2Resend{at: now, to: to})
 
 	msg := existing.HandshakePacket[2]
 	f.messageMetrics.Tx(header.Handshake, header.MessageSubType(msg[1]), 1)

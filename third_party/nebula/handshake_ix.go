@@ -351,7 +351,7 @@ func ixHandshakeStage1(f *Interface, via ViaSender, packet []byte, h *header.H) 
 	}
 	hostinfo.buildNetworks(f.myVpnNetworksTable, remoteCert.Certificate)
 
-	hostinfo.stage2Sent.Store(time.Now().UnixNano()) // meshd patch: sent below unless this fails
+	hostinfo.stage2Sent.Store(&stage2Resend{at: time.Now(), to: viaKey(via)}) // meshd patch: sent below unless this fails
 	existing, err := f.handshakeManager.CheckAndComplete(hostinfo, 0, f)
 	if err != nil {
 		switch err {
