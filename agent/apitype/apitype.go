@@ -104,6 +104,10 @@ type Status struct {
 	Raft      string `json:"raft,omitempty"` // leader, voter, nonvoter, none
 	Leader    string `json:"leader,omitempty"`
 	RaftTerm  uint64 `json:"raft_term,omitempty"` // changes with every election
+	// RaftApplied is the raft index this control node's state is at: the
+	// index a worker's watch names (docs/architecture.md, "How changes
+	// reach workers").
+	RaftApplied uint64 `json:"raft_applied,omitempty"`
 	// CertExpires is the earlier of the TLS leaf's and the Nebula host
 	// certificate's expiry; CertExpiresOf says which ("tls" or "nebula").
 	CertExpires    time.Time `json:"cert_expires,omitzero"`

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -100,23 +101,56 @@ func (c *Client) Call(ctx context.Context, addr, path string, forwarded bool, in
 		return fmt.Errorf("%w: %s: %v", ErrUnreachable, addr, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		var e ErrorBody
-		if json.Unmarshal(raw, &e) != nil || e.ErrCode == "" {
-			return fmt.Errorf("%s answered %s", addr, resp.Status)
-		}
-		if e.IPTaken {
-			return enroll.ErrIPTaken
-		}
-		detail := e.Detail
-		if detail == "" {
-			detail = e.Cause
-		}
-		return codes.Wrap(e.ErrCode, fmt.Errorf("%s: %s", addr, detail))
+		return answered(addr, resp.Status, raw)
 	}
 	if out == nil {
 		return nil
 	}
 	return json.Unmarshal(raw, out)
+}
+
+// answered is the error a control node's failed answer carried.
+func answered(addr, status string, raw []byte) error {
+	var e ErrorBody
+	if json.Unmarshal(raw, &e) != nil || e.ErrCode == "" {
+		return fmt.Errorf("%s answered %s", addr, status)
+	}
+	if e.IPTaken {
+		return enroll.ErrIPTaken
+	}
+	detail := e.Detail
+	if detail == "" {
+		detail = e.Cause
+	}
+	return codes.Wrap(e.ErrCode, fmt.Errorf("%s: %s", addr, detail))
+}
+
+// Stream GETs path from the control node at addr and hands back the body
+// of a 200 answer, for the caller to read until it ends (ctx ends it
+// sooner); any other answer is the coded error it carried, a transport
+// failure wraps ErrUnreachable. The watch stream (watch.go) is read so.
+func (c *Client) Stream(ctx context.Context, addr, path string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return nil, answered(addr, resp.Status, raw)
+	}
+	return resp.Body, nil
+}
+
+// Dial opens the client's connections: a test's simulated nodes bind
+// their own loopback addresses with it (port 7300 bounds the connections
+// of one source address). Set it before the first call.
+func (c *Client) Dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	c.http.Transport.(*http.Transport).DialContext = dial
 }
 
 // AskSeeds GETs path from seeds, in order, until one answers; none

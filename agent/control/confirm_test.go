@@ -31,7 +31,7 @@ func TestGateJoiningNode(t *testing.T) {
 	t.Cleanup(cl.CloseIdle)
 	// This test's own list of the routes a join needs.
 	// The CA bundle: a CA rotation may begin while a node joins.
-	joinNeeds := map[string]bool{PathNodes: true, PathRevocations: true, PathGossipKeys: true, PathCABundle: true,
+	joinNeeds := map[string]bool{PathNodes: true, PathWatch: true, PathRevocations: true, PathGossipKeys: true, PathCABundle: true,
 		PathRaftJoin: true, PathRaftStats: true, PathIndex: true, PathConfirm: true, PathLeft: true}
 	for _, rt := range Routes() {
 		if !containsRole(rt.Roles, pki.RoleWorker) || rt.Path == PathConfirm || rt.Path == PathLeft {

@@ -17,5 +17,6 @@
 // follower forwarding a write).
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/raftnode,
-// agent/state, codes, crash, enroll and pki; nothing else of meshd.
+// agent/state, agent/watch, codes, crash, enroll and pki; nothing else of
+// meshd.
 package control

@@ -173,6 +173,7 @@ type testCluster struct {
 	keyStep   time.Duration // every member's KeyStepTimeout (0: the default)
 	joinBound time.Duration // every member's JoinBound (0: the default)
 	ephemeral time.Duration // every member's EphemeralAfter (0: the default)
+	tombs     int           // every member's WatchTombstones (0: the default)
 	tlsKeys   sync.Map      // node name -> its TLS private key (PEM), to sign what it states (pki.Attest)
 	// nows are members' clocks by name (Deps.Now), set before start;
 	// time.Now for a member not in it.
@@ -292,7 +293,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		}
 	})
 	p := New(Config{NodeID: "id-" + name, Name: name, PromoteTimeout: c.promote, NebulaLifetime: time.Hour,
-		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, EphemeralAfter: c.ephemeral, CADir: caDir, BackupWorkFactor: testWorkFactor},
+		KeyStepTimeout: c.keyStep, JoinBound: c.joinBound, EphemeralAfter: c.ephemeral, WatchTombstones: c.tombs, CADir: caDir, BackupWorkFactor: testWorkFactor},
 		node, ca, client, Deps{Log: slog.New(logs), Hooks: h.hooks(), Now: c.nows[name]})
 	apiTLS, err := pki.LiveServerTLSConfig(live)
 	if err != nil {

@@ -118,7 +118,7 @@ func mayLag(fsm *state.FSM, leaf *x509.Certificate, err error) bool {
 // raft join and read index (a control node), its confirmation, and leave.
 func servedToJoining(rt Route) bool {
 	switch rt.Path {
-	case PathNodes, PathRevocations, PathGossipKeys, PathCABundle, PathRaftJoin, PathRaftStats, PathIndex, PathConfirm, PathLeft:
+	case PathNodes, PathWatch, PathRevocations, PathGossipKeys, PathCABundle, PathRaftJoin, PathRaftStats, PathIndex, PathConfirm, PathLeft:
 		return true
 	}
 	return false

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/raftnode"
+	"github.com/meshd/meshd/agent/watch"
 	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
@@ -50,6 +51,10 @@ type Config struct {
 	// failed or left before the leader removes and forgets it
 	// (ephemeral.go); zero means DefaultEphemeralAfter.
 	EphemeralAfter time.Duration
+	// WatchTombstones is how many deletions the watch table remembers
+	// (zero: watch.DefaultTombstones); a worker further behind gets the
+	// whole table (watch.go).
+	WatchTombstones int
 	// CADir is where this node keeps the CA keys when it holds them (or
 	// receives them in a custody move): <state>/ca.
 	CADir string
@@ -135,6 +140,7 @@ type Plane struct {
 	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
 	watch    sync.WaitGroup // watchNodes, watchJoins, watchEphemeral
 	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
+	table    *watch.Table   // what workers copy, by the index that changed it (watch.go)
 
 	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
 }
@@ -199,7 +205,7 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 		}
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
-		conns: newConnSet(), stop: make(chan struct{})}
+		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones)}
 	p.setCA(ca)
 	if raft == nil {
 		return p
@@ -207,10 +213,14 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	// From here the raft port admits only members (connections accepted
 	// since raft opened are judged now too).
 	raft.SetPeerCheck(p.raftPeer)
-	p.watch.Add(3)
+	p.watch.Add(4)
 	go func() {
 		defer p.watch.Done()
 		p.watchNodes(p.stop)
+	}()
+	go func() {
+		defer p.watch.Done()
+		p.watchTable(p.stop)
 	}()
 	bound, window, now := cfg.joinBound(), cfg.ephemeralAfter(), d.Now
 	go func() {

@@ -47,6 +47,7 @@ type Route struct {
 // Adding a route means a row here and its handler.
 var routes = []Route{
 	{"GET", PathNodes, anyMember, "the node list, for a worker's `meshctl nodes`", (*Plane).handleNodes},
+	{"GET", PathWatch, anyMember, "the changes a worker copies, since the index it names: a stream, or one change after a read index with strict=1 (watch.go)", (*Plane).handleWatch},
 	{"GET", PathRevocations, anyMember, "what every Nebula must block", (*Plane).handleRevocations},
 	{"GET", PathGossipKeys, anyMember, "the gossip keyring, for an active member", (*Plane).handleGossipKeys},
 	{"GET", PathNebulaCert, anyMember, "the caller's current (renewed) Nebula host cert", (*Plane).handleNebulaCert},

@@ -112,7 +112,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	s.Raft = string(raftnode.None)
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
-		s.Raft, s.RaftTerm = string(r.RoleOf(f.NodeID)), r.Term()
+		s.Raft, s.RaftTerm, s.RaftApplied = string(r.RoleOf(f.NodeID)), r.Term(), r.FSM().Index()
 		s.Approvals = rt.ctl.WaitingApprovals()
 		if c, ok := r.FSM().Cluster(); ok {
 			s.CAHolder = c.CAHolder == f.NodeID

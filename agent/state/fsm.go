@@ -29,6 +29,9 @@ type FSM struct {
 	// changed is signalled (never blocking Apply) after a command that
 	// changed node records was applied, and after a restore.
 	changed chan struct{}
+	// applied is signalled like changed, after every command applied
+	// (refused ones too: the index moved) and after a restore.
+	applied chan struct{}
 	// nodes is the node records sorted as Nodes returns them, built by
 	// the first Nodes after a change and shared by every Nodes until the
 	// next: nil after each applied command and restore. A control node
@@ -42,7 +45,7 @@ var _ raft.FSM = (*FSM)(nil)
 
 // New returns an FSM with no cluster.
 func New() *FSM {
-	f := &FSM{changed: make(chan struct{}, 1)}
+	f := &FSM{changed: make(chan struct{}, 1), applied: make(chan struct{}, 1)}
 	f.s.normalise()
 	return f
 }
@@ -58,6 +61,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer poke(f.applied)
 	defer f.index.Store(max(f.index.Load(), l.Index))
 	err = f.s.apply(c) // a Tracked command applies the one it carries, once per request id
 	if err == nil {
@@ -76,9 +80,17 @@ func (f *FSM) Apply(l *raft.Log) any {
 // waits for a reader; the state itself does not depend on it.
 func (f *FSM) NodesChanged() <-chan struct{} { return f.changed }
 
-func (f *FSM) signal() {
+func (f *FSM) signal() { poke(f.changed) }
+
+// Applied is signalled after every command raft applied (the index
+// moved, whether or not the command changed anything) and after a
+// restore, holding at most one pending signal like NodesChanged: the
+// watch table (agent/control/watch.go) follows the index by it.
+func (f *FSM) Applied() <-chan struct{} { return f.applied }
+
+func poke(c chan struct{}) {
 	select {
-	case f.changed <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -128,6 +140,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.nodes.Store(nil)
 	f.index.Store(s.Index)
 	f.signal()
+	poke(f.applied)
 	return nil
 }
 

@@ -1,0 +1,302 @@
+package control
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/watch"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// How changes reach workers (issue 32, docs/architecture.md): each
+// control node keeps a watch.Table of what a worker copies from raft,
+// rebuilt from its FSM after raft applies (watchTable), and serves it on
+// GET /v1/watch: a stream of changes since the index the worker names,
+// one JSON line each (watch.Change), the first as soon as the table is
+// past that index, then one per change and a heartbeat between. A worker
+// new to the cluster (index 0), or behind the table's floor, gets the
+// whole table once; every later line carries only what changed. With
+// `strict=1` the answer is one line after a read index through the
+// leader: what a worker asks when told of a change its stream has not
+// brought.
+
+// PathWatch is the watch stream (and, with StrictQuery, the one-shot
+// strict change).
+const PathWatch = "/v1/watch"
+
+// The sections of the watch table: what a worker copies.
+const (
+	SectionNodes   = "nodes"   // node id → watchRecord
+	SectionRevoked = "revoked" // watch.Seq(i) → the i-th revoked fingerprint (the list only grows; its length is its version)
+	SectionKeys    = "keys"    // keyKeys → GossipKeys (members only: the stream ends when the caller stops being one)
+	SectionCA      = "ca"      // keyCA → CABundle
+	keyKeys        = "ring"
+	keyCA          = "bundle"
+)
+
+// watchHeartbeat spaces the lines of a stream with no change; a worker
+// that hears nothing for WatchSilence ends the stream and asks another
+// control node.
+const (
+	watchHeartbeat = 10 * time.Second
+	WatchSilence   = 25 * time.Second
+)
+
+// watchLeaderless is how long a control node with no raft leader keeps a
+// stream: longer than an election, so a leader change does not move
+// every worker, short enough that a worker behind a cut-off control node
+// moves to one that hears the cluster.
+const watchLeaderless = 5 * time.Second
+
+// watchGapMin is the least time between two rebuilds of the table; a
+// rebuild waits at least twice as long as the last one took, so a burst
+// of raft commands at 10,000 records costs a bounded share of a core.
+const watchGapMin = 20 * time.Millisecond
+
+// watchRecord is a node's record in the watch table: what a worker
+// decides with (peers, lighthouses, relays, control nodes, names), each
+// field omitted when empty. A departed node's record carries its name,
+// id and state only; a worker's carries no TLS leaf (workers check only
+// control nodes' leaves).
+type watchRecord struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id,omitempty"`
+	Role       string   `json:"role,omitempty"`
+	State      string   `json:"state"`
+	OverlayIP  string   `json:"ip,omitempty"`
+	Underlay   string   `json:"ul,omitempty"`
+	SeenFrom   string   `json:"seen,omitempty"`
+	Relay      bool     `json:"relay,omitempty"`
+	Ephemeral  bool     `json:"eph,omitempty"`
+	Groups     []string `json:"groups,omitempty"`
+	NebulaPort int      `json:"np,omitempty"`
+	EnrollAddr string   `json:"ea,omitempty"`
+	SerfAddr   string   `json:"sa,omitempty"`
+	TLSFP      string   `json:"tls,omitempty"`
+	PrevTLSFP  string   `json:"ptls,omitempty"`
+	TLSKey     []byte   `json:"tlskey,omitempty"`
+}
+
+func recordOf(n state.Node) watchRecord {
+	if n.State.Former() {
+		return watchRecord{Name: n.Name, State: string(n.State)}
+	}
+	r := watchRecord{Name: n.Name, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,
+		SeenFrom: n.SeenFrom, Relay: n.Relay, Ephemeral: n.Ephemeral, Groups: n.Groups,
+		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
+	if n.OverlayIP.IsValid() {
+		r.OverlayIP = n.OverlayIP.String()
+	}
+	if n.Role == pki.RoleControl {
+		r.TLSFP, r.PrevTLSFP, r.TLSKey = n.TLSFingerprint, n.PrevTLSFingerprint, n.TLSPublicKey
+	}
+	return r
+}
+
+// WatchedRecord decodes a node record of the watch table (id is its key)
+// into the NodeRecord a worker's node list holds.
+func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
+	var w watchRecord
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return NodeRecord{}, fmt.Errorf("node record %s: %w", id, err)
+	}
+	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: w.Role, State: w.State, OverlayIP: w.OverlayIP,
+		Underlay: w.Underlay, SeenFrom: w.SeenFrom, BehindNAT: apitype.NATBehind(w.Underlay, w.SeenFrom),
+		Relay: w.Relay, Ephemeral: w.Ephemeral, Groups: w.Groups},
+		NebulaPort: w.NebulaPort, EnrollAddr: w.EnrollAddr, SerfAddr: w.SerfAddr,
+		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey}
+	return r, nil
+}
+
+// watchState is the table's content from the FSM as it is now.
+func (p *Plane) watchState() map[string]map[string]json.RawMessage {
+	fsm := p.raft.FSM()
+	nodes := map[string]json.RawMessage{}
+	for _, n := range fsm.Nodes() {
+		nodes[n.ID] = mustJSON(recordOf(n))
+	}
+	revoked := map[string]json.RawMessage{}
+	for i, r := range fsm.Revocations() {
+		revoked[watch.Seq(i)] = mustJSON(r.Fingerprint)
+	}
+	st := map[string]map[string]json.RawMessage{SectionNodes: nodes, SectionRevoked: revoked,
+		SectionKeys: {}, SectionCA: {}}
+	if cl, ok := fsm.Cluster(); ok {
+		if len(cl.GossipKeys) > 0 {
+			st[SectionKeys][keyKeys] = mustJSON(GossipKeys{Keys: cl.GossipKeys, Rotated: cl.GossipKeysRotated})
+		}
+		st[SectionCA][keyCA] = mustJSON(BundleOf(cl))
+	}
+	return st
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil { // records, strings and byte slices always encode
+		panic(err)
+	}
+	return b
+}
+
+// refreshTable brings the table to the FSM's state, read as of one
+// index: the read is taken again if raft applied while it ran, so no
+// item is ever stamped with an index its state does not hold.
+func (p *Plane) refreshTable() {
+	fsm := p.raft.FSM()
+	for {
+		index := fsm.Index()
+		st := p.watchState()
+		if fsm.Index() == index {
+			p.table.Update(index, st)
+			return
+		}
+	}
+}
+
+// watchTable keeps the table in line with the FSM until stop: once at
+// the start, then after raft applies, at most once per gap.
+func (p *Plane) watchTable(stop <-chan struct{}) {
+	applied := p.raft.FSM().Applied()
+	for {
+		start := time.Now()
+		p.refreshTable()
+		gap := max(watchGapMin, 2*time.Since(start))
+		select {
+		case <-stop:
+			return
+		case <-time.After(gap):
+		}
+		select {
+		case <-stop:
+			return
+		case <-applied:
+		}
+	}
+}
+
+// WatchTable is this node's table (tests and the scale harness read it).
+func (p *Plane) WatchTable() *watch.Table { return p.table }
+
+// handleWatch serves a member the watch stream, or with strict=1 one
+// change after a read index. The caller is judged again before each line:
+// a node that stops being a member (removed, left, forgotten, or renewed
+// onto a leaf its connection does not hold) gets no further line, the
+// gossip keys included.
+func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
+	since, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if err != nil {
+		writeError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("watch: index %q is not a raft index", r.URL.Query().Get("index"))))
+		return
+	}
+	leaf := r.TLS.PeerCertificates[0]
+	if r.URL.Query().Has("strict") {
+		p.watchOnce(w, r, since)
+		return
+	}
+	if err := p.watchReady(r.Context(), p.raft.FSM().Index()); err != nil {
+		writeError(w, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	quiet, leaderless := time.Duration(0), time.Duration(0)
+	sent := false
+	for {
+		if err := p.stillWatching(leaf); err != nil {
+			p.log.Info("ended a watch: the caller is no longer a member", "code", codes.NotMember, "node", c.Name, "err", err)
+			return
+		}
+		line, ch, next := p.table.Encoded(since)
+		if ch.Index > since || ch.Full || !sent || quiet >= watchHeartbeat {
+			_ = rc.SetWriteDeadline(time.Now().Add(WatchSilence))
+			if _, err := w.Write(line); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+			since, sent, quiet = max(since, ch.Index), true, 0
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-next:
+		case <-tick.C:
+			quiet += time.Second
+			if p.raft.LeaderID() == "" {
+				leaderless += time.Second
+			} else {
+				leaderless = 0
+			}
+			if leaderless >= watchLeaderless {
+				p.log.Debug("ended a watch: no raft leader", "node", c.Name, "for", leaderless)
+				return
+			}
+		}
+	}
+}
+
+// watchReady waits (within the request's bound) for the table to hold
+// the FSM's state at index: a stream's first line carries what this node
+// had applied when it was asked.
+func (p *Plane) watchReady(ctx context.Context, index uint64) error {
+	for {
+		_, ch, next := p.table.Encoded(index) // cheap: nothing since index, or the table is behind
+		if ch.Index >= index && (index > 0 || ch.Index > 0) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return codes.Wrap(codes.NoLeader, fmt.Errorf("watch: this control node's table did not reach index %d", index))
+		case <-next:
+		}
+	}
+}
+
+// watchOnce answers one change after a strict read: the table holds at
+// least what the leader had committed when the call arrived.
+func (p *Plane) watchOnce(w http.ResponseWriter, r *http.Request, since uint64) {
+	if err := p.strictRead(r.Context()); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), strictReadWait)
+	defer cancel()
+	if err := p.watchReady(ctx, p.raft.FSM().Index()); err != nil {
+		writeError(w, err)
+		return
+	}
+	line, _, _ := p.table.Encoded(since)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(line)
+}
+
+// stillWatching is the check before each line of a stream: the caller's
+// leaf still belongs to an active or joining member.
+func (p *Plane) stillWatching(leaf *x509.Certificate) error {
+	_, err := judgeLeaf(p.raft.FSM(), leaf)
+	return err
+}
+
+// Gone is the ids of the departed nodes of a node list: with the
+// revoked fingerprints, what every Nebula refuses (Revocations).
+func Gone(list []NodeRecord) []string {
+	var out []string
+	for _, r := range list {
+		if r.StateOf().Former() {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}

@@ -1,0 +1,235 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/agent/watch"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/pki/pkitest"
+)
+
+// watchStream is one open GET /v1/watch, its lines decoded as they come.
+type watchStream struct {
+	lines chan watch.Change
+	ended chan error // the read's end (nil on a clean EOF)
+	stop  context.CancelFunc
+}
+
+func openWatch(t *testing.T, cl *Client, addr string, since uint64) *watchStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	body, err := cl.Stream(ctx, addr, PathWatch+"?index="+strconv.FormatUint(since, 10))
+	if err != nil {
+		cancel()
+		t.Fatalf("watch from %d: %v", since, err)
+	}
+	w := &watchStream{lines: make(chan watch.Change, 100), ended: make(chan error, 1), stop: cancel}
+	go func() {
+		defer body.Close()
+		w.ended <- watch.ReadStream(body, func(ch watch.Change, _ int) error {
+			w.lines <- ch
+			return nil
+		})
+	}()
+	t.Cleanup(cancel)
+	return w
+}
+
+// next is the stream's next line that carries something.
+func (w *watchStream) next(t *testing.T) watch.Change {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ch := <-w.lines:
+			if !ch.Empty() {
+				return ch
+			}
+		case err := <-w.ended:
+			t.Fatalf("the watch ended: %v", err)
+		case <-deadline:
+			t.Fatal("no change on the watch within 10s")
+		}
+	}
+}
+
+// until applies the stream's lines to c until cond holds.
+func (w *watchStream) until(t *testing.T, c *watch.Copy, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		c.Apply(w.next(t))
+	}
+	_ = what
+}
+
+func nodeState(c *watch.Copy, id string) string {
+	raw, ok := c.Item(SectionNodes, id)
+	if !ok {
+		return ""
+	}
+	r, err := WatchedRecord(id, raw)
+	if err != nil {
+		return "undecodable"
+	}
+	return r.State
+}
+
+// tableSettled waits for m's watch table to hold its FSM's state.
+func tableSettled(t *testing.T, m *member) {
+	t.Helper()
+	waitFor(t, 5*time.Second, m.name+"'s watch table at its FSM's index", func() bool {
+		i, _ := m.p.WatchTable().Index()
+		return i >= m.p.Raft().FSM().Index()
+	})
+}
+
+// TestWatchCatchUp is issue 32's "a worker that missed changes while
+// partitioned catches up from its index, and one that fell past
+// compaction takes a full list": a worker's stream cut off (its index
+// kept) while a node is removed and another admitted gets, on its next
+// stream, only those two records and the new revocations; one cut off
+// while more ephemeral nodes were forgotten than the table keeps
+// tombstones for gets the whole table, and ends up holding exactly what a
+// new worker holds.
+func TestWatchCatchUp(t *testing.T) {
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: 3 * time.Second, tombs: 2}
+	origin := c.bootstrap(t, nil)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	c.admitLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	w2 := c.admitWorker(t, origin, "w2", false)
+	w3 := c.admitWorker(t, origin, "w3", false)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+
+	var held watch.Copy
+	s := openWatch(t, cl, origin.addr, 0)
+	first := s.next(t)
+	if !first.Full || len(first.Put[SectionNodes]) != 4 || len(first.Put[SectionKeys]) != 1 || len(first.Put[SectionCA]) != 1 {
+		t.Fatalf("first contact: full %v, %d nodes, keys %d, CA %d; want the whole table (4 nodes, keys, CA)",
+			first.Full, len(first.Put[SectionNodes]), len(first.Put[SectionKeys]), len(first.Put[SectionCA]))
+	}
+	held.Apply(first)
+	s.stop() // cut off, index kept
+	cutAt := held.Index()
+
+	if _, err := origin.p.remove(within(t, 10*time.Second), "w2", "test"); err != nil {
+		t.Fatal(err)
+	}
+	w4 := c.admitWorker(t, origin, "w4", false)
+	s = openWatch(t, cl, origin.addr, cutAt)
+	d := s.next(t)
+	if d.Full {
+		t.Fatal("a worker back from a cut got the whole table; want what changed since its index")
+	}
+	if got := slices.Sorted(maps.Keys(d.Put[SectionNodes])); !slices.Equal(got, []string{w2.ID, w4.ID}) {
+		w3was, _ := held.Item(SectionNodes, w3.ID)
+		t.Fatalf("records in the catch-up: %v, want only w2 (removed) and w4 (admitted); w3 was %s now %s", got, w3was, d.Put[SectionNodes][w3.ID])
+	}
+	// The keyring comes along only if it changed (a removal rotates it
+	// when the departed node is owed one); the CA bundles did not change.
+	heldKeys, _ := held.Item(SectionKeys, keyKeys)
+	cl0, _ := origin.p.Raft().FSM().Cluster()
+	rotated := string(heldKeys) != string(mustJSON(GossipKeys{Keys: cl0.GossipKeys, Rotated: cl0.GossipKeysRotated}))
+	if len(d.Put[SectionRevoked]) == 0 || (len(d.Put[SectionKeys]) == 1) != rotated || len(d.Put[SectionCA]) != 0 {
+		t.Fatalf("catch-up: %d revocations, keys %d (rotated since: %v), CA %d; want w2's revocations, and the keys only if rotated",
+			len(d.Put[SectionRevoked]), len(d.Put[SectionKeys]), rotated, len(d.Put[SectionCA]))
+	}
+	held.Apply(d)
+	s.until(t, &held, "w4 active", func() bool { return nodeState(&held, w4.ID) == string(state.NodeActive) })
+	if nodeState(&held, w2.ID) != string(state.NodeRemoved) {
+		t.Fatalf("w2 is %q in the caught-up copy", nodeState(&held, w2.ID))
+	}
+	s.stop()
+	cutAt = held.Index()
+
+	// Past compaction: three ephemeral nodes forgotten, with two
+	// tombstones kept.
+	for _, name := range []string{"e1", "e2", "e3"} {
+		n := c.admitWorker(t, origin, name, true)
+		tableSettled(t, origin) // the table holds the record it then deletes
+		ctx := within(t, 5*time.Second)
+		if err := origin.p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: time.Now(), Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := origin.p.Write(ctx, &state.ForgetNode{NodeID: n.ID, At: time.Now(), Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tableSettled(t, origin)
+	if f := origin.p.WatchTable().Floor(); f <= cutAt {
+		t.Fatalf("floor %d not past the worker's index %d: the tombstones were kept", f, cutAt)
+	}
+	s = openWatch(t, cl, origin.addr, cutAt)
+	full := s.next(t)
+	if !full.Full {
+		t.Fatal("a worker behind the table's floor got a delta; want the whole table")
+	}
+	held.Apply(full)
+	fresh := openWatch(t, cl, origin.addr, 0)
+	var now watch.Copy
+	now.Apply(fresh.next(t))
+	if now.Index() != held.Index() {
+		t.Skipf("raft moved between the two streams (%d, %d)", held.Index(), now.Index())
+	}
+	for _, sec := range []string{SectionNodes, SectionRevoked, SectionKeys, SectionCA} {
+		if !maps.EqualFunc(held.Items(sec), now.Items(sec), func(a, b json.RawMessage) bool { return string(a) == string(b) }) {
+			t.Fatalf("section %s: the caught-up copy differs from a new worker's", sec)
+		}
+	}
+	if held.Len(SectionNodes) != 5 || nodeState(&held, w3.ID) != string(state.NodeActive) {
+		t.Fatalf("after the full table: %d records (want origin, w1, w2 removed, w3, w4), w3 %q", held.Len(SectionNodes), nodeState(&held, w3.ID))
+	}
+}
+
+// TestWatchEndsForADepartedMember: a worker's stream ends when raft
+// records it removed, and no line after its removal reaches it: the
+// gossip keyring rotated after a removal never travels to the node it
+// shuts out. A removed node cannot open another.
+func TestWatchEndsForADepartedMember(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	nodeID := c.admitLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	s := openWatch(t, cl, origin.addr, 0)
+	s.next(t)
+	if _, err := origin.p.remove(within(t, 10*time.Second), "w1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	removedAt := origin.p.Raft().FSM().Index()
+	deadline := time.After(10 * time.Second)
+	for ended := false; !ended; {
+		select {
+		case ch := <-s.lines:
+			if !ch.Empty() && ch.Index >= removedAt {
+				if nodeState(new(watch.Copy), nodeID) == "" && len(ch.Put[SectionKeys]) > 0 {
+					t.Fatal("the removed worker was sent the gossip keyring")
+				}
+				t.Fatalf("a line at index %d reached the worker removed at %d", ch.Index, removedAt)
+			}
+		case <-s.ended:
+			ended = true
+		case <-deadline:
+			t.Fatal("the removed worker's stream is still open 10s after its removal")
+		}
+	}
+	_, err = cl.Stream(within(t, 5*time.Second), origin.addr, PathWatch+"?index=0")
+	if codes.Of(err) != codes.NotMember {
+		t.Fatalf("a removed worker opening a stream: %v, want %s", err, codes.NotMember)
+	}
+}
