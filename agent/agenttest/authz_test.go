@@ -110,6 +110,7 @@ func TestInternalAPIAuthorization(t *testing.T) {
 
 	routes := []route{
 		{method: "GET", path: "/v1/nodes", allow: members},
+		{method: "GET", path: "/v1/watch", allow: members},
 		{method: "GET", path: "/v1/revocations", allow: members},
 		{method: "GET", path: "/v1/gossip/keys", allow: members},
 		{method: "GET", path: "/v1/self/nebula-cert", allow: members},

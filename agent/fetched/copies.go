@@ -33,6 +33,7 @@ type Copies struct {
 	revoked revocations
 	keys    dueCopy
 	ca      dueCopy
+	follow  followState // the watch stream (watch.go)
 }
 
 // New holds no copy yet; Load reads the node list a worker saved before
@@ -60,31 +61,38 @@ func (d *dueCopy) done() {
 	d.mu.Unlock()
 }
 
-// Refresh updates the revocation list and the node list (each at once
-// when told, otherwise when due). changed says either copy changed; the
-// error is the node list's, if any: the fetch a join's confirmation waits
-// on.
-//
-// The two fetches run together (a join's confirmation waits on both):
-// each asks a control node for a strict read, and a follower serves the
-// reads that arrive before its next read index round starts with that
-// one round. One that arrives while a round is out waits for the next,
-// so this saves a round only sometimes (TestSites' far-site worker still
-// took two rounds, 0.22 s, for its first node list), never costs one.
+// Refresh brings the node list and the revocations up to date. The watch
+// stream (watch.go) keeps them so: while it is healthy a refresh asks
+// nothing, unless told of a change and the stream has brought none within
+// the last second. Otherwise, and once no stream has been healthy for
+// watchGrace, it asks for one change after a read index (strict=1): at
+// once when told, at most once a second when not. changed says either
+// copy changed; the error is the node list's, if any: what a join's
+// confirmation waits on.
 func (c *Copies) Refresh(ctx context.Context, told bool) (changed bool, err error) {
-	var revoked bool
-	var wg sync.WaitGroup
-	wg.Go(func() { revoked = c.refreshRevocations(ctx, told) })
-	listed, err := c.refreshNodeList(ctx, told)
-	wg.Wait()
-	return revoked || listed, err
+	healthy, recent, downFor := c.streaming()
+	switch {
+	case healthy && (!told || recent):
+		return false, nil
+	case !healthy && !told && downFor < watchGrace:
+		return false, c.NodeListErr()
+	}
+	return c.strictChange(ctx, told)
 }
 
-// GossipKeys fetches the cluster's gossip keyring (GET
-// /v1/gossip/keys): at once when told, otherwise at most once a second.
-// ok is false when it was not due or the fetch failed (logged without
-// the body).
+// GossipKeys is the cluster's gossip keyring: the watch stream's copy
+// once it brought one; before that (or with no healthy stream, when
+// told) GET /v1/gossip/keys, at once when told, otherwise at most once a
+// second. ok is false when there is none or the fetch failed (logged
+// without the body).
 func (c *Copies) GossipKeys(ctx context.Context, told bool) (control.GossipKeys, bool) {
+	healthy, _, _ := c.streaming()
+	c.follow.mu.Lock()
+	held := c.follow.keys
+	c.follow.mu.Unlock()
+	if held != nil && (healthy || !told) {
+		return *held, true
+	}
 	if !c.keys.due(told, time.Second) {
 		return control.GossipKeys{}, false
 	}
@@ -99,9 +107,18 @@ func (c *Copies) GossipKeys(ctx context.Context, told bool) (control.GossipKeys,
 	return gk, true
 }
 
-// CABundle fetches the CA trust bundles and the rotation phase (GET
-// /v1/ca/bundle): at once when told, otherwise at most every 5 s.
+// CABundle is the CA trust bundles and the rotation phase: the watch
+// stream's copy once it brought one; before that (or with no healthy
+// stream, when told) GET /v1/ca/bundle, at once when told, otherwise at
+// most every 5 s.
 func (c *Copies) CABundle(ctx context.Context, told bool) (control.CABundle, bool) {
+	healthy, _, _ := c.streaming()
+	c.follow.mu.Lock()
+	held := c.follow.ca
+	c.follow.mu.Unlock()
+	if held != nil && (healthy || !told) {
+		return *held, true
+	}
 	if !c.ca.due(told, 5*time.Second) {
 		return control.CABundle{}, false
 	}
@@ -147,6 +164,6 @@ func (c *Copies) NodeRows(ctx context.Context) ([]apitype.Node, error) {
 	return rows, err
 }
 
-// Settle has nothing to wait for on a worker: its node list follows on
-// its next fetch.
+// Settle has nothing to wait for on a worker: its node list follows
+// its watch stream.
 func (c *Copies) Settle(context.Context) error { return nil }

@@ -1,7 +1,6 @@
 package fetched
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -22,23 +21,18 @@ import (
 // it. It is saved in statedir.NodesFile, so a restarted worker follows
 // raft's records (and checks control nodes against them) from its start.
 type nodeList struct {
-	// fetching is held through each refresh: one fetch at a time. The
-	// join's confirmation and the reconcile loop both refresh; with a
-	// fetch taking a second under a 50-join burst, they used to fetch
-	// side by side (119 strict reads for 50 joins).
-	fetching sync.Mutex
-	mu       sync.Mutex
-	list     []control.NodeRecord
-	have     bool // a list was fetched (now or before a restart)
-	fetched  time.Time
-	tried    time.Time // the last attempt, which may have failed
-	err      error     // why the last attempt failed; nil after one that did not
+	mu      sync.Mutex
+	list    []control.NodeRecord
+	have    bool // a list was fetched (now or before a restart)
+	fetched time.Time
+	err     error // why the last attempt failed; nil after one that did not
 }
 
-// nodeListRetry spaces attempts after one that failed (or returned a list
-// without this node, as a lagging control node may): a joining worker
-// asks every 20 ms while it waits for its confirmation, and 50 of them at
-// once kept every control node busy forwarding read indexes.
+// nodeListRetry spaces strict changes after one that failed (or brought
+// a list without this node, as a lagging control node may): a joining
+// worker refreshes every 20 ms while it waits for its confirmation, and
+// 50 of them at once kept every control node busy forwarding read
+// indexes.
 const nodeListRetry = 200 * time.Millisecond
 
 // Records is the current node list; ok is false before the first one.
@@ -73,56 +67,6 @@ func (c *Copies) Load() error {
 	}
 	c.setNodeList(list, time.Time{})
 	return nil
-}
-
-// refreshNodeList updates the list from a control node: at once when told
-// something changed, otherwise at most once a second. A list that
-// differs from the last is saved (0600); from then on it decides which
-// control leaves the worker accepts.
-func (c *Copies) refreshNodeList(ctx context.Context, told bool) (changed bool, _ error) {
-	// After a fetch in flight ends, a call that was told of a change
-	// fetches again (that fetch may have started before the change); one
-	// that was not finds the list fresh.
-	c.nodes.fetching.Lock()
-	defer c.nodes.fetching.Unlock()
-	c.nodes.mu.Lock()
-	due := told || time.Since(c.nodes.fetched) >= time.Second && time.Since(c.nodes.tried) >= nodeListRetry
-	if due {
-		c.nodes.tried = time.Now()
-	}
-	err := c.nodes.err
-	c.nodes.mu.Unlock()
-	if !due {
-		return false, err
-	}
-	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
-	defer cancel()
-	start := time.Now()
-	var list []control.NodeRecord
-	err = c.client.AskSeeds(fctx, c.Seeds(), control.PathNodes+control.StrictQuery, &list)
-	if err == nil && !slices.ContainsFunc(list, func(r control.NodeRecord) bool { return r.ID == c.nodeID }) {
-		err = errors.New("a node list without this node (from a control node behind the leader); not adopted")
-	}
-	c.nodes.mu.Lock()
-	c.nodes.err = err
-	c.nodes.mu.Unlock()
-	if err != nil {
-		c.log.Debug("node list not refreshed", "took", time.Since(start), "err", err)
-		return false, err
-	}
-	c.log.Debug("node list refreshed", "took", time.Since(start), "records", len(list), "told", told)
-	changed = c.setNodeList(list, time.Now())
-	if !changed {
-		return false, nil // the saved list is this one
-	}
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err == nil {
-		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
-	}
-	if err != nil {
-		c.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)
-	}
-	return changed, nil
 }
 
 // setNodeList adopts list; it reports whether it differs from the last.

@@ -3,13 +3,16 @@ package member
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"github.com/meshd/meshd/agent/watch"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,11 +28,12 @@ import (
 // mTLS listener with a control leaf of the worker's CA, serving canned
 // answers and counting the calls.
 type fakeControl struct {
-	addr        string
-	nebulaCert  atomic.Value // []byte
-	revocations atomic.Value // control.Revocations
-	calls       atomic.Int32
-	fail        atomic.Bool
+	addr       string
+	nebulaCert atomic.Value                // []byte
+	table      atomic.Pointer[watch.Table] // what GET /v1/watch?strict=1 answers from
+	leafFP     string                      // its TLS leaf's fingerprint
+	calls      atomic.Int32
+	fail       atomic.Bool
 }
 
 func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
@@ -39,9 +43,9 @@ func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeControl{}
+	f := &fakeControl{leafFP: pki.FingerprintOf(mustLeaf(t, id.Cert)).String()}
 	f.nebulaCert.Store([]byte(nil))
-	f.revocations.Store(control.Revocations{})
+	f.table.Store(watch.NewTable(0))
 	mux := http.NewServeMux()
 	answer := func(v func() any) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -56,7 +60,16 @@ func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
 	mux.HandleFunc("GET "+control.PathNebulaCert, answer(func() any {
 		return control.NebulaCertResponse{Cert: f.nebulaCert.Load().([]byte)}
 	}))
-	mux.HandleFunc("GET "+control.PathRevocations, answer(func() any { return f.revocations.Load() }))
+	mux.HandleFunc("GET "+control.PathWatch, func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		since, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+		if f.fail.Load() || err != nil || !r.URL.Query().Has("strict") {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		line, _, _ := f.table.Load().Encoded(since)
+		_, _ = w.Write(line)
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -187,37 +200,63 @@ func TestWorkerAdoptsRenewedCert(t *testing.T) {
 	}
 }
 
-// TestWorkerRevocations: a worker fetches the revocation list at once when
-// told it changed, otherwise at most once a second, and keeps its last
-// copy when no control node answers or one answers a shorter (older) list.
-func TestWorkerRevocations(t *testing.T) {
+func mustLeaf(t *testing.T, certPEM []byte) *x509.Certificate {
+	t.Helper()
+	c, err := pki.ParseCertPEM(certPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// tableWith is a watch table at index holding worker w1's record, the
+// fake control node's (active, with its leaf), a removed node's and the
+// revoked fingerprints fps.
+func (f *fakeControl) tableWith(index uint64, fps ...string) *watch.Table {
+	revoked := map[string]json.RawMessage{}
+	for i, fp := range fps {
+		revoked[watch.Seq(i)], _ = json.Marshal(fp)
+	}
+	tb := watch.NewTable(0)
+	tb.Update(index, map[string]map[string]json.RawMessage{
+		control.SectionNodes: {"id-w1": json.RawMessage(`{"name":"w1","role":"worker","state":"active"}`),
+			"id-x":  json.RawMessage(`{"name":"x","state":"removed"}`),
+			"id-c1": json.RawMessage(`{"name":"c1","role":"control","state":"active","tls":"` + f.leafFP + `"}`)},
+		control.SectionRevoked: revoked})
+	return tb
+}
+
+// TestWorkerStrictChange: a worker with no healthy watch stream asks one
+// change after a read index (GET /v1/watch?strict=1) at once when told
+// of a change, otherwise at most once a second; it keeps its copy when no
+// control node answers, or one behind the index it holds answers.
+func TestWorkerStrictChange(t *testing.T) {
 	ca := pkitest.NewCA(t, "alpha")
 	fc := startFakeControl(t, ca)
 	ctx := context.Background()
 	id, _ := signedIdentity(t, ca, "w1", pki.RoleWorker, time.Now(), time.Hour)
 	rt := workerRuntime(t, id, fc.addr)
 
-	first := control.Revocations{Fingerprints: []string{"fp1"}, Gone: []string{"id-x"}}
-	fc.revocations.Store(first)
-	_, _ = rt.cluster.Refresh(ctx, false) // never fetched: due
-	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || got.Gone[0] != "id-x" {
-		t.Fatalf("after the first fetch: %+v", got)
+	fc.table.Store(fc.tableWith(5, "fp1"))
+	_, _ = rt.cluster.Refresh(ctx, false) // never asked, no stream: due
+	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 1 || got.Fingerprints[0] != "fp1" || len(got.Gone) != 1 || got.Gone[0] != "id-x" {
+		t.Fatalf("after the first change: %+v", got)
 	}
-	second := control.Revocations{Fingerprints: []string{"fp1", "fp2"}}
-	fc.revocations.Store(second)
+	fc.table.Store(fc.tableWith(7, "fp1", "fp2"))
 	calls := fc.calls.Load()
-	_, _ = rt.cluster.Refresh(ctx, false) // fetched a moment ago, not told: not due
+	_, _ = rt.cluster.Refresh(ctx, false) // asked a moment ago, not told: not due
 	if fc.calls.Load() != calls || len(rt.cluster.Revocations().Fingerprints) != 1 {
-		t.Fatalf("refreshed within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.cluster.Revocations())
+		t.Fatalf("asked within a second without being told: %d calls, %+v", fc.calls.Load()-calls, rt.cluster.Revocations())
 	}
 	_, _ = rt.cluster.Refresh(ctx, true) // told: at once
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("told of a change, still %+v", got)
 	}
-	// A control node behind the cluster answers an older, shorter list:
-	// the worker keeps the longer one (found by e2e.TestSoak, where a
-	// healed control node without a leader served stale state).
-	fc.revocations.Store(first)
+	// A control node behind the cluster (its table at an older index)
+	// changes nothing: the worker keeps what it holds (found by
+	// e2e.TestSoak, where a healed control node without a leader served
+	// stale state).
+	fc.table.Store(fc.tableWith(6, "fp1"))
 	_, _ = rt.cluster.Refresh(ctx, true)
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a stale control node's list replaced a longer one: %+v", got)
@@ -225,6 +264,6 @@ func TestWorkerRevocations(t *testing.T) {
 	fc.fail.Store(true)
 	_, _ = rt.cluster.Refresh(ctx, true)
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
-		t.Fatalf("a failed fetch changed the list: %+v", got)
+		t.Fatalf("a failed ask changed the list: %+v", got)
 	}
 }

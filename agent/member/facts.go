@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"slices"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
@@ -102,3 +103,11 @@ func (f planeFacts) OwnTLSCert(context.Context) ([]byte, error) { return f.p.Own
 func (f planeFacts) Settle(ctx context.Context) error { return f.p.SyncRead(ctx) }
 
 func (f planeFacts) NodeRows(ctx context.Context) ([]apitype.Node, error) { return f.p.Nodes(ctx) }
+
+// watched is what a worker's watch stream (fetched.Copies.Follow) calls
+// after it applied a change: the overlay loop reconciles now, and the
+// follow loop installs a new gossip keyring or CA bundle at once.
+func (nd *node) watched(sections []string) {
+	nd.poke()
+	nd.wakeFollow(told{keys: slices.Contains(sections, control.SectionKeys), ca: slices.Contains(sections, control.SectionCA)})
+}

@@ -262,6 +262,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if rt.steps == nil {
 		rt.steps = rt.followSteps(nil) // a worker: fetches only
 	}
+	if rt.ctl == nil {
+		rt.Spawn(func(ctx context.Context) { copies.Follow(ctx, rt.watched) }) // agent/fetched/watch.go
+	}
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.renew.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })

@@ -1,0 +1,355 @@
+package fetched
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/statedir"
+	"github.com/meshd/meshd/agent/watch"
+	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
+)
+
+// How a worker follows the cluster (issue 32, docs/architecture.md "How
+// changes reach workers"): one watch stream at a time to one control
+// node (GET /v1/watch, agent/control/watch.go), from the index of the
+// last change it applied: the whole table on first contact (or when it
+// fell behind what the control node remembers), then only what changed.
+// A stream that ends, fails or stays silent for control.WatchSilence is
+// opened again on the next control node. While no stream is healthy, a
+// refresh asks for one change after a read index (strict=1) instead, at
+// most once a second: the safety net the polling of earlier releases
+// was, now only for a worker that cannot stream.
+
+// followState is the stream's side of Copies.
+type followState struct {
+	mu        sync.Mutex
+	copy      watch.Copy
+	recs      map[string]control.NodeRecord // the nodes section, decoded
+	keys      *control.GossipKeys
+	ca        *control.CABundle
+	open      bool      // a stream is open
+	heard     time.Time // its last line
+	down      time.Time // when the last stream ended (or the follower started)
+	changedAt time.Time // the last line that changed something
+	saved     time.Time // the node list was last saved
+	dirty     bool      // the node list changed since
+	turn      int       // the seed the next stream asks, in Seeds' order
+	stats     WatchStats
+	onChange  func(sections []string)
+	// strict paces the strict fallback as the node list's fetch was.
+	strictMu    sync.Mutex
+	strictAt    time.Time
+	strictTried time.Time
+}
+
+// WatchStats are what the follower has received: for status, metrics and
+// the scale harness.
+type WatchStats struct {
+	Index   uint64 // the last change applied
+	From    string // the control node streaming ("" while none)
+	Streams int    // streams opened
+	Full    int    // full tables received (first contact, or behind a floor)
+	Deltas  int    // changes received that carried something
+	Lines   int    // every line, heartbeats included
+	Bytes   int64  // the lines' bytes
+	Strict  int    // strict changes asked (no healthy stream)
+}
+
+// Stats are the follower's counters.
+func (c *Copies) Stats() WatchStats {
+	c.follow.mu.Lock()
+	defer c.follow.mu.Unlock()
+	return c.follow.stats
+}
+
+// Watch retries: a stream that failed or was refused is opened again on
+// the next control node after watchRetryMin, doubling to watchRetryMax,
+// with jitter, so a thousand workers a restarted control node dropped do
+// not all come back in the same millisecond.
+const (
+	watchRetryMin = 200 * time.Millisecond
+	watchRetryMax = 5 * time.Second
+	// watchGrace is how long a refresh leaves a stream that is not healthy
+	// yet (connecting, or moving to another control node) before asking a
+	// strict change itself.
+	watchGrace = 2 * time.Second
+	// saveEvery spaces the saves of the node list (a line that follows
+	// saves one still owed).
+	saveEvery = 2 * time.Second
+)
+
+// Follow keeps the copies in line with the control nodes until ctx ends:
+// one stream at a time, on the next control node whenever one ends.
+// onChange (may be nil) is told which sections a change touched (nodes,
+// revoked, keys, ca), after the copies hold it.
+func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
+	c.follow.mu.Lock()
+	c.follow.onChange = onChange
+	c.follow.down = time.Now()
+	c.follow.mu.Unlock()
+	backoff := watchRetryMin
+	for {
+		seeds := c.Seeds()
+		c.follow.mu.Lock()
+		seed := ""
+		if len(seeds) > 0 {
+			seed = seeds[c.follow.turn%len(seeds)]
+		}
+		c.follow.turn++
+		c.follow.mu.Unlock()
+		useful, err := c.stream(ctx, seed)
+		if ctx.Err() != nil {
+			return
+		}
+		if useful {
+			backoff = watchRetryMin
+		} else {
+			backoff = min(2*backoff, watchRetryMax)
+		}
+		c.log.Debug("watch stream ended; asking the next control node", "from", seed, "err", err, "retry", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff/2 + rand.N(backoff/2)):
+		}
+	}
+}
+
+// stream reads one watch stream from seed until it ends, fails, or stays
+// silent past control.WatchSilence. useful: it applied a line.
+func (c *Copies) stream(ctx context.Context, seed string) (useful bool, err error) {
+	if seed == "" {
+		return false, errors.New("no control node known")
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	silence := time.AfterFunc(control.WatchSilence, cancel)
+	defer silence.Stop()
+	c.follow.mu.Lock()
+	since := c.follow.copy.Index()
+	c.follow.mu.Unlock()
+	body, err := c.client.Stream(sctx, seed, control.PathWatch+"?index="+strconv.FormatUint(since, 10))
+	if err != nil {
+		c.setListErr(err)
+		return false, err
+	}
+	defer body.Close()
+	c.follow.mu.Lock()
+	c.follow.open, c.follow.stats.From = true, seed
+	c.follow.stats.Streams++
+	c.follow.mu.Unlock()
+	defer func() {
+		c.follow.mu.Lock()
+		c.follow.open, c.follow.stats.From, c.follow.down = false, "", time.Now()
+		c.follow.mu.Unlock()
+		c.saveIfOwed(true)
+	}()
+	err = watch.ReadStream(body, func(ch watch.Change, size int) error {
+		silence.Reset(control.WatchSilence)
+		if _, err := c.applyChange(ch, size); err != nil {
+			c.setListErr(err)
+			return err
+		}
+		useful = true
+		return nil
+	})
+	return useful, err
+}
+
+// applyChange applies one change (from a stream or a strict answer) to
+// the copies and tells onChange; it reports whether the node list or the
+// revocations changed. A full table without this node (from a control
+// node behind its admission) is refused: nothing of it is applied.
+func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error) {
+	f := &c.follow
+	f.mu.Lock()
+	if ch.Full {
+		if _, ok := ch.Put[control.SectionNodes][c.nodeID]; !ok {
+			f.mu.Unlock()
+			return false, errors.New("a node list without this node (from a control node behind the leader); not adopted")
+		}
+	}
+	if f.recs == nil || ch.Full {
+		f.recs = map[string]control.NodeRecord{}
+	}
+	f.stats.Lines++
+	f.stats.Bytes += int64(size)
+	f.heard = time.Now()
+	sections := f.copy.Apply(ch)
+	f.stats.Index = f.copy.Index()
+	switch {
+	case ch.Full:
+		f.stats.Full++
+	case !ch.Empty():
+		f.stats.Deltas++
+	}
+	if len(sections) == 0 {
+		f.mu.Unlock()
+		c.setListErr(nil)
+		c.saveIfOwed(false)
+		return false, nil
+	}
+	f.changedAt = f.heard
+	var decodeErr error
+	if slices.Contains(sections, control.SectionNodes) {
+		for id, raw := range ch.Put[control.SectionNodes] {
+			r, err := control.WatchedRecord(id, raw)
+			if err != nil {
+				decodeErr = err
+				continue
+			}
+			f.recs[id] = r
+		}
+		for _, id := range ch.Del[control.SectionNodes] {
+			delete(f.recs, id)
+		}
+	}
+	list := sortedRecords(f.recs)
+	var fps []string
+	if slices.Contains(sections, control.SectionRevoked) || slices.Contains(sections, control.SectionNodes) {
+		for _, raw := range watch.SortSeq(f.copy.Items(control.SectionRevoked)) {
+			var fp string
+			if json.Unmarshal(raw, &fp) == nil {
+				fps = append(fps, fp)
+			}
+		}
+	}
+	if raw, ok := f.copy.Item(control.SectionKeys, "ring"); ok && slices.Contains(sections, control.SectionKeys) {
+		var gk control.GossipKeys
+		if json.Unmarshal(raw, &gk) == nil {
+			f.keys = &gk
+		}
+	}
+	if raw, ok := f.copy.Item(control.SectionCA, "bundle"); ok && slices.Contains(sections, control.SectionCA) {
+		var b control.CABundle
+		if json.Unmarshal(raw, &b) == nil {
+			f.ca = &b
+		}
+	}
+	onChange := f.onChange
+	f.mu.Unlock()
+	if decodeErr != nil {
+		c.log.Warn("a watched node record did not decode; kept the rest", "code", codes.Internal, "err", decodeErr)
+	}
+	nodes := slices.Contains(sections, control.SectionNodes)
+	if nodes {
+		c.adoptList(list)
+	}
+	if fps != nil || nodes {
+		c.revoked.mu.Lock()
+		c.revoked.list = control.Revocations{Fingerprints: fps, Gone: control.Gone(list)}
+		c.revoked.fetched = time.Now()
+		c.revoked.mu.Unlock()
+	}
+	c.setListErr(nil)
+	c.saveIfOwed(false)
+	if onChange != nil {
+		onChange(sections)
+	}
+	return nodes || slices.Contains(sections, control.SectionRevoked), nil
+}
+
+func sortedRecords(recs map[string]control.NodeRecord) []control.NodeRecord {
+	list := make([]control.NodeRecord, 0, len(recs))
+	for _, r := range recs {
+		list = append(list, r)
+	}
+	slices.SortFunc(list, func(a, b control.NodeRecord) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return list
+}
+
+// adoptList makes list the node list: from now on it decides which
+// control leaves the worker accepts; it is saved (saveIfOwed).
+func (c *Copies) adoptList(list []control.NodeRecord) {
+	c.nodes.mu.Lock()
+	c.nodes.list, c.nodes.have, c.nodes.fetched = list, true, time.Now()
+	c.nodes.mu.Unlock()
+	c.client.CheckServers(control.ActiveControlLeaves(list))
+	c.follow.mu.Lock()
+	c.follow.dirty = true
+	c.follow.mu.Unlock()
+}
+
+// saveIfOwed saves the node list (0600) when it changed and the last
+// save is saveEvery old, or now when told.
+func (c *Copies) saveIfOwed(now bool) {
+	f := &c.follow
+	f.mu.Lock()
+	if !f.dirty || (!now && time.Since(f.saved) < saveEvery) {
+		f.mu.Unlock()
+		return
+	}
+	f.dirty, f.saved = false, time.Now()
+	f.mu.Unlock()
+	list, _ := c.Records()
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err == nil {
+		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
+	}
+	if err != nil {
+		c.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)
+	}
+}
+
+func (c *Copies) setListErr(err error) {
+	c.nodes.mu.Lock()
+	c.nodes.err = err
+	c.nodes.mu.Unlock()
+}
+
+// streaming reports whether a stream is open and heard from within
+// control.WatchSilence, whether it changed something within the last
+// second, and how long no stream has been healthy.
+func (c *Copies) streaming() (healthy, recent bool, downFor time.Duration) {
+	f := &c.follow
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	healthy = f.open && time.Since(f.heard) < control.WatchSilence
+	if f.down.IsZero() {
+		return healthy, false, time.Hour // no follower: every refresh asks
+	}
+	return healthy, time.Since(f.changedAt) < time.Second, time.Since(f.down)
+}
+
+// strictChange asks the control nodes for one change since the copy's
+// index after a read index (PathWatch with strict=1): at once when told,
+// otherwise at most once a second (every 200 ms after a failure), one at
+// a time.
+func (c *Copies) strictChange(ctx context.Context, told bool) (changed bool, err error) {
+	f := &c.follow
+	f.strictMu.Lock()
+	defer f.strictMu.Unlock()
+	due := told || time.Since(f.strictAt) >= time.Second && time.Since(f.strictTried) >= nodeListRetry
+	if !due {
+		return false, c.NodeListErr()
+	}
+	f.strictTried = time.Now()
+	f.mu.Lock()
+	since := f.copy.Index()
+	f.stats.Strict++
+	f.mu.Unlock()
+	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
+	defer cancel()
+	var ch watch.Change
+	err = c.client.AskSeeds(fctx, c.Seeds(), control.PathWatch+"?index="+strconv.FormatUint(since, 10)+"&strict=1", &ch)
+	if err == nil {
+		changed, err = c.applyChange(ch, 0)
+	}
+	if err != nil {
+		c.setListErr(err)
+		c.log.Debug("strict change not applied", "err", err)
+		return false, err
+	}
+	f.strictAt = time.Now()
+	return changed, nil
+}
