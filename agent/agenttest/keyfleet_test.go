@@ -169,6 +169,9 @@ type lightJoin struct {
 	source string // the machine's own loopback address (its underlay)
 
 	name, nodeID, overlayIP, seed string
+	seeds                         []string      // the control nodes the join response named
+	id                            *pki.Identity // the leaf and key it confirmed with (no Nebula half)
+	nebulaFP                      string        // its Nebula certificate's fingerprint: what a removal revokes
 	err                           error
 	enroll, total                 time.Duration // the enroll call; keys to confirmed
 	start, end                    time.Time
@@ -202,8 +205,10 @@ func (j *lightJoin) run(ctx context.Context, tok enroll.Token) {
 		j.err = err
 		return
 	}
-	j.name, j.nodeID, j.overlayIP, j.seed = resp.Name, resp.NodeID, resp.OverlayIP.Addr().String(), resp.Seed
-	client, err := control.NewClient(&pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM})
+	j.name, j.nodeID, j.overlayIP, j.seed, j.seeds = resp.Name, resp.NodeID, resp.OverlayIP.Addr().String(), resp.Seed, resp.Seeds
+	j.id = &pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM}
+	j.nebulaFP, _ = pki.NebulaFingerprint(resp.NebulaCert)
+	client, err := control.NewClient(j.id)
 	if err != nil {
 		j.err = err
 		return
