@@ -100,6 +100,7 @@ func (p *Plane) Revocations() Revocations {
 	for _, r := range p.raft.FSM().Revocations() {
 		l.Fingerprints = append(l.Fingerprints, r.Fingerprint)
 	}
+	l.Version = len(l.Fingerprints)
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State.Former() {
 			l.Gone = append(l.Gone, n.ID)

@@ -1,11 +1,16 @@
 package control
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -63,37 +68,40 @@ const watchGapMin = 20 * time.Millisecond
 
 // watchRecord is a node's record in the watch table: what a worker
 // decides with (peers, lighthouses, relays, control nodes, names), each
-// field omitted when empty. A departed node's record carries its name,
-// id and state only; a worker's carries no TLS leaf (workers check only
-// control nodes' leaves).
+// field omitted when empty, since every byte of a change is sent to every
+// worker (issue 32: at most 200 KiB per change at 1,000 workers). A
+// departed or joining node's record carries its state only (no worker
+// decides anything by it but that it exists), a worker's no role (it is
+// the default) and no TLS leaf (workers check only control nodes'
+// leaves). What a worker does not decide by (groups, ephemeral, the
+// address a join came from, versions, expiries) stays out: its `meshctl
+// nodes` asks a control node.
 type watchRecord struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id,omitempty"`
-	Role       string   `json:"role,omitempty"`
-	State      string   `json:"state"`
-	OverlayIP  string   `json:"ip,omitempty"`
-	Underlay   string   `json:"ul,omitempty"`
-	SeenFrom   string   `json:"seen,omitempty"`
-	Relay      bool     `json:"relay,omitempty"`
-	Ephemeral  bool     `json:"eph,omitempty"`
-	Groups     []string `json:"groups,omitempty"`
-	NebulaPort int      `json:"np,omitempty"`
-	EnrollAddr string   `json:"ea,omitempty"`
-	SerfAddr   string   `json:"sa,omitempty"`
-	TLSFP      string   `json:"tls,omitempty"`
-	PrevTLSFP  string   `json:"ptls,omitempty"`
-	TLSKey     []byte   `json:"tlskey,omitempty"`
+	Name       string `json:"name,omitempty"`
+	Role       string `json:"role,omitempty"`
+	State      string `json:"state"`
+	OverlayIP  string `json:"ip,omitempty"`
+	Underlay   string `json:"ul,omitempty"`
+	Relay      bool   `json:"relay,omitempty"`
+	NebulaPort int    `json:"np,omitempty"`
+	EnrollAddr string `json:"ea,omitempty"`
+	SerfAddr   string `json:"sa,omitempty"`
+	TLSFP      string `json:"tls,omitempty"`
+	PrevTLSFP  string `json:"ptls,omitempty"`
+	TLSKey     []byte `json:"tlskey,omitempty"`
 }
 
 func recordOf(n state.Node) watchRecord {
-	if n.State.Former() {
-		return watchRecord{Name: n.Name, State: string(n.State)}
+	if n.State != state.NodeActive {
+		return watchRecord{State: string(n.State)}
 	}
-	r := watchRecord{Name: n.Name, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,
-		SeenFrom: n.SeenFrom, Relay: n.Relay, Ephemeral: n.Ephemeral, Groups: n.Groups,
+	r := watchRecord{Name: n.Name, State: string(n.State), Underlay: n.Underlay, Relay: n.Relay,
 		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
 	if n.OverlayIP.IsValid() {
 		r.OverlayIP = n.OverlayIP.String()
+	}
+	if n.Role != pki.RoleWorker {
+		r.Role = string(n.Role)
 	}
 	if n.Role == pki.RoleControl {
 		r.TLSFP, r.PrevTLSFP, r.TLSKey = n.TLSFingerprint, n.PrevTLSFingerprint, n.TLSPublicKey
@@ -108,24 +116,64 @@ func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return NodeRecord{}, fmt.Errorf("node record %s: %w", id, err)
 	}
-	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: w.Role, State: w.State, OverlayIP: w.OverlayIP,
-		Underlay: w.Underlay, SeenFrom: w.SeenFrom, BehindNAT: apitype.NATBehind(w.Underlay, w.SeenFrom),
-		Relay: w.Relay, Ephemeral: w.Ephemeral, Groups: w.Groups},
+	role := cmp.Or(w.Role, string(pki.RoleWorker))
+	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: role, State: w.State, OverlayIP: w.OverlayIP,
+		Underlay: w.Underlay, Relay: w.Relay},
 		NebulaPort: w.NebulaPort, EnrollAddr: w.EnrollAddr, SerfAddr: w.SerfAddr,
 		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey}
 	return r, nil
+}
+
+// revokedItem is the i-th revocation as the watch table holds it: a
+// removed node's Nebula certificate fingerprint, as 43 characters of
+// unpadded base64url when it is a SHA-256 in hex (else as it is); a TLS
+// leaf's as 0, counted but not carried (no worker's Nebula blocks a TLS
+// leaf; control nodes refuse it themselves), so a worker's list has the
+// length on record, the version a revocation query names.
+func revokedItem(r state.Revocation, n state.Node, known bool) json.RawMessage {
+	if known && (r.Fingerprint == n.TLSFingerprint || r.Fingerprint == n.PrevTLSFingerprint || slices.Contains(n.Retired, r.Fingerprint)) {
+		return json.RawMessage("0")
+	}
+	if b, err := hex.DecodeString(r.Fingerprint); err == nil && len(b) == sha256.Size {
+		return mustJSON(base64.RawURLEncoding.EncodeToString(b))
+	}
+	return mustJSON(r.Fingerprint)
+}
+
+// WatchedRevocation decodes a revocation of the watch table: the
+// fingerprint a Nebula blocks, or "" for one counted only (a TLS leaf).
+func WatchedRevocation(raw json.RawMessage) (string, error) {
+	if string(raw) == "0" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("revocation %s: %w", raw, err)
+	}
+	if len(s) == base64.RawURLEncoding.EncodedLen(sha256.Size) {
+		if b, err := base64.RawURLEncoding.DecodeString(s); err == nil {
+			return hex.EncodeToString(b), nil
+		}
+	}
+	return s, nil
 }
 
 // watchState is the table's content from the FSM as it is now.
 func (p *Plane) watchState() map[string]map[string]json.RawMessage {
 	fsm := p.raft.FSM()
 	nodes := map[string]json.RawMessage{}
-	for _, n := range fsm.Nodes() {
+	nodes0 := fsm.Nodes()
+	for _, n := range nodes0 {
 		nodes[n.ID] = mustJSON(recordOf(n))
 	}
 	revoked := map[string]json.RawMessage{}
+	byID := map[string]state.Node{}
+	for _, n := range nodes0 {
+		byID[n.ID] = n
+	}
 	for i, r := range fsm.Revocations() {
-		revoked[watch.Seq(i)] = mustJSON(r.Fingerprint)
+		n, ok := byID[r.NodeID]
+		revoked[watch.Seq(i)] = revokedItem(r, n, ok)
 	}
 	st := map[string]map[string]json.RawMessage{SectionNodes: nodes, SectionRevoked: revoked,
 		SectionKeys: {}, SectionCA: {}}

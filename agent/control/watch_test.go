@@ -84,7 +84,7 @@ func nodeState(c *watch.Copy, id string) string {
 }
 
 // tableSettled waits for m's watch table to hold its FSM's state.
-func tableSettled(t *testing.T, m *member) {
+func tableSettled(t testing.TB, m *member) {
 	t.Helper()
 	waitFor(t, 5*time.Second, m.name+"'s watch table at its FSM's index", func() bool {
 		i, _ := m.p.WatchTable().Index()
@@ -231,5 +231,46 @@ func TestWatchEndsForADepartedMember(t *testing.T) {
 	_, err = cl.Stream(within(t, 5*time.Second), origin.addr, PathWatch+"?index=0")
 	if codes.Of(err) != codes.NotMember {
 		t.Fatalf("a removed worker opening a stream: %v, want %s", err, codes.NotMember)
+	}
+}
+
+// TestWatchItems: what a change carries of a record and a revocation.
+// A departed or joining node's record is its state alone; a worker's has
+// no role and no TLS leaf, a control node's has both; a removed node's
+// TLS leaf fingerprints are counted (0) and its Nebula fingerprint round
+// trips through the shorter base64 form.
+func TestWatchItems(t *testing.T) {
+	w := state.Node{ID: "a", Name: "w1", Role: pki.RoleWorker, State: state.NodeActive, Underlay: "192.0.2.1",
+		TLSFingerprint: "tls-w1", NebulaPort: 4242, SerfAddr: ":7946"}
+	if got := string(mustJSON(recordOf(w))); got != `{"name":"w1","state":"active","ul":"192.0.2.1","np":4242,"sa":":7946"}` {
+		t.Fatalf("active worker: %s", got)
+	}
+	if r, _ := WatchedRecord("a", mustJSON(recordOf(w))); r.RoleOf() != pki.RoleWorker || r.Name != "w1" || r.ID != "a" {
+		t.Fatalf("decoded worker: %+v", r)
+	}
+	ctl := w
+	ctl.Role, ctl.TLSPublicKey = pki.RoleControl, []byte{1}
+	if r, _ := WatchedRecord("a", mustJSON(recordOf(ctl))); r.RoleOf() != pki.RoleControl || r.TLSFingerprint != "tls-w1" || len(r.TLSPublicKey) != 1 {
+		t.Fatalf("decoded control node: %+v", r)
+	}
+	for _, st := range []state.NodeState{state.NodeRemoved, state.NodeLeft, state.NodeFailed, state.NodeJoining} {
+		gone := w
+		gone.State = st
+		if got := string(mustJSON(recordOf(gone))); got != `{"state":"`+string(st)+`"}` {
+			t.Fatalf("%s: %s", st, got)
+		}
+	}
+	nebula := "155d482139c3be31d8e237a27bb6708daf5f98cc1f8a9cde5764b07afcd442b2"
+	n := state.Node{ID: "a", TLSFingerprint: "t1", PrevTLSFingerprint: "t0", Retired: []string{"t-1"}, NebulaFingerprint: nebula}
+	for fp, want := range map[string]string{"t1": "", "t0": "", "t-1": "", nebula: nebula, "other": "other"} {
+		raw := revokedItem(state.Revocation{NodeID: "a", Fingerprint: fp}, n, true)
+		got, err := WatchedRevocation(raw)
+		if err != nil || got != want || (fp == nebula && len(raw) != 45) {
+			t.Fatalf("revocation %s: carried %s, decoded %q (%v); want %q", fp, raw, got, err, want)
+		}
+	}
+	// A node no longer on record (forgotten): every fingerprint carried.
+	if got, _ := WatchedRevocation(revokedItem(state.Revocation{NodeID: "gone", Fingerprint: "t1"}, state.Node{}, false)); got != "t1" {
+		t.Fatalf("a forgotten node's revocation: %q", got)
 	}
 }

@@ -102,7 +102,17 @@ type NebulaCertResponse struct {
 type Revocations struct {
 	Fingerprints []string `json:"fingerprints"`
 	Gone         []string `json:"gone"`
+	// Version is the length of the revocation list on record, which a
+	// revocation query names. A worker's copy (the watch stream) carries
+	// only the fingerprints a Nebula can block, not the removed nodes' TLS
+	// leaves (control nodes refuse those themselves), so its Fingerprints
+	// may be shorter; zero from a control node of an earlier release.
+	Version int `json:"version,omitempty"`
 }
+
+// Len is the list's version: Version, or the length of Fingerprints when
+// that is longer (a list from an earlier release carries no Version).
+func (r Revocations) Len() int { return max(r.Version, len(r.Fingerprints)) }
 
 // Empty is the answer of a call that only succeeds or fails.
 type Empty struct{}

@@ -215,12 +215,18 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		}
 	}
 	list := sortedRecords(f.recs)
-	var fps []string
+	var rev *control.Revocations
 	if slices.Contains(sections, control.SectionRevoked) || slices.Contains(sections, control.SectionNodes) {
+		rev = &control.Revocations{Fingerprints: []string{}, Gone: control.Gone(list)}
 		for _, raw := range watch.SortSeq(f.copy.Items(control.SectionRevoked)) {
-			var fp string
-			if json.Unmarshal(raw, &fp) == nil {
-				fps = append(fps, fp)
+			rev.Version++
+			fp, err := control.WatchedRevocation(raw)
+			if err != nil {
+				decodeErr = err
+				continue
+			}
+			if fp != "" {
+				rev.Fingerprints = append(rev.Fingerprints, fp)
 			}
 		}
 	}
@@ -245,9 +251,9 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	if nodes {
 		c.adoptList(list)
 	}
-	if fps != nil || nodes {
+	if rev != nil {
 		c.revoked.mu.Lock()
-		c.revoked.list = control.Revocations{Fingerprints: fps, Gone: control.Gone(list)}
+		c.revoked.list = *rev
 		c.revoked.fetched = time.Now()
 		c.revoked.mu.Unlock()
 	}

@@ -40,7 +40,7 @@ func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 	if json.Unmarshal(q.Payload, &want) != nil || want.Version <= 0 {
 		return
 	}
-	if have := len(ms.cluster.Revocations().Fingerprints); want.Version > have+revocationMargin {
+	if have := ms.cluster.Revocations().Len(); want.Version > have+revocationMargin {
 		ms.log.Debug("revocation query for a version far beyond this node's list; not answered",
 			"version", want.Version, "have", have)
 		return
@@ -51,12 +51,14 @@ func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 	defer tick.Stop()
 	var fetched time.Time
 	for {
-		fps := ms.cluster.Revocations().Fingerprints
-		fresh := len(fps) >= want.Version
+		rev := ms.cluster.Revocations()
+		fps := rev.Fingerprints
+		fresh := rev.Len() >= want.Version
 		if !fresh && time.Since(fetched) >= revocationRefetch {
 			fetched = time.Now()
 			_, _ = ms.cluster.Refresh(ctx, true) // a read index, or a fetch; the list's length is its version
-			if fps = ms.cluster.Revocations().Fingerprints; len(fps) >= want.Version {
+			if rev = ms.cluster.Revocations(); rev.Len() >= want.Version {
+				fps = rev.Fingerprints
 				fresh = true
 				ms.poke() // reconcile now with the list just read
 			}
