@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -269,8 +270,8 @@ func TestLeave(t *testing.T) {
 	}
 }
 
-// TestRenewNebulaCerts: the CA holder renews a cert past 2/3 of its
-// lifetime and leaves younger ones alone; a node without the CA renews
+// TestRenewNebulaCerts: the CA holder renews a cert past its renewal
+// point (within 2/3 to 3/4 of its lifetime) and leaves younger ones alone; a node without the CA renews
 // nothing.
 func TestRenewNebulaCerts(t *testing.T) {
 	c, origin := newCluster(t)
@@ -287,7 +288,7 @@ func TestRenewNebulaCerts(t *testing.T) {
 		!n.NebulaIssued.Equal(before.NebulaIssued) {
 		t.Fatal("a fresh cert was renewed")
 	}
-	later := time.Now().Add(41 * time.Minute) // past 2/3 of an hour
+	later := time.Now().Add(46 * time.Minute) // past 3/4 of an hour
 	c2.p.now = func() time.Time { return later }
 	c2.p.RenewNebulaCerts(ctx)
 	if n, _ := origin.p.Raft().FSM().Node(c2.nodeID); n.NebulaFingerprint != before.NebulaFingerprint {
@@ -376,8 +377,8 @@ func TestCloseAlone(t *testing.T) {
 	}
 }
 
-// TestRenewDue: renewal at 2/3 of the lifetime, and at once when the
-// validity is unknown.
+// TestRenewDue: renewal within 2/3 to 3/4 of the lifetime, and at once
+// when the validity is unknown.
 func TestRenewDue(t *testing.T) {
 	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	expires := issued.Add(30 * time.Hour)
@@ -389,13 +390,42 @@ func TestRenewDue(t *testing.T) {
 	}{
 		{"fresh", issued, expires, issued.Add(time.Hour), false},
 		{"just before 2/3", issued, expires, issued.Add(20*time.Hour - time.Nanosecond), false},
-		{"at 2/3", issued, expires, issued.Add(20 * time.Hour), true},
+		{"at 3/4", issued, expires, issued.Add(22*time.Hour + 30*time.Minute), true},
 		{"expired", issued, expires, expires.Add(time.Hour), true},
 		{"unknown issue time", time.Time{}, expires, issued, true},
 		{"expiry not after issue", issued, issued, issued, true},
 	} {
-		if got := RenewDue(tc.issued, tc.expires, tc.now); got != tc.want {
+		if got := RenewDue(tc.issued, tc.expires, tc.now, "any-node"); got != tc.want {
 			t.Errorf("%s: RenewDue = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRenewSpread: a thousand nodes issued the same moment fall due
+// across the whole window from 2/3 to 3/4 of the lifetime (issue 32:
+// a rack joined together is not renewed together): none outside it,
+// every tenth of it holding some and none more than twice its share,
+// and a node's point the same at every call (the CA holder and the node
+// agree).
+func TestRenewSpread(t *testing.T) {
+	issued := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	expires := issued.Add(30 * 24 * time.Hour)
+	from, to := issued.Add(20*24*time.Hour), issued.Add(22*24*time.Hour+12*time.Hour)
+	var tenths [10]int
+	for i := range 1000 {
+		id := fmt.Sprintf("%032x", i*7919)
+		at := RenewAt(issued, expires, id)
+		if at.Before(from) || !at.Before(to) || !at.Equal(RenewAt(issued, expires, id)) {
+			t.Fatalf("node %s due at %s: want the same point in [%s, %s)", id, at, from, to)
+		}
+		if RenewDue(issued, expires, at.Add(-time.Nanosecond), id) || !RenewDue(issued, expires, at, id) {
+			t.Fatalf("node %s: RenewDue does not turn at RenewAt", id)
+		}
+		tenths[int(10*at.Sub(from)/to.Sub(from))]++
+	}
+	for i, k := range tenths {
+		if k == 0 || k > 200 {
+			t.Fatalf("tenth %d of the window holds %d of 1000 renewals: %v", i, k, tenths)
 		}
 	}
 }

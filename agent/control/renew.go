@@ -10,14 +10,14 @@ import (
 	"github.com/meshd/meshd/pki"
 )
 
-// RenewDue reports whether a certificate issued at issued and expiring at
-// expires is past 2/3 of its lifetime at now. An unknown or empty validity
-// is due.
-func RenewDue(issued, expires, now time.Time) bool {
+// RenewDue reports whether node's certificate issued at issued and
+// expiring at expires is due for renewal at now (RenewAt). An unknown or
+// empty validity is due.
+func RenewDue(issued, expires, now time.Time, node string) bool {
 	if issued.IsZero() || !expires.After(issued) {
 		return true
 	}
-	return !now.Before(issued.Add(expires.Sub(issued) * 2 / 3))
+	return !now.Before(RenewAt(issued, expires, node))
 }
 
 // RenewNebulaCerts runs on the CA holder (leader or not: writes forward to
@@ -37,7 +37,7 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue
 		}
-		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now) && !reissueNebula(cluster, n) {
+		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now, n.ID) && !reissueNebula(cluster, n) {
 			continue
 		}
 		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {

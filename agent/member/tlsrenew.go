@@ -56,11 +56,11 @@ func (rn *renewal) adoptRenewedTLS(ctx context.Context) time.Time {
 	own, leaf := rn.identity(), rn.live.Leaf()
 	issued, expires := leaf.NotBefore.Add(pki.LeafBackdate), leaf.NotAfter
 	now := rn.now()
-	if !control.RenewDue(issued, expires, now) && !rn.ca.reissuePending(false) {
+	if !control.RenewDue(issued, expires, now, rn.facts.NodeID) && !rn.ca.reissuePending(false) {
 		if rn.ca.reissueWatch() {
 			return now.Add(time.Second) // a CA rotation: look again soon
 		}
-		return control.RenewAt(issued, expires)
+		return control.RenewAt(issued, expires, rn.facts.NodeID)
 	}
 	retry := now.Add(control.RenewRetry(issued, expires))
 	if rn.ca.reissueWatch() && retry.After(now.Add(time.Second)) {
@@ -94,5 +94,5 @@ func (rn *renewal) adoptRenewedTLS(ctx context.Context) time.Time {
 	// previous one); new ones present the new leaf.
 	rn.client.CloseIdle()
 	rn.log.Info("adopted renewed TLS leaf", "code", codes.EventTLSRenewed, "expires", nl.NotAfter)
-	return control.RenewAt(nl.NotBefore.Add(pki.LeafBackdate), nl.NotAfter)
+	return control.RenewAt(nl.NotBefore.Add(pki.LeafBackdate), nl.NotAfter, rn.facts.NodeID)
 }
