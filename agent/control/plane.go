@@ -141,6 +141,8 @@ type Plane struct {
 	watch    sync.WaitGroup // watchNodes, watchJoins, watchEphemeral
 	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
 	table    *watch.Table   // what workers copy, by the index that changed it (watch.go)
+	reports  *gate          // tunnel reports a second (gates.go)
+	lists    *gate          // node lists a second (gates.go)
 
 	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
 }
@@ -205,7 +207,8 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 		}
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
-		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones)}
+		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones),
+		reports: newGate("tunnel reports", TunnelReportsPerSecond), lists: newGate("node lists", NodeListsPerSecond)}
 	p.setCA(ca)
 	if raft == nil {
 		return p

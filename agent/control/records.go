@@ -126,6 +126,10 @@ const StrictQuery = "?strict=1"
 // node: pairhealth.go), and, with StrictQuery, the list a worker takes its
 // peers, lighthouses and control nodes from (no tunnel view asked).
 func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
+	if err := p.lists.pass(); err != nil {
+		writeError(w, err)
+		return
+	}
 	if r.URL.Query().Has("strict") {
 		if err := p.strictRead(r.Context()); err != nil {
 			writeError(w, err)

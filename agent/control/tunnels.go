@@ -100,6 +100,10 @@ func (s *tunnelStore) fresh(since time.Time) []TunnelReport {
 // handleSelfTunnels keeps the caller's report; who it is comes from its
 // leaf (the guard), never from the body.
 func (p *Plane) handleSelfTunnels(w http.ResponseWriter, r *http.Request, c Caller) {
+	if err := p.reports.pass(); err != nil {
+		writeError(w, err)
+		return
+	}
 	var req TunnelsRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
 		writeError(w, err)
