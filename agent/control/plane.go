@@ -141,6 +141,8 @@ type Plane struct {
 	watch    sync.WaitGroup // watchNodes, watchJoins, watchEphemeral
 	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
 	table    *watch.Table   // what workers copy, by the index that changed it (watch.go)
+	records  recordCache    // the table's encoded records, kept between rebuilds (watch.go)
+	leaders  *leaderWatch   // ends the streams of a node without a raft leader (watch.go)
 	reports  *gate          // tunnel reports a second (gates.go)
 	lists    *gate          // node lists a second (gates.go)
 
@@ -207,7 +209,7 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 		}
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
-		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones),
+		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones), leaders: newLeaderWatch(watchLeaderless, time.Second),
 		reports: newGate("tunnel reports", TunnelReportsPerSecond), lists: newGate("node lists", NodeListsPerSecond)}
 	p.setCA(ca)
 	if raft == nil {
@@ -216,7 +218,7 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	// From here the raft port admits only members (connections accepted
 	// since raft opened are judged now too).
 	raft.SetPeerCheck(p.raftPeer)
-	p.watch.Add(4)
+	p.watch.Add(5)
 	go func() {
 		defer p.watch.Done()
 		p.watchNodes(p.stop)
@@ -224,6 +226,10 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	go func() {
 		defer p.watch.Done()
 		p.watchTable(p.stop)
+	}()
+	go func() {
+		defer p.watch.Done()
+		p.leaders.run(p.stop, p.raft.LeaderID)
 	}()
 	bound, window, now := cfg.joinBound(), cfg.ephemeralAfter(), d.Now
 	go func() {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -158,26 +160,62 @@ func WatchedRevocation(raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-// watchState is the table's content from the FSM as it is now.
-func (p *Plane) watchState() map[string]map[string]json.RawMessage {
-	fsm := p.raft.FSM()
-	nodes := map[string]json.RawMessage{}
-	nodes0 := fsm.Nodes()
-	for _, n := range nodes0 {
-		nodes[n.ID] = mustJSON(recordOf(n))
+// same reports whether two records encode alike.
+func (a watchRecord) same(b watchRecord) bool {
+	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP &&
+		a.Underlay == b.Underlay && a.Relay == b.Relay && a.NebulaPort == b.NebulaPort && a.EnrollAddr == b.EnrollAddr &&
+		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey)
+}
+
+// encodedRecord is a record and its JSON, kept between rebuilds.
+type encodedRecord struct {
+	rec watchRecord
+	raw json.RawMessage
+}
+
+// recordCache keeps each node's encoded record between rebuilds of the
+// table, so a rebuild encodes only the records that changed: at 10,000
+// records, encoding them all took most of a rebuild, and a burst of
+// writes rebuilds the table every few tens of milliseconds.
+type recordCache struct {
+	mu   sync.Mutex // one rebuild at a time
+	byID map[string]encodedRecord
+}
+
+// encode is n's record's JSON, from the cache when it encodes as before.
+func (c *recordCache) encode(n state.Node, next map[string]encodedRecord) json.RawMessage {
+	rec := recordOf(n)
+	if e, ok := c.byID[n.ID]; ok && e.rec.same(rec) {
+		next[n.ID] = e
+		return e.raw
 	}
+	e := encodedRecord{rec: rec, raw: mustJSON(rec)}
+	next[n.ID] = e
+	return e.raw
+}
+
+// watchState is the table's content from v, the FSM's state at one
+// index. The caller holds p.records.mu.
+func (p *Plane) watchState(v state.View) map[string]map[string]json.RawMessage {
+	nodes := map[string]json.RawMessage{}
+	nodes0 := v.Nodes
+	next := make(map[string]encodedRecord, len(nodes0))
+	for _, n := range nodes0 {
+		nodes[n.ID] = p.records.encode(n, next)
+	}
+	p.records.byID = next
 	revoked := map[string]json.RawMessage{}
 	byID := map[string]state.Node{}
 	for _, n := range nodes0 {
 		byID[n.ID] = n
 	}
-	for i, r := range fsm.Revocations() {
+	for i, r := range v.Revocations {
 		n, ok := byID[r.NodeID]
 		revoked[watch.Seq(i)] = revokedItem(r, n, ok)
 	}
 	st := map[string]map[string]json.RawMessage{SectionNodes: nodes, SectionRevoked: revoked,
 		SectionKeys: {}, SectionCA: {}}
-	if cl, ok := fsm.Cluster(); ok {
+	if cl, ok := v.Cluster, v.HasCluster; ok {
 		if len(cl.GossipKeys) > 0 {
 			st[SectionKeys][keyKeys] = mustJSON(GossipKeys{Keys: cl.GossipKeys, Rotated: cl.GossipKeysRotated})
 		}
@@ -194,19 +232,14 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// refreshTable brings the table to the FSM's state, read as of one
-// index: the read is taken again if raft applied while it ran, so no
-// item is ever stamped with an index its state does not hold.
+// refreshTable brings the table to the FSM's state, read as of one index
+// (state.FSM.View), so no item is ever stamped with an index its state
+// does not hold.
 func (p *Plane) refreshTable() {
-	fsm := p.raft.FSM()
-	for {
-		index := fsm.Index()
-		st := p.watchState()
-		if fsm.Index() == index {
-			p.table.Update(index, st)
-			return
-		}
-	}
+	p.records.mu.Lock()
+	defer p.records.mu.Unlock()
+	v := p.raft.FSM().View()
+	p.table.Update(v.Index, p.watchState(v))
 }
 
 // watchTable keeps the table in line with the FSM until stop: once at
@@ -256,17 +289,20 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	quiet, leaderless := time.Duration(0), time.Duration(0)
-	sent := false
+	// One timer per stream, for its heartbeat; the leader's absence is
+	// watched once for every stream (leaderWatch): 10,000 streams
+	// ticking every second cost a control node more at idle than all
+	// their heartbeats.
+	heartbeat := time.NewTimer(watchHeartbeat)
+	defer heartbeat.Stop()
+	beat, sent := false, false
 	for {
 		if err := p.stillWatching(leaf); err != nil {
 			p.log.Info("ended a watch: the caller is no longer a member", "code", codes.NotMember, "node", c.Name, "err", err)
 			return
 		}
 		line, ch, next := p.table.Encoded(since)
-		if ch.Index > since || ch.Full || !sent || quiet >= watchHeartbeat {
+		if ch.Index > since || ch.Full || !sent || beat {
 			_ = rc.SetWriteDeadline(time.Now().Add(WatchSilence))
 			if _, err := w.Write(line); err != nil {
 				return
@@ -274,24 +310,77 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			since, sent, quiet = max(since, ch.Index), true, 0
+			since, sent, beat = max(since, ch.Index), true, false
+			heartbeat.Reset(watchHeartbeat)
 		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-next:
-		case <-tick.C:
-			quiet += time.Second
-			if p.raft.LeaderID() == "" {
-				leaderless += time.Second
-			} else {
-				leaderless = 0
-			}
-			if leaderless >= watchLeaderless {
-				p.log.Debug("ended a watch: no raft leader", "node", c.Name, "for", leaderless)
-				return
-			}
+		case <-heartbeat.C:
+			beat = true
+		case <-p.leaders.gone():
+			p.log.Debug("ended a watch: no raft leader", "node", c.Name, "for", watchLeaderless)
+			return
 		}
+	}
+}
+
+// leaderWatch closes a channel once this node has seen no raft leader for
+// watchLeaderless, for every stream at once; a leader seen again gives
+// the next streams a new one.
+type leaderWatch struct {
+	bound, every time.Duration
+	mu           sync.Mutex
+	lost         chan struct{} // closed while leaderless past the bound
+}
+
+// newLeaderWatch looks for a leader every every, and gives up on one
+// after bound.
+func newLeaderWatch(bound, every time.Duration) *leaderWatch {
+	return &leaderWatch{bound: bound, every: every, lost: make(chan struct{})}
+}
+
+func (l *leaderWatch) gone() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// run looks for a leader until stop.
+func (l *leaderWatch) run(stop <-chan struct{}, leader func() string) {
+	tick := time.NewTicker(l.every)
+	defer tick.Stop()
+	var since time.Time // when the leader was last seen missing; zero while there is one
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		l.mu.Lock()
+		closed := isClosed(l.lost)
+		switch {
+		case leader() != "":
+			since = time.Time{}
+			if closed {
+				l.lost = make(chan struct{})
+			}
+		case since.IsZero():
+			since = time.Now()
+		case !closed && time.Since(since) >= l.bound:
+			close(l.lost)
+		}
+		l.mu.Unlock()
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

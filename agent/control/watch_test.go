@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -273,4 +274,32 @@ func TestWatchItems(t *testing.T) {
 	if got, _ := WatchedRevocation(revokedItem(state.Revocation{NodeID: "gone", Fingerprint: "t1"}, state.Node{}, false)); got != "t1" {
 		t.Fatalf("a forgotten node's revocation: %q", got)
 	}
+}
+
+// TestLeaderWatch: the channel closes once no leader has been seen for
+// the bound, not before, and a leader seen again gives a new, open one.
+func TestLeaderWatch(t *testing.T) {
+	var leader atomic.Value
+	leader.Store("c1")
+	l := newLeaderWatch(100*time.Millisecond, 5*time.Millisecond)
+	stop := make(chan struct{})
+	defer close(stop)
+	go l.run(stop, func() string { return leader.Load().(string) })
+	first := l.gone()
+	time.Sleep(50 * time.Millisecond) // with a leader, nothing may close
+	if isClosed(first) {
+		t.Fatal("closed while a leader is known")
+	}
+	lostAt := time.Now()
+	leader.Store("")
+	select {
+	case <-first:
+		if took := time.Since(lostAt); took < 100*time.Millisecond {
+			t.Fatalf("closed %s after the leader went, before the bound", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not closed 5s after the leader went")
+	}
+	leader.Store("c2")
+	waitFor(t, 5*time.Second, "an open channel once a leader is back", func() bool { return !isClosed(l.gone()) })
 }

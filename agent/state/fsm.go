@@ -183,6 +183,35 @@ func (f *FSM) Cluster() (Cluster, bool) {
 func (f *FSM) Nodes() []Node {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.nodesLocked()
+}
+
+// View is what a worker copies from raft, read as of one index: every
+// node record (as Nodes gives them), the revocations, the cluster record
+// (ok is false before Bootstrap) and the index of the state they are.
+// Nothing is applied while it reads, so no part is newer than the index
+// (the watch table stamps items with it: agent/control/watch.go).
+type View struct {
+	Index       uint64
+	Nodes       []Node
+	Revocations []Revocation
+	Cluster     Cluster
+	HasCluster  bool
+}
+
+// View reads View.
+func (f *FSM) View() View {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	v := View{Index: f.index.Load(), Nodes: f.nodesLocked(), Revocations: slices.Clone(f.s.Revocations)}
+	if f.s.Cluster != nil {
+		v.Cluster, v.HasCluster = f.s.Cluster.clone(), true
+	}
+	return v
+}
+
+// nodesLocked is Nodes; the caller holds f.mu (read or write).
+func (f *FSM) nodesLocked() []Node {
 	if v := f.nodes.Load(); v != nil {
 		return slices.Clone(*v)
 	}

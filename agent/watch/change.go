@@ -35,10 +35,10 @@ func (c *Copy) Index() uint64 { return c.index }
 
 // Apply applies ch, which must be a change since c's index (or a full
 // one). It returns the sections whose items changed; a change from an
-// index behind c's (a control node that lags the one before it) changes
-// nothing and returns none.
+// index behind c's (a control node that lags the one before it), whole
+// table or not, changes nothing and returns none.
 func (c *Copy) Apply(ch Change) []string {
-	if !ch.Full && ch.Index < c.index {
+	if ch.Index < c.index {
 		return nil
 	}
 	if c.sections == nil {
