@@ -121,7 +121,7 @@ BENCH_DIR := $(BIN)/bench
 SITES_WINDOW ?= 10m
 bench:
 	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt $(BENCH_DIR)/names.txt \
-		$(BENCH_DIR)/keyfleet.txt
+		$(BENCH_DIR)/keyfleet.txt $(BENCH_DIR)/watchscale.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -benchtime 3x -timeout 45m ./e2e \
 		| tee $(BENCH_DIR)/e2e.txt || status=1; \
@@ -129,8 +129,10 @@ bench:
 		| tee $(BENCH_DIR)/gossip.txt || status=1; \
 	$(GO) test -count=1 -run '^$$' -bench '^BenchmarkServe' -cpu 1 -benchtime 20000x ./names \
 		| tee $(BENCH_DIR)/names.txt || status=1; \
-	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkKeyFleet$$' -benchtime 1x -timeout 40m ./agent/agenttest \
+	$(GO) test -count=1 -v -run '^$$' -bench '^(BenchmarkKeyFleet|BenchmarkControlScale)$$' -benchtime 1x -timeout 50m ./agent/agenttest \
 		| grep -vE '^    node\.go:[0-9]+:|^        time=' | tee $(BENCH_DIR)/keyfleet.txt || status=1; \
+	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkWatchScale$$' -benchtime 1x -timeout 30m ./agent/control \
+		| grep -vE '^    harness_test\.go:[0-9]+:' | tee $(BENCH_DIR)/watchscale.txt || status=1; \
 	for timers in fast lan; do \
 		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers $(GO) test -tags e2e -count=1 -v -run '^(TestJoinBurst50|TestKeyBurst50)$$' -timeout 30m ./e2e \
 			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|(key)?burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
@@ -140,7 +142,7 @@ bench:
 	MESHD_SITES_WINDOW=$(SITES_WINDOW) $(GO) test -tags e2e -count=1 -v -run '^TestSitesWindow$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
-		-gotest $(BENCH_DIR)/names.txt -gotest $(BENCH_DIR)/keyfleet.txt \
+		-gotest $(BENCH_DIR)/names.txt -gotest $(BENCH_DIR)/keyfleet.txt -gotest $(BENCH_DIR)/watchscale.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
 

@@ -56,6 +56,7 @@ var allowed = map[string][]string{
 	"console":                           {"agent/localclient", "agent/apitype", "codes"},
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
+	"childtest":                         {},
 	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},

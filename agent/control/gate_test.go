@@ -60,7 +60,7 @@ func containsRole(roles []pki.Role, r pki.Role) bool {
 }
 
 // waitState waits until m's FSM records node id in state s.
-func waitState(t *testing.T, m *member, id string, s state.NodeState) {
+func waitState(t testing.TB, m *member, id string, s state.NodeState) {
 	t.Helper()
 	waitFor(t, 5*time.Second, m.name+" records "+id+" as "+string(s), func() bool {
 		n, _ := m.p.Raft().FSM().Node(id)

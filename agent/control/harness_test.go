@@ -35,6 +35,18 @@ import (
 var fastRaft = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond,
 	ElectionTimeout: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond}
 
+// raftDefaults are hashicorp/raft's own timers, meshd's defaults (the
+// raft section of meshd.yaml): what BenchmarkWatchScale runs with, where
+// fastRaft's 100 ms elections fire under the load of 10,000 writes.
+var raftDefaults = raftnode.Timing{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second, LeaderLease: 500 * time.Millisecond}
+
+func timingOr(t *raftnode.Timing) raftnode.Timing {
+	if t == nil {
+		return fastRaft
+	}
+	return *t
+}
+
 // hooks records what the plane told the rest of the node.
 type hooks struct {
 	mu        sync.Mutex
@@ -169,19 +181,20 @@ type testCluster struct {
 	cluster   state.Cluster
 	members   []*member
 	nextIP    byte
-	promote   time.Duration // every member's PromoteTimeout
-	keyStep   time.Duration // every member's KeyStepTimeout (0: the default)
-	joinBound time.Duration // every member's JoinBound (0: the default)
-	ephemeral time.Duration // every member's EphemeralAfter (0: the default)
-	tombs     int           // every member's WatchTombstones (0: the default)
-	tlsKeys   sync.Map      // node name -> its TLS private key (PEM), to sign what it states (pki.Attest)
+	promote   time.Duration    // every member's PromoteTimeout
+	keyStep   time.Duration    // every member's KeyStepTimeout (0: the default)
+	joinBound time.Duration    // every member's JoinBound (0: the default)
+	ephemeral time.Duration    // every member's EphemeralAfter (0: the default)
+	tombs     int              // every member's WatchTombstones (0: the default)
+	timing    *raftnode.Timing // every member's raft timers (nil: fastRaft)
+	tlsKeys   sync.Map         // node name -> its TLS private key (PEM), to sign what it states (pki.Attest)
 	// nows are members' clocks by name (Deps.Now), set before start;
 	// time.Now for a member not in it.
 	nows map[string]func() time.Time
 }
 
 // attest is name's signature, with its TLS key, of statement (kind, nonce).
-func (c *testCluster) attest(t *testing.T, name, kind string, nonce, statement []byte) []byte {
+func (c *testCluster) attest(t testing.TB, name, kind string, nonce, statement []byte) []byte {
 	t.Helper()
 	k, ok := c.tlsKeys.Load(name)
 	if !ok {
@@ -196,7 +209,7 @@ func (c *testCluster) attest(t *testing.T, name, kind string, nonce, statement [
 
 // freePort reserves a loopback port number (closed again; the caller
 // binds it at once).
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -208,7 +221,7 @@ func freePort(t *testing.T) string {
 }
 
 // identity signs a control identity for name at the real clock.
-func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.Identity, *pki.Keys, netip.Prefix) {
+func (c *testCluster) identity(t testing.TB, name string, role pki.Role) (*pki.Identity, *pki.Keys, netip.Prefix) {
 	t.Helper()
 	keys, err := pki.NewKeys(name)
 	if err != nil {
@@ -236,7 +249,7 @@ func (c *testCluster) identity(t *testing.T, name string, role pki.Role) (*pki.I
 }
 
 // start opens raft for a control node and serves its internal API.
-func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
+func (c *testCluster) start(t testing.TB, name string, holdsCA bool) *member {
 	t.Helper()
 	id, keys, _ := c.identity(t, name, pki.RoleControl)
 	live, err := pki.NewLiveIdentity(id)
@@ -258,7 +271,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 		t.Fatal(err)
 	}
 	node, err := raftnode.Open(raftnode.Options{Dir: filepath.Join(t.TempDir(), "raft"), NodeID: "id-" + name,
-		Timing: fastRaft, Stream: stream})
+		Timing: timingOr(c.timing), Stream: stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +331,7 @@ func (c *testCluster) start(t *testing.T, name string, holdsCA bool) *member {
 }
 
 // newCluster bootstraps an origin that holds the CA and leads.
-func newCluster(t *testing.T) (*testCluster, *member) {
+func newCluster(t testing.TB) (*testCluster, *member) {
 	t.Helper()
 	return newClusterWith(t, clusterOpts{})
 }
@@ -332,13 +345,13 @@ type clusterOpts struct {
 	origin func(c *testCluster, n *state.Node)
 }
 
-func newClusterWith(t *testing.T, o clusterOpts) (*testCluster, *member) {
+func newClusterWith(t testing.TB, o clusterOpts) (*testCluster, *member) {
 	t.Helper()
 	c := &testCluster{ca: pkitest.NewCA(t, "alpha"), promote: cmp.Or(o.promote, 3*time.Second), joinBound: o.joinBound}
 	return c, c.bootstrap(t, o.origin)
 }
 
-func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state.Node)) *member {
+func (c *testCluster) bootstrap(t testing.TB, edit func(c *testCluster, n *state.Node)) *member {
 	t.Helper()
 	o := c.start(t, "origin", true)
 	adv, _ := net.ResolveTCPAddr("tcp", o.raftAddr)
@@ -370,7 +383,7 @@ func (c *testCluster) bootstrap(t *testing.T, edit func(c *testCluster, n *state
 // a real enroll server over via's ledger and signer: the admission is
 // recorded, the CA holder signs what it says, the certificates are
 // recorded. It returns the node id.
-func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
+func (c *testCluster) admit(t testing.TB, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports) string {
 	t.Helper()
 	return c.admitLeaf(t, via, name, role, keys, ports, nil)
 }
@@ -380,7 +393,7 @@ func (c *testCluster) admit(t *testing.T, via *member, name string, role pki.Rol
 // the member raft records. The join is then confirmed on the leader
 // (ConfirmJoin), so the node is active, as a node is once `meshctl join`
 // returns.
-func (c *testCluster) admitLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
+func (c *testCluster) admitLeaf(t testing.TB, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
 	id *pki.Identity) string {
 	t.Helper()
 	nodeID := c.enrollLeaf(t, via, name, role, keys, ports, id)
@@ -389,7 +402,7 @@ func (c *testCluster) admitLeaf(t *testing.T, via *member, name string, role pki
 }
 
 // confirm writes ConfirmJoin for nodeID on the leader.
-func (c *testCluster) confirm(t *testing.T, nodeID string) {
+func (c *testCluster) confirm(t testing.TB, nodeID string) {
 	t.Helper()
 	for _, m := range c.members {
 		if m.p.Raft().IsLeader() {
@@ -407,7 +420,7 @@ func (c *testCluster) confirm(t *testing.T, nodeID string) {
 
 // enrollLeaf is admitLeaf without the confirmation: the node stays
 // joining with its certificates recorded.
-func (c *testCluster) enrollLeaf(t *testing.T, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
+func (c *testCluster) enrollLeaf(t testing.TB, via *member, name string, role pki.Role, keys *pki.Keys, ports enroll.Ports,
 	id *pki.Identity) string {
 	t.Helper()
 	ctx := within(t, 10*time.Second)
@@ -445,7 +458,7 @@ func enrollRequest(secret enroll.Secret, name string, keys *pki.Keys, ports enro
 }
 
 // mintSecret has via mint a token for name and returns its secret.
-func mintSecret(t *testing.T, via *member, name string, role pki.Role) enroll.Secret {
+func mintSecret(t testing.TB, via *member, name string, role pki.Role) enroll.Secret {
 	t.Helper()
 	resp, err := via.p.Admit(within(t, 5*time.Second), admitReq(name, role), "test")
 	if err != nil {
@@ -460,7 +473,7 @@ func mintSecret(t *testing.T, via *member, name string, role pki.Role) enroll.Se
 
 // freeIP is the lowest free overlay address in m's FSM, with the prefix
 // length.
-func freeIP(t *testing.T, m *member) netip.Prefix {
+func freeIP(t testing.TB, m *member) netip.Prefix {
 	t.Helper()
 	ip, err := m.p.Raft().FSM().FreeIP()
 	if err != nil {
@@ -471,7 +484,7 @@ func freeIP(t *testing.T, m *member) netip.Prefix {
 
 // joinControl starts a control node, records it through via and has it
 // join raft the way a joining control node does.
-func (c *testCluster) joinControl(t *testing.T, via *member, name string) *member {
+func (c *testCluster) joinControl(t testing.TB, via *member, name string) *member {
 	t.Helper()
 	m := c.start(t, name, false)
 	_, cport, _ := net.SplitHostPort(m.addr)
@@ -496,7 +509,7 @@ func (c *testCluster) joinControl(t *testing.T, via *member, name string) *membe
 }
 
 // leafFingerprint is the fingerprint raft records for a PEM leaf.
-func leafFingerprint(t *testing.T, certPEM []byte) string {
+func leafFingerprint(t testing.TB, certPEM []byte) string {
 	t.Helper()
 	leaf, err := pki.ParseCertPEM(certPEM)
 	if err != nil {
@@ -509,14 +522,14 @@ func admitReq(name string, role pki.Role) apitype.AdmitRequest {
 	return apitype.AdmitRequest{Name: name, Role: string(role)}
 }
 
-func within(t *testing.T, d time.Duration) context.Context {
+func within(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -609,7 +622,7 @@ type fakeControl struct {
 	hits map[string]int
 }
 
-func (c *testCluster) fakeControl(t *testing.T, name string, answer http.HandlerFunc) *fakeControl {
+func (c *testCluster) fakeControl(t testing.TB, name string, answer http.HandlerFunc) *fakeControl {
 	t.Helper()
 	id, _, _ := c.identity(t, name, pki.RoleControl)
 	conf, err := pki.ServerTLSConfig(id)
@@ -639,7 +652,7 @@ func (f *fakeControl) count(path string) int {
 }
 
 // mint has via mint a token for name and returns its hash.
-func mint(t *testing.T, via *member, name string, role pki.Role) enroll.TokenHash {
+func mint(t testing.TB, via *member, name string, role pki.Role) enroll.TokenHash {
 	t.Helper()
 	return mintSecret(t, via, name, role).Hash()
 }

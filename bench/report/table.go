@@ -240,6 +240,32 @@ var rows = []row{
 	{what: "joins with one key: the enroll call alone, p90", name: "BenchmarkKeyFleet", metric: "enroll-p90"},
 	{what: "joins with one key: the CA holder's signatures a second over the run (2 a join)", name: "BenchmarkKeyFleet", metric: "signs"},
 	{what: "joins with one key: CPU of the whole test process (3 control nodes and the joiners), of one core", name: "BenchmarkKeyFleet", metric: "cpu"},
+	// Issue 32: how changes reach workers. BenchmarkControlScale is
+	// BenchmarkKeyFleet's 3 real agents (timers: lan) with 1,000 light
+	// workers, each holding a real watch stream on its own leaf;
+	// BenchmarkWatchScale is agent/control's harness (3 real control
+	// planes, raft on disk, mTLS, raft's default timers) with 10,000 records
+	// written through raft and 10,000 streams. Bytes are what the workers
+	// read off their connections (TLS records and HTTP framing included);
+	// CPU is the whole process's, watchers included.
+	{what: "1,000 workers: one removal, from the remove call to every worker's copy (record and Nebula fingerprint)", name: "BenchmarkControlScale", metric: "removal_to_all", match: map[string]string{"workers": "1000"}, target: "< 2 s", ok: lt(2)},
+	{what: "1,000 workers: bytes read by all the workers per change (the removal's lines: the removal, the key rotation's steps)", name: "BenchmarkControlScale", metric: "removal_bytes_per_change", match: map[string]string{"workers": "1000"}, target: "≤ 200 KiB", ok: le(200)},
+	{what: "1,000 workers: bytes read by all the workers for the whole removal", name: "BenchmarkControlScale", metric: "removal_bytes", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers, streams open and nothing changing: CPU of the whole process (3 control nodes and the workers), % of one core", name: "BenchmarkControlScale", metric: "idle_cpu_process", match: map[string]string{"workers": "1000"}, target: "< 10 per control node", ok: lt(10)},
+	{what: "1,000 workers watching, joins at 1/s: keys to confirmed, p50", name: "BenchmarkControlScale", metric: "join_p50", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers watching, joins at 1/s: keys to confirmed, p99", name: "BenchmarkControlScale", metric: "join_p99", match: map[string]string{"workers": "1000"}, target: "< 1 s", ok: lt(1)},
+	{what: "1,000 workers watching, joins at 1/s: a join's confirmation to every worker's copy, p99", name: "BenchmarkControlScale", metric: "join_to_all_p99", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers: bytes read by all the workers per join", name: "BenchmarkControlScale", metric: "join_bytes", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers: what a change cost before the watch (every worker fetching the whole strict node list), in all", name: "BenchmarkControlScale", metric: "old_list_per_change", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers: first contact, the whole table to every worker, bytes in all", name: "BenchmarkControlScale", metric: "first_contact_bytes", match: map[string]string{"workers": "1000"}},
+	{what: "10,000 records: raft snapshot size", name: "BenchmarkWatchScale", metric: "snapshot_size", match: map[string]string{"records": "10000"}},
+	{what: "10,000 records: raft snapshot restored into a new FSM", name: "BenchmarkWatchScale", metric: "snapshot_restore", match: map[string]string{"records": "10000"}, target: "< 2 s", ok: lt(2)},
+	{what: "10,000 records: `meshctl nodes`' rows and their JSON (Plane.Nodes)", name: "BenchmarkWatchScale", metric: "nodes_list", match: map[string]string{"records": "10000"}, target: "< 1 s", ok: lt(1)},
+	{what: "10,000 watchers: one removal to every watcher", name: "BenchmarkWatchScale", metric: "change_to_all", match: map[string]string{"records": "10000"}, target: "< 5 s", ok: lt(5)},
+	{what: "10,000 watchers: bytes read by all of them for the removal", name: "BenchmarkWatchScale", metric: "change_bytes", match: map[string]string{"records": "10000"}},
+	{what: "10,000 watchers: heap per open watch on the control nodes (their process; the watchers run in another)", name: "BenchmarkWatchScale", metric: "heap_per_watcher", match: map[string]string{"records": "10000"}},
+	{what: "10,000 watchers, nothing changing: CPU of the 3 control planes' process, % of one core", name: "BenchmarkWatchScale", metric: "idle_cpu_process", match: map[string]string{"records": "10000"}},
+	{what: "10,000 records: one first contact, the whole table", name: "BenchmarkWatchScale", metric: "first_contact", match: map[string]string{"records": "10000"}},
 }
 
 // renderTable is the whole table in markdown; a row with no result says
