@@ -49,7 +49,7 @@ func (nd *Node) status(t testing.TB) apitype.Status {
 }
 
 // TestTLSRenewalLive: a cluster of three control nodes and a worker whose
-// TLS leaves live 6 s (renewed at 4 s) goes through several renewals while
+// TLS leaves live 6 s (renewed between 4 and 4.5 s) goes through several renewals while
 // it runs: every node's leaf (on disk and as status reports it) changes
 // again and again and status's TLS expiry moves forward, the raft leader
 // and term never change (no election: the renewal is adopted without

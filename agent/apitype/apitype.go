@@ -90,6 +90,19 @@ type Warning struct {
 }
 
 // Status is GET /v0/status.
+// WatchStatus is a worker's watch stream: the control node streaming ("" while
+// none is), the raft index of the last change applied, how many streams it
+// opened, how many whole tables and changes it received, and the strict
+// one-shot changes it asked while no stream was healthy.
+type WatchStatus struct {
+	From    string `json:"from,omitempty"`
+	Index   uint64 `json:"index"`
+	Streams int    `json:"streams"`
+	Full    int    `json:"full"`
+	Deltas  int    `json:"deltas"`
+	Strict  int    `json:"strict"`
+}
+
 type Status struct {
 	State     string `json:"state"` // "starting", "unjoined", "running", "refused", "stopping"
 	Version   string `json:"version"`
@@ -108,6 +121,9 @@ type Status struct {
 	// index a worker's watch names (docs/architecture.md, "How changes
 	// reach workers").
 	RaftApplied uint64 `json:"raft_applied,omitempty"`
+	// Watch is, on a worker, where its copy of the cluster's records
+	// comes from: the watch stream (issue 32).
+	Watch *WatchStatus `json:"watch,omitempty"`
 	// CertExpires is the earlier of the TLS leaf's and the Nebula host
 	// certificate's expiry; CertExpiresOf says which ("tls" or "nebula").
 	CertExpires    time.Time `json:"cert_expires,omitzero"`

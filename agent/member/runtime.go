@@ -83,6 +83,9 @@ type node struct {
 	// cluster is where the node's cluster facts come from (facts.go):
 	// its raft on a control node, fetched copies on a worker.
 	cluster clusterFacts
+	// copies are a worker's copies (nil on a control node once its raft
+	// opened): its watch stream's counters show in status.
+	copies *fetched.Copies
 	// fit is the node's fitness to serve: disk and clock (fitness.go).
 	fit *fitCheck
 	// nat is this node's NAT, as its path check saw it (natpath.go): it
@@ -231,7 +234,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 			return nil, err
 		}
 	}
-	rt.cluster = copies
+	rt.cluster, rt.copies = copies, copies
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.ov.startMesh(); err != nil {
 		return nil, err
@@ -243,7 +246,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		if err := rt.startControlPlane(ctx, boot); err != nil {
 			return nil, err
 		}
-		rt.cluster = planeFacts{p: rt.ctl, nodeID: facts.NodeID, seeds: facts.Seeds}
+		rt.cluster, rt.copies = planeFacts{p: rt.ctl, nodeID: facts.NodeID, seeds: facts.Seeds}, nil
 		rt.renew.renewOthers = rt.ctl.RenewTLSCerts
 		rt.steps = rt.followSteps(rt.controlDuties())
 		if err := rt.startControl(); err != nil {

@@ -110,6 +110,10 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	}
 	s.Warnings = append(s.Warnings, rt.fitnessWarnings()...)
 	s.Raft = string(raftnode.None)
+	if rt.copies != nil {
+		w := rt.copies.Stats()
+		s.Watch = &apitype.WatchStatus{From: w.From, Index: w.Index, Streams: w.Streams, Full: w.Full, Deltas: w.Deltas, Strict: w.Strict}
+	}
 	if rt.ctl != nil {
 		r := rt.ctl.Raft()
 		s.Raft, s.RaftTerm, s.RaftApplied = string(r.RoleOf(f.NodeID)), r.Term(), r.FSM().Index()

@@ -203,6 +203,14 @@ func (a *app) statusCommand() *cobra.Command {
 				row("leader", "none")
 			}
 			quorumRows(row, s.Quorum) // quorum.go
+			if w := s.Watch; w != nil {
+				from := w.From
+				if from == "" {
+					from = "no stream open"
+				}
+				row("watch", fmt.Sprintf("%s, at raft index %d (streams %d, whole tables %d, changes %d, strict asks %d)",
+					from, w.Index, w.Streams, w.Full, w.Deltas, w.Strict))
+			}
 			if s.CertExpiresOf != "" {
 				row("cert expires", fmt.Sprintf("%s (%s, the earlier of TLS and Nebula)", s.CertExpires.Local().Format(time.RFC3339), s.CertExpiresOf))
 			} else {
