@@ -95,6 +95,16 @@ func (c *Copy) Items(section string) map[string]json.RawMessage {
 	return maps.Clone(c.sections[section])
 }
 
+// Each calls fn with each item of a section, in no order, until fn
+// returns false; the bytes are shared: read them, never write into them.
+func (c *Copy) Each(section string, fn func(key string, raw json.RawMessage) bool) {
+	for k, v := range c.sections[section] {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
 // Item is one item of a section.
 func (c *Copy) Item(section, key string) (json.RawMessage, bool) {
 	v, ok := c.sections[section][key]
