@@ -64,7 +64,7 @@ func (d *dueCopy) done() {
 // Refresh brings the node list and the revocations up to date. The watch
 // stream (watch.go) keeps them so: while it is healthy a refresh asks
 // nothing, unless told of a change and the stream has brought none within
-// the last second. Otherwise, and once no stream has been healthy for
+// toldGrace (5 s). Otherwise, and once no stream has been healthy for
 // watchGrace, it asks for one change after a read index (strict=1): at
 // once when told, at most once a second when not. changed says either
 // copy changed; the error is the node list's, if any: what a join's

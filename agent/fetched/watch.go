@@ -37,13 +37,14 @@ type followState struct {
 	recs      map[string]control.NodeRecord // the nodes section, decoded
 	keys      *control.GossipKeys
 	ca        *control.CABundle
-	open      bool      // a stream is open
-	heard     time.Time // its last line
-	down      time.Time // when the last stream ended (or the follower started)
-	changedAt time.Time // the last line that changed something
-	saved     time.Time // the node list was last saved
-	dirty     bool      // the node list changed since
-	turn      int       // the seed the next stream asks, in Seeds' order
+	applyMu   sync.Mutex // held through applyChange (f.mu only while the copy is read or written)
+	open      bool       // a stream is open
+	heard     time.Time  // its last line
+	down      time.Time  // when the last stream ended (or the follower started)
+	changedAt time.Time  // the last line that changed something
+	saved     time.Time  // the node list was last saved
+	dirty     bool       // the node list changed since
+	turn      int        // the seed the next stream asks, in Seeds' order
 	stats     WatchStats
 	onChange  func(sections []string)
 	// strict paces the strict fallback as the node list's fetch was.
@@ -86,6 +87,12 @@ const (
 	// saveEvery spaces the saves of the node list (a line that follows
 	// saves one still owed).
 	saveEvery = 2 * time.Second
+	// toldGrace: a gossip notice of a change (a removal's, a key
+	// rotation's) that arrives within this of the stream's last change is
+	// taken to be about that change, and asks nothing more. The stream
+	// brings a change within milliseconds of raft applying it, a notice
+	// spreads over gossip in up to a second or two at 1,000 members.
+	toldGrace = 5 * time.Second
 )
 
 // Follow keeps the copies in line with the control nodes until ctx ends:
@@ -172,15 +179,17 @@ func (c *Copies) stream(ctx context.Context, seed string) (useful bool, err erro
 // node behind its admission) is refused: nothing of it is applied.
 func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error) {
 	f := &c.follow
+	// One change at a time from here to the lists adopted: the stream and
+	// a strict ask may both apply one, and a list computed first must not
+	// be adopted last.
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	f.mu.Lock()
 	if ch.Full {
 		if _, ok := ch.Put[control.SectionNodes][c.nodeID]; !ok {
 			f.mu.Unlock()
 			return false, errors.New("a node list without this node (from a control node behind the leader); not adopted")
 		}
-	}
-	if f.recs == nil || ch.Full {
-		f.recs = map[string]control.NodeRecord{}
 	}
 	f.stats.Lines++
 	f.stats.Bytes += int64(size)
@@ -201,7 +210,27 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	}
 	f.changedAt = f.heard
 	var decodeErr error
-	if slices.Contains(sections, control.SectionNodes) {
+	switch {
+	case ch.Full && slices.Contains(sections, control.SectionNodes):
+		// A whole table that changed the nodes: decode them all again. A
+		// whole table that did not (a second one, a strict ask answered
+		// from index 0 beside the stream's) leaves the decoded records as
+		// they are: starting them afresh from its changes alone dropped
+		// every record but the next change's (found by
+		// e2e.TestAuditTrail: a worker then refused every control node).
+		f.recs = map[string]control.NodeRecord{}
+		for id, raw := range ch.Put[control.SectionNodes] {
+			r, err := control.WatchedRecord(id, raw)
+			if err != nil {
+				decodeErr = err
+				continue
+			}
+			f.recs[id] = r
+		}
+	case slices.Contains(sections, control.SectionNodes):
+		if f.recs == nil {
+			f.recs = map[string]control.NodeRecord{}
+		}
 		for id, raw := range ch.Put[control.SectionNodes] {
 			r, err := control.WatchedRecord(id, raw)
 			if err != nil {
@@ -314,8 +343,8 @@ func (c *Copies) setListErr(err error) {
 }
 
 // streaming reports whether a stream is open and heard from within
-// control.WatchSilence, whether it changed something within the last
-// second, and how long no stream has been healthy.
+// control.WatchSilence, whether it changed something within toldGrace,
+// and how long no stream has been healthy.
 func (c *Copies) streaming() (healthy, recent bool, downFor time.Duration) {
 	f := &c.follow
 	f.mu.Lock()
@@ -324,7 +353,7 @@ func (c *Copies) streaming() (healthy, recent bool, downFor time.Duration) {
 	if f.down.IsZero() {
 		return healthy, false, time.Hour // no follower: every refresh asks
 	}
-	return healthy, time.Since(f.changedAt) < time.Second, time.Since(f.down)
+	return healthy, time.Since(f.changedAt) < toldGrace, time.Since(f.down)
 }
 
 // strictChange asks the control nodes for one change since the copy's
