@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,11 +20,10 @@ import (
 // it. It is saved in statedir.NodesFile, so a restarted worker follows
 // raft's records (and checks control nodes against them) from its start.
 type nodeList struct {
-	mu      sync.Mutex
-	list    []control.NodeRecord
-	have    bool // a list was fetched (now or before a restart)
-	fetched time.Time
-	err     error // why the last attempt failed; nil after one that did not
+	mu   sync.Mutex
+	list []control.NodeRecord
+	have bool  // a list was fetched (now or before a restart)
+	err  error // why the last attempt failed; nil after one that did not
 }
 
 // nodeListRetry spaces strict changes after one that failed (or brought
@@ -65,29 +63,11 @@ func (c *Copies) Load() error {
 		c.log.Warn("ignoring an unreadable saved node list; waiting for a fresh one", "code", codes.StateDir, "err", err)
 		return nil
 	}
-	c.setNodeList(list, time.Time{})
-	return nil
-}
-
-// setNodeList adopts list; it reports whether it differs from the last.
-func (c *Copies) setNodeList(list []control.NodeRecord, at time.Time) bool {
 	c.nodes.mu.Lock()
-	changed := !c.nodes.have || !slices.EqualFunc(list, c.nodes.list, sameRecord)
 	c.nodes.list, c.nodes.have = list, true
-	if !at.IsZero() {
-		c.nodes.fetched = at
-	}
 	c.nodes.mu.Unlock()
-	if changed {
-		c.client.CheckServers(control.ActiveControlLeaves(list))
-	}
-	return changed
-}
-
-func sameRecord(a, b control.NodeRecord) bool {
-	j1, _ := json.Marshal(a)
-	j2, _ := json.Marshal(b)
-	return string(j1) == string(j2)
+	c.client.CheckServers(control.ActiveControlLeaves(list))
+	return nil
 }
 
 // Seeds are the control nodes this worker asks: with a node list, its

@@ -2,16 +2,14 @@ package fetched
 
 import (
 	"sync"
-	"time"
 
 	"github.com/meshd/meshd/agent/control"
 )
 
 // revocations is the worker's copy of the revocation list.
 type revocations struct {
-	mu      sync.Mutex
-	list    control.Revocations
-	fetched time.Time
+	mu   sync.Mutex
+	list control.Revocations
 }
 
 // Revocations is the copy the watch stream keeps (watch.go).

@@ -283,7 +283,6 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	if rev != nil {
 		c.revoked.mu.Lock()
 		c.revoked.list = *rev
-		c.revoked.fetched = time.Now()
 		c.revoked.mu.Unlock()
 	}
 	c.setListErr(nil)
@@ -307,7 +306,7 @@ func sortedRecords(recs map[string]control.NodeRecord) []control.NodeRecord {
 // control leaves the worker accepts; it is saved (saveIfOwed).
 func (c *Copies) adoptList(list []control.NodeRecord) {
 	c.nodes.mu.Lock()
-	c.nodes.list, c.nodes.have, c.nodes.fetched = list, true, time.Now()
+	c.nodes.list, c.nodes.have = list, true
 	c.nodes.mu.Unlock()
 	c.client.CheckServers(control.ActiveControlLeaves(list))
 	c.follow.mu.Lock()
