@@ -141,10 +141,21 @@ func (c *Client) Stream(ctx context.Context, addr, path string) (io.ReadCloser, 
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, answered(addr, resp.Status, raw)
+		err := answered(addr, resp.Status, raw)
+		if resp.StatusCode == http.StatusNotFound && codes.Of(err) == "" {
+			// No route, not a coded answer: a control node of an earlier
+			// release.
+			return nil, fmt.Errorf("%w: %s: %s", ErrNotServed, addr, path)
+		}
+		return nil, err
 	}
 	return resp.Body, nil
 }
+
+// ErrNotServed marks a path a control node does not serve at all (its
+// release predates it): GET /v1/watch on a control node of an earlier
+// release.
+var ErrNotServed = errors.New("not served by this control node (an earlier release)")
 
 // Dial opens the client's connections: a test's simulated nodes bind
 // their own loopback addresses with it (port 7300 bounds the connections

@@ -70,6 +70,9 @@ func (d *dueCopy) done() {
 // copy changed; the error is the node list's, if any: what a join's
 // confirmation waits on.
 func (c *Copies) Refresh(ctx context.Context, told bool) (changed bool, err error) {
+	if c.legacy() {
+		return c.legacyRefresh(ctx, told) // legacy.go: a cluster without the watch
+	}
 	healthy, recent, downFor := c.streaming()
 	switch {
 	case healthy && (!told || recent):

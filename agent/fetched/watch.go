@@ -45,6 +45,7 @@ type followState struct {
 	saved     time.Time  // the node list was last saved
 	dirty     bool       // the node list changed since
 	turn      int        // the seed the next stream asks, in Seeds' order
+	notServed int        // control nodes that served no watch since the last stream that opened (legacy.go)
 	stats     WatchStats
 	onChange  func(sections []string)
 	// strict paces the strict fallback as the node list's fetch was.
@@ -123,11 +124,15 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 		} else {
 			backoff = min(2*backoff, watchRetryMax)
 		}
-		c.log.Debug("watch stream ended; asking the next control node", "from", seed, "err", err, "retry", backoff)
+		wait := backoff
+		if w := c.notServedBy(err, useful); w > 0 {
+			wait = w // no control node serves a watch: legacy.go polls meanwhile
+		}
+		c.log.Debug("watch stream ended; asking the next control node", "from", seed, "err", err, "retry", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff/2 + rand.N(backoff/2)):
+		case <-time.After(wait/2 + rand.N(wait/2)):
 		}
 	}
 }

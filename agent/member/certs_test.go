@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/watch"
 	"io"
 	"log/slog"
@@ -34,16 +35,28 @@ type fakeControl struct {
 	leafFP     string                      // its TLS leaf's fingerprint
 	calls      atomic.Int32
 	fail       atomic.Bool
+	// legacy: a control node of the previous release: no GET /v1/watch
+	// (404), the strict node list and the revocations instead.
+	legacy      bool
+	list        atomic.Value // []control.NodeRecord
+	revocations atomic.Value // control.Revocations
 }
 
 func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
+	t.Helper()
+	return startFakeControlWith(t, ca, false)
+}
+
+func startFakeControlWith(t *testing.T, ca *pki.CA, legacy bool) *fakeControl {
 	t.Helper()
 	id, _ := signedIdentity(t, ca, "c1", pki.RoleControl, time.Now(), time.Hour)
 	conf, err := pki.ServerTLSConfig(id, pki.RoleWorker, pki.RoleControl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeControl{leafFP: pki.FingerprintOf(mustLeaf(t, id.Cert)).String()}
+	f := &fakeControl{leafFP: pki.FingerprintOf(mustLeaf(t, id.Cert)).String(), legacy: legacy}
+	f.list.Store([]control.NodeRecord(nil))
+	f.revocations.Store(control.Revocations{})
 	f.nebulaCert.Store([]byte(nil))
 	f.table.Store(watch.NewTable(0))
 	mux := http.NewServeMux()
@@ -60,16 +73,12 @@ func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
 	mux.HandleFunc("GET "+control.PathNebulaCert, answer(func() any {
 		return control.NebulaCertResponse{Cert: f.nebulaCert.Load().([]byte)}
 	}))
-	mux.HandleFunc("GET "+control.PathWatch, func(w http.ResponseWriter, r *http.Request) {
-		f.calls.Add(1)
-		since, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
-		if f.fail.Load() || err != nil || !r.URL.Query().Has("strict") {
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		line, _, _ := f.table.Load().Encoded(since)
-		_, _ = w.Write(line)
-	})
+	if legacy {
+		mux.HandleFunc("GET "+control.PathNodes, answer(func() any { return f.list.Load() }))
+		mux.HandleFunc("GET "+control.PathRevocations, answer(func() any { return f.revocations.Load() }))
+	} else {
+		mux.HandleFunc("GET "+control.PathWatch, f.serveWatch)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +88,19 @@ func startFakeControl(t *testing.T, ca *pki.CA) *fakeControl {
 	t.Cleanup(func() { _ = srv.Close() })
 	f.addr = ln.Addr().String()
 	return f
+}
+
+// serveWatch answers GET /v1/watch?strict=1 from f's table (a stream is
+// refused: these tests ask only strict changes).
+func (f *fakeControl) serveWatch(w http.ResponseWriter, r *http.Request) {
+	f.calls.Add(1)
+	since, err := strconv.ParseUint(r.URL.Query().Get("index"), 10, 64)
+	if f.fail.Load() || err != nil || !r.URL.Query().Has("strict") {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	line, _, _ := f.table.Load().Encoded(since)
+	_, _ = w.Write(line)
 }
 
 // signedIdentity is a node's identity whose Nebula cert was issued at
@@ -265,5 +287,58 @@ func TestWorkerStrictChange(t *testing.T) {
 	_, _ = rt.cluster.Refresh(ctx, true)
 	if got := rt.cluster.Revocations(); len(got.Fingerprints) != 2 {
 		t.Fatalf("a failed ask changed the list: %+v", got)
+	}
+}
+
+// TestWorkerWithoutWatch: a worker whose control node serves no watch
+// stream (an earlier release: GET /v1/watch is a 404) polls the node list
+// and the revocations as that release's workers did: the list adopted
+// (its control node then accepted), the revocations taken, at once when
+// told, and a shorter revocation list (a control node behind) not taken.
+func TestWorkerWithoutWatch(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	fc := startFakeControlWith(t, ca, true)
+	id, _ := signedIdentity(t, ca, "w1", pki.RoleWorker, time.Now(), time.Hour)
+	rt := workerRuntime(t, id, fc.addr)
+	copies := rt.cluster.(*fetched.Copies)
+	list := []control.NodeRecord{
+		{Node: apitype.Node{Name: "c1", ID: "id-c1", Role: "control", State: "active"}, EnrollAddr: fc.addr, TLSFingerprint: fc.leafFP},
+		{Node: apitype.Node{Name: "w1", ID: "id-w1", Role: "worker", State: "active"}},
+	}
+	fc.list.Store(list)
+	fc.revocations.Store(control.Revocations{Fingerprints: []string{"fp1", "fp2"}, Gone: []string{"id-x"}, Version: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); copies.Follow(ctx, nil) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, 10*time.Second, "the worker polling the list", func() bool {
+		_, _ = rt.cluster.Refresh(ctx, true)
+		got, ok := rt.cluster.Records()
+		return ok && len(got) == 2 && len(rt.cluster.Revocations().Fingerprints) == 2
+	})
+	if st := copies.Stats(); st.Streams != 0 || st.Full != 0 {
+		t.Fatalf("watch stats %+v: no stream can have opened", st)
+	}
+	fc.revocations.Store(control.Revocations{Fingerprints: []string{"fp1"}, Version: 1})
+	_, _ = rt.cluster.Refresh(ctx, true)
+	if got := rt.cluster.Revocations(); got.Len() != 2 {
+		t.Fatalf("a shorter list replaced the longer one: %+v", got)
+	}
+	// The list it adopted decides which control leaves it accepts: c1's.
+	if _, err := rt.cluster.Refresh(ctx, true); err != nil {
+		t.Fatalf("asking c1 again: %v", err)
+	}
+}
+
+// waitUntil checks cond every 20 ms until it holds or d passes.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, bounded by the deadline
 	}
 }
