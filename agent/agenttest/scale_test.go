@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,6 +255,8 @@ type scaleRun struct {
 	churnJoins          int
 	churnBytesPerChange int64
 	idleNoStreams       float64 // the same with no stream open
+	heapNoStreams       uint64  // the control nodes' live heap at idle, no stream open
+	heapStreams         uint64  // and with N streams open
 	oldList             int     // bytes of the list each worker fetched at every change before issue 32 (GET /v1/nodes?strict=1)
 }
 
@@ -332,6 +335,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	settle(b, f)
 	r.idleWindow = 10 * time.Second
 	r.idleNoStreams = idleCPU(b, r.idleWindow)
+	r.heapNoStreams = liveHeap()
 
 	// First contact: every worker opens its stream and gets the table.
 	// The workers run in a child process (childtest): this one is the
@@ -344,6 +348,7 @@ func runScale(b *testing.B, n int) *scaleRun {
 	// Idle: N streams open, nothing changing.
 	settle(b, f)
 	r.idleCPU = idleCPU(b, r.idleWindow)
+	r.heapStreams = liveHeap()
 
 	// One removal, to every other worker's copy.
 	victim := joined.joins[n/2]
@@ -379,6 +384,14 @@ func idleCPU(tb testing.TB, window time.Duration) float64 {
 	cpu0 := processCPU(tb)
 	time.Sleep(window) // the window idle CPU is measured over, not a wait for an outcome
 	return float64(processCPU(tb)-cpu0) / float64(window)
+}
+
+// liveHeap is this process's live heap after a collection.
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
 
 // childCount is the bytes all the child's workers read so far and the
@@ -488,6 +501,8 @@ func (r *scaleRun) String() string {
 		r.oldList>>10, int64(r.oldList)*int64(r.n)>>20)
 	fmt.Fprintf(&s, "  idle, %d streams open: %.1f%% of a core for the 3 control nodes together over %s (target < %.0f%% per control node); with no stream open %.1f%%\n",
 		r.n, 100*r.idleCPU, r.idleWindow, 100*scaleIdleTarget, 100*r.idleNoStreams)
+	fmt.Fprintf(&s, "  the 3 control nodes' live heap at idle: %d MiB with %d streams open, %d MiB with none\n",
+		r.heapStreams>>20, r.n, r.heapNoStreams>>20)
 	fmt.Fprintf(&s, "  one removal: every copy in %s (target < %s); %d KiB read by the workers in all, %d B each, in %d lines (raft changes: the removal, the gossip key rotation's steps; target ≤ %d KiB per change)\n",
 		r.removal.Round(time.Millisecond), scaleRemovalTarget, r.removalBytes>>10, r.removalBytes/int64(r.n-1), r.removalLines, scaleBytesTarget>>10)
 	fmt.Fprintf(&s, "  %d joins at 1/s: join p50 %s p99 %s (target p99 < %s); confirmed to every copy p50 %s p99 %s; %d KiB read per join in all",
@@ -514,6 +529,8 @@ func (r *scaleRun) record(b *testing.B) {
 		{"join_bytes", "KiB", float64(r.churnBytesPerChange) / 1024, nil},
 		{"first_contact_bytes", "KiB", float64(r.fullBytes) / 1024, nil},
 		{"idle_cpu_no_streams", "%core", 100 * r.idleNoStreams, nil},
+		{"idle_heap", "MiB", float64(r.heapStreams) / (1 << 20), nil},
+		{"idle_heap_no_streams", "MiB", float64(r.heapNoStreams) / (1 << 20), nil},
 		{"old_list_per_change", "MiB", float64(r.oldList) * float64(r.n) / (1 << 20), nil},
 	} {
 		b.ReportMetric(m.v, m.metric+"_"+m.unit)

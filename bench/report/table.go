@@ -252,6 +252,8 @@ var rows = []row{
 	{what: "1,000 workers: bytes read by all the workers per change (the removal's lines: the removal, the key rotation's steps)", name: "BenchmarkControlScale", metric: "removal_bytes_per_change", match: map[string]string{"workers": "1000"}, target: "≤ 200 KiB", ok: le(200)},
 	{what: "1,000 workers: bytes read by all the workers for the whole removal", name: "BenchmarkControlScale", metric: "removal_bytes", match: map[string]string{"workers": "1000"}},
 	{what: "1,000 workers, streams open and nothing changing: CPU of the 3 control nodes together (the workers run in another process), % of one core", name: "BenchmarkControlScale", metric: "idle_cpu_process", match: map[string]string{"workers": "1000"}, target: "< 30 (10 per control node)", ok: lt(30)},
+	{what: "1,000 workers, streams open, idle: the 3 control nodes' live heap together", name: "BenchmarkControlScale", metric: "idle_heap", match: map[string]string{"workers": "1000"}},
+	{what: "1,000 workers on record, no stream open, idle: the 3 control nodes' live heap together", name: "BenchmarkControlScale", metric: "idle_heap_no_streams", match: map[string]string{"workers": "1000"}},
 	{what: "1,000 workers on record, no stream open: CPU of the 3 control nodes together, % of one core", name: "BenchmarkControlScale", metric: "idle_cpu_no_streams", match: map[string]string{"workers": "1000"}},
 	{what: "1,000 workers watching, joins at 1/s: keys to confirmed, p50", name: "BenchmarkControlScale", metric: "join_p50", match: map[string]string{"workers": "1000"}},
 	{what: "1,000 workers watching, joins at 1/s: keys to confirmed, p99", name: "BenchmarkControlScale", metric: "join_p99", match: map[string]string{"workers": "1000"}, target: "< 1 s", ok: lt(1)},
