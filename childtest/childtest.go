@@ -10,10 +10,12 @@ package childtest
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,36 @@ func Start(tb testing.TB, test string, env ...string) *Child {
 		}
 	})
 	return c
+}
+
+// StartSpec is Start with spec, as JSON in a file of tb's (0600), named
+// to the child by the environment variable env: what the child reads
+// with Spec.
+func StartSpec(tb testing.TB, test, env string, spec any) *Child {
+	tb.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(tb.TempDir(), "spec.json")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return Start(tb, test, env+"="+path)
+}
+
+// Spec reads the spec StartSpec gave the child into v; ok is false when
+// env is not set (the test runs on its own, not as a child).
+func Spec(env string, v any) (ok bool, err error) {
+	path := os.Getenv(env)
+	if path == "" {
+		return false, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return true, err
+	}
+	return true, json.Unmarshal(raw, v)
 }
 
 // Send writes one line to the child.

@@ -10,7 +10,6 @@ import (
 	"github.com/meshd/meshd/pki"
 	"net"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -557,15 +556,7 @@ type scaleChildWorker struct {
 
 func startScaleChild(tb testing.TB, spec scaleChildSpec) *childtest.Child {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "spec.json")
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return childtest.Start(tb, "TestControlScaleChild", scaleChildEnv+"="+path)
+	return childtest.StartSpec(tb, "TestControlScaleChild", scaleChildEnv, spec)
 }
 
 // TestControlScaleChild is BenchmarkControlScale's workers (skipped
@@ -576,16 +567,10 @@ func startScaleChild(tb testing.TB, spec scaleChildSpec) *childtest.Child {
 // told "count" it says the bytes all its workers read and the lines the
 // first one read.
 func TestControlScaleChild(t *testing.T) {
-	path := os.Getenv(scaleChildEnv)
-	if path == "" {
-		t.Skip("BenchmarkControlScale's child process")
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var spec scaleChildSpec
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if ok, err := childtest.Spec(scaleChildEnv, &spec); !ok {
+		t.Skip("BenchmarkControlScale's child process")
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

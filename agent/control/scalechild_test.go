@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -44,30 +42,16 @@ type watchChildSeen struct {
 // on it.
 func startWatchChild(tb testing.TB, spec watchChildSpec) *childtest.Child {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "spec.json")
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	return childtest.Start(tb, "TestWatchScaleChild", watchChildEnv+"="+path)
+	return childtest.StartSpec(tb, "TestWatchScaleChild", watchChildEnv, spec)
 }
 
 // TestWatchScaleChild is BenchmarkWatchScale's watchers (skipped unless
 // the benchmark started it).
 func TestWatchScaleChild(t *testing.T) {
-	path := os.Getenv(watchChildEnv)
-	if path == "" {
-		t.Skip("BenchmarkWatchScale's child process")
-	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var spec watchChildSpec
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if ok, err := childtest.Spec(watchChildEnv, &spec); !ok {
+		t.Skip("BenchmarkWatchScale's child process")
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -57,11 +57,9 @@ func (c *Copies) legacyRefresh(ctx context.Context, told bool) (changed bool, er
 	f := &c.follow
 	f.strictMu.Lock()
 	defer f.strictMu.Unlock()
-	due := told || time.Since(f.strictAt) >= time.Second && time.Since(f.strictTried) >= nodeListRetry
-	if !due {
+	if !f.strictDue(told) {
 		return false, c.NodeListErr()
 	}
-	f.strictTried = time.Now()
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
 	var list []control.NodeRecord

@@ -224,26 +224,12 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		// every record but the next change's (found by
 		// e2e.TestAuditTrail: a worker then refused every control node).
 		f.recs = map[string]control.NodeRecord{}
-		for id, raw := range ch.Put[control.SectionNodes] {
-			r, err := control.WatchedRecord(id, raw)
-			if err != nil {
-				decodeErr = err
-				continue
-			}
-			f.recs[id] = r
-		}
+		decodeErr = decodeInto(f.recs, ch.Put[control.SectionNodes])
 	case slices.Contains(sections, control.SectionNodes):
 		if f.recs == nil {
 			f.recs = map[string]control.NodeRecord{}
 		}
-		for id, raw := range ch.Put[control.SectionNodes] {
-			r, err := control.WatchedRecord(id, raw)
-			if err != nil {
-				decodeErr = err
-				continue
-			}
-			f.recs[id] = r
-		}
+		decodeErr = decodeInto(f.recs, ch.Put[control.SectionNodes])
 		for _, id := range ch.Del[control.SectionNodes] {
 			delete(f.recs, id)
 		}
@@ -296,6 +282,20 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		onChange(sections)
 	}
 	return nodes || slices.Contains(sections, control.SectionRevoked), nil
+}
+
+// decodeInto decodes the node records of put into recs; one that does
+// not decode is left out, and the last such error returned.
+func decodeInto(recs map[string]control.NodeRecord, put map[string]json.RawMessage) (err error) {
+	for id, raw := range put {
+		r, e := control.WatchedRecord(id, raw)
+		if e != nil {
+			err = e
+			continue
+		}
+		recs[id] = r
+	}
+	return err
 }
 
 func sortedRecords(recs map[string]control.NodeRecord) []control.NodeRecord {
@@ -360,6 +360,17 @@ func (c *Copies) streaming() (healthy, recent bool, downFor time.Duration) {
 	return healthy, time.Since(f.changedAt) < toldGrace, time.Since(f.down)
 }
 
+// strictDue reports whether an ask without a stream is due (at once
+// when told, otherwise at most once a second, every 200 ms after a
+// failure), and if so notes the attempt. The caller holds strictMu.
+func (f *followState) strictDue(told bool) bool {
+	if !told && (time.Since(f.strictAt) < time.Second || time.Since(f.strictTried) < nodeListRetry) {
+		return false
+	}
+	f.strictTried = time.Now()
+	return true
+}
+
 // strictChange asks the control nodes for one change since the copy's
 // index after a read index (PathWatch with strict=1): at once when told,
 // otherwise at most once a second (every 200 ms after a failure), one at
@@ -368,11 +379,9 @@ func (c *Copies) strictChange(ctx context.Context, told bool) (changed bool, err
 	f := &c.follow
 	f.strictMu.Lock()
 	defer f.strictMu.Unlock()
-	due := told || time.Since(f.strictAt) >= time.Second && time.Since(f.strictTried) >= nodeListRetry
-	if !due {
+	if !f.strictDue(told) {
 		return false, c.NodeListErr()
 	}
-	f.strictTried = time.Now()
 	f.mu.Lock()
 	since := f.copy.Index()
 	f.stats.Strict++

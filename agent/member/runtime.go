@@ -265,8 +265,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if rt.steps == nil {
 		rt.steps = rt.followSteps(nil) // a worker: fetches only
 	}
-	if rt.ctl == nil {
-		rt.Spawn(func(ctx context.Context) { copies.Follow(ctx, rt.watched) }) // agent/fetched/watch.go
+	if rt.copies != nil { // a worker: its copies follow a watch stream (agent/fetched/watch.go)
+		rt.Spawn(func(ctx context.Context) { rt.copies.Follow(ctx, rt.watched) })
 	}
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
