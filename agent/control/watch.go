@@ -54,6 +54,10 @@ const (
 // moves to one that hears the cluster.
 const watchLeaderless = 5 * time.Second
 
+// watchReadyWait bounds how long a stream's first line waits for the
+// table to hold what this node had applied when asked.
+const watchReadyWait = 5 * time.Second
+
 // watchGapMin is the least time between two rebuilds of the table; a
 // rebuild waits at least twice as long as the last one took, so a burst
 // of raft commands at 10,000 records costs a bounded share of a core.
@@ -147,7 +151,10 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 		p.watchOnce(w, r, since)
 		return
 	}
-	if err := p.watchReady(r.Context(), p.raft.FSM().Index()); err != nil {
+	ready, cancel := context.WithTimeout(r.Context(), watchReadyWait)
+	err = p.watchReady(ready, p.raft.FSM().Index())
+	cancel()
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -162,11 +169,14 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 	defer heartbeat.Stop()
 	beat, sent := false, false
 	for {
+		// The line first, then the caller judged by the FSM, which is at
+		// least as far as the table the line came from: a line that holds
+		// a removal, or anything after it, never reaches the removed node.
+		line, ch, next := p.table.Encoded(since)
 		if err := p.stillWatching(leaf); err != nil {
 			p.log.Info("ended a watch: the caller is no longer a member", "code", codes.NotMember, "node", c.Name, "err", err)
 			return
 		}
-		line, ch, next := p.table.Encoded(since)
 		if ch.Index > since || ch.Full || !sent || beat {
 			_ = rc.SetWriteDeadline(time.Now().Add(WatchSilence))
 			if _, err := w.Write(line); err != nil {
