@@ -13,8 +13,7 @@ import (
 // each of its TCP packets to that port with a reset: its stream breaks at
 // the next line and each new one is refused) misses a join. With the rule
 // gone it opens a stream from the index it holds and gets only what
-// changed: `meshctl status` shows the one whole table it got at its
-// join and no other, a later stream, more changes, its index at least the
+// changed: `meshctl status` shows no whole table other than its join's, a later stream, more changes, its index at least the
 // control node's after the join; and it pings the new node by name, which
 // it finds in its own copy of the records.
 func TestWorkerWatchCatchesUp(t *testing.T) {
@@ -23,7 +22,7 @@ func TestWorkerWatchCatchesUp(t *testing.T) {
 	origin, w1 := nodes[0], nodes[1]
 	Eventually(t, 15*time.Second, "w1's stream open", func() error {
 		st := w1.status(t)
-		if st.Watch == nil || st.Watch.From == "" || st.Watch.Full != 1 {
+		if st.Watch == nil || st.Watch.From == "" || st.Watch.Full < 1 {
 			return fmt.Errorf("w1 watch %+v", st.Watch)
 		}
 		return nil
@@ -53,8 +52,10 @@ func TestWorkerWatchCatchesUp(t *testing.T) {
 		return nil
 	})
 	st1 := w1.status(t).Watch
-	if st1.Full != 1 || st1.Streams <= st0.Streams || st1.Deltas <= st0.Deltas {
-		t.Fatalf("w1 watch before the cut %+v, after %+v: want the one whole table of its join, a later stream, more changes", st0, st1)
+	// Its join may have brought two whole tables (a strict ask from index
+	// 0 beside the stream's first line); the catch-up brings none.
+	if st1.Full != st0.Full || st1.Streams <= st0.Streams || st1.Deltas <= st0.Deltas {
+		t.Fatalf("w1 watch before the cut %+v, after %+v: want no other whole table than its join's, a later stream, more changes", st0, st1)
 	}
 	w1.MustCtl(t, "ping", "w2")
 	t.Logf("w1 caught up %s after the rule went (watch before %+v, after %+v)", took.Round(time.Millisecond), *st0, *st1)
