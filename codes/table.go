@@ -171,6 +171,11 @@ const (
 	// Names (issue 30): warnings of `meshctl status` about the DNS.
 	DNSNotServed    Code = "X200550DNSLSN"
 	ResolvedNotUsed Code = "X200551RSLVNU"
+	// Subnet routes and exit nodes on this host's kernel (issue 33,
+	// package hostroute): forwarding, masquerade, the exit's routes
+	// and rules.
+	HostRouteApply   Code = "X500580HRTAPL"
+	HostRouteInvalid Code = "X400581HRTBAD"
 
 	// Generic.
 	Internal Code = "X500901INTERR"
@@ -211,34 +216,71 @@ const (
 	// EventNodeForgotten: a removed ephemeral node's record was deleted;
 	// its name and overlay IP are free.
 	EventNodeForgotten Code = "X100671NDFRGT"
+	// RouteBad: a routed prefix is malformed, IPv6, overlaps the overlay
+	// or another prefix of the same request, or the node may not carry
+	// routes (not an active member).
+	RouteBad Code = "X400680RTEBAD"
+	// RouteOverlap: the prefix overlaps, without being equal to, a prefix
+	// another node asks to carry.
+	RouteOverlap Code = "X409681RTEOVL"
+	// RouteUnderlay: the prefix holds a control node's or relay's
+	// underlay address.
+	RouteUnderlay Code = "X409682RTEUND"
+	// RouteNotRequested: the node has not asked to carry the prefix, or
+	// is not approved for it.
+	RouteNotRequested Code = "X404683RTENRQ"
+	// CarrierChanged: the prefix's carrier changed since the move was
+	// decided.
+	CarrierChanged Code = "X409684RTECAS"
+	// ExitNotApproved: `meshctl exit use` names a node that is not an
+	// approved, active exit node.
+	ExitNotApproved Code = "X404685EXTNOT"
+	// EventRoutesRequested: a node asked to carry a set of prefixes.
+	EventRoutesRequested Code = "X100686RTEREQ"
+	// EventRouteApproved: a prefix was approved for a node.
+	EventRouteApproved Code = "X100687RTEAPR"
+	// EventRouteWithdrawn: a prefix's approval was taken back.
+	EventRouteWithdrawn Code = "X100688RTEWDR"
+	// EventCarrierMoved: another node carries a prefix now.
+	EventCarrierMoved Code = "X100689RTEMOV"
 )
 
 var table = map[Code]Info{
 
-	KeyExhausted:       {401, "the enrolment key has admitted as many machines as its uses allow", "mint a new key on a control node: `meshctl admit --reusable --uses N --name-prefix P`; `meshctl tokens` shows each key's uses left"},
-	KeyPrefixTaken:     {409, "another live enrolment key has a name prefix that starts, or is started by, this one: the two could give the same names", "choose a prefix neither starts nor is started by a live key's (`meshctl tokens` lists them), or revoke that key first"},
-	KeyBadLimits:       {400, "the enrolment key's uses, lifetime or name prefix is out of bounds", "give --uses 1 to 100000, --ttl 1m to 720h and a --name-prefix of lowercase letters, digits and dashes that starts with a letter and leaves room for a number (at most 56 characters)"},
-	JWTInvalid:         {401, "the join's JWT is not a signed JWT this cluster can verify (malformed, bad signature, unsupported algorithm or unknown key)", "check that the file holds the raw token the issuer gave (three base64url parts), that the issuer's JWKS on the control nodes is current, and that the token was not altered"},
-	JWTIssuerUnknown:   {401, "no issuer this control node trusts issued the JWT", "add the issuer to `jwt.issuers` in meshd.yaml on every control node (issuer exactly as the token's iss claim) and restart meshd there, or join with a token the trusted issuer gave; an issuer whose keys could not be loaded says why in the detail: fix its jwks_file and run `meshctl reload`"},
-	JWTAudience:        {401, "the JWT is not for this cluster's audience", "have the issuer mint the token for the audience configured in `jwt.issuers[].audience` (a CI job's OIDC token request names it)"},
-	JWTExpired:         {401, "the JWT has expired or is not valid yet", "fetch a fresh token from the issuer and join at once; check the clocks of the joiner, the issuer and the control nodes"},
-	JWTLifetime:        {401, "the JWT lives longer than an hour, or lacks an expiry, issue time or jti", "have the issuer mint short-lived tokens (at most 1 hour) with exp, iat and a unique jti"},
-	JWTReplayed:        {401, "the JWT was already used by an earlier join (its jti is recorded)", "fetch a new token from the issuer for each join; if you did not use this one, assume it leaked and check `meshctl audit`"},
-	JWTNoRule:          {403, "no claim rule of the issuer admits this JWT's claims", "add a rule to `jwt.issuers[].rules` whose claims match the token, or join from a workload the rules admit"},
-	EventNodeReaped:    {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
-	EventNodeForgotten: {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
-	TokenCorrupt:       {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
-	TokenVersion:       {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
-	TokenExpired:       {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
-	TokenConsumed:      {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
-	TokenWrongAddr:     {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
-	TokenUnknown:       {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
-	TokenNameDiffer:    {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
-	TokenBadTTL:        {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
-	ClockSkewWarning:   {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
-	ClockSkew:          {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
-	TokenThrottled:     {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
-	TokenRevoked:       {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
+	KeyExhausted:         {401, "the enrolment key has admitted as many machines as its uses allow", "mint a new key on a control node: `meshctl admit --reusable --uses N --name-prefix P`; `meshctl tokens` shows each key's uses left"},
+	KeyPrefixTaken:       {409, "another live enrolment key has a name prefix that starts, or is started by, this one: the two could give the same names", "choose a prefix neither starts nor is started by a live key's (`meshctl tokens` lists them), or revoke that key first"},
+	KeyBadLimits:         {400, "the enrolment key's uses, lifetime or name prefix is out of bounds", "give --uses 1 to 100000, --ttl 1m to 720h and a --name-prefix of lowercase letters, digits and dashes that starts with a letter and leaves room for a number (at most 56 characters)"},
+	JWTInvalid:           {401, "the join's JWT is not a signed JWT this cluster can verify (malformed, bad signature, unsupported algorithm or unknown key)", "check that the file holds the raw token the issuer gave (three base64url parts), that the issuer's JWKS on the control nodes is current, and that the token was not altered"},
+	JWTIssuerUnknown:     {401, "no issuer this control node trusts issued the JWT", "add the issuer to `jwt.issuers` in meshd.yaml on every control node (issuer exactly as the token's iss claim) and restart meshd there, or join with a token the trusted issuer gave; an issuer whose keys could not be loaded says why in the detail: fix its jwks_file and run `meshctl reload`"},
+	JWTAudience:          {401, "the JWT is not for this cluster's audience", "have the issuer mint the token for the audience configured in `jwt.issuers[].audience` (a CI job's OIDC token request names it)"},
+	JWTExpired:           {401, "the JWT has expired or is not valid yet", "fetch a fresh token from the issuer and join at once; check the clocks of the joiner, the issuer and the control nodes"},
+	JWTLifetime:          {401, "the JWT lives longer than an hour, or lacks an expiry, issue time or jti", "have the issuer mint short-lived tokens (at most 1 hour) with exp, iat and a unique jti"},
+	JWTReplayed:          {401, "the JWT was already used by an earlier join (its jti is recorded)", "fetch a new token from the issuer for each join; if you did not use this one, assume it leaked and check `meshctl audit`"},
+	JWTNoRule:            {403, "no claim rule of the issuer admits this JWT's claims", "add a rule to `jwt.issuers[].rules` whose claims match the token, or join from a workload the rules admit"},
+	EventNodeReaped:      {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
+	EventNodeForgotten:   {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
+	RouteBad:             {400, "the routed prefix is not one the cluster takes: malformed, IPv6, host bits set, overlapping the overlay or another prefix of the same request, or asked by a node that is not an active member", "give IPv4 prefixes such as 192.168.50.0/24 that do not overlap the overlay or each other (`meshctl routes advertise CIDR...`); a removed node carries nothing"},
+	RouteOverlap:         {409, "the prefix overlaps, without being equal to, a prefix another node asks to carry", "advertise exactly the same prefix on both routers (one carries it, the other stands by), or prefixes that do not overlap; `meshctl routes list` shows every prefix asked"},
+	RouteUnderlay:        {409, "the prefix holds the underlay address of a control node or relay: every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
+	RouteNotRequested:    {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
+	CarrierChanged:       {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
+	ExitNotApproved:      {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
+	EventRoutesRequested: {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
+	EventRouteApproved:   {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
+	EventRouteWithdrawn:  {100, "a prefix's approval was taken back; the certificates that held it are revoked once a new one is issued", "none needed"},
+	EventCarrierMoved:    {100, "another node carries a routed prefix now (its carrier failed, left, lost its approval, or an operator moved it)", "none needed; `meshctl routes list` shows the carriers"},
+	TokenCorrupt:         {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
+	TokenVersion:         {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
+	TokenExpired:         {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
+	TokenConsumed:        {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
+	TokenWrongAddr:       {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
+	TokenUnknown:         {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
+	TokenNameDiffer:      {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
+	TokenBadTTL:          {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
+	ClockSkewWarning:     {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+	ClockSkew:            {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
+	TokenThrottled:       {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
+	TokenRevoked:         {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
@@ -341,6 +383,8 @@ var table = map[Code]Info{
 	DNSNotServed:                {200, "this node does not answer the cluster's names on an address it should (dns.loopback or its overlay address): the port is taken by another server, or meshd may not bind it; the rest of meshd runs", "free the address's port (dns.port, 53 by default: `ss -lunp 'sport = 53'`), or give meshd CAP_NET_BIND_SERVICE (the packaged unit does), or set dns.loopback/dns.port to a free one, then restart meshd"},
 	ResolvedNotUsed:             {200, "systemd-resolved does not route the cluster's domain to this node's DNS: it is not running here, refused meshd's request, or serves another network namespace; the host resolves every other name as before", "without resolved, point a resolver at dns.loopback (`meshctl status` says where), e.g. a dnsmasq `server=/CLUSTER.mesh/127.0.77.53`; meshd never rewrites /etc/resolv.conf. With resolved, see the reason in `meshctl status`: \"refused\" for access means polkitd is missing (the packages recommend it and ship the rule /usr/share/polkit-1/rules.d/50-meshd.rules that lets user meshd set the overlay link's DNS)"},
 	NetcheckNoNAT:               {100, "the control nodes see this node's own address and port: no NAT between them", "none needed"},
+	HostRouteApply:              {500, "the kernel refused meshd's change to this host's forwarding, masquerade (nftables table ip meshd) or exit-node routes and rules; the message names the interface, prefix or rule and the kernel's error", "check that meshd runs with CAP_NET_ADMIN (the packaged unit gives it), that the kernel has nftables NAT (modules nf_tables and nft_masq) and that the interface named exists and is up; meshd applies the whole change again the next time it sets routes up, or at restart"},
+	HostRouteInvalid:            {400, "a subnet route or exit node cannot be set up on this host: a prefix is not IPv4, has no route here or routes back into the overlay's own TUN device, there is no default route to carry 0.0.0.0/0, or the exit's table, mark or rule priorities are out of range (the message names which)", "carry only IPv4 prefixes this host reaches through an interface other than the overlay (`ip route get ADDRESS` shows the way), give an exit node a default route in its main table, and keep meshd's exit rule priorities below 32766 (the main table's rule)"},
 
 	PairUnreachable: {200, "this node cannot reach a member over the overlay by its own probes, though gossip may show it alive (other members probe it on this node's behalf): a one-way or pair-wise break", "check the path between the two nodes' underlay addresses in both directions (UDP to the Nebula port, 4242 by default; firewalls, routes, NAT); `meshctl ping NAME` probes it, `meshctl nodes` marks the broken pairs"},
 

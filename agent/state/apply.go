@@ -307,6 +307,7 @@ func (c SetNodeState) applyTo(s *Snapshot) error {
 	n.State, n.Updated, n.Prior = c.State, c.At, ""
 	s.Nodes[n.ID] = n
 	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: fmt.Sprintf("node %s", n.ID)})
+	s.settleNodeCarriers(n.Routes, c.At, c.Actor) // a departed router carries nothing
 	return nil
 }
 

@@ -43,14 +43,19 @@ const (
 	// 70-79: issue 31's ephemeral nodes (ephemeral.go), numbered apart
 	// from the other branches of issue 31 (enrolment keys, JWT joins).
 	typeForgetNode cmdType = 70
+	// 80-89: issue 33's routes (routes.go).
+	typeAdvertiseRoutes cmdType = 80
+	typeApproveRoute    cmdType = 81
+	typeWithdrawRoute   cmdType = 82
+	typeSetCarrier      cmdType = 83
 )
 
 // Command is a change to the cluster state, applied through raft. The
 // concrete types are Bootstrap, MintToken, Admit, SetNodeState,
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
-// ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode and
-// Tracked.
+// ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode,
+// AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier and Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -176,6 +181,14 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[SetRelay](b[1:])
 	case typeForgetNode:
 		c, err = decodeAs[ForgetNode](b[1:])
+	case typeAdvertiseRoutes:
+		c, err = decodeAs[AdvertiseRoutes](b[1:])
+	case typeApproveRoute:
+		c, err = decodeAs[ApproveRoute](b[1:])
+	case typeWithdrawRoute:
+		c, err = decodeAs[WithdrawRoute](b[1:])
+	case typeSetCarrier:
+		c, err = decodeAs[SetCarrier](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -57,6 +57,7 @@ func (c ForgetNode) applyTo(s *Snapshot) error {
 	}
 	delete(s.RevocationAcks, n.ID)
 	delete(s.Nodes, n.ID)
+	s.settleNodeCarriers(n.Routes, c.At, c.Actor)
 	kept := 0
 	for _, r := range s.Revocations {
 		if r.NodeID == n.ID {

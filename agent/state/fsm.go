@@ -109,7 +109,8 @@ func changesNodes(c Command) bool {
 	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
 		SetCAHolder, // custody follows the record: the old holder releases its copy
 		RotateCA,    // the trust bundles every node follows
-		ForgetNode:  // an ephemeral node's record deleted
+		ForgetNode,  // an ephemeral node's record deleted
+		SetRelay, AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier: // what a record offers and carries
 		return true
 	}
 	return false

@@ -207,8 +207,33 @@ func fullHistory(t testing.TB) []fullStep {
 		// Issue 31: a join by a verified JWT; the same JWT again is a replay.
 		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j1")},
 		{cmd: identityJoinCmd(t, testIdentity("full-1"), "j2"), want: codes.JWTReplayed},
+		// Issue 33: w11 asks for a LAN and the exit route, c17 for the
+		// same LAN (failover); both approved, w11 (approved first)
+		// carries it; a carrier move on a stale view is refused; w11's
+		// LAN approval withdrawn, its next certificate revokes those
+		// that held the LAN. Bad requests change nothing.
+		{cmd: AdvertiseRoutes{NodeID: "n-w11", Prefixes: []netip.Prefix{lan50, ExitPrefix}, At: t0.Add(14 * time.Minute), Actor: "node:n-w11"}},
+		{cmd: AdvertiseRoutes{NodeID: "n-c17", Prefixes: []netip.Prefix{lan50}, At: t0.Add(14 * time.Minute), Actor: "node:n-c17"}},
+		{cmd: AdvertiseRoutes{NodeID: originID, Prefixes: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}, At: t0.Add(14 * time.Minute)}, want: codes.RouteOverlap},
+		{cmd: AdvertiseRoutes{NodeID: originID, Prefixes: []netip.Prefix{netip.MustParsePrefix("10.42.7.0/24")}, At: t0.Add(14 * time.Minute)}, want: codes.RouteBad},
+		{cmd: AdvertiseRoutes{NodeID: originID, Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}, At: t0.Add(14 * time.Minute)}, want: codes.RouteUnderlay},
+		{cmd: AdvertiseRoutes{NodeID: "n-w1", Prefixes: []netip.Prefix{netip.MustParsePrefix("172.16.0.0/24")}, At: t0.Add(14 * time.Minute)}, want: codes.RouteBad},
+		{cmd: ApproveRoute{NodeID: originID, Prefix: lan50, At: t0.Add(15 * time.Minute)}, want: codes.RouteNotRequested},
+		{cmd: ApproveRoute{NodeID: "n-w11", Prefix: lan50, At: t0.Add(15 * time.Minute), Actor: "uid=0@origin"}},
+		{cmd: ApproveRoute{NodeID: "n-w11", Prefix: ExitPrefix, At: t0.Add(15 * time.Minute), Actor: "uid=0@origin"}},
+		{cmd: ApproveRoute{NodeID: "n-c17", Prefix: lan50, At: t0.Add(16 * time.Minute), Actor: "uid=0@origin"}},
+		{cmd: SetCarrier{Prefix: lan50, NodeID: "n-c17", From: "n-w11", Reason: "carrier down", At: t0.Add(17 * time.Minute), Actor: "node:n-c17"}},
+		{cmd: SetCarrier{Prefix: lan50, NodeID: "n-w11", From: "n-w11", At: t0.Add(17 * time.Minute)}, want: codes.CarrierChanged},
+		{cmd: RenewNebula{NodeID: "n-w11", Cert: []byte("w11-nebula-routes"), Fingerprint: "cc11", Routes: []netip.Prefix{ExitPrefix, lan50},
+			Issued: t0.Add(17 * time.Minute), Expires: t0.Add(400 * 24 * time.Hour), At: t0.Add(17 * time.Minute), Actor: "node:n-c17"}},
+		{cmd: WithdrawRoute{NodeID: "n-w11", Prefix: lan50, At: t0.Add(18 * time.Minute), Actor: "uid=0@origin"}},
+		{cmd: RenewNebula{NodeID: "n-w11", Cert: []byte("w11-nebula-exit"), Fingerprint: "cc12", Routes: []netip.Prefix{ExitPrefix},
+			Issued: t0.Add(18 * time.Minute), Expires: t0.Add(401 * 24 * time.Hour), At: t0.Add(18 * time.Minute), Actor: "node:n-c17"}},
 	}
 }
+
+// lan50 is the LAN behind the routers of fullHistory (issue 33).
+var lan50 = netip.MustParsePrefix("192.168.50.0/24")
 
 // ephemeralJoin is joinCmd for an ephemeral worker (issue 31).
 func ephemeralJoin(seed byte, id, name string) Admit {

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -19,8 +20,11 @@ type RenewNebula struct {
 	Fingerprint string    `json:"fingerprint"`
 	Issued      time.Time `json:"issued"`
 	Expires     time.Time `json:"expires"`
-	At          time.Time `json:"at"`
-	Actor       string    `json:"actor,omitempty"`
+	// Routes are the unsafe networks the certificate holds (the node's
+	// approved routes when it was signed).
+	Routes []netip.Prefix `json:"routes,omitempty"`
+	At     time.Time      `json:"at"`
+	Actor  string         `json:"actor,omitempty"`
 }
 
 func (c RenewNebula) applyTo(s *Snapshot) error {
@@ -42,8 +46,30 @@ func (c RenewNebula) applyTo(s *Snapshot) error {
 	}
 	n.NebulaCert = append([]byte(nil), c.Cert...)
 	n.NebulaFingerprint, n.NebulaIssued, n.NebulaExpires, n.Updated = c.Fingerprint, c.Issued, c.Expires, c.At
+	s.recordCertRoutes(&n, c.Routes, c.At)
 	s.Nodes[n.ID] = n
 	s.audit(AuditEvent{Code: codes.EventCertRenewed, At: c.At, Actor: c.Actor, Subject: n.Name,
 		Detail: fmt.Sprintf("node %s, expires %s", n.ID, c.Expires.UTC().Format(time.RFC3339))})
 	return nil
+}
+
+// recordCertRoutes records that n's new current certificate holds routes.
+// When it drops a prefix an earlier certificate held, every certificate
+// of n that held one is revoked (the new one aside): a withdrawn route is
+// carried by nobody, whatever certificate the node kept.
+func (s *Snapshot) recordCertRoutes(n *Node, routes []netip.Prefix, at time.Time) {
+	dropped := slices.ContainsFunc(n.NebulaRoutes, func(p netip.Prefix) bool { return !slices.Contains(routes, p) })
+	held := slices.DeleteFunc(slices.Clone(n.NebulaRouted), func(fp string) bool { return fp == n.NebulaFingerprint })
+	if dropped {
+		for _, fp := range held {
+			if !slices.ContainsFunc(s.Revocations, func(r Revocation) bool { return r.NodeID == n.ID && r.Fingerprint == fp }) {
+				s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: at})
+			}
+		}
+		held = nil
+	}
+	if len(routes) > 0 {
+		held = append(held, n.NebulaFingerprint)
+	}
+	n.NebulaRoutes, n.NebulaRouted = slices.Clone(routes), held
 }

@@ -132,8 +132,20 @@ type Node struct {
 	// record, freeing its name and overlay IP) once gossip has seen it
 	// failed or left for the ephemeral window (an enrolment key minted
 	// with --ephemeral, or `meshctl join --ephemeral`; issue 31).
-	Ephemeral bool      `json:"ephemeral,omitempty"`
-	Created   time.Time `json:"created"`
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	// Routes are the prefixes the node asks to carry, sorted, with their
+	// approval and whether it carries each now (routes.go, issue 33).
+	Routes []Route `json:"routes,omitempty"`
+	// NebulaRoutes are the unsafe networks the current Nebula certificate
+	// holds (RenewNebula records them), so the CA holder sees a
+	// certificate that no longer matches Routes without parsing it.
+	NebulaRoutes []netip.Prefix `json:"nebula_routes,omitempty"`
+	// NebulaRouted are the fingerprints of the node's Nebula certificates
+	// that held a prefix: when a renewal drops one (an approval withdrawn
+	// or a request narrowed), they are all revoked, so no certificate
+	// the node still has lets it carry what it may no longer.
+	NebulaRouted []string  `json:"nebula_routed,omitempty"`
+	Created      time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`
 }
 
@@ -186,6 +198,7 @@ func (n Node) clone() Node {
 	n.TLSCert = bytes.Clone(n.TLSCert)
 	n.TLSPublicKey = bytes.Clone(n.TLSPublicKey)
 	n.Retired = slices.Clone(n.Retired)
+	n.Routes, n.NebulaRoutes, n.NebulaRouted = slices.Clone(n.Routes), slices.Clone(n.NebulaRoutes), slices.Clone(n.NebulaRouted)
 	return n
 }
 
