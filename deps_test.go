@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"netcheck":                          {"codes", "persource"},
 	"names":                             {"enroll", "persource"},
 	"names/resolved":                    {},
+	"hostroute":                         {"codes"},
 	"agent/preflight":                   {"agent/apitype", "agent/config", "agent/statedir", "enroll", "mesh", "netcheck", "pki", "codes"},
 	"agent/fetched":                     {"agent/apitype", "agent/control", "agent/watch", "agent/statedir", "codes", "pki"},
 	"agent/metrics":                     {"enroll", "codes"},
