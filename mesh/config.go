@@ -5,6 +5,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/slackhq/nebula/cert"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // MaxRoutines bounds Config.Routines: more reader/writer pairs than this
@@ -33,6 +35,25 @@ const (
 type Lighthouse struct {
 	OverlayIP netip.Addr
 	Underlay  []netip.AddrPort
+}
+
+// UnsafeRoute sends the traffic for a prefix outside the overlay to the
+// node that carries it (one entry of tun.unsafe_routes): a LAN behind that
+// node, or 0.0.0.0/0 through an exit node. The carrier's certificate must
+// hold Route as an unsafe network (pki.NebulaRequest.Routes), or Nebula on
+// this node drops what comes back from it, and the carrier's firewall lets
+// in only what a rule with local_cidr allows (FirewallRule.LocalCIDR).
+type UnsafeRoute struct {
+	// Route is a masked IPv4 prefix outside the overlay network; only
+	// 0.0.0.0/0 (pki.ExitRoute) may contain it (pki.CheckRoute).
+	Route netip.Prefix
+	// Via is the overlay address of the node that carries Route now.
+	Via netip.Addr
+	// Install adds a kernel route for Route on the TUN device (kernel
+	// mode). Without it Nebula still sends to Via what the kernel hands
+	// the TUN device for Route, but adds no route: meshd routes an exit
+	// node's 0.0.0.0/0 into the device by other means.
+	Install bool
 }
 
 // Config is everything meshd decides about its Nebula instance. It is plain
@@ -114,6 +135,24 @@ type Config struct {
 	// needs a restart.
 	Routines int
 
+	// SoMark sets SO_MARK on Nebula's UDP socket (listen.so_mark), so
+	// that policy routing can keep the underlay packets out of a route
+	// into the overlay (an exit node's 0.0.0.0/0). 0 leaves the socket
+	// unmarked; at most 2^31-1. Setting it needs CAP_NET_ADMIN: without it
+	// Nebula logs an error and carries on. Reload applies a change live.
+	SoMark int
+
+	// UnsafeRoutes send the traffic for prefixes other nodes carry to
+	// them (tun.unsafe_routes, rendered sorted by Route). No two entries
+	// have the same Route; Via lies in this node's overlay network and is
+	// not its own address; Route is none of the prefixes this node's own
+	// certificate holds. They take effect on a kernel TUN device only:
+	// Nebula's userspace device sends every packet to its destination
+	// address, so in userspace mode they are rendered but route nothing.
+	// Reload applies a change live (Nebula replaces its routes and the
+	// kernel routes of entries with Install).
+	UnsafeRoutes []UnsafeRoute
+
 	// Inbound and Outbound are the overlay firewall (firewall.inbound,
 	// firewall.outbound): Nebula drops what no rule allows. DefaultConfig
 	// sets AnyAny for both; an empty list drops everything. Reload
@@ -166,11 +205,13 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Validate checks the shape of c without any cryptography: the PEM fields
-// hold blocks of the right kind, addresses and ports are valid, names fit.
-// Start and Reload additionally check that the certificate chains to the
-// CA, is current, is not blocklisted and matches the key. The error
-// carries codes.ConfigInvalid and a *ConfigError, or for a bad firewall
-// rule codes.FirewallRule and a *FirewallError.
+// hold blocks of the right kind, the certificate parses, addresses and
+// ports are valid, names fit, the unsafe routes fit the certificate's
+// overlay network. Start and Reload additionally check that the
+// certificate chains to the CA, is current, is not blocklisted and
+// matches the key. The error carries codes.ConfigInvalid and a
+// *ConfigError, or for a bad firewall rule codes.FirewallRule and a
+// *FirewallError.
 func (c Config) Validate() error {
 	if err := c.validate(); err != nil {
 		if codes.Of(err) != "" { // a firewall rule: codes.FirewallRule
@@ -204,6 +245,10 @@ func (c Config) validate() error {
 		if n < f.min || n > f.max {
 			return bad(f.name, "", "want %d to %d PEM blocks of type %s, found %d", f.min, f.max, strings.Join(f.types, " or "), n)
 		}
+	}
+	crt, _, err := cert.UnmarshalCertificateFromPEM(c.Cert)
+	if err != nil {
+		return bad("Cert", "", "parse Nebula certificate: %v", err)
 	}
 	if _, err := netip.ParseAddr(c.ListenHost); err != nil {
 		return bad("ListenHost", c.ListenHost, "want an IP literal: %v", err)
@@ -263,6 +308,12 @@ func (c Config) validate() error {
 	if c.SocketBuffer < 0 {
 		return bad("SocketBuffer", fmt.Sprint(c.SocketBuffer), "negative")
 	}
+	if c.SoMark < 0 || c.SoMark > math.MaxInt32 {
+		return bad("SoMark", fmt.Sprint(c.SoMark), "out of range 0-%d", math.MaxInt32)
+	}
+	if err := checkUnsafeRoutes(c.UnsafeRoutes, crt); err != nil {
+		return err
+	}
 	for _, fw := range []struct {
 		dir   string
 		rules []FirewallRule
@@ -274,6 +325,41 @@ func (c Config) validate() error {
 	for i, p := range c.LocalAllowList {
 		if !p.IsValid() {
 			return bad(fmt.Sprintf("LocalAllowList[%d]", i), p.String(), "invalid prefix")
+		}
+	}
+	return nil
+}
+
+// checkUnsafeRoutes checks routes against the node's certificate crt: its
+// overlay networks and the prefixes it carries itself.
+func checkUnsafeRoutes(routes []UnsafeRoute, crt cert.Certificate) error {
+	var overlay []netip.Prefix
+	for _, n := range crt.Networks() {
+		overlay = append(overlay, n.Masked())
+	}
+	seen := make(map[netip.Prefix]bool, len(routes))
+	for i, r := range routes {
+		field := fmt.Sprintf("UnsafeRoutes[%d]", i)
+		if err := pki.CheckRoute(r.Route, overlay); err != nil {
+			return &ConfigError{Field: field + ".Route", Value: r.Route.String(), Err: err}
+		}
+		if seen[r.Route] {
+			return &ConfigError{Field: field + ".Route", Value: r.Route.String(), Err: errors.New("listed twice")}
+		}
+		seen[r.Route] = true
+		if slices.Contains(crt.UnsafeNetworks(), r.Route) {
+			// In kernel mode the route on the TUN device would replace
+			// this node's own route to the prefix it carries.
+			return &ConfigError{Field: field + ".Route", Value: r.Route.String(), Err: errors.New("this node's own certificate carries it")}
+		}
+		if !r.Via.IsValid() {
+			return &ConfigError{Field: field + ".Via", Err: errors.New("missing")}
+		}
+		if !slices.ContainsFunc(overlay, func(o netip.Prefix) bool { return o.Contains(r.Via) }) {
+			return &ConfigError{Field: field + ".Via", Value: r.Via.String(), Err: fmt.Errorf("not in the overlay network %v", overlay)}
+		}
+		if slices.ContainsFunc(crt.Networks(), func(n netip.Prefix) bool { return n.Addr() == r.Via }) {
+			return &ConfigError{Field: field + ".Via", Value: r.Via.String(), Err: errors.New("this node's own overlay address")}
 		}
 	}
 	return nil

@@ -36,6 +36,7 @@ func TestValidate(t *testing.T) {
 		{"fail/two-certs", func(c *Config) { c.Cert = []byte(fakeCert + fakeCert) }, "Cert"},
 		{"fail/cert-garbage-after", func(c *Config) { c.Cert = []byte(fakeCert + "junk") }, "Cert"},
 		{"fail/key-is-cert", func(c *Config) { c.Key = []byte(fakeCert) }, "Key"},
+		{"fail/cert-does-not-parse", func(c *Config) { c.Cert = []byte(fakeCert) }, "Cert"},
 		{"fail/listen-host-name", func(c *Config) { c.ListenHost = "localhost" }, "ListenHost"},
 		{"fail/listen-host-empty", func(c *Config) { c.ListenHost = "" }, "ListenHost"},
 		{"fail/port-range", func(c *Config) { c.ListenPort = 70000 }, "ListenPort"},
@@ -61,7 +62,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := goldenWorker()
+			c := goldenWorker(t)
 			tc.edit(&c)
 			err := c.Validate()
 			if tc.field == "" {
@@ -97,7 +98,7 @@ func TestDefaultConfig(t *testing.T) {
 }
 
 func TestRestartFields(t *testing.T) {
-	base := goldenWorker()
+	base := goldenWorker(t)
 	cases := []struct {
 		name string
 		edit func(*Config)
@@ -120,7 +121,7 @@ func TestRestartFields(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			next := goldenWorker()
+			next := goldenWorker(t)
 			tc.edit(&next)
 			if got := restartFields(base, next); !slices.Equal(got, tc.want) {
 				t.Errorf("restartFields = %v, want %v", got, tc.want)
@@ -130,7 +131,7 @@ func TestRestartFields(t *testing.T) {
 }
 
 func TestWithoutSelf(t *testing.T) {
-	c := goldenWorker()
+	c := goldenWorker(t)
 	got := c.withoutSelf(ip("10.42.0.1"))
 	if len(got.Lighthouses) != 1 || got.Lighthouses[0].OverlayIP != ip("10.42.0.2") {
 		t.Errorf("lighthouses = %v", got.Lighthouses)

@@ -38,17 +38,42 @@
 //	AmLighthouse      lighthouse.am_lighthouse                restart (codes.RestartNeeded)
 //	ListenHost/Port   listen.host, listen.port                restart
 //	SocketBuffer      listen.read_buffer, listen.write_buffer live
+//	SoMark            listen.so_mark (0: not written)         live
 //	TunDev, MTU       tun.dev, tun.mtu (kernel mode only)     dev: restart; mtu: live
+//	UnsafeRoutes      tun.unsafe_routes (sorted by route)     live; kernel routes of Install entries follow
+//	Inbound/Outbound  firewall.inbound/outbound               live
+//	(Cert's routes)   firewall.meshd_routable                 live; rebuilds Nebula's firewall (see below)
+//	GossipPort        a rule first in firewall.in/outbound    live
 //	Userspace         the device factory passed to Main       restart
 //	Fast              timers.*, lighthouse.interval           restart
 //	Routines          routines (default 1)                    restart
 //
-// Fixed by meshd: firewall allowing any port and protocol both ways to and
-// from every holder of a valid cluster certificate, punchy.punch and
-// punchy.respond on, punchy.delay PunchDelay, handshakes.query_buffer
-// QueryBuffer, pki.disconnect_invalid on,
-// cipher aes,
-// logging at info (bridged, see below).
+// DefaultConfig's firewall (AnyAny) allows any port and protocol both
+// ways to and from every holder of a valid cluster certificate, the
+// prefixes this node routes included (local_cidr any).
+//
+// Fixed by meshd: punchy.punch and punchy.respond on, punchy.delay
+// PunchDelay, handshakes.query_buffer QueryBuffer, pki.disconnect_invalid
+// on, cipher aes, logging at info (bridged, see below).
+//
+// # Routes (unsafe networks)
+//
+// A node may route prefixes outside the overlay for it: a LAN behind it,
+// or 0.0.0.0/0 as an exit node. Its certificate holds them as unsafe
+// networks (pki.NebulaRequest.Routes); every other node's UnsafeRoutes
+// point each prefix at the node that carries it. Nebula then:
+//
+//   - on the other nodes, sends what the kernel hands the TUN device for
+//     the prefix to Via (kernel mode: an entry with Install also adds the
+//     kernel route; userspace mode routes nothing by them), and accepts
+//     packets from the prefix only from a peer whose certificate holds it;
+//   - on the carrier, lets through only traffic for its own overlay
+//     address and its certificate's unsafe networks, and a rule without
+//     local_cidr then matches its overlay address only
+//     (FirewallRule.LocalCIDR).
+//
+// Nebula takes both from the certificate it loaded, and its firewall
+// from the one it had when the firewall was built: see the caveats.
 //
 // # Nebula v1.10.3 caveats this package works around or documents
 //
@@ -61,6 +86,19 @@
 //     both are released (research §1, upstream issue #975).
 //   - Nebula keeps the cipher in a package global, so every instance in a
 //     process must use the same one: Render always writes "aes".
+//   - On reload Nebula rebuilds its firewall only when the firewall
+//     section changed, but the firewall's addresses this node may handle
+//     come from the certificate. Render writes the certificate's unsafe
+//     networks into firewall.meshd_routable, a key Nebula ignores, so a
+//     certificate with other routes changes the section and the firewall
+//     is rebuilt (TestKernelUnsafeRoutes fails without it).
+//   - Peers accept a packet from a node whose source address lies in one
+//     of its certificate's unsafe networks. An exit node (0.0.0.0/0) can
+//     therefore send packets from any address, overlay addresses
+//     included, that its peers take as its own: a cidr firewall rule does
+//     not tell it from the node whose address it uses (host and group
+//     rules do). pki.CheckRoute refuses every other prefix that overlaps
+//     the overlay.
 //   - nebula.Main rewrites its logger's level and formatter, so every
 //     instance gets its own logrus.Logger, bridged to slog with the tag
 //     component=mesh and lib=nebula (warnings and errors as such, Nebula's

@@ -13,7 +13,8 @@ import (
 
 // FirewallRule is one rule of Nebula's overlay firewall, with Nebula's
 // keys (firewall.inbound / firewall.outbound). A packet passes when some
-// rule matches it: port AND proto AND (host OR group/groups OR cidr).
+// rule matches it: port AND proto AND (host OR group/groups OR cidr) AND
+// local_cidr.
 // Nebula drops everything no rule allows; replies to allowed traffic pass
 // by connection tracking.
 type FirewallRule struct {
@@ -33,13 +34,21 @@ type FirewallRule struct {
 	Groups []string `yaml:"groups,omitempty" json:"groups,omitempty"`
 	// CIDR matches the peer's overlay address ("10.42.0.0/24" or "any").
 	CIDR string `yaml:"cidr,omitempty" json:"cidr,omitempty"`
+	// LocalCIDR matches this node's end of the packet (the destination
+	// inbound, the source outbound): "any", or an IPv4 prefix such as a
+	// LAN this node routes ("192.168.50.0/24"). Empty means this node's
+	// overlay address when its certificate holds routes (unsafe
+	// networks) and any address otherwise (Nebula's rule), so traffic to
+	// and from the prefixes a node routes passes only rules that name
+	// local_cidr.
+	LocalCIDR string `yaml:"local_cidr,omitempty" json:"local_cidr,omitempty"`
 }
 
 // AnyAny is meshd's default firewall for both directions: every holder
-// of a valid cluster certificate may reach every port (a choice, see
-// docs/security.md).
+// of a valid cluster certificate may reach every port of this node, and
+// every prefix it routes (a choice, see docs/security.md).
 func AnyAny() []FirewallRule {
-	return []FirewallRule{{Port: "any", Proto: "any", Host: "any"}}
+	return []FirewallRule{{Port: "any", Proto: "any", Host: "any", LocalCIDR: "any"}}
 }
 
 // FirewallError names the rule that is wrong ("inbound[1].port").
@@ -107,6 +116,11 @@ func checkRule(r FirewallRule) (field, value string, err error) {
 	if r.CIDR != "" && r.CIDR != "any" {
 		if p, err := netip.ParsePrefix(r.CIDR); err != nil || !p.Addr().Is4() {
 			return "cidr", r.CIDR, fmt.Errorf("want an IPv4 prefix such as 10.42.0.0/24, or any")
+		}
+	}
+	if r.LocalCIDR != "" && r.LocalCIDR != "any" {
+		if p, err := netip.ParsePrefix(r.LocalCIDR); err != nil || !p.Addr().Is4() {
+			return "local_cidr", r.LocalCIDR, fmt.Errorf("want an IPv4 prefix such as 192.168.50.0/24, or any")
 		}
 	}
 	return "", "", nil

@@ -59,7 +59,7 @@ func TestCheckFirewall(t *testing.T) {
 		}
 	}
 	// Config.Validate carries the rule's code, not ConfigInvalid.
-	c := goldenWorker()
+	c := goldenWorker(t)
 	c.Outbound = []FirewallRule{{Port: "any", Proto: "gre", Host: "any"}}
 	if err := c.Validate(); codes.Of(err) != codes.FirewallRule {
 		t.Errorf("Validate with a bad outbound rule = %v, want %s", err, codes.FirewallRule)
@@ -69,8 +69,8 @@ func TestCheckFirewall(t *testing.T) {
 // goldenFirewall is a worker whose inbound firewall lets control nodes
 // reach one TCP port, the group db a port range, and everyone ICMP, with
 // MTU 1400.
-func goldenFirewall() Config {
-	c := goldenWorker()
+func goldenFirewall(t testing.TB) Config {
+	c := goldenWorker(t)
 	c.MTU = 1400
 	c.Inbound = []FirewallRule{
 		{Port: "7000", Proto: "tcp", Group: "control"},
@@ -88,19 +88,20 @@ type recordedRule struct {
 	start, end int32
 	groups     []string
 	host, cidr string
+	localCIDR  string
 }
 
 type recordingFirewall struct{ rules []recordedRule }
 
-func (f *recordingFirewall) AddRule(incoming bool, proto uint8, start, end int32, groups []string, host, cidr, _, _, _ string) error {
-	f.rules = append(f.rules, recordedRule{incoming, proto, start, end, slices.Clone(groups), host, cidr})
+func (f *recordingFirewall) AddRule(incoming bool, proto uint8, start, end int32, groups []string, host, cidr, localCIDR, _, _ string) error {
+	f.rules = append(f.rules, recordedRule{incoming, proto, start, end, slices.Clone(groups), host, cidr, localCIDR})
 	return nil
 }
 
 // TestFirewallReadByNebula runs the rendered firewall through Nebula's
 // own rule parser (the one reload uses) and checks what it adds.
 func TestFirewallReadByNebula(t *testing.T) {
-	nc := readByNebula(t, goldenFirewall())
+	nc := readByNebula(t, goldenFirewall(t))
 	var in, out recordingFirewall
 	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), true, nc, &in); err != nil {
 		t.Fatalf("Nebula refuses the inbound rules: %v", err)
@@ -110,10 +111,10 @@ func TestFirewallReadByNebula(t *testing.T) {
 	}
 	const tcp, udp, icmp, anyProto = 6, 17, 1, 0
 	want := []recordedRule{
-		{true, tcp, 7000, 7000, []string{"control"}, "", ""},
-		{true, tcp, 5432, 5433, []string{"worker", "db"}, "", ""},
-		{true, icmp, 0, 0, nil, "any", ""},
-		{true, udp, 53, 53, nil, "", "10.42.0.0/24"},
+		{true, tcp, 7000, 7000, []string{"control"}, "", "", ""},
+		{true, tcp, 5432, 5433, []string{"worker", "db"}, "", "", ""},
+		{true, icmp, 0, 0, nil, "any", "", ""},
+		{true, udp, 53, 53, nil, "", "10.42.0.0/24", ""},
 	}
 	if len(in.rules) != len(want) {
 		t.Fatalf("Nebula read %d inbound rules, want %d: %+v", len(in.rules), len(want), in.rules)
@@ -121,15 +122,23 @@ func TestFirewallReadByNebula(t *testing.T) {
 	for i, w := range want {
 		g := in.rules[i]
 		if g.inbound != w.inbound || g.proto != w.proto || g.start != w.start || g.end != w.end ||
-			!slices.Equal(g.groups, w.groups) || g.host != w.host || g.cidr != w.cidr {
+			!slices.Equal(g.groups, w.groups) || g.host != w.host || g.cidr != w.cidr || g.localCIDR != w.localCIDR {
 			t.Errorf("inbound rule %d: Nebula read %+v, want %+v", i, g, w)
 		}
 	}
-	if len(out.rules) != 1 || out.rules[0].host != "any" || out.rules[0].proto != anyProto {
-		t.Errorf("outbound: Nebula read %+v, want the default any/any", out.rules)
+	if len(out.rules) != 1 || out.rules[0].host != "any" || out.rules[0].proto != anyProto || out.rules[0].localCIDR != "any" {
+		t.Errorf("outbound: Nebula read %+v, want the default any/any with local_cidr any", out.rules)
 	}
 	if got := nc.GetInt("tun.mtu", 0); got != 1400 {
 		t.Errorf("tun.mtu = %d, want 1400", got)
+	}
+
+	var routed recordingFirewall
+	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), true, readByNebula(t, goldenRoutes(t)), &routed); err != nil {
+		t.Fatalf("Nebula refuses the inbound rules with local_cidr: %v", err)
+	}
+	if len(routed.rules) != 2 || routed.rules[0].localCIDR != "" || routed.rules[1].localCIDR != "192.168.50.0/24" {
+		t.Errorf("Nebula read %+v, want local_cidr unset, then 192.168.50.0/24", routed.rules)
 	}
 }
 

@@ -14,37 +14,48 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// kernelChildEnv marks the child process of TestKernelTUN, which runs in
-// its own network namespace.
+// kernelChildEnv names the test a child process of inNetns runs, in its
+// own network namespace.
 const kernelChildEnv = "MESHD_MESH_KERNEL_CHILD"
+
+// inNetns reports whether this process is the child that runs the calling
+// test in a fresh network namespace. Otherwise it re-runs this test binary
+// for the test with CLONE_NEWNET, so nothing touches the host's network,
+// waits for it and fails with it; it skips without root or TUN support.
+// The caller returns unless inNetns returned true.
+func inNetns(t *testing.T) bool {
+	t.Helper()
+	skipUnderRace(t)
+	if os.Getenv(kernelChildEnv) == t.Name() {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a TUN device in a fresh network namespace")
+	}
+	if _, err := os.Stat("/dev/net/tun"); err != nil {
+		t.Skipf("no TUN support: %v", err)
+	}
+	args := []string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}
+	if *meshLogs {
+		args = append(args, "-meshlogs")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
+	cmd.Env = append(os.Environ(), kernelChildEnv+"="+t.Name())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	out, err := cmd.CombinedOutput()
+	t.Logf("child in a new network namespace:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	return false
+}
 
 // TestKernelTUN starts a kernel-TUN lighthouse in a fresh network
 // namespace, checks the device, reloads its MTU live, stops it, and starts
 // it again on the same device name and port: Stop must release both
-// (Nebula v1.10.3 alone does not). It needs root; the namespace is made by
-// re-running this test binary with CLONE_NEWNET, so nothing touches the
-// host's network.
+// (Nebula v1.10.3 alone does not). It needs root (see inNetns).
 func TestKernelTUN(t *testing.T) {
-	skipUnderRace(t)
-	if os.Getenv(kernelChildEnv) == "" {
-		if os.Geteuid() != 0 {
-			t.Skip("needs root: a TUN device in a fresh network namespace")
-		}
-		if _, err := os.Stat("/dev/net/tun"); err != nil {
-			t.Skipf("no TUN support: %v", err)
-		}
-		args := []string{"-test.run=^TestKernelTUN$", "-test.v", "-test.count=1"}
-		if *meshLogs {
-			args = append(args, "-meshlogs")
-		}
-		cmd := exec.CommandContext(t.Context(), os.Args[0], args...)
-		cmd.Env = append(os.Environ(), kernelChildEnv+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
-		out, err := cmd.CombinedOutput()
-		t.Logf("child in a new network namespace:\n%s", out)
-		if err != nil {
-			t.Fatalf("child: %v", err)
-		}
+	if !inNetns(t) {
 		return
 	}
 

@@ -304,6 +304,59 @@ func TestUserspaceOverlay(t *testing.T) {
 		bCfg = next
 	})
 
+	t.Run("reload-unsafe-routes", func(t *testing.T) {
+		// A userspace device routes nothing by them (TestKernelUnsafeRoutes
+		// shows the routing on a TUN device); here each change of Via,
+		// each route added or removed, reaches Nebula without a restart,
+		// verifies, and leaves the tunnels up.
+		steps := []struct {
+			name   string
+			routes []UnsafeRoute
+		}{
+			{"add", []UnsafeRoute{{Route: pfx("192.168.60.0/24"), Via: aIP, Install: true}}},
+			{"move-via-and-add-exit", []UnsafeRoute{{Route: pfx("192.168.60.0/24"), Via: lhIP, Install: true}, {Route: pfx("0.0.0.0/0"), Via: aIP}}},
+			{"remove-one", []UnsafeRoute{{Route: pfx("0.0.0.0/0"), Via: aIP}}},
+			{"remove-all", nil},
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		if err := echo(ctx, a, bEcho); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range steps {
+			var up []netip.Addr
+			for _, peer := range []netip.Addr{lhIP, aIP} {
+				if _, ok := b.TunnelTo(peer); ok {
+					up = append(up, peer)
+				}
+			}
+			if len(up) != 2 {
+				t.Fatalf("%s: b has tunnels to %v before the reload, want the lighthouse and a", step.name, up)
+			}
+			next := bCfg
+			next.UnsafeRoutes = step.routes
+			before := b.yaml
+			if err := b.Reload(next); err != nil {
+				t.Fatalf("%s: reload = %v (code %s), want it applied live", step.name, err, codes.Of(err))
+			}
+			if b.yaml == before {
+				t.Fatalf("%s: the reload did not reach Nebula", step.name)
+			}
+			if err := b.Verify(next); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+			for _, peer := range up {
+				if _, ok := b.TunnelTo(peer); !ok {
+					t.Errorf("%s: b lost its tunnel to %s", step.name, peer)
+				}
+			}
+			if err := echo(ctx, a, bEcho); err != nil {
+				t.Fatalf("%s: a -> b after the reload: %v", step.name, err)
+			}
+			bCfg = next
+		}
+	})
+
 	t.Run("reload-blocklist", func(t *testing.T) {
 		blocked := bCfg
 		blocked.Blocklist = []string{fingerprint(t, aCert)}

@@ -165,12 +165,17 @@ func (m *Mesh) rollback(cause error, logged []string) error {
 //     before anything is applied (see dropsStatic). Presence only: Nebula
 //     keeps addresses of removed entries in its cache, so removals cannot
 //     be read back.
+//   - in kernel mode, the kernel routes of the unsafe routes with Install:
+//     each must be on the TUN device (see missingRoutes).
 //
-// It cannot read back lighthouse.hosts, the blocklist, the firewall or the
-// timers: Control does not expose them. Render always puts every lighthouse
-// into static_host_map, which is the only thing Nebula checks about
-// lighthouse.hosts on reload, and inspect checks that the CA bundle parses,
-// so neither can be silently refused.
+// It cannot read back lighthouse.hosts, the blocklist, the firewall, the
+// unsafe routes Nebula holds, listen.so_mark or the timers: Control does
+// not expose them. Render always puts every lighthouse into
+// static_host_map, which is the only thing Nebula checks about
+// lighthouse.hosts on reload, inspect checks that the CA bundle parses,
+// and Validate refuses every unsafe route Nebula's parser would (one
+// inside the overlay network), so none of the three can be silently
+// refused.
 func (m *Mesh) Verify(c Config) error {
 	fp, _, err := pki.NebulaCertInfo(c.Cert)
 	if err != nil {
@@ -230,6 +235,13 @@ func (m *Mesh) verify(c Config, fingerprint string) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("verify overlay: Nebula does not hold static_host_map entries %s", strings.Join(missing, ", "))
+	}
+	routes, err := m.missingRoutes(c)
+	if err != nil {
+		return fmt.Errorf("verify overlay: %w", err)
+	}
+	if len(routes) > 0 {
+		return fmt.Errorf("verify overlay: no kernel route on %s for the unsafe routes %s", m.tunDev, strings.Join(routes, ", "))
 	}
 	return nil
 }

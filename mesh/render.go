@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slackhq/nebula/cert"
 	"gopkg.in/yaml.v3"
 )
 
@@ -22,7 +23,7 @@ type nebulaConfig struct {
 	Listen        nebulaListen        `yaml:"listen"`
 	Punchy        nebulaPunchy        `yaml:"punchy"`
 	Relay         nebulaRelay         `yaml:"relay"`
-	Tun           *nebulaTun          `yaml:"tun,omitempty"` // nil in userspace mode: no device is created
+	Tun           *nebulaTun          `yaml:"tun,omitempty"` // userspace mode: nil, or the unsafe routes only
 	Firewall      nebulaFirewall      `yaml:"firewall"`
 	Timers        *nebulaTimers       `yaml:"timers,omitempty"`
 	Handshakes    nebulaHandshakes    `yaml:"handshakes"`
@@ -51,6 +52,7 @@ type nebulaListen struct {
 	Port        int    `yaml:"port"`
 	ReadBuffer  int    `yaml:"read_buffer,omitempty"`
 	WriteBuffer int    `yaml:"write_buffer,omitempty"`
+	SoMark      int    `yaml:"so_mark,omitempty"`
 }
 
 type nebulaPunchy struct {
@@ -73,9 +75,21 @@ type nebulaRelay struct {
 	UseRelays bool     `yaml:"use_relays"`
 }
 
+// nebulaTun is the TUN device (kernel mode) and the unsafe routes (both
+// modes; see Config.UnsafeRoutes).
 type nebulaTun struct {
-	Dev string `yaml:"dev"`
-	MTU int    `yaml:"mtu"`
+	Dev          string              `yaml:"dev,omitempty"`
+	MTU          int                 `yaml:"mtu,omitempty"`
+	UnsafeRoutes []nebulaUnsafeRoute `yaml:"unsafe_routes,omitempty"`
+}
+
+// nebulaUnsafeRoute is one entry of tun.unsafe_routes, with the keys
+// Nebula v1.10.3 reads (overlay/route.go parseUnsafeRoutes). install is
+// always written: Nebula's default is true.
+type nebulaUnsafeRoute struct {
+	Route   string `yaml:"route"`
+	Via     string `yaml:"via"`
+	Install bool   `yaml:"install"`
 }
 
 // nebulaFirewall is the overlay firewall (Config.Inbound, Config.Outbound).
@@ -83,6 +97,19 @@ type nebulaTun struct {
 type nebulaFirewall struct {
 	Outbound []FirewallRule `yaml:"outbound"`
 	Inbound  []FirewallRule `yaml:"inbound"`
+
+	// Routable lists the unsafe networks of the node's certificate. Nebula
+	// ignores the key; it is here so that the firewall section changes
+	// when they do. Nebula v1.10.3 rebuilds its firewall on reload only
+	// when the firewall section changed (Interface.reloadFirewall, with a
+	// TODO about certificates), but the firewall takes the addresses this
+	// node may handle (routableNetworks: its overlay address and the
+	// certificate's unsafe networks) and whether rules without local_cidr
+	// match only the overlay address from the certificate it was built
+	// with. A reload bringing a certificate that carries new routes would
+	// otherwise keep dropping their traffic (ErrInvalidLocalIP) until a
+	// restart, and one that dropped a route would keep letting it in.
+	Routable []string `yaml:"meshd_routable,omitempty"`
 }
 
 type nebulaTimers struct {
@@ -112,8 +139,9 @@ type nebulaLogging struct {
 
 // firewall is c's firewall as Nebula reads it: the gossip port's rule
 // first (Config.GossipPort), then c's rules; nil renders as an empty list
-// (drop everything), never as a missing key.
-func firewall(c Config) nebulaFirewall {
+// (drop everything), never as a missing key. routable are the unsafe
+// networks of c's certificate (see nebulaFirewall.Routable).
+func firewall(c Config, routable []netip.Prefix) nebulaFirewall {
 	var own []FirewallRule
 	if c.GossipPort > 0 {
 		own = []FirewallRule{{Port: strconv.Itoa(c.GossipPort), Proto: "any", Host: "any"}}
@@ -125,19 +153,40 @@ func firewall(c Config) nebulaFirewall {
 	if fw.Inbound == nil {
 		fw.Inbound = []FirewallRule{}
 	}
+	nets := slices.Clone(routable)
+	slices.SortFunc(nets, netip.Prefix.Compare)
+	for _, n := range nets {
+		fw.Routable = append(fw.Routable, n.String())
+	}
 	return fw
+}
+
+// unsafeRoutes is tun.unsafe_routes: c.UnsafeRoutes sorted by Route.
+func unsafeRoutes(c Config) []nebulaUnsafeRoute {
+	rs := slices.Clone(c.UnsafeRoutes)
+	slices.SortFunc(rs, func(a, b UnsafeRoute) int { return a.Route.Compare(b.Route) })
+	var out []nebulaUnsafeRoute
+	for _, r := range rs {
+		out = append(out, nebulaUnsafeRoute{Route: r.Route.String(), Via: r.Via.String(), Install: r.Install})
+	}
+	return out
 }
 
 // Render returns the Nebula YAML for c, after Validate. The same Config
 // always renders to the same text. The text holds the private key: hand
 // it to Nebula, never to a log.
 //
-// Render does not parse the certificates, so it cannot drop the node's own
-// overlay address from the host lists; Start and Reload do that before
-// rendering.
+// Render reads the certificate only for what it renders from it (the
+// unsafe networks, see nebulaFirewall.Routable); it does not drop the
+// node's own overlay address from the host lists: Start and Reload do
+// that before rendering.
 func Render(c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
+	}
+	crt, _, err := cert.UnmarshalCertificateFromPEM(c.Cert) // Validate parsed it
+	if err != nil {
+		return "", fmt.Errorf("render Nebula config: %w", err)
 	}
 	interval, timers := 10, (*nebulaTimers)(nil)
 	if c.Fast {
@@ -145,7 +194,9 @@ func Render(c Config) (string, error) {
 	}
 	var tun *nebulaTun
 	if !c.Userspace {
-		tun = &nebulaTun{Dev: c.TunDev, MTU: c.MTU}
+		tun = &nebulaTun{Dev: c.TunDev, MTU: c.MTU, UnsafeRoutes: unsafeRoutes(c)}
+	} else if len(c.UnsafeRoutes) > 0 {
+		tun = &nebulaTun{UnsafeRoutes: unsafeRoutes(c)} // Nebula's user device reads none of it
 	}
 	static := map[string][]string{}
 	for ip, addrs := range staticHostMap(c) {
@@ -180,11 +231,12 @@ func Render(c Config) (string, error) {
 		Listen: nebulaListen{
 			Host: addrOf(c.ListenHost).String(), Port: c.ListenPort,
 			ReadBuffer: c.SocketBuffer, WriteBuffer: c.SocketBuffer,
+			SoMark: c.SoMark,
 		},
 		Punchy:     nebulaPunchy{Punch: true, Respond: true, Delay: PunchDelay.String()},
 		Relay:      nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},
 		Tun:        tun,
-		Firewall:   firewall(c),
+		Firewall:   firewall(c, crt.UnsafeNetworks()),
 		Timers:     timers,
 		Handshakes: nebulaHandshakes{QueryBuffer: QueryBuffer},
 		Routines:   c.Routines,

@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"flag"
 	"net/netip"
 	"os"
@@ -8,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
+	"github.com/slackhq/nebula/cert"
 	"github.com/slackhq/nebula/config"
 	"gopkg.in/yaml.v3"
 
@@ -19,13 +23,45 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.yaml from Render")
 
-// Fixed fake PEM blocks: structurally valid (Validate accepts them), never
-// parsed as certificates, so the golden files never change.
+// Fixed fake PEM blocks: structurally valid (Validate accepts them as CA
+// and key, which it does not parse), so the golden files never change.
+// fakeCert does not parse as a certificate: Validate refuses it as Cert.
 const (
 	fakeCA   = "-----BEGIN NEBULA CERTIFICATE-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgQ0E=\n-----END NEBULA CERTIFICATE-----\n"
 	fakeCert = "-----BEGIN NEBULA CERTIFICATE-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgaG9zdCBjZXJ0aWZpY2F0ZQ==\n-----END NEBULA CERTIFICATE-----\n"
 	fakeKey  = "-----BEGIN NEBULA X25519 PRIVATE KEY-----\nbWVzaGQgZ29sZGVuLWZpbGUgZmFrZSBOZWJ1bGEgcHJpdmF0ZSBrZXk=\n-----END NEBULA X25519 PRIVATE KEY-----\n"
 )
+
+// goldenCert is a real Nebula host certificate for 10.42.0.5/16 that
+// carries routes as unsafe networks (Validate and Render parse the
+// certificate). Fixed keys and times, and Ed25519 signing, make it the
+// same text on every run, so the golden files never change. It is signed
+// by a CA other than fakeCA, which Render never checks.
+func goldenCert(t testing.TB, routes ...netip.Prefix) []byte {
+	t.Helper()
+	caKey := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{'m'}, ed25519.SeedSize))
+	nb, na := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC)
+	ca, err := (&cert.TBSCertificate{
+		Version: cert.Version1, Name: "golden-ca", Networks: []netip.Prefix{netip.MustParsePrefix("10.42.0.0/16")}, IsCA: true,
+		NotBefore: nb, NotAfter: na, PublicKey: caKey.Public().(ed25519.PublicKey), Curve: cert.Curve_CURVE25519,
+	}).Sign(nil, cert.Curve_CURVE25519, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := (&cert.TBSCertificate{
+		Version: cert.Version1, Name: "golden", Networks: []netip.Prefix{netip.MustParsePrefix("10.42.0.5/16")},
+		UnsafeNetworks: routes, Groups: []string{"worker"}, NotBefore: nb, NotAfter: na,
+		PublicKey: bytes.Repeat([]byte{'k'}, 32), Curve: cert.Curve_CURVE25519,
+	}).Sign(ca, cert.Curve_CURVE25519, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := host.MarshalPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
 
 var (
 	fpA = "aa" + strings.Repeat("0", 62)
@@ -35,11 +71,12 @@ var (
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 func ip(s string) netip.Addr     { return netip.MustParseAddr(s) }
 
-// goldenWorker is a production worker: two lighthouses, three other nodes
-// (one also reachable at a lighthouse's address, to show the merge).
-func goldenWorker() Config {
+// goldenWorker is a production worker, 10.42.0.5: two lighthouses, three
+// other nodes (one also reachable at a lighthouse's address, to show the
+// merge).
+func goldenWorker(t testing.TB) Config {
 	c := DefaultConfig()
-	c.CACert, c.Cert, c.Key = []byte(fakeCA), []byte(fakeCert), []byte(fakeKey)
+	c.CACert, c.Cert, c.Key = []byte(fakeCA), goldenCert(t), []byte(fakeKey)
 	c.Lighthouses = []Lighthouse{
 		{OverlayIP: ip("10.42.0.2"), Underlay: []netip.AddrPort{ap("192.0.2.2:4242")}},
 		{OverlayIP: ip("10.42.0.1"), Underlay: []netip.AddrPort{ap("192.0.2.1:4242"), ap("198.51.100.1:4242")}},
@@ -54,15 +91,15 @@ func goldenWorker() Config {
 	return c
 }
 
-func goldenCases() map[string]Config {
-	lighthouse := goldenWorker()
+func goldenCases(t testing.TB) map[string]Config {
+	lighthouse := goldenWorker(t)
 	lighthouse.AmLighthouse, lighthouse.AmRelay = true, true
 
-	blocklist := goldenWorker()
+	blocklist := goldenWorker(t)
 	blocklist.Blocklist = []string{fpB, fpA, fpB}
 
 	userspace := DefaultConfig()
-	userspace.CACert, userspace.Cert, userspace.Key = []byte(fakeCA), []byte(fakeCert), []byte(fakeKey)
+	userspace.CACert, userspace.Cert, userspace.Key = []byte(fakeCA), goldenCert(t), []byte(fakeKey)
 	userspace.ListenHost, userspace.ListenPort = "127.0.0.1", 0
 	userspace.Userspace, userspace.Fast, userspace.SocketBuffer = true, true, 0
 	userspace.TunDev = ""
@@ -70,16 +107,37 @@ func goldenCases() map[string]Config {
 	userspace.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
 	return map[string]Config{
-		"worker":     goldenWorker(),
+		"worker":     goldenWorker(t),
 		"lighthouse": lighthouse,
 		"blocklist":  blocklist,
 		"userspace":  userspace,
-		"firewall":   goldenFirewall(),
+		"firewall":   goldenFirewall(t),
+		"routes":     goldenRoutes(t),
 	}
 }
 
+// goldenRoutes is a worker that carries a LAN itself (its certificate
+// holds 192.168.50.0/24, which one inbound rule opens), reaches two
+// prefixes and an exit node through other nodes, and marks its underlay
+// packets.
+func goldenRoutes(t testing.TB) Config {
+	c := goldenWorker(t)
+	c.Cert = goldenCert(t, netip.MustParsePrefix("192.168.50.0/24"))
+	c.SoMark = 0x6d65
+	c.UnsafeRoutes = []UnsafeRoute{
+		{Route: netip.MustParsePrefix("192.168.60.0/24"), Via: ip("10.42.0.9"), Install: true},
+		{Route: netip.MustParsePrefix("0.0.0.0/0"), Via: ip("10.42.0.10")},
+		{Route: netip.MustParsePrefix("172.16.0.0/12"), Via: ip("10.42.0.9"), Install: true},
+	}
+	c.Inbound = []FirewallRule{
+		{Port: "any", Proto: "any", Host: "any"},
+		{Port: "443", Proto: "tcp", Group: "worker", LocalCIDR: "192.168.50.0/24"},
+	}
+	return c
+}
+
 func TestRenderGolden(t *testing.T) {
-	for name, c := range goldenCases() {
+	for name, c := range goldenCases(t) {
 		t.Run(name, func(t *testing.T) {
 			got, err := Render(c)
 			if err != nil {
@@ -127,7 +185,7 @@ func readByNebula(t *testing.T, c Config) *config.C {
 // TestRenderReadByNebula loads rendered YAML into Nebula's own config
 // type and reads the keys back the way Nebula does.
 func TestRenderReadByNebula(t *testing.T) {
-	nc := readByNebula(t, goldenCases()["blocklist"])
+	nc := readByNebula(t, goldenCases(t)["blocklist"])
 	if got, want := nc.GetStringSlice("lighthouse.hosts", nil), []string{"10.42.0.1", "10.42.0.2"}; !slices.Equal(got, want) {
 		t.Errorf("lighthouse.hosts = %v, want %v", got, want)
 	}
@@ -174,7 +232,7 @@ func TestRenderReadByNebula(t *testing.T) {
 // TestRenderRelayListsNoRelays: a relay (a control node) renders
 // am_relay and no relays of its own (Nebula lets no relay use relays).
 func TestRenderRelayListsNoRelays(t *testing.T) {
-	nc := readByNebula(t, goldenCases()["lighthouse"])
+	nc := readByNebula(t, goldenCases(t)["lighthouse"])
 	if !nc.GetBool("relay.am_relay", false) || len(nc.GetStringSlice("relay.relays", nil)) != 0 {
 		t.Errorf("a relay renders am_relay %t, relays %v; want true, none",
 			nc.GetBool("relay.am_relay", false), nc.GetStringSlice("relay.relays", nil))
@@ -185,7 +243,7 @@ func TestRenderRelayListsNoRelays(t *testing.T) {
 // QueryBuffer (Nebula 1.10.3 reads 64 otherwise, and a full queue blocks
 // the overlay's send path).
 func TestRenderQueryBuffer(t *testing.T) {
-	for name, c := range goldenCases() {
+	for name, c := range goldenCases(t) {
 		if got := readByNebula(t, c).GetInt("handshakes.query_buffer", 64); got != QueryBuffer {
 			t.Errorf("%s: handshakes.query_buffer %d, want %d", name, got, QueryBuffer)
 		}
@@ -195,7 +253,7 @@ func TestRenderQueryBuffer(t *testing.T) {
 // TestRenderRoutinesAndMTU: the configured routines and MTU reach the keys
 // Nebula reads (routines, tun.mtu); the golden files show the defaults.
 func TestRenderRoutinesAndMTU(t *testing.T) {
-	c := goldenWorker()
+	c := goldenWorker(t)
 	c.Routines, c.MTU = 2, 1420
 	nc := readByNebula(t, c)
 	if got := nc.GetInt("routines", 0); got != 2 {
@@ -210,7 +268,7 @@ func TestRenderRoutinesAndMTU(t *testing.T) {
 // in both directions ahead of the operator's rules, even when those drop
 // everything; without it only the operator's rules are rendered.
 func TestRenderOpensGossipPort(t *testing.T) {
-	c := goldenWorker()
+	c := goldenWorker(t)
 	c.Inbound, c.Outbound = nil, []FirewallRule{{Port: "443", Proto: "tcp", Host: "any"}}
 	c.GossipPort = 7946
 	text, err := Render(c)
@@ -249,7 +307,7 @@ func ruleEqual(a, b FirewallRule) bool {
 }
 
 func TestRenderLighthouseListsNoHosts(t *testing.T) {
-	nc := readByNebula(t, goldenCases()["lighthouse"])
+	nc := readByNebula(t, goldenCases(t)["lighthouse"])
 	if hosts := nc.GetStringSlice("lighthouse.hosts", nil); len(hosts) != 0 {
 		t.Errorf("a lighthouse lists lighthouse.hosts %v", hosts)
 	}
@@ -262,7 +320,7 @@ func TestRenderLighthouseListsNoHosts(t *testing.T) {
 }
 
 func TestRenderUserspaceHasNoTun(t *testing.T) {
-	text, err := Render(goldenCases()["userspace"])
+	text, err := Render(goldenCases(t)["userspace"])
 	if err != nil {
 		t.Fatal(err)
 	}

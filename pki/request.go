@@ -37,6 +37,11 @@ type NebulaRequest struct {
 	IP        netip.Prefix  // overlay address with the cluster prefix length
 	Groups    []string      // e.g. the role
 	Lifetime  time.Duration // 0 means DefaultNebulaLifetime
+	// Routes are the prefixes the node routes for the overlay (a LAN
+	// behind it, or ExitRoute as an exit node), in the order the
+	// certificate stores them: the caller sorts (NebulaRoutes returns
+	// them sorted by netip.Prefix.Compare). See CheckRoutes.
+	Routes []netip.Prefix
 }
 
 const (

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/slackhq/nebula/cert"
@@ -158,9 +159,12 @@ func (ca *CA) clampValidity(nb, na time.Time) (time.Time, time.Time) {
 
 // SignNebula signs a Nebula host certificate for the public key in req.
 // The key's curve must be the Nebula CA's (else codes.EnrollRejected), and
-// req.IP must lie inside the overlay with the overlay's prefix length. The
-// certificate carries exactly req.IP and req.Groups, and its validity lies
-// within the Nebula CA's.
+// req.IP must lie inside the overlay with the overlay's prefix length.
+// req.Routes must pass CheckRoutes against the Nebula CA's overlay (else
+// codes.EnrollRejected, naming the prefix). The certificate carries exactly
+// req.IP, req.Groups and req.Routes (as its unsafe networks, "subnets" in
+// a v1 certificate, in the order given), and its validity lies within the
+// Nebula CA's.
 func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 	pub, _, curve, err := cert.UnmarshalPublicKeyFromPEM(req.PublicKey)
 	if err != nil {
@@ -175,6 +179,9 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 	}
 	if err := ca.checkOverlayIP(req.IP); err != nil {
 		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
+	}
+	if err := CheckRoutes(req.Routes, ca.nebula.Networks()); err != nil {
+		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err))
 	}
 
 	lifetime := req.Lifetime
@@ -201,6 +208,9 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 		NotAfter:  notAfter,
 		PublicKey: pub,
 		Curve:     curve,
+	}
+	if len(req.Routes) > 0 {
+		tbs.UnsafeNetworks = slices.Clone(req.Routes)
 	}
 	c, err := tbs.Sign(ca.nebula, ca.nebula.Curve(), ca.nebulaKey)
 	if err != nil {
