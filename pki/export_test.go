@@ -1,6 +1,9 @@
 package pki
 
-import "os"
+import (
+	"net/netip"
+	"os"
+)
 
 // MaxKeyFile exposes the key file size bound to the external tests.
 const MaxKeyFile = maxKeyFile
@@ -12,3 +15,10 @@ func SetFileFaults(sync func(*os.File) error, rename func(oldpath, newpath strin
 	syncFile, renameFile = sync, rename
 	return func() { syncFile, renameFile = oldSync, oldRename }
 }
+
+// CertRoutes is certRoutes: the unsafe networks a certificate holds for
+// routes.
+var CertRoutes = certRoutes
+
+// NebulaNetworks are the Nebula CA's overlay networks.
+func (ca *CA) NebulaNetworks() []netip.Prefix { return ca.nebula.Networks() }

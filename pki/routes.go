@@ -78,6 +78,87 @@ func NebulaRoutes(certPEM []byte) ([]netip.Prefix, error) {
 		return nil, nil
 	}
 	out := slices.Clone(routes)
+	if outside := outsideOverlay(maskedAll(c.Networks())); len(outside) > 0 && len(out) >= len(outside) &&
+		slices.Equal(out[len(out)-len(outside):], outside) {
+		out = append(out[:len(out)-len(outside)], ExitRoute())
+	}
 	slices.SortFunc(out, netip.Prefix.Compare)
 	return out, nil
+}
+
+// certRoutes are the unsafe networks a certificate holds for routes:
+// each as it is, except the exit route, which becomes every IPv4 address
+// outside the overlay (outsideOverlay). A certificate holding 0.0.0.0/0
+// would let its node send from any overlay address: every peer's Nebula
+// accepts a packet whose source is inside the sender's unsafe networks,
+// so an exit node could speak as another member, to its gossip among
+// others (which trusts an overlay address because Nebula vouches for it).
+// NebulaRoutes folds the set back into the exit route.
+//
+// The certificate lists the other routes first, in the order given, then
+// the exit route's prefixes in the order outsideOverlay gives them, so a
+// route equal to one of those (10.43.0.0/16 beside a 10.42.0.0/16
+// overlay) is still read back.
+func certRoutes(routes, overlay []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	exit := false
+	for _, p := range routes {
+		if p == ExitRoute() {
+			exit = true
+			continue
+		}
+		out = append(out, p)
+	}
+	if exit {
+		out = append(out, outsideOverlay(maskedAll(overlay))...)
+	}
+	return out
+}
+
+// outsideOverlay is every IPv4 address outside the overlay networks, as
+// the fewest prefixes: for a /16 overlay, sixteen.
+func outsideOverlay(overlay []netip.Prefix) []netip.Prefix {
+	var v4 []netip.Prefix
+	for _, o := range overlay {
+		if o.Addr().Is4() {
+			v4 = append(v4, o)
+		}
+	}
+	if len(v4) == 0 {
+		return nil
+	}
+	var out []netip.Prefix
+	var walk func(p netip.Prefix)
+	walk = func(p netip.Prefix) {
+		inside, touches := false, false
+		for _, o := range v4 {
+			if o.Bits() <= p.Bits() && o.Contains(p.Addr()) {
+				inside = true
+			}
+			if p.Overlaps(o) {
+				touches = true
+			}
+		}
+		switch {
+		case inside:
+		case !touches:
+			out = append(out, p)
+		default:
+			lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+			hiAddr := p.Addr().As4()
+			hiAddr[p.Bits()/8] |= 0x80 >> (p.Bits() % 8)
+			walk(lo)
+			walk(netip.PrefixFrom(netip.AddrFrom4(hiAddr), p.Bits()+1))
+		}
+	}
+	walk(ExitRoute())
+	return out
+}
+
+func maskedAll(ps []netip.Prefix) []netip.Prefix {
+	out := make([]netip.Prefix, len(ps))
+	for i, p := range ps {
+		out[i] = p.Masked()
+	}
+	return out
 }

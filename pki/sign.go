@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/slackhq/nebula/cert"
@@ -210,7 +209,7 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 		Curve:     curve,
 	}
 	if len(req.Routes) > 0 {
-		tbs.UnsafeNetworks = slices.Clone(req.Routes)
+		tbs.UnsafeNetworks = certRoutes(req.Routes, ca.nebula.Networks())
 	}
 	c, err := tbs.Sign(ca.nebula, ca.nebula.Curve(), ca.nebulaKey)
 	if err != nil {
