@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"agent/localapi":                    {"agent/apitype", "codes"},
 	"agent/statedir":                    {"enroll", "pki", "codes"},
 	"agent/config":                      {"agent/control", "agent/raftnode", "enroll", "idtoken", "mesh", "names", "pki", "codes"},
-	"agent/member":                      {"idtoken", "names", "names/resolved", "agent/config", "agent/fetched", "agent/fitness", "agent/metrics", "agent/pathup", "agent/statedir", "agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "netcheck", "pki", "codes", "crash"},
+	"agent/member":                      {"hostroute", "idtoken", "names", "names/resolved", "agent/config", "agent/fetched", "agent/fitness", "agent/metrics", "agent/pathup", "agent/statedir", "agent/control", "agent/desired", "agent/raftnode", "agent/state", "agent/apitype", "enroll", "gossip", "mesh", "netcheck", "pki", "codes", "crash"},
 	"agent":                             {"agent/config", "agent/localapi", "agent/member", "agent/metrics", "agent/preflight", "agent/statedir", "agent/control", "agent/state", "agent/apitype", "enroll", "mesh", "pki", "codes", "crash"},
 	"agent/agenttest":                   {"loopbacktest", "agent", "agent/config", "agent/state", "agent/apitype", "agent/localclient", "enroll", "pki", "codes"},
 	"cmd/meshd":                         {"agent", "agent/config", "agent/apitype", "codes"},

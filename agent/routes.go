@@ -46,6 +46,13 @@ func (a *Agent) localRoutes() []localapi.Route {
 		{Method: "POST", Path: apitype.PathPing, Write: read, Handler: localapi.With(l, "", h.postPing)}, // ping.go: a read, as `meshctl ping` needs no privileges
 		{Method: "GET", Path: apitype.PathNetcheck, Write: read, Handler: localapi.Do(l, "", h.getNetcheck)},
 		{Method: "GET", Path: apitype.PathTunnels, Write: read, Handler: localapi.Do(l, "", h.getTunnels)},
+		{Method: "GET", Path: apitype.PathRoutes, Write: read, Handler: localapi.Do(l, "", h.getRoutes)},                                         // subnetsapi.go
+		{Method: "POST", Path: apitype.PathRoutesAdvertise, Write: write, Handler: localapi.With(l, "routes advertise failed", h.postAdvertise)}, // subnetsapi.go
+		{Method: "POST", Path: apitype.PathRoutesApprove, Write: write, Handler: localapi.With(l, "route approval failed", h.postApproveRoute)},
+		{Method: "POST", Path: apitype.PathRoutesWithdraw, Write: write, Handler: localapi.With(l, "route withdrawal failed", h.postWithdrawRoute)},
+		{Method: "POST", Path: apitype.PathRoutesPrefer, Write: write, Handler: localapi.With(l, "carrier move failed", h.postPreferCarrier)},
+		{Method: "GET", Path: apitype.PathExit, Write: read, Handler: localapi.Do(l, "", h.getExit)},                             // subnetsapi.go
+		{Method: "POST", Path: apitype.PathExit, Write: write, Handler: localapi.With(l, "exit node change failed", h.postExit)}, // subnetsapi.go
 	}
 }
 

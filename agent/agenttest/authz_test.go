@@ -123,6 +123,11 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		// node, so the caller's record is the only one it can change.
 		{method: "POST", path: "/v1/self/relay", allow: members, harmfulBody: control.RelayRequest{Relay: true},
 			allowedBody: control.RelayRequest{Relay: false}},
+		// A member asks for the prefixes it would carry (issue 33): the
+		// body names no node, so only the caller's own request changes.
+		{method: "POST", path: "/v1/self/routes", allow: members,
+			harmfulBody: control.SelfRoutesRequest{Prefixes: []netip.Prefix{netip.MustParsePrefix("192.168.77.0/24")}},
+			allowedBody: control.SelfRoutesRequest{}},
 		// A member's report of its own tunnels; the view of all of them
 		// is for control nodes (issue 15).
 		{method: "POST", path: "/v1/self/tunnels", allow: members, harmfulBody: control.TunnelsRequest{}},

@@ -307,6 +307,9 @@ type Node struct {
 	LastSeen time.Time `json:"last_seen,omitzero"`
 	// Groups are the node groups it was admitted with (`admit --group`).
 	Groups []string `json:"groups,omitempty"`
+	// Routes are the prefixes it asks to carry and what the cluster made
+	// of each (issue 33): approved, carried now.
+	Routes []NodeRoute `json:"routes,omitempty"`
 	// UnreachableFrom are the members that report they cannot reach this
 	// node over the overlay by their own probes (pair health; a control
 	// node's tunnel view), though gossip may show it alive; absent when

@@ -64,7 +64,8 @@ func TestFirewallConfig(t *testing.T) {
 		{"firewall:\n  outbound:\n    - {port: any, proto: any, host: any}\n    - {port: 80, proto: tcp, group: Web}\n", codes.FirewallRule, "outbound[1].group"},
 		{"firewall:\n  inbound:\n    - {port: 80, proto: tcp}\n", codes.FirewallRule, "inbound[0].host"},
 		{"firewall:\n  inbound:\n", codes.FirewallRule, "inbound"},
-		{"firewall:\n  inbound:\n    - {port: 80, proto: tcp, host: any, local_cidr: 10.0.0.0/8}\n", codes.ConfigInvalid, ""},
+		{"firewall:\n  inbound:\n    - {port: 80, proto: tcp, host: any, local_cidr: lan}\n", codes.FirewallRule, "inbound[0].local_cidr"},
+		{"firewall:\n  inbound:\n    - {port: 80, proto: tcp, host: any, ca_name: other}\n", codes.ConfigInvalid, ""},
 		{"overlay_mtu: 9100\n", codes.ConfigInvalid, ""},
 		{"overlay_mtu: 500\n", codes.ConfigInvalid, ""},
 	} {

@@ -43,6 +43,10 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.RecordCABackup]():       caBackupRule,
 	reflect.TypeFor[state.SetRelay]():             setRelayRule,
 	reflect.TypeFor[state.ForgetNode]():           anyControl, // issue 31: the FSM forgets only a removed ephemeral node
+	reflect.TypeFor[state.AdvertiseRoutes]():      advertiseRoutesRule,
+	reflect.TypeFor[state.ApproveRoute]():         anyControl, // issue 33: an operator's, on any control node
+	reflect.TypeFor[state.WithdrawRoute]():        anyControl,
+	reflect.TypeFor[state.SetCarrier]():           anyControl, // the leader's failover, or an operator's move
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
@@ -27,6 +28,10 @@ type NodeRecord struct {
 	TLSFingerprint     string `json:"tls_fingerprint,omitempty"`
 	PrevTLSFingerprint string `json:"prev_tls_fingerprint,omitempty"`
 	TLSPublicKey       []byte `json:"tls_public_key,omitempty"` // PKIX DER; renewals certify only this key
+	// NebulaRoutes are the prefixes the node's current Nebula certificate
+	// holds (issue 33): the node fetches its reissued certificate when
+	// they are not its own certificate's.
+	NebulaRoutes []string `json:"nebula_routes,omitempty"`
 }
 
 // GossipPeer is where the node gossips: its overlay IP at the port of its
@@ -159,8 +164,11 @@ func (p *Plane) Records() []NodeRecord {
 	out := make([]NodeRecord, 0, len(nodes))
 	for _, n := range nodes {
 		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,
-			SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay},
+			SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay, Routes: NodeRoutes(n)},
 			NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
+		if len(n.NebulaRoutes) > 0 {
+			r.NebulaRoutes = strings.Split(prefixWire(n.NebulaRoutes), ",")
+		}
 		if n.OverlayIP.IsValid() {
 			r.OverlayIP = n.OverlayIP.String()
 		}

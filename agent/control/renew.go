@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
@@ -22,8 +23,10 @@ func RenewDue(issued, expires, now time.Time, node string) bool {
 
 // RenewNebulaCerts runs on the CA holder (leader or not: writes forward to
 // the leader): every active node whose Nebula host certificate is missing
-// from its record or past 2/3 of its lifetime gets a new one, signed for
-// the key and overlay IP the node enrolled with, recorded through raft.
+// from its record, due (RenewAt), or holds other routes than the node is
+// approved for (issue 33: an approval or withdrawal reissues it at once)
+// gets a new one, signed for the key and overlay IP the node enrolled
+// with and its approved routes, recorded through raft.
 func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 	if p.heldCA() == nil {
 		return
@@ -37,7 +40,7 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
 			continue
 		}
-		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now, n.ID) && !reissueNebula(cluster, n) {
+		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now, n.ID) && !reissueNebula(cluster, n) && routesMatch(n) {
 			continue
 		}
 		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
@@ -57,7 +60,8 @@ func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now 
 		return err
 	}
 	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: lifetime}, now)
+		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Routes: n.ApprovedRoutes(),
+		Lifetime: lifetime}, now)
 	if err != nil {
 		return err
 	}
@@ -66,7 +70,7 @@ func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now 
 		return err
 	}
 	if err := p.Write(ctx, &state.RenewNebula{NodeID: n.ID, Cert: certPEM, Fingerprint: fp,
-		Issued: now, Expires: expires, At: now, Actor: p.self()}); err != nil {
+		Issued: now, Expires: expires, Routes: n.ApprovedRoutes(), At: now, Actor: p.self()}); err != nil {
 		return err
 	}
 	p.log.Info("Nebula certificate renewed", "code", codes.EventCertRenewed, "node", n.Name, "expires", expires)
@@ -79,4 +83,10 @@ func (p *Plane) OwnNebulaCert() []byte {
 		return n.NebulaCert
 	}
 	return nil
+}
+
+// routesMatch reports whether n's current Nebula certificate holds
+// exactly the routes n is approved for (both sorted alike).
+func routesMatch(n state.Node) bool {
+	return slices.Equal(n.NebulaRoutes, n.ApprovedRoutes())
 }

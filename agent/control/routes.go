@@ -56,6 +56,7 @@ var routes = []Route{
 	{"POST", PathLeft, anyMember, "record the caller as left", (*Plane).handleLeft},
 	{"POST", PathSelfTunnels, anyMember, "a worker reports its established Nebula tunnels (tunnels.go)", (*Plane).handleSelfTunnels},
 	{"GET", PathTunnels, controlOnly, "this node's tunnels and the workers' reports it holds, for the cluster-wide view", (*Plane).handleTunnels},
+	{"POST", PathSelfRoutes, anyMember, "record the prefixes the caller asks to carry (subnets.go)", (*Plane).handleSelfRoutes},
 	{"POST", PathSelfRelay, anyMember, "record the caller's own relay offer (relay: true) when it starts with another setting than its record's (relay.go)", (*Plane).handleSelfRelay},
 	{"POST", PathConfirm, anyMember, "record the joining caller active: its join is confirmed", (*Plane).handleConfirm},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},

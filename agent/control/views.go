@@ -64,7 +64,7 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 		Gossip: "unknown", Underlay: n.Underlay, Raft: string(raftRole),
 		CertExpires: n.TLSExpires, Version: n.Version, Cause: n.Cause, Groups: slices.Clone(n.Groups),
 		SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay,
-		Ephemeral: n.Ephemeral,
+		Ephemeral: n.Ephemeral, Routes: NodeRoutes(n),
 	}
 	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
 		row.CertExpires = n.NebulaExpires

@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -43,6 +45,8 @@ type watchRecord struct {
 	TLSFP      string `json:"tls,omitempty"`
 	PrevTLSFP  string `json:"ptls,omitempty"`
 	TLSKey     []byte `json:"tlskey,omitempty"`
+	Routes     string `json:"rt,omitempty"` // routeWire
+	Held       string `json:"hd,omitempty"` // the prefixes its current Nebula certificate holds, comma-separated
 }
 
 func recordOf(n state.Node) watchRecord {
@@ -50,7 +54,8 @@ func recordOf(n state.Node) watchRecord {
 		return watchRecord{State: string(n.State)}
 	}
 	r := watchRecord{Name: n.Name, State: string(n.State), Underlay: n.Underlay, Relay: n.Relay,
-		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
+		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr, Routes: routeWire(n),
+		Held: prefixWire(n.NebulaRoutes)}
 	if n.OverlayIP.IsValid() {
 		r.OverlayIP = n.OverlayIP.String()
 	}
@@ -72,9 +77,12 @@ func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
 	}
 	role := cmp.Or(w.Role, string(pki.RoleWorker))
 	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: role, State: w.State, OverlayIP: w.OverlayIP,
-		Underlay: w.Underlay, Relay: w.Relay},
+		Underlay: w.Underlay, Relay: w.Relay, Routes: routesFromWire(w.Routes, w.Held)},
 		NebulaPort: w.NebulaPort, EnrollAddr: w.EnrollAddr, SerfAddr: w.SerfAddr,
 		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey}
+	if w.Held != "" {
+		r.NebulaRoutes = strings.Split(w.Held, ",")
+	}
 	return r, nil
 }
 
@@ -116,7 +124,8 @@ func WatchedRevocation(raw json.RawMessage) (string, error) {
 func (a watchRecord) same(b watchRecord) bool {
 	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP &&
 		a.Underlay == b.Underlay && a.Relay == b.Relay && a.NebulaPort == b.NebulaPort && a.EnrollAddr == b.EnrollAddr &&
-		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey)
+		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey) &&
+		a.Routes == b.Routes && a.Held == b.Held
 }
 
 // encodedRecord is a record and its JSON, kept between rebuilds.
@@ -144,4 +153,56 @@ func (c *recordCache) encode(n state.Node, next map[string]encodedRecord) json.R
 	e := encodedRecord{rec: rec, raw: mustJSON(rec)}
 	next[n.ID] = e
 	return e.raw
+}
+
+// routeWire is a record's routes as the watch carries them, compact: one
+// "PREFIX:FLAGS" per route, comma-separated, flags "a" approved and "c"
+// carrier (none: asked, not approved). Who approved stays on the control
+// nodes.
+func routeWire(n state.Node) string {
+	var b strings.Builder
+	for i, r := range n.Routes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(r.Prefix.String())
+		b.WriteByte(':')
+		if r.Approved {
+			b.WriteByte('a')
+		}
+		if r.Carrier {
+			b.WriteByte('c')
+		}
+
+	}
+	return b.String()
+}
+
+// routesFromWire reads routeWire; a route it cannot read is left out (a
+// record from a newer release may say more).
+func routesFromWire(s, held string) []apitype.NodeRoute {
+	if s == "" {
+		return nil
+	}
+	heldBy := strings.Split(held, ",")
+	var out []apitype.NodeRoute
+	for _, item := range strings.Split(s, ",") {
+		pfx, flags, _ := strings.Cut(item, ":")
+		p, err := netip.ParsePrefix(pfx)
+		if err != nil {
+			continue
+		}
+		out = append(out, apitype.NodeRoute{Prefix: p.String(), Exit: p == state.ExitPrefix,
+			Approved: strings.Contains(flags, "a"), Carrier: strings.Contains(flags, "c"), Held: slices.Contains(heldBy, p.String())})
+	}
+	return out
+}
+
+// prefixWire joins prefixes with commas.
+func prefixWire(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }

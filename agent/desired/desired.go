@@ -26,6 +26,8 @@ type Record struct {
 	// Relay: the node offers itself as a Nebula relay (`relay: true`,
 	// recorded in raft).
 	Relay bool
+	// Routes are the prefixes it is approved to carry (routes.go).
+	Routes []RecordRoute
 }
 
 // Lighthouse is one the join response named.
@@ -71,6 +73,14 @@ type Inputs struct {
 	// joins at once over relays every node offered made 100,000 relay
 	// requests on one worker in two minutes (docs/performance.md).
 	SelfNoNAT bool
+	// SelfRoutes are the prefixes this node is approved to carry,
+	// SelfUnderlay its underlay address, Exit the name of the exit node
+	// it uses ("" for none) and Seeds the underlay addresses of the
+	// control nodes it asks (routes.go).
+	SelfRoutes   []netip.Prefix
+	SelfUnderlay netip.Addr
+	Exit         string
+	Seeds        []netip.Addr
 }
 
 // Overlay is the part of the Nebula config that depends on the others.

@@ -26,7 +26,8 @@ func (rn *renewal) adoptRenewedCert(ctx context.Context) {
 		rn.log.Warn("own Nebula certificate unreadable", "err", err)
 		return
 	}
-	due := control.RenewDue(cur.issued, cur.expires, rn.now(), rn.facts.NodeID) || rn.ca.reissuePending(true)
+	due := control.RenewDue(cur.issued, cur.expires, rn.now(), rn.facts.NodeID) || rn.ca.reissuePending(true) ||
+		rn.routesReissued(own.NebulaCert)
 	next, err := rn.cluster.OwnNebulaCert(ctx, due)
 	if err != nil {
 		rn.log.Debug("renewed Nebula certificate not fetched", "err", err)

@@ -25,6 +25,6 @@
 // Import rule (deps_test.go): may import agent/apitype, agent/config,
 // agent/control, agent/desired, agent/fetched, agent/fitness,
 // agent/metrics, agent/pathup, agent/raftnode, agent/state,
-// agent/statedir, codes, crash, enroll, gossip, idtoken, mesh, names,
+// agent/statedir, codes, crash, enroll, gossip, hostroute, idtoken, mesh, names,
 // names/resolved, netcheck and pki; nothing else of meshd. Only agent imports it.
 package member

@@ -109,3 +109,4 @@ type listFacts struct {
 
 func (f *listFacts) Records() ([]control.NodeRecord, bool) { return f.list, true }
 func (f *listFacts) Revocations() control.Revocations      { return control.Revocations{} }
+func (f *listFacts) Seeds() []string                       { return nil }

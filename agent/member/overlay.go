@@ -28,6 +28,11 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
 	d := desired.Compute(in)
 	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays
+	r := desired.Routes(in, d)
+	c.UnsafeRoutes = r.Unsafe
+	if r.Exit.IsValid() && !c.Userspace {
+		c.SoMark = exitMark // the exit routing sends what carries it to the main table (subnets.go)
+	}
 	return c
 }
 
@@ -104,6 +109,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	}
 	want := ov.meshConfigFor(in)
 	if reflect.DeepEqual(want, ov.applied()) {
+		ov.applyRouting(in, want)
 		return 0
 	}
 	start := time.Now()
@@ -118,6 +124,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	ov.appliedMu.Lock()
 	ov.meshApplied = want
 	ov.appliedMu.Unlock()
+	ov.applyRouting(in, want)
 	ov.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
 		"took", time.Since(start), "next_gap", ov.gap)
 	return 0
@@ -192,4 +199,15 @@ func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) e
 	}
 	step("overlay: tunnel to lighthouse %s established (%s)", lighthouse, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// applyRouting brings the kernel in line with the routes of the config
+// just applied (subnets.go): forwarding for the prefixes this node
+// carries, the exit routing when it uses an exit node.
+func (ov *overlay) applyRouting(in desired.Inputs, c mesh.Config) {
+	r := desired.Routed{Unsafe: c.UnsafeRoutes}
+	if c.SoMark != 0 {
+		r = desired.Routes(in, desired.Compute(in))
+	}
+	ov.subnets.apply(in.SelfRoutes, r, ov.log.Warn)
 }

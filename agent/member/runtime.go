@@ -91,6 +91,8 @@ type node struct {
 	// nat is this node's NAT, as its path check saw it (natpath.go): it
 	// decides whether the node offers relays (desired.Inputs.SelfNoNAT).
 	nat natState
+	// subnets are the routes and exit node in the kernel (subnets.go).
+	subnets *subnets
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -211,6 +213,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	nd.fit = newFitCheck(nd)
 	nd.nat.set(o.NAT)
 	ov := &overlay{node: nd, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), inForce: o.Policy, parked: o.Parked}
+	if nd.subnets, err = newSubnets(dir, ov.meshBase.TunDev, facts.Overlay, !ov.meshBase.Userspace); err != nil {
+		return nil, err
+	}
 	keys := &keyring{node: nd, report: make(chan struct{}, 1)}
 	ca := &caFollow{node: nd, ov: ov, wake: make(chan struct{}, 1), report: make(chan struct{}, 1)}
 	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
@@ -282,6 +287,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.runNATCheck)    // natpath.go
 	rt.Spawn(rt.runRelayDown)   // relaydown.go
 	rt.Spawn(rt.runRelayReport) // relay.go
+	if rt.ctl != nil {
+		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
+	}
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	}
@@ -430,6 +438,9 @@ func (rt *Runtime) Stop() {
 		if err := rt.gossip.Shutdown(); err != nil {
 			rt.log.Warn("gossip shutdown", "err", err)
 		}
+	}
+	if rt.subnets != nil {
+		rt.subnets.stop()
 	}
 	if rt.mesh != nil && rt.ov.parked != nil {
 		rt.ov.parked.park(rt.mesh, rt.ov.applied(), rt.log)

@@ -110,7 +110,8 @@ func changesNodes(c Command) bool {
 		SetCAHolder, // custody follows the record: the old holder releases its copy
 		RotateCA,    // the trust bundles every node follows
 		ForgetNode,  // an ephemeral node's record deleted
-		SetRelay, AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier: // what a record offers and carries
+		// What a record offers and carries: a relay, routes (issue 33).
+		SetRelay, AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier:
 		return true
 	}
 	return false

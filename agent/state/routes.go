@@ -47,7 +47,8 @@ type Route struct {
 // Exit reports whether r is an exit node's default route.
 func (r Route) Exit() bool { return r.Prefix == ExitPrefix }
 
-// ApprovedRoutes are the prefixes n is approved to carry, sorted: what
+// ApprovedRoutes are the prefixes n is approved to carry, sorted by
+// netip.Prefix.Compare (as pki.NebulaRoutes reads a certificate's): what
 // its Nebula certificate must hold as unsafe networks.
 func (n Node) ApprovedRoutes() []netip.Prefix {
 	var out []netip.Prefix
@@ -118,7 +119,7 @@ func (c AdvertiseRoutes) applyTo(s *Snapshot) error {
 		return err
 	}
 	want := slices.Clone(c.Prefixes)
-	slices.SortFunc(want, comparePrefix)
+	slices.SortFunc(want, netip.Prefix.Compare)
 	if err := s.checkRequest(n, want); err != nil {
 		return err
 	}
@@ -408,12 +409,8 @@ func prefixesOf(lists ...[]Route) []netip.Prefix {
 			out = append(out, r.Prefix)
 		}
 	}
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, netip.Prefix.Compare)
 	return slices.Compact(out)
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 }
 
 func prefixList(ps []netip.Prefix) string {

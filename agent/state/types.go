@@ -146,7 +146,7 @@ type Node struct {
 	// the node still has lets it carry what it may no longer.
 	NebulaRouted []string  `json:"nebula_routed,omitempty"`
 	Created      time.Time `json:"created"`
-	Updated   time.Time `json:"updated"`
+	Updated      time.Time `json:"updated"`
 }
 
 // JTIUse is the use of a JWT by a join (Snapshot.JTIs): which node it

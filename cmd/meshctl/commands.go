@@ -36,11 +36,12 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
-	root.AddCommand(a.versionCommand())  // version.go
-	root.AddCommand(a.pingCommand())     // ping.go
-	root.AddCommand(a.netcheckCommand()) // netcheck.go
-	root.AddCommand(a.uiCommand())       // ui.go: the web console
-	a.wireCompletion(root)               // completion.go: dynamic completion, "did you mean"
+	root.AddCommand(a.versionCommand())                 // version.go
+	root.AddCommand(a.pingCommand())                    // ping.go
+	root.AddCommand(a.netcheckCommand())                // netcheck.go
+	root.AddCommand(a.uiCommand())                      // ui.go: the web console
+	root.AddCommand(a.routesCommand(), a.exitCommand()) // routes.go
+	a.wireCompletion(root)                              // completion.go: dynamic completion, "did you mean"
 	return root
 }
 

@@ -1,0 +1,103 @@
+package desired
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/meshd/meshd/mesh"
+)
+
+// RecordRoute is a prefix a record is approved to carry (issue 33).
+type RecordRoute struct {
+	Prefix  netip.Prefix
+	Carrier bool // raft names this node the prefix's carrier now
+	Exit    bool // 0.0.0.0/0: the node is an approved exit node
+}
+
+// exitPrefix is an exit node's route.
+var exitPrefix = netip.MustParsePrefix("0.0.0.0/0")
+
+// Routed is this node's part of the cluster's routes.
+type Routed struct {
+	// Unsafe are Nebula's unsafe_routes: every prefix another node
+	// carries now, via that node's overlay address, and the exit node's
+	// default route (not installed by Nebula: agent/member's exit routing
+	// does that) when this node uses one.
+	Unsafe []mesh.UnsafeRoute
+	// Exit is the overlay address of the exit node this node uses, when
+	// it is an approved exit node on record (invalid otherwise).
+	Exit netip.Addr
+	// Excluded are the underlay addresses the exit route must leave off
+	// the tunnel: every lighthouse's and static host's, and the seeds'.
+	Excluded []netip.Prefix
+}
+
+// Routes computes Routed from the inputs and o, the overlay Compute
+// gave (its lighthouses and static hosts are the underlay paths no
+// route may capture). A prefix is left out when:
+//   - this node asks to carry it itself (Inputs.SelfRoutes): a router,
+//     carrier or standby, reaches its LAN directly;
+//   - it holds this node's own underlay address: the node sits on that
+//     LAN and reaches it directly;
+//   - it holds the underlay address of a lighthouse or static host: the
+//     tunnel to that peer would be routed into itself.
+func Routes(in Inputs, o Overlay) Routed {
+	var out Routed
+	paths := underlayPaths(o)
+	mine := func(p netip.Prefix) bool { return slices.Contains(in.SelfRoutes, p) }
+	for _, r := range in.Records {
+		if slices.Contains(in.Gone, r.ID) {
+			continue
+		}
+		for _, rt := range r.Routes {
+			switch {
+			case rt.Exit:
+				if in.Exit != "" && r.Name == in.Exit {
+					out.Exit = r.Overlay
+					out.Unsafe = append(out.Unsafe, mesh.UnsafeRoute{Route: exitPrefix, Via: r.Overlay, Install: false})
+				}
+				continue
+			case !rt.Carrier || mine(rt.Prefix):
+				continue
+			case in.SelfUnderlay.IsValid() && rt.Prefix.Contains(in.SelfUnderlay):
+				continue
+			case slices.ContainsFunc(paths, func(a netip.Addr) bool { return rt.Prefix.Contains(a) }):
+				continue
+			}
+			out.Unsafe = append(out.Unsafe, mesh.UnsafeRoute{Route: rt.Prefix, Via: r.Overlay, Install: true})
+		}
+	}
+	slices.SortFunc(out.Unsafe, func(a, b mesh.UnsafeRoute) int { return a.Route.Compare(b.Route) })
+	out.Unsafe = slices.CompactFunc(out.Unsafe, func(a, b mesh.UnsafeRoute) bool { return a.Route == b.Route })
+	if out.Exit.IsValid() {
+		for _, a := range append(paths, in.Seeds...) {
+			out.Excluded = append(out.Excluded, netip.PrefixFrom(a, a.BitLen()))
+		}
+		slices.SortFunc(out.Excluded, netip.Prefix.Compare)
+		out.Excluded = slices.Compact(out.Excluded)
+	}
+	return out
+}
+
+// underlayPaths are the IPv4 underlay addresses of o's lighthouses and
+// static hosts.
+func underlayPaths(o Overlay) []netip.Addr {
+	var out []netip.Addr
+	add := func(ap netip.AddrPort) {
+		if a := ap.Addr().Unmap(); a.Is4() {
+			out = append(out, a)
+		}
+	}
+	for _, l := range o.Lighthouses {
+		for _, u := range l.Underlay {
+			add(u)
+		}
+	}
+	for _, hs := range o.StaticHosts {
+		for _, u := range hs {
+			add(u)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
