@@ -15,6 +15,7 @@ if [ "$(id -u)" = 0 ]; then
 	command -v curl >/dev/null || need+=(curl)     # e2e TestMetricsScrape scrapes from inside a namespace
 	command -v nft >/dev/null || need+=(nftables)  # e2e TestPairHealthOneWayCut: a one-way cut inside a namespace
 	command -v dig >/dev/null || need+=(bind9-dnsutils) # e2e TestNames: dig asks each node's meshd for PTR, REFUSED, NXDOMAIN
+	command -v tcpdump >/dev/null || need+=(tcpdump) # e2e TestExitNode: the leak capture on a member's underlay
 	command -v stress-ng >/dev/null || need+=(stress-ng) # make flaky: a busy core beside the e2e suite
 	command -v chromium >/dev/null || need+=(chromium) # e2e TestConsoleBrowser: the web console in a real browser
 	[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core) # its screenshots' text
