@@ -495,6 +495,20 @@ func TestExitNode(t *testing.T) {
 	}
 	t.Logf("leak capture: %d packets on w1's underlay, all meshd's own", len(lines))
 
+	// Fail closed: the exit node's approval withdrawn, w1's traffic for
+	// the internet is dropped, not sent out on its underlay.
+	c1.MustCtl(t, "routes", "withdraw", "e1", "0.0.0.0/0")
+	Eventually(t, 10*time.Second, "w1's exit node no longer approved, as w1 sees it", func() error {
+		r := routeRows(t, w1)
+		if r.Exit == nil || !strings.Contains(r.Exit.Error, "dropped") {
+			return fmt.Errorf("exit %+v", r.Exit)
+		}
+		return nil
+	})
+	if from, err := browse(t.Context(), w1.Host); err == nil {
+		t.Fatalf("with its exit node withdrawn w1 still browses out, seen as %s: traffic must be dropped, not leaked", from)
+	}
+
 	w1.MustCtl(t, "exit", "off")
 	if after := kernelRoutes(t, w1.Host); after != before {
 		t.Errorf("exit off left the routes changed:\nbefore:\n%s\nafter:\n%s", before, after)

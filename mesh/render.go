@@ -90,6 +90,7 @@ type nebulaUnsafeRoute struct {
 	Route   string `yaml:"route"`
 	Via     string `yaml:"via"`
 	Install bool   `yaml:"install"`
+	Metric  int    `yaml:"metric,omitempty"`
 }
 
 // nebulaFirewall is the overlay firewall (Config.Inbound, Config.Outbound).
@@ -161,13 +162,28 @@ func firewall(c Config, routable []netip.Prefix) nebulaFirewall {
 	return fw
 }
 
+// UnsafeRouteMetric is the metric of the kernel route Nebula installs for
+// an unsafe route. Nebula installs it with RouteReplace and removes it
+// with RouteDel, both keyed by prefix, table and metric: at metric 0 the
+// route replaced a route of the host's own to the same prefix (the
+// connected route of a LAN the host sits on: a standby router's own LAN,
+// seen in e2e.TestRoutes), and its removal then deleted it. At this
+// metric it is a route of its own beside the host's, which win for a
+// network the host reaches directly (connected routes have metric 0, or
+// 100 to 600 under NetworkManager).
+const UnsafeRouteMetric = 4242
+
 // unsafeRoutes is tun.unsafe_routes: c.UnsafeRoutes sorted by Route.
 func unsafeRoutes(c Config) []nebulaUnsafeRoute {
 	rs := slices.Clone(c.UnsafeRoutes)
 	slices.SortFunc(rs, func(a, b UnsafeRoute) int { return a.Route.Compare(b.Route) })
 	var out []nebulaUnsafeRoute
 	for _, r := range rs {
-		out = append(out, nebulaUnsafeRoute{Route: r.Route.String(), Via: r.Via.String(), Install: r.Install})
+		u := nebulaUnsafeRoute{Route: r.Route.String(), Via: r.Via.String(), Install: r.Install}
+		if r.Install {
+			u.Metric = UnsafeRouteMetric
+		}
+		out = append(out, u)
 	}
 	return out
 }

@@ -155,6 +155,50 @@ func TestKernelUnsafeRoutes(t *testing.T) {
 		}
 	})
 
+	t.Run("a-connected-route-survives", func(t *testing.T) {
+		// A LAN this host sits on (a standby router's own): an unsafe
+		// route to the same prefix, added and removed, leaves the host's
+		// connected route as it was. At metric 0 Nebula's RouteReplace
+		// took it over and RouteDel then deleted it.
+		la := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "lan0"}, PeerName: "lan1"}
+		if err := netlink.LinkAdd(la); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.AddrAdd(la, &netlink.Addr{IPNet: &net.IPNet{IP: net.IPv4(192, 168, 80, 1), Mask: net.CIDRMask(24, 32)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(la); err != nil {
+			t.Fatal(err)
+		}
+		peer, err := netlink.LinkByName("lan1")
+		if err != nil || netlink.LinkSetUp(peer) != nil {
+			t.Fatalf("lan1: %v", err)
+		}
+		lan80 := pfx("192.168.80.0/24")
+		connected := func() bool {
+			rs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{LinkIndex: la.Attrs().Index}, netlink.RT_FILTER_OIF)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(rs, func(r netlink.Route) bool { return r.Dst != nil && r.Dst.String() == lan80.String() })
+		}
+		if !waitFor(ctx, connected) {
+			t.Fatal("no connected route for lan0")
+		}
+		next := bCfg
+		next.UnsafeRoutes = append(slices.Clone(bCfg.UnsafeRoutes), UnsafeRoute{Route: lan80, Via: cIP, Install: true})
+		reload("an unsafe route to a connected LAN", next)
+		if !connected() {
+			t.Fatal("the unsafe route replaced the host's connected route")
+		}
+		next = bCfg
+		next.UnsafeRoutes = slices.DeleteFunc(slices.Clone(bCfg.UnsafeRoutes), func(r UnsafeRoute) bool { return r.Route == lan80 })
+		reload("that route removed", next)
+		if !connected() {
+			t.Fatal("removing the unsafe route deleted the host's connected route")
+		}
+	})
+
 	t.Run("certificate-routes-reach-the-firewall", func(t *testing.T) {
 		lo, err := netlink.LinkByName("lo")
 		if err != nil {

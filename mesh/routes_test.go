@@ -33,8 +33,8 @@ func TestRenderUnsafeRoutes(t *testing.T) {
 	}
 	want := []map[string]any{
 		{"route": "0.0.0.0/0", "via": "10.42.0.10", "install": false},
-		{"route": "172.16.0.0/12", "via": "10.42.0.9", "install": true},
-		{"route": "192.168.60.0/24", "via": "10.42.0.9", "install": true},
+		{"route": "172.16.0.0/12", "via": "10.42.0.9", "install": true, "metric": UnsafeRouteMetric},
+		{"route": "192.168.60.0/24", "via": "10.42.0.9", "install": true, "metric": UnsafeRouteMetric},
 	}
 	for i, w := range want {
 		got, _ := raw[i].(map[string]any)

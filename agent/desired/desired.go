@@ -73,11 +73,14 @@ type Inputs struct {
 	// joins at once over relays every node offered made 100,000 relay
 	// requests on one worker in two minutes (docs/performance.md).
 	SelfNoNAT bool
-	// SelfRoutes are the prefixes this node is approved to carry,
+	// SelfRoutes are the prefixes this node is approved to carry (it
+	// forwards them), SelfAsked those it asks for (it is never routed
+	// them through the tunnel, approved or not),
 	// SelfUnderlay its underlay address, Exit the name of the exit node
 	// it uses ("" for none) and Seeds the underlay addresses of the
 	// control nodes it asks (routes.go).
 	SelfRoutes   []netip.Prefix
+	SelfAsked    []netip.Prefix // every prefix this node asks to carry, approved or not
 	SelfUnderlay netip.Addr
 	Exit         string
 	Seeds        []netip.Addr

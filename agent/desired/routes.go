@@ -27,6 +27,12 @@ type Routed struct {
 	// Exit is the overlay address of the exit node this node uses, when
 	// it is an approved exit node on record (invalid otherwise).
 	Exit netip.Addr
+	// ExitChosen: this node chose an exit node (Inputs.Exit), approved on
+	// record or not. The default route goes into the tunnel either way:
+	// with no approved exit node there Nebula drops it, so a withdrawn or
+	// removed exit node stops this node's traffic instead of letting it
+	// out on the underlay (fail closed).
+	ExitChosen bool
 	// Excluded are the underlay addresses the exit route must leave off
 	// the tunnel: every lighthouse's and static host's, and the seeds'.
 	Excluded []netip.Prefix
@@ -35,8 +41,9 @@ type Routed struct {
 // Routes computes Routed from the inputs and o, the overlay Compute
 // gave (its lighthouses and static hosts are the underlay paths no
 // route may capture). A prefix is left out when:
-//   - this node asks to carry it itself (Inputs.SelfRoutes): a router,
-//     carrier or standby, reaches its LAN directly;
+//   - this node asks to carry it itself (Inputs.SelfRoutes, SelfAsked):
+//     a router, carrier, standby or not approved yet, reaches its LAN
+//     directly;
 //   - it holds this node's own underlay address: the node sits on that
 //     LAN and reaches it directly;
 //   - it holds the underlay address of a lighthouse or static host: the
@@ -44,7 +51,9 @@ type Routed struct {
 func Routes(in Inputs, o Overlay) Routed {
 	var out Routed
 	paths := underlayPaths(o)
-	mine := func(p netip.Prefix) bool { return slices.Contains(in.SelfRoutes, p) }
+	mine := func(p netip.Prefix) bool {
+		return slices.Contains(in.SelfRoutes, p) || slices.Contains(in.SelfAsked, p)
+	}
 	for _, r := range in.Records {
 		if slices.Contains(in.Gone, r.ID) {
 			continue
@@ -69,7 +78,8 @@ func Routes(in Inputs, o Overlay) Routed {
 	}
 	slices.SortFunc(out.Unsafe, func(a, b mesh.UnsafeRoute) int { return a.Route.Compare(b.Route) })
 	out.Unsafe = slices.CompactFunc(out.Unsafe, func(a, b mesh.UnsafeRoute) bool { return a.Route == b.Route })
-	if out.Exit.IsValid() {
+	if in.Exit != "" {
+		out.ExitChosen = true
 		for _, a := range append(paths, in.Seeds...) {
 			out.Excluded = append(out.Excluded, netip.PrefixFrom(a, a.BitLen()))
 		}

@@ -59,9 +59,13 @@ func TestRoutesPointEachPrefixAtItsCarrier(t *testing.T) {
 		t.Errorf("excluded %v, want %v", got.Excluded, wantEx)
 	}
 
-	in.Exit = "r1" // not an exit node
-	if got := Routes(in, Compute(in)); got.Exit.IsValid() {
-		t.Errorf("r1 is no exit node, yet the exit route goes via %v", got.Exit)
+	in.Exit = "r1" // not an exit node: chosen all the same, so the default route is dropped, not sent out (fail closed)
+	got = Routes(in, Compute(in))
+	if got.Exit.IsValid() || slices.ContainsFunc(got.Unsafe, func(u mesh.UnsafeRoute) bool { return u.Route == exitPrefix }) {
+		t.Errorf("r1 is no exit node, yet the exit route goes via %v: %+v", got.Exit, got.Unsafe)
+	}
+	if !got.ExitChosen || len(got.Excluded) == 0 {
+		t.Errorf("an exit node chosen but not approved: chosen %v, excluded %v; want the exit routing kept (fail closed)", got.ExitChosen, got.Excluded)
 	}
 }
 

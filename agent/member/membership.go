@@ -230,7 +230,8 @@ func (nd *node) overlayInputs() desired.Inputs {
 	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints,
 		SelfNoNAT: nd.nat.get() == natOpen}
 	in.Records, in.RecordsKnown = nd.records()
-	in.SelfRoutes, in.SelfUnderlay, in.Exit, in.Seeds = nd.ownRoutes(), nd.facts.Underlay, nd.exitChoice(), nd.seedAddrs()
+	in.SelfRoutes, in.SelfAsked = nd.ownRoutes()
+	in.SelfUnderlay, in.Exit, in.Seeds = nd.facts.Underlay, nd.exitChoice(), nd.seedAddrs()
 	for _, l := range nd.facts.Lighthouses {
 		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped
 		in.Lighthouses = append(in.Lighthouses, desired.Lighthouse{Overlay: l.OverlayIP, Underlay: ap})

@@ -30,7 +30,7 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays
 	r := desired.Routes(in, d)
 	c.UnsafeRoutes = r.Unsafe
-	if r.Exit.IsValid() && !c.Userspace {
+	if r.ExitChosen && !c.Userspace {
 		c.SoMark = exitMark // the exit routing sends what carries it to the main table (subnets.go)
 	}
 	return c

@@ -287,11 +287,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.runNATCheck)    // natpath.go
 	rt.Spawn(rt.runRelayDown)   // relaydown.go
 	rt.Spawn(rt.runRelayReport) // relay.go
-	if rt.ctl != nil {
-		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
-	}
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
+	} else {
+		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
 	}
 	rt.startOverlayMetrics(loopCtx)
 	return rt, nil

@@ -89,7 +89,7 @@ func (s *subnets) apply(own []netip.Prefix, r desired.Routed, log func(msg strin
 		s.mu.Unlock()
 	}()
 	if !s.kernel {
-		if len(own) > 0 || r.Exit.IsValid() {
+		if len(own) > 0 || r.ExitChosen {
 			s.fwdErr = errors.New("userspace mode has no kernel to route through")
 		}
 		return
@@ -102,7 +102,7 @@ func (s *subnets) apply(own []netip.Prefix, r desired.Routed, log func(msg strin
 		s.routed, s.fwdErr = slices.Clone(own), err
 	}
 	var want *hostroute.Exit
-	if r.Exit.IsValid() {
+	if r.ExitChosen {
 		want = &hostroute.Exit{TunDev: s.tunDev, Mark: exitMark, Table: exitTable, Priority: exitPriority, Exclude: r.Excluded}
 	}
 	switch {
@@ -117,8 +117,9 @@ func (s *subnets) apply(own []netip.Prefix, r desired.Routed, log func(msg strin
 		if err != nil {
 			log("exit routing not applied", "code", codes.OrInternal(err), "err", err)
 		}
-		s.exit, s.exitVia, s.exitErr = want, r.Exit, err
+		s.exit, s.exitErr = want, err
 	}
+	s.exitVia = r.Exit
 }
 
 func sameExit(a, b hostroute.Exit) bool {
@@ -149,7 +150,8 @@ func (s *subnets) state(approved bool) *apitype.ExitState {
 	st := &apitype.ExitState{Node: s.exitName}
 	switch {
 	case !approved:
-		st.Error = fmt.Sprintf("%s is not an active, approved exit node: the default route stays on the underlay", s.exitName)
+		st.Error = fmt.Sprintf("%s is not an active, approved exit node: traffic for the default route is dropped (not sent on the underlay) "+
+			"until it is again, another is chosen (meshctl exit use NODE) or meshctl exit off", s.exitName)
 	case s.exitErr != nil:
 		st.Error = s.exitErr.Error()
 	case !s.kernel:
@@ -161,23 +163,28 @@ func (s *subnets) state(approved bool) *apitype.ExitState {
 	return st
 }
 
-// ownRoutes are the prefixes this node's record is approved to carry.
-func (nd *node) ownRoutes() []netip.Prefix {
+// ownRoutes are the prefixes this node's record is approved to carry,
+// and those it asks for, approved or not.
+func (nd *node) ownRoutes() (approved, asked []netip.Prefix) {
 	recs, _ := nd.cluster.Records()
 	for _, r := range recs {
 		if r.ID != nd.facts.NodeID {
 			continue
 		}
-		var out []netip.Prefix
 		for _, rt := range r.Routes {
-			if p, err := netip.ParsePrefix(rt.Prefix); err == nil && rt.Approved {
-				out = append(out, p)
+			p, err := netip.ParsePrefix(rt.Prefix)
+			if err != nil {
+				continue
+			}
+			asked = append(asked, p)
+			if rt.Approved {
+				approved = append(approved, p)
 			}
 		}
-		slices.SortFunc(out, netip.Prefix.Compare)
-		return out
+		slices.SortFunc(approved, netip.Prefix.Compare)
+		return approved, asked
 	}
-	return nil
+	return nil, nil
 }
 
 // recordRoutes are a record's approved routes as desired reads them.
