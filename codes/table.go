@@ -235,6 +235,9 @@ const (
 	// ExitNotApproved: `meshctl exit use` names a node that is not an
 	// approved, active exit node.
 	ExitNotApproved Code = "X404685EXTNOT"
+	// CarrierUnreachable: `routes prefer` names a router that does not
+	// answer over the overlay.
+	CarrierUnreachable Code = "X503690RTEUNR"
 	// EventRoutesRequested: a node asked to carry a set of prefixes.
 	EventRoutesRequested Code = "X100686RTEREQ"
 	// EventRouteApproved: a prefix was approved for a node.
@@ -265,6 +268,7 @@ var table = map[Code]Info{
 	RouteNotRequested:    {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
 	CarrierChanged:       {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
 	ExitNotApproved:      {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
+	CarrierUnreachable:   {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
 	EventRoutesRequested: {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
 	EventRouteApproved:   {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
 	EventRouteWithdrawn:  {100, "a prefix's approval was taken back; the certificates that held it are revoked once a new one is issued", "none needed"},

@@ -268,6 +268,11 @@ func TestRoutes(t *testing.T) {
 		t.Fatalf("after the failover c1 says %q carries %s", c, lan)
 	}
 
+	// Told to move it back while r1 is down: refused, nothing moved.
+	if _, errs, code := c1.Ctl(t.Context(), "routes", "prefer", "r1", lan); code == 0 || !strings.Contains(errs, string(codes.CarrierUnreachable)) {
+		t.Fatalf("routes prefer to a dead router: exit %d, want %s\n%s", code, codes.CarrierUnreachable, errs)
+	}
+
 	// r1 back: no flap; told, the prefix moves back.
 	r1.Start(t)
 	Eventually(t, 30*time.Second, "r1 alive again", func() error {

@@ -119,8 +119,8 @@ func (p *Plane) PreferCarrier(ctx context.Context, req apitype.RouteRequest, act
 		return err
 	}
 	if p.hooks.Reach != nil {
-		if err := p.hooks.Reach(ctx, n.OverlayIP); err != nil {
-			return codes.Wrap(codes.RouteNotRequested, fmt.Errorf("%s does not answer over the overlay (%v): %s stays where it is", n.Name, err, pfx))
+		if err := p.reach(ctx, n.OverlayIP); err != nil {
+			return codes.Wrap(codes.CarrierUnreachable, fmt.Errorf("%s does not answer over the overlay (%v): %s stays where it is", n.Name, err, pfx))
 		}
 	}
 	from := carrierIn(p.raft.FSM().Nodes(), pfx)
