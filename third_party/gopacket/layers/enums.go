@@ -6,8 +6,9 @@
 // tree.
 
 // Package layers is the part of github.com/google/gopacket/layers v1.1.19
-// that Nebula v1.10.3 uses: the IP protocol numbers its IPv6 firewall
-// parser switches on (outside.go). Nothing else is kept.
+// that Nebula v1.11.0 uses: the IP protocol numbers and ICMPv6 type
+// numbers its IPv6 firewall parser switches on (outside.go; icmp6.go).
+// Nothing else is kept.
 //
 // Why meshd builds with this instead of the real package (go.mod's
 // replace): importing gopacket/layers runs its init, which fills lookup
@@ -16,7 +17,7 @@
 // written at start plus a boxed decoder per entry on the heap, in every
 // meshd, for tables nothing in meshd or Nebula reads. That was a fifth of
 // an idle worker's resident memory (docs/performance.md). The values below
-// are the IANA protocol numbers, copied unchanged from v1.1.19's enums.go;
+// are the IANA numbers, copied unchanged from v1.1.19's enums.go and icmp6.go;
 // a Nebula upgrade that uses more of gopacket fails to build until this is
 // revisited.
 package layers
