@@ -73,6 +73,10 @@ type HandshakeManager struct {
 
 	// can be used to trigger outbound handshake for the given vpnIp
 	trigger chan netip.Addr
+
+	// timedOut holds back new handshakes to peers whose last ones timed
+	// out (meshd patch, handshake_holdoff.go). Guarded by the mutex.
+	timedOut map[netip.Addr]*hsHoldoff
 }
 
 type HandshakeHostInfo struct {
@@ -85,6 +89,7 @@ type HandshakeHostInfo struct {
 	lastRemotes               []netip.AddrPort // Remotes that we sent to during the previous attempt
 	lastRelays                []netip.Addr     // Relays we attempted to use during the previous attempt
 	packetStore               []*cachedPacket  // A set of packets to be transmitted once the handshake completes
+	notBefore                 time.Time        // meshd patch: no first packet before this (handshake_holdoff.go)
 
 	hostinfo *HostInfo
 	machine  *handshake.Machine // The handshake state machine, set during stage 0 (initiator) or beginHandshake (responder multi-message)
@@ -124,6 +129,7 @@ func NewHandshakeManager(l *slog.Logger, mainHostMap *HostMap, lightHouse *Light
 		outside:                outside,
 		config:                 config,
 		trigger:                make(chan netip.Addr, config.triggerBuffer),
+		timedOut:               map[netip.Addr]*hsHoldoff{},
 		OutboundHandshakeTimer: NewLockingTimerWheel[netip.Addr](config.tryInterval, hsTimeout(config.retries, config.tryInterval)),
 		messageMetrics:         config.messageMetrics,
 		metricInitiated:        metrics.GetOrRegisterCounter("handshake_manager.initiated", nil),
@@ -231,7 +237,17 @@ func (hm *HandshakeManager) handleOutbound(vpnIp netip.Addr, lighthouseTriggered
 		}
 		hh.hostinfo.logger(hm.l).Info("Handshake timed out", fields...)
 		hm.metricTimedOut.Inc(1)
+		hm.noteTimedOut(vpnIp, time.Now()) // meshd patch
 		hm.DeleteHostInfo(hostinfo)
+		return
+	}
+
+	// meshd patch: a lighthouse reply does not cut a holdoff short; the
+	// timer sends the first packet when it ends.
+	if wait := time.Until(hh.notBefore); hh.counter == 0 && wait > 0 {
+		if !lighthouseTriggered {
+			hm.OutboundHandshakeTimer.Add(vpnIp, wait)
+		}
 		return
 	}
 
@@ -378,13 +394,16 @@ func (hm *HandshakeManager) StartHandshake(vpnAddr netip.Addr, cacheCb func(*Han
 		},
 	}
 
+	now := time.Now()
+	holdoff := hm.holdoff(vpnAddr, now) // meshd patch
 	hh := &HandshakeHostInfo{
 		hostinfo:  hostinfo,
-		startTime: time.Now(),
+		startTime: now,
+		notBefore: now.Add(holdoff),
 	}
 	hm.vpnIps[vpnAddr] = hh
 	hm.metricInitiated.Inc(1)
-	hm.OutboundHandshakeTimer.Add(vpnAddr, hm.config.tryInterval)
+	hm.OutboundHandshakeTimer.Add(vpnAddr, max(hm.config.tryInterval, holdoff))
 
 	if cacheCb != nil {
 		cacheCb(hh)
@@ -398,7 +417,7 @@ func (hm *HandshakeManager) StartHandshake(vpnAddr netip.Addr, cacheCb func(*Han
 		doTrigger = hm.lightHouse.addCalculatedRemotes(vpnAddr)
 	}
 
-	if doTrigger {
+	if doTrigger && holdoff == 0 { // meshd patch: no early start during a holdoff
 		select {
 		case hm.trigger <- vpnAddr:
 		default:
@@ -473,6 +492,7 @@ func (hm *HandshakeManager) CheckAndComplete(hostinfo *HostInfo, handshakePacket
 	}
 
 	hm.mainHostMap.unlockedAddHostInfo(hostinfo, f)
+	hm.clearTimedOut(hostinfo.vpnAddrs) // meshd patch
 	return existingHostInfo, nil
 }
 
@@ -497,6 +517,7 @@ func (hm *HandshakeManager) Complete(hostinfo *HostInfo, f *Interface) {
 	// We need to remove from the pending hostmap first to avoid undoing work when after to the main hostmap.
 	hm.unlockedDeleteHostInfo(hostinfo)
 	hm.mainHostMap.unlockedAddHostInfo(hostinfo, f)
+	hm.clearTimedOut(hostinfo.vpnAddrs) // meshd patch
 }
 
 // allocateIndex generates a unique localIndexId for this HostInfo
@@ -709,6 +730,17 @@ func (hm *HandshakeManager) beginHandshake(via ViaSender, packet []byte, h *head
 		return
 	}
 
+	// meshd patch: a copy of a stage 1 this node has answered gets the
+	// cached stage 2 before the certificate is verified and the Noise
+	// message written again (four X25519) only for CheckAndComplete to
+	// discard them with ErrAlreadySeen (handshake_answered.go).
+	if idx, err := handshake.PeekInitiatorIndex(cs.GetCredential(v), h.Subtype, packet); err == nil {
+		if existing := hm.answered(idx, packet[header.Len:]); existing != nil {
+			hm.resendStage2(via, existing)
+			return
+		}
+	}
+
 	machine, err := handshake.NewMachine(
 		v, cs.GetCredential,
 		hm.certVerifier(), func() (uint32, error) { return generateIndex(f.l) },
@@ -794,6 +826,9 @@ func (hm *HandshakeManager) beginHandshake(via ViaSender, packet []byte, h *head
 	}
 	hostinfo.buildNetworks(f.myVpnNetworksTable, remoteCert.Certificate)
 
+	if response != nil {
+		hostinfo.stage2Sent.Store(&stage2Resend{at: time.Now(), to: viaKey(via)}) // meshd patch: sent below unless this fails
+	}
 	existing, err := hm.CheckAndComplete(hostinfo, handshakePacketStage0, f)
 	if err != nil {
 		hm.handleCheckAndCompleteError(err, existing, hostinfo, via)
@@ -1102,15 +1137,9 @@ func (hm *HandshakeManager) handleCheckAndCompleteError(err error, existing, hos
 
 	switch err {
 	case ErrAlreadySeen:
-		if existing.SetRemoteIfPreferred(f.hostMap, via) {
-			f.SendMessageToVpnAddr(header.Test, header.TestRequest, hostinfo.vpnAddrs[0], []byte(""), make([]byte, 12, 12), make([]byte, mtu))
-		}
-		// Resend the original response. The peer is committed to that response's
-		// ephemeral keys; a freshly-built one would have different keys and break
-		// the tunnel even though both sides "completed" the handshake.
-		if msg := existing.HandshakePacket[handshakePacketStage2]; msg != nil {
-			hm.sendHandshakeResponse(via, msg, existing, true)
-		}
+		// meshd patch: moved to resendStage2 (handshake_answered.go), which
+		// the early path in beginHandshake shares.
+		hm.resendStage2(via, existing)
 
 	case ErrExistingHostInfo:
 		f.l.Info("Handshake too old",

@@ -258,6 +258,10 @@ type HostInfo struct {
 	// We need these to avoid replayed handshake packets creating new hostinfos which causes churn
 	HandshakePacket map[uint8][]byte
 
+	// stage2Sent is when and where this node, as the responder, last sent
+	// this tunnel's stage 2 (meshd patch, handshake_answered.go).
+	stage2Sent atomic.Pointer[stage2Resend]
+
 	// nextLHQuery is the earliest we can ask the lighthouse for new information.
 	// This is used to limit lighthouse re-queries in chatty clients
 	nextLHQuery atomic.Int64
