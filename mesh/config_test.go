@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
@@ -197,12 +195,13 @@ func TestInspect(t *testing.T) {
 func TestLogBridge(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	defaultBefore := slog.Default()
 	ll, bridge := newNebulaLogger(log)
 
-	ll.WithField("key", "-----BEGIN NEBULA X25519 PRIVATE KEY-----\nsecret\n").Error("boom")
+	ll.Error("boom", "key", "-----BEGIN NEBULA X25519 PRIVATE KEY-----\nsecret\n")
 	ll.Info("chatty") // info is slog debug: hidden at warn
-	ll.WithError(errors.New("EPERM")).Error("Failed to set listen.read_buffer")
-	ll.WithField("udpAddr", netip.MustParseAddrPort("127.0.0.1:4711")).Info("Nebula interface is active")
+	ll.Error("Failed to set listen.read_buffer", "error", errors.New("EPERM"))
+	ll.Info("Nebula interface is active", "udpAddr", netip.MustParseAddrPort("127.0.0.1:4711"))
 
 	out := buf.String()
 	if strings.Contains(out, "secret") || !strings.Contains(out, "key=[redacted]") {
@@ -219,7 +218,7 @@ func TestLogBridge(t *testing.T) {
 	}
 
 	done := bridge.capture()
-	ll.WithError(errors.New("networks differ")).Error("Failed to reload PKI from config")
+	ll.Error("Failed to reload PKI from config", "error", errors.New("networks differ"))
 	ll.Info("not captured")
 	if got := done(); len(got) != 1 || got[0] != "Failed to reload PKI from config: networks differ" {
 		t.Errorf("captured %q", got)
@@ -228,7 +227,7 @@ func TestLogBridge(t *testing.T) {
 	if got := bridge.capture()(); len(got) != 0 {
 		t.Errorf("captured outside a capture: %q", got)
 	}
-	if logrus.StandardLogger().Hooks[logrus.ErrorLevel] != nil {
-		t.Error("the bridge touched logrus' global logger")
+	if slog.Default() != defaultBefore {
+		t.Error("the bridge touched slog's default logger")
 	}
 }

@@ -3,12 +3,12 @@ package mesh
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
 
 	"github.com/meshd/meshd/codes"
@@ -103,10 +103,10 @@ func (f *recordingFirewall) AddRule(incoming bool, proto uint8, start, end int32
 func TestFirewallReadByNebula(t *testing.T) {
 	nc := readByNebula(t, goldenFirewall(t))
 	var in, out recordingFirewall
-	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), true, nc, &in); err != nil {
+	if err := nebula.AddFirewallRulesFromConfig(slog.New(slog.DiscardHandler), true, nc, &in); err != nil {
 		t.Fatalf("Nebula refuses the inbound rules: %v", err)
 	}
-	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), false, nc, &out); err != nil {
+	if err := nebula.AddFirewallRulesFromConfig(slog.New(slog.DiscardHandler), false, nc, &out); err != nil {
 		t.Fatalf("Nebula refuses the outbound rules: %v", err)
 	}
 	const tcp, udp, icmp, anyProto = 6, 17, 1, 0
@@ -134,7 +134,7 @@ func TestFirewallReadByNebula(t *testing.T) {
 	}
 
 	var routed recordingFirewall
-	if err := nebula.AddFirewallRulesFromConfig(logrus.New(), true, readByNebula(t, goldenRoutes(t)), &routed); err != nil {
+	if err := nebula.AddFirewallRulesFromConfig(slog.New(slog.DiscardHandler), true, readByNebula(t, goldenRoutes(t)), &routed); err != nil {
 		t.Fatalf("Nebula refuses the inbound rules with local_cidr: %v", err)
 	}
 	if len(routed.rules) != 2 || routed.rules[0].localCIDR != "" || routed.rules[1].localCIDR != "192.168.50.0/24" {

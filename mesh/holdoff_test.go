@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slackhq/nebula"
+	"github.com/slackhq/nebula/handshake"
 	"github.com/slackhq/nebula/header"
 )
 
@@ -124,9 +124,9 @@ func initiatorIndex(packet []byte) (uint32, bool) {
 	if len(packet) < header.Len+keys {
 		return 0, false
 	}
-	var hs nebula.NebulaHandshake
-	if err := hs.Unmarshal(packet[header.Len+keys:]); err != nil || hs.Details == nil {
+	p, err := handshake.UnmarshalPayload(packet[header.Len+keys:])
+	if err != nil || p.InitiatorIndex == 0 {
 		return 0, false
 	}
-	return hs.Details.InitiatorIndex, true
+	return p.InitiatorIndex, true
 }

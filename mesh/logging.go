@@ -3,14 +3,11 @@ package mesh
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/sirupsen/logrus"
 )
 
 // Log keys of this package.
@@ -26,11 +23,14 @@ const (
 // its error message.
 const maxCaptured = 5
 
-// logBridge forwards one Nebula instance's logrus entries to slog, with
-// lib=nebula and each logrus field as an attribute. Nebula
-// errors and warnings arrive as slog errors and warnings, its info lines
-// as slog debug, anything finer below that. A value that looks like PEM
-// is replaced by "[redacted]".
+// logBridge forwards one Nebula instance's log records to slog, with
+// lib=nebula and each of Nebula's attributes as a string attribute (a
+// group's keys joined with dots). Nebula errors and warnings arrive as
+// slog errors and warnings, its info lines as slog debug; its debug and
+// trace lines are not produced (Nebula logs at info, as the rendered
+// logging.level says: since v1.11 nebula.Main no longer applies that key
+// to the logger it is given, so the bridge's handler does). A value that
+// looks like PEM is replaced by "[redacted]".
 //
 // It also watches the stream for two things Nebula's Control API does not
 // expose: the UDP address the listener actually bound (for port 0), and,
@@ -45,57 +45,119 @@ type logBridge struct {
 	captured  []string
 }
 
-// newNebulaLogger returns a fresh logrus.Logger for one Nebula instance
-// (nebula.Main rewrites the level and formatter of the logger it gets, so
-// instances must not share one) and its bridge to log.
-func newNebulaLogger(log *slog.Logger) (*logrus.Logger, *logBridge) {
-	l := logrus.New()
-	l.SetOutput(io.Discard) // the hook is the only output
-	l.SetLevel(logrus.InfoLevel)
+// newNebulaLogger returns a fresh *slog.Logger for one Nebula instance
+// (the bridge's state is per instance, so instances must not share one)
+// and its bridge to log.
+func newNebulaLogger(log *slog.Logger) (*slog.Logger, *logBridge) {
 	b := &logBridge{log: log}
-	l.AddHook(b)
-	return l, b
+	return slog.New(&nebulaHandler{b: b}), b
 }
 
-// Levels implements logrus.Hook.
-func (b *logBridge) Levels() []logrus.Level { return logrus.AllLevels }
+// nebulaLevel is the finest level Nebula's records are produced at.
+const nebulaLevel = slog.LevelInfo
 
-// Fire implements logrus.Hook.
-func (b *logBridge) Fire(e *logrus.Entry) error {
-	level := slogLevel(e)
-	b.observe(e, level)
-	ctx := context.Background()
-	if !b.log.Enabled(ctx, level) {
+// nebulaHandler is the slog.Handler of the logger Nebula gets: it hands
+// every record to its bridge, with the attributes Nebula added through
+// With (HostInfo.logger and the like) and the open groups.
+type nebulaHandler struct {
+	b      *logBridge
+	attrs  []slog.Attr // from WithAttrs, keys already prefixed
+	prefix string      // open groups, "a.b."
+}
+
+// Enabled implements slog.Handler. Info and above are always produced,
+// whatever meshd's level: the bridge watches info lines (the bound UDP
+// address) and, during a reload, warnings and errors.
+func (h *nebulaHandler) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= nebulaLevel
+}
+
+// WithAttrs implements slog.Handler.
+func (h *nebulaHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	n := *h
+	n.attrs = slices.Clip(h.attrs)
+	for _, a := range attrs {
+		n.attrs = appendFlat(n.attrs, h.prefix, a)
+	}
+	return &n
+}
+
+// WithGroup implements slog.Handler.
+func (h *nebulaHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	n := *h
+	n.prefix = h.prefix + name + "."
+	return &n
+}
+
+// Handle implements slog.Handler.
+func (h *nebulaHandler) Handle(ctx context.Context, r slog.Record) error {
+	attrs := make([]slog.Attr, 0, 1+len(h.attrs)+r.NumAttrs())
+	attrs = append(attrs, slog.String(keyLib, "nebula"))
+	attrs = append(attrs, h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		attrs = appendFlat(attrs, h.prefix, a)
+		return true
+	})
+	level := slogLevel(r.Level, r.Message)
+	h.b.observe(r.Message, attrs[1:], level)
+	if !h.b.log.Enabled(ctx, level) {
 		return nil
 	}
-	keys := make([]string, 0, len(e.Data))
-	for k := range e.Data {
-		keys = append(keys, k)
+	for i := 1; i < len(attrs); i++ {
+		attrs[i] = slog.String(attrs[i].Key, redact(attrs[i].Value.Any()))
 	}
-	slices.Sort(keys)
-	attrs := make([]slog.Attr, 0, 1+len(keys))
-	attrs = append(attrs, slog.String(keyLib, "nebula"))
-	for _, k := range keys {
-		attrs = append(attrs, slog.String(k, redact(e.Data[k])))
-	}
-	b.log.LogAttrs(ctx, level, redact(e.Message), attrs...)
+	h.b.log.LogAttrs(ctx, level, redact(r.Message), attrs...)
 	return nil
+}
+
+// appendFlat appends a to attrs, resolved, with prefix before its key and
+// a group's members flattened to "group.key".
+func appendFlat(attrs []slog.Attr, prefix string, a slog.Attr) []slog.Attr {
+	a.Value = a.Value.Resolve()
+	if a.Value.Kind() != slog.KindGroup {
+		if a.Key == "" {
+			return attrs
+		}
+		a.Key = prefix + a.Key
+		return append(attrs, a)
+	}
+	p := prefix
+	if a.Key != "" {
+		p += a.Key + "."
+	}
+	for _, g := range a.Value.Group() {
+		attrs = appendFlat(attrs, p, g)
+	}
+	return attrs
 }
 
 // observe records the bound UDP address and, during a reload, warnings
 // and errors.
-func (b *logBridge) observe(e *logrus.Entry, level slog.Level) {
+func (b *logBridge) observe(msg string, attrs []slog.Attr, level slog.Level) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e.Message == "Nebula interface is active" {
-		if a, ok := e.Data["udpAddr"].(netip.AddrPort); ok {
-			b.udp = a
+	if msg == "Nebula interface is active" {
+		for _, a := range attrs {
+			if a.Key == "udpAddr" {
+				if ap, ok := a.Value.Any().(netip.AddrPort); ok {
+					b.udp = ap
+				}
+			}
 		}
 	}
 	if b.capturing && level >= slog.LevelWarn && len(b.captured) < maxCaptured {
-		line := redact(e.Message)
-		if err, ok := e.Data[logrus.ErrorKey]; ok {
-			line += ": " + redact(err)
+		line := redact(msg)
+		for _, a := range attrs {
+			if a.Key == "error" {
+				line += ": " + redact(a.Value.Any())
+				break
+			}
 		}
 		b.captured = append(b.captured, line)
 	}
@@ -125,20 +187,20 @@ func (b *logBridge) udpAddr() netip.AddrPort {
 	return b.udp
 }
 
-// slogLevel maps a logrus level onto slog. Two errors Nebula logs when the
-// process lacks CAP_NET_ADMIN for the socket buffers are warnings here:
-// the overlay works without them.
-func slogLevel(e *logrus.Entry) slog.Level {
-	switch e.Level {
-	case logrus.PanicLevel, logrus.FatalLevel, logrus.ErrorLevel:
-		switch e.Message {
+// slogLevel maps the level of a Nebula record onto meshd's. Two errors
+// Nebula logs when the process lacks CAP_NET_ADMIN for the socket buffers
+// are warnings here: the overlay works without them.
+func slogLevel(l slog.Level, msg string) slog.Level {
+	switch {
+	case l >= slog.LevelError:
+		switch msg {
 		case "Failed to set listen.read_buffer", "Failed to set listen.write_buffer":
 			return slog.LevelWarn
 		}
 		return slog.LevelError
-	case logrus.WarnLevel:
+	case l >= slog.LevelWarn:
 		return slog.LevelWarn
-	case logrus.InfoLevel:
+	case l >= slog.LevelInfo:
 		return slog.LevelDebug
 	default:
 		return slog.LevelDebug - 4

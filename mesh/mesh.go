@@ -47,7 +47,7 @@ type Mesh struct {
 }
 
 // Start validates c, checks its certificate against its CA and key, and
-// starts Nebula: nebula.Main with its own logrus logger bridged to log
+// starts Nebula: nebula.Main with its own slog logger bridged to log
 // (tagged component=mesh), then Control.Start, or in userspace mode
 // newNetstack, which starts it. Before returning it verifies the running
 // instance against c (see Verify).

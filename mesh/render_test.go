@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"flag"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
 	"github.com/slackhq/nebula/cert"
 	"github.com/slackhq/nebula/config"
@@ -175,7 +175,7 @@ func readByNebula(t *testing.T, c Config) *config.C {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc := config.NewC(logrus.New())
+	nc := config.NewC(slog.New(slog.DiscardHandler))
 	if err := nc.LoadString(text); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"errors"
+	"log/slog"
 	"math"
 	"net/netip"
 	"os"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula/cert"
 	"github.com/slackhq/nebula/config"
 	"github.com/slackhq/nebula/overlay"
@@ -54,7 +54,7 @@ func TestRenderUnsafeRoutes(t *testing.T) {
 	}
 	defer w.Close()
 	fd := int(r.Fd())
-	dev, err := overlay.NewFdDeviceFromConfig(&fd)(nc, logrus.New(), []netip.Prefix{pfx("10.42.0.5/16")}, 1)
+	dev, err := overlay.NewFdDeviceFromConfig(&fd)(nc, slog.New(slog.DiscardHandler), []netip.Prefix{pfx("10.42.0.5/16")}, 1)
 	if err != nil {
 		t.Fatalf("Nebula refuses the rendered unsafe routes: %v", err)
 	}
@@ -190,7 +190,7 @@ func TestRenderFirewallFollowsCertRoutes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			nc := config.NewC(logrus.New())
+			nc := config.NewC(slog.New(slog.DiscardHandler))
 			if err := nc.LoadString(from); err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,8 @@
 // Command nebulabaseline is the yardstick meshd's overlay is measured
-// against (docs/performance.md): one Nebula v1.10.3 instance, the version
+// against (docs/performance.md): one Nebula v1.11.0 instance, the version
 // meshd pins, embedded in a process that does nothing else. No agent, no
 // raft, no gossip, no log bridge: nebula.Main with a kernel TUN device and
-// a logrus logger on stderr.
+// a slog logger (Nebula's logging package) on stderr.
 //
 // It is built and run only by the e2e benchmark BenchmarkOverlayThroughput
 // (`make bench`), which gives it the settings meshd renders: MTU, routines,
@@ -31,9 +31,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sirupsen/logrus"
 	"github.com/slackhq/nebula"
 	"github.com/slackhq/nebula/config"
+	"github.com/slackhq/nebula/logging"
 )
 
 func main() {
@@ -114,11 +114,15 @@ func serve(o options, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	l := logrus.New()
-	l.SetOutput(stderr)
+	// Since Nebula v1.11 nebula.Main no longer applies logging.* to the
+	// logger it is given; ApplyConfig does, as the nebula binary does.
+	l := logging.NewLogger(stderr)
 	c := config.NewC(l)
 	if err := c.LoadString(text); err != nil {
 		return fmt.Errorf("load config: %w", err)
+	}
+	if err := logging.ApplyConfig(l, c); err != nil {
+		return fmt.Errorf("apply logging config: %w", err)
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
