@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slackhq/nebula/cert"
 	"gopkg.in/yaml.v3"
 )
 
-// The typed shape of the Nebula v1.10.3 config meshd writes. Only the keys
+// The typed shape of the Nebula config meshd writes (written for v1.10.3;
+// v1.11.0 reads the same keys). Only the keys
 // meshd sets are here; Nebula's defaults cover the rest. Field order is the
 // order in the YAML, and yaml.v3 sorts map keys, so Render is
 // deterministic.
@@ -84,7 +84,7 @@ type nebulaTun struct {
 }
 
 // nebulaUnsafeRoute is one entry of tun.unsafe_routes, with the keys
-// Nebula v1.10.3 reads (overlay/route.go parseUnsafeRoutes). install is
+// Nebula reads (overlay/route.go parseUnsafeRoutes, v1.10.3 and v1.11.0). install is
 // always written: Nebula's default is true.
 type nebulaUnsafeRoute struct {
 	Route   string `yaml:"route"`
@@ -98,19 +98,6 @@ type nebulaUnsafeRoute struct {
 type nebulaFirewall struct {
 	Outbound []FirewallRule `yaml:"outbound"`
 	Inbound  []FirewallRule `yaml:"inbound"`
-
-	// Routable lists the unsafe networks of the node's certificate. Nebula
-	// ignores the key; it is here so that the firewall section changes
-	// when they do. Nebula v1.10.3 rebuilds its firewall on reload only
-	// when the firewall section changed (Interface.reloadFirewall, with a
-	// TODO about certificates), but the firewall takes the addresses this
-	// node may handle (routableNetworks: its overlay address and the
-	// certificate's unsafe networks) and whether rules without local_cidr
-	// match only the overlay address from the certificate it was built
-	// with. A reload bringing a certificate that carries new routes would
-	// otherwise keep dropping their traffic (ErrInvalidLocalIP) until a
-	// restart, and one that dropped a route would keep letting it in.
-	Routable []string `yaml:"meshd_routable,omitempty"`
 }
 
 type nebulaTimers struct {
@@ -123,13 +110,14 @@ type nebulaHandshakes struct {
 }
 
 // QueryBuffer is handshakes.query_buffer, the queue of lighthouse queries:
-// Nebula 1.12's default. Nebula 1.10.3's 64 blocks whoever queues a query
-// once it is full, the overlay's send path included (a packet for a peer
+// Nebula 1.12's default. The default of 1.10.3 and 1.11.0, 64, blocks
+// whoever queues a query once it is full (v1.11.0 lighthouse.go:111, 512), the overlay's send path included (a packet for a peer
 // with no tunnel starts a handshake, which queries the lighthouses): in a
 // 50-join burst each node starts some 50 handshakes at once, and on a
 // starved box a worker's sends stalled while its peers' handshakes still
 // got answers (docs/performance.md). 1.12 raised the default to 1024 and
-// drops a query rather than block (nebula #1910).
+// drops a query rather than block (nebula #1910); with 1.11.0 a full
+// queue of 1024 still blocks, as with 1.10.3.
 const QueryBuffer = 1024
 
 type nebulaLogging struct {
@@ -140,9 +128,14 @@ type nebulaLogging struct {
 
 // firewall is c's firewall as Nebula reads it: the gossip port's rule
 // first (Config.GossipPort), then c's rules; nil renders as an empty list
-// (drop everything), never as a missing key. routable are the unsafe
-// networks of c's certificate (see nebulaFirewall.Routable).
-func firewall(c Config, routable []netip.Prefix) nebulaFirewall {
+// (drop everything), never as a missing key. Nebula takes the addresses
+// this node may handle (its overlay address and its certificate's unsafe
+// networks) from the certificate, and since v1.11 rebuilds the firewall
+// when a reload brings a certificate with others (Interface.reloadFirewall,
+// v1.11.0 interface.go:395-397); v1.10.3 did so only when this section
+// changed, so meshd wrote the unsafe networks into it
+// (firewall.meshd_routable) until the move to v1.11.0.
+func firewall(c Config) nebulaFirewall {
 	var own []FirewallRule
 	if c.GossipPort > 0 {
 		own = []FirewallRule{{Port: strconv.Itoa(c.GossipPort), Proto: "any", Host: "any"}}
@@ -153,11 +146,6 @@ func firewall(c Config, routable []netip.Prefix) nebulaFirewall {
 	}
 	if fw.Inbound == nil {
 		fw.Inbound = []FirewallRule{}
-	}
-	nets := slices.Clone(routable)
-	slices.SortFunc(nets, netip.Prefix.Compare)
-	for _, n := range nets {
-		fw.Routable = append(fw.Routable, n.String())
 	}
 	return fw
 }
@@ -192,17 +180,11 @@ func unsafeRoutes(c Config) []nebulaUnsafeRoute {
 // always renders to the same text. The text holds the private key: hand
 // it to Nebula, never to a log.
 //
-// Render reads the certificate only for what it renders from it (the
-// unsafe networks, see nebulaFirewall.Routable); it does not drop the
-// node's own overlay address from the host lists: Start and Reload do
-// that before rendering.
+// Render does not drop the node's own overlay address from the host
+// lists: Start and Reload do that before rendering.
 func Render(c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
-	}
-	crt, _, err := cert.UnmarshalCertificateFromPEM(c.Cert) // Validate parsed it
-	if err != nil {
-		return "", fmt.Errorf("render Nebula config: %w", err)
 	}
 	interval, timers := 10, (*nebulaTimers)(nil)
 	if c.Fast {
@@ -252,7 +234,7 @@ func Render(c Config) (string, error) {
 		Punchy:     nebulaPunchy{Punch: true, Respond: true, Delay: PunchDelay.String()},
 		Relay:      nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},
 		Tun:        tun,
-		Firewall:   firewall(c, crt.UnsafeNetworks()),
+		Firewall:   firewall(c),
 		Timers:     timers,
 		Handshakes: nebulaHandshakes{QueryBuffer: QueryBuffer},
 		Routines:   c.Routines,
