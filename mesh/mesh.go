@@ -177,22 +177,23 @@ func (m *Mesh) netstack() (*netstack, error) {
 // Stop shuts the instance down. Calling it again does nothing.
 //
 // Kernel mode: Control.Stop closes every tunnel (telling the peers) and
-// the device; then Stop "kicks" Nebula's reader threads, which v1.10.3
-// leaves blocked in read(2) and recvmsg(2) holding the TUN device and the
-// UDP port (upstream issue #975), by sending one packet into the overlay
-// route and one datagram to the listen port. It returns once both are
-// released, or after releaseTimeout with a warning. A new Start in the same
-// process can then take the same device name and port.
+// the device; since v1.11 Nebula wakes its reader threads itself as it
+// closes the TUN device (an eventfd its readers poll) and the UDP socket
+// (shutdown(2)); v1.10.3 left them blocked in read(2) and recvmsg(2)
+// (upstream issue #975), and Stop "kicked" them with a packet into the
+// overlay route and a datagram to the listen port. Stop returns once it sees both released,
+// or after releaseTimeout with a warning. A new Start in the same process
+// can then take the same device name and port.
 //
 // Userspace mode: Stop does NOT stop Nebula. In v1.10.3 stopping a
-// userspace instance closes the device pipes, Nebula's reader sees io.EOF
-// instead of os.ErrClosed and calls os.Exit(2); the device is Nebula's
-// concrete user device, which cannot be wrapped. Stop logs a warning and
-// returns; the instance keeps running until the process exits, and its
-// methods keep working.
+// userspace instance exited the process (its reader called os.Exit(2) on
+// the device pipe's io.EOF); v1.11.0 no longer does, but meshd's own gvisor
+// stack on the device (netstack.go) has no teardown yet. Stop logs a
+// warning and returns; the instance keeps running until the process
+// exits, and its methods keep working.
 func (m *Mesh) Stop() {
 	if !m.kernel {
-		m.log.Warn("overlay not stopped: Nebula v1.10.3 exits the process when a userspace instance stops; it runs until the process exits")
+		m.log.Warn("overlay not stopped: a userspace instance (meshd's own network stack on Nebula's device) is not torn down; it runs until the process exits")
 		return
 	}
 	m.mu.Lock()
@@ -212,13 +213,12 @@ func (m *Mesh) Stop() {
 	m.log.Info("overlay stopped", "took", time.Since(start))
 }
 
-// release kicks Nebula's blocked readers until the TUN device is gone and
-// the UDP port can be bound again, with backoff, up to releaseTimeout.
+// release waits until the TUN device is gone and the UDP port can be
+// bound again, with backoff, up to releaseTimeout.
 func (m *Mesh) release(udp netip.AddrPort) error {
 	deadline := time.Now().Add(releaseTimeout)
 	wait := 2 * time.Millisecond
 	for {
-		kick(m.kickTarget(), udp)
 		tunGone, portFree := tunReleased(m.tunDev), portReleased(udp)
 		if tunGone && portFree {
 			return nil
@@ -231,46 +231,11 @@ func (m *Mesh) release(udp netip.AddrPort) error {
 	}
 }
 
-// kickTarget is an overlay address other than our own, so a packet to it
-// is routed into the TUN device.
-func (m *Mesh) kickTarget() netip.Addr {
-	if n := m.self.Next(); m.net.Contains(n) && n.Next().IsValid() && m.net.Contains(n.Next()) {
-		return n // not the last address of the network (the broadcast address)
-	}
-	return m.self.Prev()
-}
-
-// kick sends one UDP datagram to overlay (through the TUN device) and one
-// to the listen address udp. Errors are expected once things are released
-// and are ignored.
-func kick(overlay netip.Addr, udp netip.AddrPort) {
-	send := func(to netip.AddrPort) {
-		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
-		if err != nil {
-			return
-		}
-		_, _ = c.Write([]byte{0})
-		_ = c.Close()
-	}
-	if overlay.IsValid() {
-		send(netip.AddrPortFrom(overlay, 9)) // discard
-	}
-	if udp.Port() != 0 {
-		to := udp.Addr()
-		if to.IsUnspecified() && to.Is4() {
-			to = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-		} else if to.IsUnspecified() {
-			to = netip.IPv6Loopback()
-		}
-		send(netip.AddrPortFrom(to, udp.Port()))
-	}
-}
-
 // tunReleased reports whether the TUN device dev is gone.
 func tunReleased(dev string) bool {
 	// An ioctl on a socket of this namespace, not a netlink interface dump:
 	// a dump while the device is being unregistered was seen to block for
-	// good here (the kick that frees Nebula's reader then never came), and
+	// good here (with v1.10.3, when a kick had to free Nebula's reader), and
 	// sysfs shows the namespace it was mounted in, not necessarily ours.
 	// SIOCGIFINDEX looks the name up under RCU, without the rtnl lock.
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
