@@ -1,4 +1,5 @@
-// Package mesh embeds Nebula (github.com/slackhq/nebula v1.10.3) in meshd:
+// Package mesh embeds Nebula (github.com/slackhq/nebula v1.11.0, the
+// patched copy in third_party/nebula) in meshd:
 // the overlay config rendered from a typed struct, start, reload with
 // read-back verification, the certificate blocklist, and tunnel state; and
 // the choice of this node's underlay address through netlink (underlay.go,
@@ -9,7 +10,7 @@
 //
 // Import rule (deps_test.go): may import codes and pki; nothing else of
 // meshd. Besides the standard library it uses Nebula and its dependencies
-// (logrus, gvisor, yaml.v3, vishvananda/netlink, x/sys/unix). Nothing in
+// (gvisor, yaml.v3, vishvananda/netlink, x/sys/unix). Nothing in
 // meshd below agent imports it.
 //
 // # Lifecycle
@@ -22,9 +23,10 @@
 // Config is plain data; Render turns it into the Nebula YAML
 // (testdata/*.yaml are the golden files, `go test ./mesh -run Render
 // -update` rewrites them). Nebula's ReloadConfigString returns only YAML
-// errors and merely logs a rejected setting, so every Start and Reload
-// reads the state back (Verify) and a reload that does not verify is
-// undone; see Verify for what can and cannot be read back.
+// errors and merely logs a rejected setting (v1.11.0 config/config.go:175),
+// so every Start and Reload reads the state back (Verify) and a reload
+// that does not verify is undone; see Verify for what can and cannot be
+// read back.
 //
 // # Config and the Nebula keys it becomes
 //
@@ -42,7 +44,6 @@
 //	TunDev, MTU       tun.dev, tun.mtu (kernel mode only)     dev: restart; mtu: live
 //	UnsafeRoutes      tun.unsafe_routes (sorted by route)     live; kernel routes of Install entries follow
 //	Inbound/Outbound  firewall.inbound/outbound               live
-//	(Cert's routes)   firewall.meshd_routable                 live; rebuilds Nebula's firewall (see below)
 //	GossipPort        a rule first in firewall.in/outbound    live
 //	Userspace         the device factory passed to Main       restart
 //	Fast              timers.*, lighthouse.interval           restart
@@ -75,46 +76,81 @@
 // Nebula takes both from the certificate it loaded, and its firewall
 // from the one it had when the firewall was built: see the caveats.
 //
-// # Nebula v1.10.3 caveats this package works around or documents
+// # Nebula caveats this package works around or documents
 //
-//   - Stopping a userspace instance calls os.Exit(2) inside Nebula (its
-//     device pipe returns io.EOF, not os.ErrClosed). Stop therefore leaves a
-//     userspace instance running; tests never stop one, and scenarios that
-//     stop or restart nodes run them as subprocesses.
-//   - Stopping a kernel instance leaves reader threads blocked holding the
-//     TUN device and the UDP port; Stop kicks them loose and waits until
-//     both are released (research §1, upstream issue #975).
-//   - Nebula keeps the cipher in a package global, so every instance in a
-//     process must use the same one: Render always writes "aes".
-//   - On reload Nebula rebuilds its firewall only when the firewall
-//     section changed, but the firewall's addresses this node may handle
-//     come from the certificate. Render writes the certificate's unsafe
-//     networks into firewall.meshd_routable, a key Nebula ignores, so a
-//     certificate with other routes changes the section and the firewall
-//     is rebuilt (TestKernelUnsafeRoutes fails without it).
+// Listed for v1.10.3 and re-checked against v1.11.0; the lines cited are
+// upstream v1.11.0's, in files meshd does not patch.
+//
+// Still so in v1.11.0:
+//
+//   - Nebula has data races of its own: a reload swaps the firewall with a
+//     plain pointer write the packet path reads without a lock
+//     (interface.go:426, f.firewall = fw). This package's tests that run
+//     Nebula therefore run WITHOUT -race: the Makefile leaves mesh out of
+//     the -race run, and under -race those tests skip themselves (the
+//     Render and Validate tests still run). (v1.10.3's other race, the
+//     nonce endianness global in noise.go, is gone: see below.)
+//   - Userspace mode runs meshd's own gvisor stack on Nebula's user device
+//     (netstack.go, built as Nebula's service package builds its own),
+//     since the service package offers no UDP socket (service/service.go:208,
+//     "Currently only TCP"): Listen and ListenPacket bind the certificate's
+//     first network's address (or the unspecified one standing for it) at
+//     a non-zero port.
 //   - Peers accept a packet from a node whose source address lies in one
-//     of its certificate's unsafe networks. An exit node (0.0.0.0/0) can
+//     of its certificate's unsafe networks (firewall.go:445,
+//     NetworkTypeUnsafe; hostmap.go:844). An exit node (0.0.0.0/0) can
 //     therefore send packets from any address, overlay addresses
 //     included, that its peers take as its own: a cidr firewall rule does
 //     not tell it from the node whose address it uses (host and group
 //     rules do). pki.CheckRoute refuses every other prefix that overlaps
-//     the overlay.
-//   - nebula.Main rewrites its logger's level and formatter, so every
-//     instance gets its own logrus.Logger, bridged to slog with the tag
-//     component=mesh and lib=nebula (warnings and errors as such, Nebula's
-//     info as debug; logrus fields as attributes).
-//     Values that look like PEM are redacted; the rendered YAML, which
-//     holds the private key, is never logged.
-//   - Nebula has data races of its own (noise.go's endianness global,
-//     firewall reload against the packet path). This package's tests that
-//     run Nebula therefore run WITHOUT -race: the Makefile leaves mesh out
-//     of the -race run, and under -race those tests skip themselves (the
-//     Render and Validate tests still run).
-//   - Userspace mode runs meshd's own gvisor stack on Nebula's user device
-//     (netstack.go, built as Nebula's service package builds its own),
-//     since the service package offers no UDP socket: Listen and
-//     ListenPacket bind the certificate's first network's address (or the
-//     unspecified one standing for it) at a non-zero port.
+//     the overlay. (1.12 drops a source inside the receiver's own overlay
+//     networks; v1.11.0 does not.)
+//   - Nebula installs an unsafe route's kernel route with RouteReplace and
+//     removes it with RouteDel, keyed by prefix, table and metric
+//     (overlay/tun_linux.go:652-656, 691-695), so Render gives installed
+//     routes UnsafeRouteMetric: at metric 0 they replaced and then deleted
+//     a host's own route to the same prefix (TestKernelUnsafeRoutes'
+//     a-connected-route-survives).
+//
+// Gone in v1.11.0:
+//
+//   - Stopping a userspace instance no longer exits the process: v1.10.3's
+//     reader called os.Exit(2) on the device pipe's io.EOF; v1.11.0's ends
+//     quietly after Close and otherwise shuts Nebula down
+//     (interface.go:339-356, onFatal), and the library calls os.Exit
+//     nowhere. The workaround stays for now: Stop still leaves a userspace
+//     instance running (and agent parks it), because stopping one also
+//     needs netstack.go's own gvisor stack and goroutines torn down, which
+//     nothing does yet; tests never stop one, and scenarios that stop or
+//     restart nodes run them as subprocesses.
+//   - Stopping a kernel instance no longer leaves reader threads blocked
+//     holding the TUN device and the UDP port (upstream issue #975):
+//     Interface.Close (interface.go:555) wakes the TUN readers through an
+//     eventfd they poll (overlay/tun_linux.go:29, 872-882) and the UDP
+//     reader with shutdown(2) (udp/udp_linux.go:304-310). The "kick" (a
+//     packet into the overlay route and a datagram to the listen port)
+//     that woke them is gone; Stop still waits until both are released
+//     (TestKernelTUN passes without the kick).
+//   - The cipher is no longer a package global (pki.go:103-105: each
+//     post-handshake CipherState carries its own nonce endianness), so
+//     instances in one process could differ. Render writes "aes" all the
+//     same: it is meshd's choice, not a constraint any more.
+//   - A reload rebuilds the firewall when the certificate's unsafe
+//     networks change, not only when the firewall section changed
+//     (interface.go:393-397). Render no longer writes the certificate's
+//     unsafe networks into firewall.meshd_routable (a key Nebula ignores,
+//     there only to change the section): TestKernelUnsafeRoutes'
+//     certificate-routes-reach-the-firewall, which failed without that
+//     key on v1.10.3, passes without it.
+//   - nebula.Main no longer rewrites its logger's level and formatter: it
+//     takes a *slog.Logger and applies no logging.* key to it (only
+//     Nebula's own commands call logging.ApplyConfig, logging/logger.go:171).
+//     Every instance still gets its own *slog.Logger, bridged to meshd's
+//     with the tag component=mesh and lib=nebula (warnings and errors as
+//     such, Nebula's info as debug, its debug not produced; attributes as
+//     strings), because the bridge watches each instance's lines
+//     (logging.go). Values that look like PEM are redacted; the rendered
+//     YAML, which holds the private key, is never logged.
 //
 // The package holds no mutable package-level state.
 package mesh
