@@ -18,7 +18,7 @@ import (
 )
 
 // The yardstick of BenchmarkOverlayThroughput: three nodes of the
-// baseline program bench/nebulabaseline (Nebula v1.10.3 and nothing around
+// baseline program bench/nebulabaseline (Nebula v1.11.0 and nothing around
 // it) in namespaces of their own, and the iperf3, ping and /proc helpers
 // every path is measured with.
 

@@ -21,7 +21,7 @@ import (
 // nothing added but its paths: bind_addr 0.0.0.0, timers lan, log_level
 // info), a meshd cluster with the e2e harness's settings (bound to the
 // node's address, fast timers, debug logs, short raft timers), three nodes
-// of the baseline program bench/nebulabaseline (the same Nebula v1.10.3,
+// of the baseline program bench/nebulabaseline (the same Nebula v1.11.0,
 // nothing around it, the Nebula config meshd renders by default: the
 // data-path settings and Nebula's own timers), and the raw
 // veth underlay between two namespaces. Each round measures every path in

@@ -29,7 +29,7 @@ import (
 
 // netstack is a userspace overlay's network stack: gvisor's TCP/IP on
 // Nebula's user device, with the node's overlay address. It is what
-// Nebula's own service package builds (v1.10.3 service.New: the same NIC,
+// Nebula's own service package builds (service.New, v1.10.3 and v1.11.0: the same NIC,
 // MTU and packet pumps), with what meshd's gossip needs that the service
 // package keeps private: a UDP socket and a TCP listener on the overlay
 // address, so gossip rides the overlay in userspace mode as it does on a
@@ -47,9 +47,9 @@ const netstackMTU = 1280
 
 // newNetstack starts ctrl (Nebula's Control.Start) and pumps packets
 // between its user device and a new gvisor stack until ctrl's context
-// ends. Nebula v1.10.3 exits the process when the device's pipes close,
-// so, as with the service package, a userspace overlay runs until the
-// process exits.
+// ends. Nebula v1.10.3 exited the process when the device's pipes closed
+// (v1.11 no longer does), so a userspace overlay runs until the process
+// exits: nothing tears this stack down yet (Mesh.Stop).
 func newNetstack(ctrl *nebula.Control) (*netstack, error) {
 	ctrl.Start()
 	dev, ok := ctrl.Device().(*overlay.UserDevice)

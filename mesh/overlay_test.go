@@ -21,7 +21,7 @@ import (
 // each a userspace Nebula on 127.0.0.1 with real certificates, and drives
 // traffic, verification and reloads across them. The instances are never
 // stopped: Stop is a no-op in userspace mode (Nebula v1.10.3 would exit
-// the process). The subtests share the mesh and run in order.
+// the process; netstack.go has no teardown yet). The subtests share the mesh and run in order.
 func TestUserspaceOverlay(t *testing.T) {
 	skipUnderRace(t)
 	ca := testCA(t)

@@ -7,8 +7,9 @@ import (
 	"github.com/slackhq/nebula"
 )
 
-// Nebula v1.10.3's host listings (Control.ListHostmapHosts and
-// ListHostmapIndexes) copy each tunnel's remote list while they hold the
+// Nebula's host listings (Control.ListHostmapHosts and
+// ListHostmapIndexes; v1.10.3, and v1.11.0 still: control.go:384, 405-410,
+// hostmap.go:704) copy each tunnel's remote list while they hold the
 // host map's read lock, and the copy takes the remote list's write lock.
 // A lighthouse answering a query holds a remote list's read lock and then
 // takes the host map's read lock. With a writer waiting on the host map

@@ -9,8 +9,9 @@ import (
 	"github.com/meshd/meshd/mesh"
 )
 
-// A userspace Nebula (v1.10.3) cannot be stopped inside the process: its
-// Stop exits the process. Before, a runtime that stopped (leave, join
+// A userspace Nebula is not stopped inside the process: in v1.10.3 its
+// Stop exited the process; v1.11 no longer does, but mesh has no teardown
+// of its own userspace network stack yet (mesh.Mesh.Stop). Before, a runtime that stopped (leave, join
 // --force) left it running on the Nebula port, and the next join in the
 // same meshd failed with "address already in use" until a restart. Now
 // the stopped runtime parks it here, cut off (no lighthouses, no static
