@@ -49,15 +49,33 @@ type CA struct {
 
 // NewCA creates both CAs for a new cluster. They are valid from an hour
 // before now until now+DefaultCALifetime; the Nebula CA may issue host
-// addresses inside overlay only.
+// addresses inside overlay only. An IPv4 overlay gets a v1 Nebula CA (an
+// IPv4-only cluster, as every cluster was before issue 34); an IPv6 one a
+// v2 CA.
 func NewCA(clusterName string, overlay netip.Prefix, now time.Time) (*CA, error) {
+	return newCA(clusterName, []netip.Prefix{overlay}, now)
+}
+
+// NewDualStackCA is NewCA for a dual-stack overlay: the Nebula CA is a v2
+// CA whose networks are overlay4 (IPv4) and overlay6 (IPv6), and its host
+// certificates carry one address of each (NebulaRequest.IP and IP6).
+func NewDualStackCA(clusterName string, overlay4, overlay6 netip.Prefix, now time.Time) (*CA, error) {
+	if !overlay4.Addr().Is4() || !overlay6.Addr().Is6() || overlay6.Addr().Is4In6() {
+		return nil, fmt.Errorf("new CA: want an IPv4 and an IPv6 overlay, got %v and %v", overlay4, overlay6)
+	}
+	return newCA(clusterName, []netip.Prefix{overlay4, overlay6}, now)
+}
+
+func newCA(clusterName string, overlays []netip.Prefix, now time.Time) (*CA, error) {
 	if clusterName == "" {
 		return nil, errors.New("new CA: empty cluster name")
 	}
-	if !overlay.IsValid() {
-		return nil, fmt.Errorf("new CA: invalid overlay prefix %v", overlay)
+	for i, overlay := range overlays {
+		if !overlay.IsValid() {
+			return nil, fmt.Errorf("new CA: invalid overlay prefix %v", overlay)
+		}
+		overlays[i] = overlay.Masked()
 	}
-	overlay = overlay.Masked()
 	notBefore := now.Add(-caBackdate).UTC().Truncate(time.Second)
 	notAfter := now.Add(DefaultCALifetime).UTC().Truncate(time.Second)
 
@@ -96,13 +114,13 @@ func NewCA(clusterName string, overlay netip.Prefix, now time.Time) (*CA, error)
 		return nil, fmt.Errorf("new Nebula CA: generate key: %w", err)
 	}
 	version := cert.Version1
-	if !overlay.Addr().Is4() {
-		version = cert.Version2 // v1 certificates are IPv4-only
+	if len(overlays) > 1 || !overlays[0].Addr().Is4() {
+		version = cert.Version2 // v1 certificates hold one IPv4 network
 	}
 	tbs := &cert.TBSCertificate{
 		Version:   version,
 		Name:      clusterName,
-		Networks:  []netip.Prefix{overlay},
+		Networks:  overlays,
 		IsCA:      true,
 		NotBefore: notBefore,
 		NotAfter:  notAfter,

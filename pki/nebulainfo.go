@@ -64,3 +64,28 @@ func NebulaCertValidity(certPEM []byte) (notBefore, notAfter time.Time, err erro
 	}
 	return c.NotBefore(), c.NotAfter(), nil
 }
+
+// NebulaCANetworks returns the networks a PEM Nebula CA certificate may
+// issue addresses in, in the certificate's order (IPv4 first): one IPv4
+// network for an IPv4-only cluster's v1 CA, an IPv4 and an IPv6 network
+// for a dual-stack v2 CA.
+func NebulaCANetworks(caPEM []byte) ([]netip.Prefix, error) {
+	c, _, err := cert.UnmarshalCertificateFromPEM(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("parse Nebula CA certificate: %w", err)
+	}
+	if !c.IsCA() {
+		return nil, fmt.Errorf("Nebula certificate %s is not a CA", c.Name())
+	}
+	return c.Networks(), nil
+}
+
+// NebulaCertNetworks returns a PEM Nebula certificate's networks (its
+// overlay addresses with their prefix length, IPv4 first) and version.
+func NebulaCertNetworks(certPEM []byte) ([]netip.Prefix, cert.Version, error) {
+	c, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
+	if err != nil {
+		return nil, 0, fmt.Errorf("parse Nebula certificate: %w", err)
+	}
+	return c.Networks(), c.Version(), nil
+}

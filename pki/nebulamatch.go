@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/slackhq/nebula/cert"
 )
 
 // NebulaCertFor checks that the PEM Nebula host certificate certPEM
 // certifies the public key pubPEM (as cert.MarshalPublicKeyToPEM writes
-// it) for name at the overlay address ip, and nothing else: what a control
-// node checks before it records a certificate the CA holder signed.
-func NebulaCertFor(certPEM, pubPEM []byte, name string, ip netip.Prefix) error {
+// it) for name at the overlay address ip (and ip6, when valid: a
+// dual-stack certificate), and nothing else: what a control node checks
+// before it records a certificate the CA holder signed.
+func NebulaCertFor(certPEM, pubPEM []byte, name string, ip, ip6 netip.Prefix) error {
 	c, _, err := cert.UnmarshalCertificateFromPEM(certPEM)
 	if err != nil {
 		return fmt.Errorf("parse Nebula certificate: %w", err)
@@ -28,8 +30,12 @@ func NebulaCertFor(certPEM, pubPEM []byte, name string, ip netip.Prefix) error {
 	if c.Name() != name {
 		return fmt.Errorf("the Nebula certificate names %q, want %q", c.Name(), name)
 	}
-	if nets := c.Networks(); len(nets) != 1 || nets[0] != ip {
-		return fmt.Errorf("the Nebula certificate is for %v, want %v", nets, ip)
+	want := []netip.Prefix{ip}
+	if ip6.IsValid() {
+		want = append(want, ip6)
+	}
+	if nets := c.Networks(); !slices.Equal(nets, want) {
+		return fmt.Errorf("the Nebula certificate is for %v, want %v", nets, want)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package pki_test
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/meshd/meshd/pki"
@@ -22,15 +23,15 @@ func TestNebulaCertFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(5)); err != nil {
+	if err := pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(5), netip.Prefix{}); err != nil {
 		t.Fatalf("its own key, name and IP: %v", err)
 	}
 	for name, err := range map[string]error{
-		"other-key":  pki.NebulaCertFor(c, other.NebulaPublicPEM, "w1", pkitest.IP(5)),
-		"other-name": pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w2", pkitest.IP(5)),
-		"other-ip":   pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(6)),
-		"not-a-cert": pki.NebulaCertFor([]byte("x"), keys.NebulaPublicPEM, "w1", pkitest.IP(5)),
-		"not-a-key":  pki.NebulaCertFor(c, []byte("x"), "w1", pkitest.IP(5)),
+		"other-key":  pki.NebulaCertFor(c, other.NebulaPublicPEM, "w1", pkitest.IP(5), netip.Prefix{}),
+		"other-name": pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w2", pkitest.IP(5), netip.Prefix{}),
+		"other-ip":   pki.NebulaCertFor(c, keys.NebulaPublicPEM, "w1", pkitest.IP(6), netip.Prefix{}),
+		"not-a-cert": pki.NebulaCertFor([]byte("x"), keys.NebulaPublicPEM, "w1", pkitest.IP(5), netip.Prefix{}),
+		"not-a-key":  pki.NebulaCertFor(c, []byte("x"), "w1", pkitest.IP(5), netip.Prefix{}),
 	} {
 		if err == nil {
 			t.Errorf("%s: accepted", name)

@@ -32,11 +32,15 @@ type KeyLeafRequest struct {
 // NebulaRequest asks the Nebula CA to sign a host certificate for a Nebula
 // public key the node generated itself.
 type NebulaRequest struct {
-	PublicKey []byte        // PEM, as cert.MarshalPublicKeyToPEM writes it
-	Name      string        // node name
-	IP        netip.Prefix  // overlay address with the cluster prefix length
-	Groups    []string      // e.g. the role
-	Lifetime  time.Duration // 0 means DefaultNebulaLifetime
+	PublicKey []byte       // PEM, as cert.MarshalPublicKeyToPEM writes it
+	Name      string       // node name
+	IP        netip.Prefix // overlay address with the cluster prefix length
+	// IP6 is the IPv6 overlay address with the cluster's IPv6 prefix
+	// length: required when the Nebula CA is dual-stack, refused when it
+	// is not.
+	IP6      netip.Prefix
+	Groups   []string      // e.g. the role
+	Lifetime time.Duration // 0 means DefaultNebulaLifetime
 	// Routes are the prefixes the node routes for the overlay (a LAN
 	// behind it, or ExitRoute as an exit node), in the order the
 	// certificate stores them: the caller sorts (NebulaRoutes returns

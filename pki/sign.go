@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/slackhq/nebula/cert"
@@ -176,7 +177,8 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 	if req.Name == "" {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("sign Nebula certificate: name is required"))
 	}
-	if err := ca.checkOverlayIP(req.IP); err != nil {
+	networks, err := ca.nebulaNetworks(req.IP, req.IP6)
+	if err != nil {
 		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
 	}
 	if err := CheckRoutes(req.Routes, ca.nebula.Networks()); err != nil {
@@ -201,7 +203,7 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 	tbs := &cert.TBSCertificate{
 		Version:   ca.nebula.Version(),
 		Name:      req.Name,
-		Networks:  []netip.Prefix{req.IP},
+		Networks:  networks,
 		Groups:    append([]string(nil), req.Groups...),
 		NotBefore: notBefore,
 		NotAfter:  notAfter,
@@ -220,6 +222,41 @@ func (ca *CA) SignNebula(req NebulaRequest, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("sign Nebula certificate for %s: %w", req.Name, err)
 	}
 	return out, nil
+}
+
+// nebulaNetworks are a host certificate's networks: ip, and ip6 when the
+// Nebula CA is dual-stack (an IPv6 network of its own), each a host
+// address inside the CA's network of its family. ip6 is required of a
+// dual-stack CA and refused by any other.
+func (ca *CA) nebulaNetworks(ip, ip6 netip.Prefix) ([]netip.Prefix, error) {
+	if err := ca.checkOverlayIP(ip); err != nil {
+		return nil, err
+	}
+	dual := ca.DualStack()
+	if dual && !ip.Addr().Is4() {
+		return nil, fmt.Errorf("overlay address %s is not IPv4", ip)
+	}
+	switch {
+	case !dual && ip6.IsValid():
+		return nil, fmt.Errorf("IPv6 overlay address %s, but the Nebula CA is IPv4-only", ip6)
+	case !dual:
+		return []netip.Prefix{ip}, nil
+	case !ip6.IsValid():
+		return nil, errors.New("the Nebula CA is dual-stack and the request names no IPv6 overlay address")
+	case !ip6.Addr().Is6() || ip6.Addr().Is4In6():
+		return nil, fmt.Errorf("IPv6 overlay address %s is not IPv6", ip6)
+	}
+	if err := ca.checkOverlayIP(ip6); err != nil {
+		return nil, err
+	}
+	return []netip.Prefix{ip, ip6}, nil
+}
+
+// DualStack reports whether the Nebula CA is a dual-stack one (a v2 CA
+// holding an IPv6 network): its host certificates carry an IPv4 and an
+// IPv6 overlay address.
+func (ca *CA) DualStack() bool {
+	return ca.nebula.Version() == cert.Version2 && slices.ContainsFunc(ca.nebula.Networks(), func(p netip.Prefix) bool { return p.Addr().Is6() })
 }
 
 // checkOverlayIP requires ip to be a host address inside the Nebula CA's
