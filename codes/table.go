@@ -238,6 +238,16 @@ const (
 	// CarrierUnreachable: `routes prefer` names a router that does not
 	// answer over the overlay.
 	CarrierUnreachable Code = "X503690RTEUNR"
+	// Overlay6Invalid: an IPv6 overlay prefix is not IPv6, is IPv4-mapped,
+	// has host bits set, is shorter than /64, or cannot hold an address
+	// for every address of the IPv4 overlay.
+	Overlay6Invalid Code = "X400700OVLBAD"
+	// Overlay6NotULA: an IPv6 overlay prefix outside fd00::/8 without
+	// --overlay6-global.
+	Overlay6NotULA Code = "X400701OVLULA"
+	// Overlay6Exists: a move to v2 certificates and an IPv6 overlay asked
+	// of a cluster that is dual-stack already.
+	Overlay6Exists Code = "X409702OVLDUA"
 	// EventRoutesRequested: a node asked to carry a set of prefixes.
 	EventRoutesRequested Code = "X100686RTEREQ"
 	// EventRouteApproved: a prefix was approved for a node.
@@ -268,6 +278,9 @@ var table = map[Code]Info{
 	RouteNotRequested:    {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
 	CarrierChanged:       {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
 	ExitNotApproved:      {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
+	Overlay6Invalid:      {400, "the IPv6 overlay prefix is not one a cluster takes: not IPv6, IPv4-mapped (it would overlap the IPv4 overlay's space), host bits set, shorter than /64, or too long to hold an IPv6 address for every address of the IPv4 overlay; nothing was changed", "give a /64 such as fd5a:1b2c:3d4e::/64 (or leave --overlay-cidr6 out for a generated one); `meshctl init --overlay-cidr6 none` makes an IPv4-only cluster"},
+	Overlay6NotULA:       {400, "the IPv6 overlay prefix is not a unique local address (fd00::/8, RFC 4193): a global prefix on the overlay would shadow those addresses on the internet for every member; nothing was changed", "leave --overlay-cidr6 out for a generated ULA /64, give one in fd00::/8, or pass --overlay6-global if the prefix is yours and routed nowhere else"},
+	Overlay6Exists:       {409, "the cluster is dual-stack already: its Nebula certificates are v2 and hold an IPv6 overlay address; nothing was changed", "run `meshctl ca rotate` without --overlay-cidr6 for a plain CA rotation; `meshctl ca status` shows the overlays"},
 	CarrierUnreachable:   {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
 	EventRoutesRequested: {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
 	EventRouteApproved:   {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},

@@ -45,6 +45,18 @@ func (c Bootstrap) applyTo(s *Snapshot) error {
 	if err := checkHost(cl.Overlay, origin.OverlayIP); err != nil {
 		return err
 	}
+	if cl.Overlay6.IsValid() {
+		if err := CheckOverlay6(cl.Overlay, cl.Overlay6); err != nil {
+			return err
+		}
+		ip6 := Overlay6For(cl.Overlay, cl.Overlay6, origin.OverlayIP)
+		if origin.OverlayIP6.IsValid() && origin.OverlayIP6 != ip6 {
+			return codes.Wrap(codes.BadRequest, fmt.Errorf("bootstrap: origin's IPv6 overlay address %s, want %s", origin.OverlayIP6, ip6))
+		}
+		origin.OverlayIP6 = ip6
+	} else if origin.OverlayIP6.IsValid() {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("bootstrap: origin's IPv6 overlay address %s in an IPv4-only cluster", origin.OverlayIP6))
+	}
 
 	if cl.Created.IsZero() {
 		cl.Created = c.At
@@ -217,6 +229,7 @@ func (c Admit) applyTo(s *Snapshot) error {
 	}
 
 	n.ID, n.Name, n.Role, n.OverlayIP = a.NodeID, name, rec.Role, ip
+	n.OverlayIP6 = s.overlay6Of(ip)
 	n.Groups = slices.Clone(rec.Groups)
 	n.Ephemeral = ephemeral
 	n.State = NodeJoining

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -38,6 +39,12 @@ type CARotation struct {
 	// Now is `ca rotate --now`: reissue every certificate at once rather
 	// than as each falls due.
 	Now bool `json:"now,omitempty"`
+	// NextOverlay6 is the IPv6 overlay of the next Nebula CA: a
+	// dual-stack cluster's own, or the one a move to v2 certificates
+	// brings an IPv4-only cluster (every node has its IPv6 address from
+	// the begin step on, and the finish step makes it Cluster.Overlay6).
+	// Zero when the next CA is IPv4-only too.
+	NextOverlay6 netip.Prefix `json:"next_overlay6,omitzero"`
 }
 
 // CAStep is one step of a CA rotation, as RotateCA names it.
@@ -56,13 +63,16 @@ const (
 // refused while an active or joining node's TLS leaf or Nebula cert on
 // record is signed by the old CA (OldDependents).
 type RotateCA struct {
-	Step             CAStep    `json:"step"`
-	Next             string    `json:"next"` // hex SHA-256 of the next CA certificate
-	NextCACert       []byte    `json:"next_ca_cert,omitempty"`
-	NextNebulaCACert []byte    `json:"next_nebula_ca_cert,omitempty"`
-	Now              bool      `json:"now,omitempty"`
-	At               time.Time `json:"at"`
-	Actor            string    `json:"actor,omitempty"`
+	Step             CAStep `json:"step"`
+	Next             string `json:"next"` // hex SHA-256 of the next CA certificate
+	NextCACert       []byte `json:"next_ca_cert,omitempty"`
+	NextNebulaCACert []byte `json:"next_nebula_ca_cert,omitempty"`
+	Now              bool   `json:"now,omitempty"`
+	// NextOverlay6 (begin only) makes the rotation a move to v2
+	// certificates and a dual-stack overlay (CARotation.NextOverlay6).
+	NextOverlay6 netip.Prefix `json:"next_overlay6,omitzero"`
+	At           time.Time    `json:"at"`
+	Actor        string       `json:"actor,omitempty"`
 }
 
 func (RotateCA) commandType() cmdType { return typeRotateCA }
@@ -170,8 +180,14 @@ func (c RotateCA) applyTo(s *Snapshot) error {
 		if _, err := pki.NebulaFingerprint(c.NextNebulaCACert); err != nil {
 			return bad("the next Nebula CA: %v", err)
 		}
+		next6, err := s.nextOverlay6(c)
+		if err != nil {
+			return err
+		}
 		cl.Rotation = &CARotation{Phase: CAPhaseTrust, NextCACert: bytes.Clone(c.NextCACert),
-			NextNebulaCACert: bytes.Clone(c.NextNebulaCACert), NextCAFingerprint: c.Next, Started: c.At, Now: c.Now}
+			NextNebulaCACert: bytes.Clone(c.NextNebulaCACert), NextCAFingerprint: c.Next, Started: c.At, Now: c.Now,
+			NextOverlay6: next6}
+		s.assignOverlay6()
 	case CAReissue:
 		if r.Phase != CAPhaseTrust {
 			return bad("the rotation is in phase %s, not %s", r.Phase, CAPhaseTrust)
@@ -185,12 +201,16 @@ func (c RotateCA) applyTo(s *Snapshot) error {
 			return codes.Wrap(codes.CARotationStalled, fmt.Errorf("certificates on record still under the old CA: %v", deps))
 		}
 		cl.CACert, cl.NebulaCACert, cl.CAFingerprint = r.NextCACert, r.NextNebulaCACert, r.NextCAFingerprint
+		cl.Overlay6 = r.NextOverlay6
 		cl.Rotation, cl.CARotated = nil, c.At
 	default:
 		return bad("unknown step")
 	}
-	s.audit(AuditEvent{Code: codes.EventCARotated, At: c.At, Actor: c.Actor,
-		Detail: fmt.Sprintf("step %s, next CA %s", c.Step, pki.ShortID(c.Next))})
+	detail := fmt.Sprintf("step %s, next CA %s", c.Step, pki.ShortID(c.Next))
+	if c.Step == CABegin && c.NextOverlay6.IsValid() && !cl.Overlay6.IsValid() {
+		detail += fmt.Sprintf(", a move to v2 certificates and the IPv6 overlay %s", c.NextOverlay6)
+	}
+	s.audit(AuditEvent{Code: codes.EventCARotated, At: c.At, Actor: c.Actor, Detail: detail})
 	return nil
 }
 

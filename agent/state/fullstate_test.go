@@ -280,21 +280,28 @@ func approveCmd(seed byte, code string) ApproveJoin {
 }
 
 // The next CAs of the rotations in fullHistory.
+// Both are dual-stack: the first rotation is the move of the IPv4-only
+// cluster to v2 certificates and testOverlay6 (issue 34), the second a
+// rotation of the dual-stack cluster it made.
 var next1, next2 = mustCA("lab"), mustCA("lab")
 
+// testOverlay6 is the IPv6 overlay the first rotation moves to.
+var testOverlay6 = netip.MustParsePrefix("fd5a:1b2c:3d4e::/64")
+
 func mustCA(name string) *pki.CA {
-	ca, err := pki.NewCA(name, netip.MustParsePrefix("10.42.0.0/16"), t0)
+	ca, err := pki.NewDualStackCA(name, netip.MustParsePrefix("10.42.0.0/16"), testOverlay6, t0)
 	if err != nil {
 		panic(err)
 	}
 	return ca
 }
 
-// rotateBegin is the begin step of a rotation to next.
+// rotateBegin is the begin step of a rotation to next, carrying the IPv6
+// overlay of a dual-stack next CA.
 func rotateBegin(t testing.TB, next *pki.CA, now bool) RotateCA {
 	t.Helper()
 	return RotateCA{Step: CABegin, Next: next.Fingerprint().String(), NextCACert: next.CertPEM(),
-		NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: t0.Add(7 * time.Minute), Actor: "uid:0"}
+		NextNebulaCACert: next.NebulaCertPEM(), Now: now, NextOverlay6: testOverlay6, At: t0.Add(7 * time.Minute), Actor: "uid:0"}
 }
 
 // joiningCertsCmd is certsCmd as written since issue 11: the node stays

@@ -119,6 +119,7 @@ func (s *Snapshot) reuse(prior, n Node, at time.Time) Node {
 	// Created stays this admission's time: the leader's bound on joining
 	// counts from it.
 	n.ID, n.OverlayIP = prior.ID, prior.OverlayIP
+	n.OverlayIP6 = s.overlay6Of(prior.OverlayIP)
 	n.TLSFingerprint, n.PrevTLSFingerprint, n.NebulaFingerprint = "", "", ""
 	n.TLSCert, n.NebulaCert, n.Retired, n.Cause = nil, nil, nil, ""
 	n.TLSExpires, n.NebulaExpires, n.NebulaIssued = time.Time{}, time.Time{}, time.Time{}

@@ -24,8 +24,13 @@ type Cluster struct {
 	NebulaCACert  []byte       `json:"nebula_ca_cert"` // PEM
 	CAFingerprint string       `json:"ca_fingerprint"` // hex SHA-256 of the CA cert
 	Overlay       netip.Prefix `json:"overlay"`
-	GossipKeys    [][]byte     `json:"gossip_keys"` // primary first
-	CAHolder      string       `json:"ca_holder"`   // node id of the node holding the CA keys
+	// Overlay6 is the IPv6 overlay prefix of a dual-stack cluster (its
+	// Nebula CA a v2 CA holding both prefixes); zero for an IPv4-only
+	// cluster, which a v2 move (CA rotation with NextOverlay6) makes
+	// dual-stack. overlay6.go.
+	Overlay6   netip.Prefix `json:"overlay6,omitzero"`
+	GossipKeys [][]byte     `json:"gossip_keys"` // primary first
+	CAHolder   string       `json:"ca_holder"`   // node id of the node holding the CA keys
 	// GossipKeysRotated is when the last gossip key rotation finished
 	// (its drop step); zero if the keys were never rotated.
 	GossipKeysRotated time.Time `json:"gossip_keys_rotated,omitzero"`
@@ -91,12 +96,15 @@ type Node struct {
 	// its meshd.yaml), from its join request and then from its own report
 	// when it restarts with another setting (SetRelay). Control nodes
 	// relay whatever it says.
-	Relay             bool       `json:"relay,omitempty"`
-	EnrollAddr        string     `json:"enroll_addr,omitempty"` // host:port, control nodes
-	RaftAddr          string     `json:"raft_addr,omitempty"`   // host:port, control nodes
-	SerfAddr          string     `json:"serf_addr,omitempty"`   // host:port
-	NebulaPort        int        `json:"nebula_port,omitempty"`
-	OverlayIP         netip.Addr `json:"overlay_ip"`
+	Relay      bool       `json:"relay,omitempty"`
+	EnrollAddr string     `json:"enroll_addr,omitempty"` // host:port, control nodes
+	RaftAddr   string     `json:"raft_addr,omitempty"`   // host:port, control nodes
+	SerfAddr   string     `json:"serf_addr,omitempty"`   // host:port
+	NebulaPort int        `json:"nebula_port,omitempty"`
+	OverlayIP  netip.Addr `json:"overlay_ip"`
+	// OverlayIP6 is the node's IPv6 overlay address in a dual-stack
+	// cluster (Overlay6For of OverlayIP); zero otherwise.
+	OverlayIP6        netip.Addr `json:"overlay_ip6,omitzero"`
 	TLSFingerprint    string     `json:"tls_fingerprint,omitempty"`
 	TLSExpires        time.Time  `json:"tls_expires,omitzero"`
 	NebulaFingerprint string     `json:"nebula_fingerprint,omitempty"`
