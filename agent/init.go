@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/member"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
@@ -56,7 +57,11 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 		return nil, err
 	}
 
-	plan, err := a.planInit(req.Cluster, name, underlay, operatorOn(ctx, name))
+	overlay, overlay6, err := a.initOverlays(req)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := a.planInit(req.Cluster, name, underlay, overlay, overlay6, operatorOn(ctx, name))
 	if err != nil {
 		return nil, err
 	}
@@ -76,11 +81,31 @@ func (a *Agent) Init(ctx context.Context, req apitype.InitRequest) (*apitype.Ini
 	statedir.SettlePending(a.cfg.StateDir) // keys of an abandoned join, if any, are moot now
 	a.log.Info("cluster created", "code", codes.EventClusterCreated, "cluster", req.Cluster,
 		"cluster_id", plan.facts.ClusterID, "node", name, "overlay_ip", plan.facts.Overlay.Addr())
-	return &apitype.InitResponse{
+	resp := &apitype.InitResponse{
 		ClusterID: plan.facts.ClusterID, Cluster: req.Cluster, Node: name,
 		CAFingerprint: plan.ca.Fingerprint().String(),
 		OverlayIP:     plan.facts.Overlay.Addr().String(), Underlay: underlay.String(), UnderlayWhy: chosen.Why,
-	}, nil
+	}
+	if ip6 := plan.boot.Origin.OverlayIP6; ip6.IsValid() {
+		resp.OverlayIP6 = ip6.String()
+	}
+	return resp, nil
+}
+
+// initOverlays are the new cluster's overlays: IPv4 from --overlay-cidr
+// or overlay_cidr, IPv6 from --overlay-cidr6 (state.ChooseOverlay6: a
+// generated ULA /64 by default, none for an IPv4-only cluster).
+func (a *Agent) initOverlays(req apitype.InitRequest) (netip.Prefix, netip.Prefix, error) {
+	v4s := firstNonEmpty(req.OverlayCIDR, a.cfg.OverlayCIDR)
+	v4, err := config.ParseOverlayCIDR(v4s)
+	if err != nil {
+		return netip.Prefix{}, netip.Prefix{}, codes.Wrap(codes.ConfigInvalid, fmt.Errorf("overlay %q (--overlay-cidr or overlay_cidr): %w", v4s, err))
+	}
+	v6, err := state.ChooseOverlay6(v4, req.OverlayCIDR6, req.Overlay6Global)
+	if err != nil {
+		return netip.Prefix{}, netip.Prefix{}, err
+	}
+	return v4, v6, nil
 }
 
 // initPlan is everything init will write, built before anything is written.
@@ -91,13 +116,15 @@ type initPlan struct {
 	boot  *state.Bootstrap
 }
 
-func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string) (*initPlan, error) {
+func (a *Agent) planInit(cluster, name string, underlay netip.Addr, overlay, overlay6 netip.Prefix, actor string) (*initPlan, error) {
 	now := a.d.Now()
-	overlay, err := netip.ParsePrefix(a.cfg.OverlayCIDR)
-	if err != nil {
-		return nil, codes.Wrap(codes.ConfigInvalid, err)
+	var ca *pki.CA
+	var err error
+	if overlay6.IsValid() {
+		ca, err = pki.NewDualStackCA(cluster, overlay, overlay6, now)
+	} else {
+		ca, err = pki.NewCA(cluster, overlay, now)
 	}
-	ca, err := pki.NewCA(cluster, overlay, now)
 	if err != nil {
 		return nil, fmt.Errorf("create CAs: %w", err)
 	}
@@ -112,7 +139,11 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		return nil, fmt.Errorf("sign own TLS leaf: %w", err)
 	}
 	ip := netip.PrefixFrom(overlay.Addr().Next(), overlay.Bits())
-	nebPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip,
+	var ip6 netip.Prefix
+	if overlay6.IsValid() {
+		ip6 = netip.PrefixFrom(state.Overlay6For(overlay, overlay6, ip.Addr()), overlay6.Bits())
+	}
+	nebPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: keys.NebulaPublicPEM, Name: name, IP: ip, IP6: ip6,
 		Groups: []string{string(pki.RoleControl)}, Lifetime: a.cfg.NebulaCertLifetime}, now)
 	if err != nil {
 		return nil, fmt.Errorf("sign own Nebula cert: %w", err)
@@ -144,7 +175,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 		Underlay: host, EnrollAddr: enrollAddr,
 		RaftAddr:   net.JoinHostPort(host, strconv.Itoa(a.cfg.Ports.Raft)),
 		SerfAddr:   net.JoinHostPort(ip.Addr().String(), strconv.Itoa(a.cfg.Ports.Gossip)), // gossip rides the overlay
-		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(),
+		NebulaPort: a.cfg.Ports.Nebula, OverlayIP: ip.Addr(), OverlayIP6: ip6.Addr(),
 		TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
 		NebulaFingerprint: nebFP, NebulaExpires: nebExp, NebulaPublicKey: keys.NebulaPublicPEM,
 		NebulaCert: nebPEM, NebulaIssued: now, TLSCert: tlsPEM, TLSPublicKey: tlsKey,
@@ -153,7 +184,7 @@ func (a *Agent) planInit(cluster, name string, underlay netip.Addr, actor string
 	boot := &state.Bootstrap{
 		Cluster: state.Cluster{
 			ID: clusterID, Name: cluster, Created: now, CACert: ca.CertPEM(), NebulaCACert: ca.NebulaCertPEM(),
-			CAFingerprint: ca.Fingerprint().String(), Overlay: overlay, GossipKeys: [][]byte{gossipKey}, CAHolder: nodeID,
+			CAFingerprint: ca.Fingerprint().String(), Overlay: overlay, Overlay6: overlay6, GossipKeys: [][]byte{gossipKey}, CAHolder: nodeID,
 		},
 		Origin: origin, At: now, Actor: actor,
 	}

@@ -113,10 +113,13 @@ type Status struct {
 	Role      string `json:"role,omitempty"`
 	CAHolder  bool   `json:"ca_holder,omitempty"`
 	OverlayIP string `json:"overlay_ip,omitempty"`
-	Underlay  string `json:"underlay_addr,omitempty"`
-	Raft      string `json:"raft,omitempty"` // leader, voter, nonvoter, none
-	Leader    string `json:"leader,omitempty"`
-	RaftTerm  uint64 `json:"raft_term,omitempty"` // changes with every election
+	// OverlayIP6 is the node's IPv6 overlay address: its Nebula
+	// certificate's, absent in an IPv4-only cluster.
+	OverlayIP6 string `json:"overlay_ip6,omitempty"`
+	Underlay   string `json:"underlay_addr,omitempty"`
+	Raft       string `json:"raft,omitempty"` // leader, voter, nonvoter, none
+	Leader     string `json:"leader,omitempty"`
+	RaftTerm   uint64 `json:"raft_term,omitempty"` // changes with every election
 	// RaftApplied is the raft index this control node's state is at: the
 	// index a worker's watch names (docs/architecture.md, "How changes
 	// reach workers").
@@ -278,7 +281,10 @@ type Node struct {
 	State     string `json:"state"`
 	Gossip    string `json:"gossip"` // alive, suspect, failed, left, or unknown before gossip runs
 	OverlayIP string `json:"overlay_ip"`
-	Underlay  string `json:"underlay_addr"` // the underlay IP the node advertised
+	// OverlayIP6 is the node's IPv6 overlay address in a dual-stack
+	// cluster; absent in an IPv4-only one.
+	OverlayIP6 string `json:"overlay_ip6,omitempty"`
+	Underlay   string `json:"underlay_addr"` // the underlay IP the node advertised
 	// SeenFrom is the IP its join came from as the admitting control node
 	// saw it (DESIGN §11); empty in records made before it was recorded.
 	SeenFrom string `json:"seen_from,omitempty"`
@@ -431,6 +437,15 @@ type InitRequest struct {
 	AdvertiseAddr  string `json:"advertise_addr,omitempty"`
 	AdvertiseIface string `json:"advertise_iface,omitempty"`
 	Force          bool   `json:"force,omitempty"`
+	// OverlayCIDR is the IPv4 overlay; default: overlay_cidr in
+	// meshd.yaml (10.42.0.0/16).
+	OverlayCIDR string `json:"overlay_cidr,omitempty"`
+	// OverlayCIDR6 is the IPv6 overlay: a prefix (a /64 in fd00::/8
+	// unless Overlay6Global), "none" for an IPv4-only cluster with v1
+	// certificates, or empty for a ULA /64 generated for the cluster
+	// (RFC 4193).
+	OverlayCIDR6   string `json:"overlay_cidr6,omitempty"`
+	Overlay6Global bool   `json:"overlay6_global,omitempty"`
 }
 
 // InitResponse answers POST /v0/init.
@@ -440,6 +455,7 @@ type InitResponse struct {
 	Node          string `json:"node"`
 	CAFingerprint string `json:"ca_fingerprint"`
 	OverlayIP     string `json:"overlay_ip"`
+	OverlayIP6    string `json:"overlay_ip6,omitempty"` // absent in an IPv4-only cluster
 	Underlay      string `json:"underlay_addr"`
 	// UnderlayWhy says how the underlay address was chosen (the pin, the
 	// default route, or the fallback and its reason).

@@ -245,9 +245,8 @@ func (c File) Validate() error {
 	if c.AdvertiseIface != "" && (len(c.AdvertiseIface) > 15 || strings.ContainsAny(c.AdvertiseIface, "/ \t\n")) {
 		bad("advertise_iface", c.AdvertiseIface, errors.New("must be an interface name (1-15 characters, no '/' or space)"))
 	}
-	p, err := netip.ParsePrefix(c.OverlayCIDR)
-	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
-		bad("overlay_cidr", c.OverlayCIDR, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16"))
+	if _, err := ParseOverlayCIDR(c.OverlayCIDR); err != nil {
+		bad("overlay_cidr", c.OverlayCIDR, err)
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		bad("log_level", c.LogLevel, errors.New("must be debug, info, warn or error"))
@@ -379,4 +378,14 @@ func (c File) NewLogger(w io.Writer, withTime bool) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// ParseOverlayCIDR parses an IPv4 overlay (overlay_cidr, `init
+// --overlay-cidr`): an IPv4 network between /8 and /28, no host bits.
+func ParseOverlayCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 8 || p.Masked() != p {
+		return netip.Prefix{}, errors.New("must be an IPv4 network between /8 and /28, e.g. 10.42.0.0/16")
+	}
+	return p, nil
 }

@@ -58,7 +58,20 @@ func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) 
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
 	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Lifetime: p.cfg.NebulaLifetime}, p.clusterNow())
+		IP: netip.PrefixFrom(n.OverlayIP, bits), IP6: p.overlay6For(ca, n), Groups: pki.NebulaGroups(n.Role, n.Groups),
+		Lifetime: p.cfg.NebulaLifetime}, p.clusterNow())
+}
+
+// overlay6For is the IPv6 overlay address (with the cluster's IPv6 prefix
+// length) a Nebula certificate for n signed by ca carries: n's, when ca is
+// dual-stack; none from an IPv4-only CA (the current one, while a move to
+// v2 certificates is in its trust phase).
+func (p *Plane) overlay6For(ca *pki.CA, n state.Node) netip.Prefix {
+	if !ca.DualStack() {
+		return netip.Prefix{}
+	}
+	c, _ := p.raft.FSM().Cluster()
+	return c.Overlay6Prefix(n)
 }
 
 // admittedFor returns the record of the joining node req names and the
@@ -116,7 +129,13 @@ func leafMatches(leaf *x509.Certificate, n state.Node) error {
 }
 
 // nebulaMatches checks that a Nebula host certificate certifies what raft
-// records for n: its Nebula key, name and overlay IP.
-func nebulaMatches(certPEM []byte, n state.Node, bits int) error {
-	return pki.NebulaCertFor(certPEM, n.NebulaPublicKey, n.Name, netip.PrefixFrom(n.OverlayIP, bits))
+// records for n: its Nebula key, name and overlay IP, and its IPv6 overlay
+// IP when the certificate is dual-stack (a v1 certificate from the IPv4-only
+// CA a v2 move rotates away from holds none).
+func nebulaMatches(certPEM []byte, c state.Cluster, n state.Node) error {
+	var ip6 netip.Prefix
+	if nets, _, err := pki.NebulaCertNetworks(certPEM); err == nil && len(nets) > 1 {
+		ip6 = c.Overlay6Prefix(n)
+	}
+	return pki.NebulaCertFor(certPEM, n.NebulaPublicKey, n.Name, netip.PrefixFrom(n.OverlayIP, c.Overlay.Bits()), ip6)
 }

@@ -124,7 +124,7 @@ func checkSigned(t *testing.T, leafPEM, nebPEM []byte, id, name string, role pki
 		t.Errorf("leaf %s/%s role %s IPs %v, want %s/%s role %s IPs %s for the recorded key",
 			leaf.Subject.CommonName, pki.NodeIDOf(leaf), r, ips, name, id, role, wantIPs)
 	}
-	if err := pki.NebulaCertFor(nebPEM, keys.NebulaPublicPEM, name, ip); err != nil {
+	if err := pki.NebulaCertFor(nebPEM, keys.NebulaPublicPEM, name, ip, netip.Prefix{}); err != nil {
 		t.Errorf("Nebula cert: %v", err)
 	}
 	host, _, err := cert.UnmarshalCertificateFromPEM(nebPEM)

@@ -114,7 +114,7 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 	if err != nil {
 		return fmt.Errorf("record certificates of %s: Nebula certificate: %w", n.Name, err)
 	}
-	if err := nebulaMatches(nebulaCert, n, c.Overlay.Bits()); err != nil {
+	if err := nebulaMatches(nebulaCert, c, n); err != nil {
 		return fmt.Errorf("record certificates of %s: %w", n.Name, err)
 	}
 	idx, err := l.p.writeAt(ctx, &state.RecordCerts{NodeID: nodeID,

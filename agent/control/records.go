@@ -172,6 +172,9 @@ func (p *Plane) Records() []NodeRecord {
 		if n.OverlayIP.IsValid() {
 			r.OverlayIP = n.OverlayIP.String()
 		}
+		if n.OverlayIP6.IsValid() {
+			r.OverlayIP6 = n.OverlayIP6.String()
+		}
 		out = append(out, r)
 	}
 	return out

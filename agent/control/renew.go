@@ -60,7 +60,7 @@ func (p *Plane) renewNebulaFor(ctx context.Context, n state.Node, bits int, now 
 		return err
 	}
 	certPEM, err := ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
-		IP: netip.PrefixFrom(n.OverlayIP, bits), Groups: pki.NebulaGroups(n.Role, n.Groups), Routes: n.ApprovedRoutes(),
+		IP: netip.PrefixFrom(n.OverlayIP, bits), IP6: p.overlay6For(ca, n), Groups: pki.NebulaGroups(n.Role, n.Groups), Routes: n.ApprovedRoutes(),
 		Lifetime: lifetime}, now)
 	if err != nil {
 		return err

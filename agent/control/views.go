@@ -72,6 +72,9 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	if n.OverlayIP.IsValid() {
 		row.OverlayIP = n.OverlayIP.String()
 	}
+	if n.OverlayIP6.IsValid() {
+		row.OverlayIP6 = n.OverlayIP6.String()
+	}
 	return row
 }
 

@@ -37,6 +37,7 @@ type watchRecord struct {
 	Role       string `json:"role,omitempty"`
 	State      string `json:"state"`
 	OverlayIP  string `json:"ip,omitempty"`
+	OverlayIP6 string `json:"ip6,omitempty"`
 	Underlay   string `json:"ul,omitempty"`
 	Relay      bool   `json:"relay,omitempty"`
 	NebulaPort int    `json:"np,omitempty"`
@@ -59,6 +60,9 @@ func recordOf(n state.Node) watchRecord {
 	if n.OverlayIP.IsValid() {
 		r.OverlayIP = n.OverlayIP.String()
 	}
+	if n.OverlayIP6.IsValid() {
+		r.OverlayIP6 = n.OverlayIP6.String()
+	}
 	if n.Role != pki.RoleWorker {
 		r.Role = string(n.Role)
 	}
@@ -77,7 +81,7 @@ func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
 	}
 	role := cmp.Or(w.Role, string(pki.RoleWorker))
 	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: role, State: w.State, OverlayIP: w.OverlayIP,
-		Underlay: w.Underlay, Relay: w.Relay, Routes: routesFromWire(w.Routes, w.Held)},
+		OverlayIP6: w.OverlayIP6, Underlay: w.Underlay, Relay: w.Relay, Routes: routesFromWire(w.Routes, w.Held)},
 		NebulaPort: w.NebulaPort, EnrollAddr: w.EnrollAddr, SerfAddr: w.SerfAddr,
 		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey}
 	if w.Held != "" {
@@ -122,7 +126,7 @@ func WatchedRevocation(raw json.RawMessage) (string, error) {
 
 // same reports whether two records encode alike.
 func (a watchRecord) same(b watchRecord) bool {
-	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP &&
+	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP && a.OverlayIP6 == b.OverlayIP6 &&
 		a.Underlay == b.Underlay && a.Relay == b.Relay && a.NebulaPort == b.NebulaPort && a.EnrollAddr == b.EnrollAddr &&
 		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey) &&
 		a.Routes == b.Routes && a.Held == b.Held

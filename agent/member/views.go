@@ -94,6 +94,9 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	s.Cluster, s.ClusterID, s.Node, s.NodeID = f.ClusterName, f.ClusterID, f.Name, f.NodeID
 	s.Role = string(f.Role)
 	s.OverlayIP, s.Underlay = f.Overlay.Addr().String(), f.Underlay.String()
+	if ip6 := rt.ov.overlay6(); ip6.IsValid() {
+		s.OverlayIP6 = ip6.Addr().String()
+	}
 	s.Overlay, s.Gossip = rt.ov.overlayStatus(), rt.members.gossipStatus()
 	s.TLSCertExpires = rt.live.Leaf().NotAfter
 	s.CertExpires, s.CertExpiresOf = s.TLSCertExpires, "tls"

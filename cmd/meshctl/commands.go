@@ -107,7 +107,11 @@ func (a *app) initCommand() *cobra.Command {
 			}
 			a.warn(resp.Warnings)
 			a.out.Printf("cluster %q created (id %s)\n", resp.Cluster, resp.ClusterID)
-			a.out.Printf("node %s: origin, control, overlay %s, underlay %s\n", resp.Node, resp.OverlayIP, resp.Underlay)
+			overlay := resp.OverlayIP
+			if resp.OverlayIP6 != "" {
+				overlay += " " + resp.OverlayIP6
+			}
+			a.out.Printf("node %s: origin, control, overlay %s, underlay %s\n", resp.Node, overlay, resp.Underlay)
 			if resp.UnderlayWhy != "" {
 				a.out.Printf("underlay chosen: %s\n", resp.UnderlayWhy)
 			}
@@ -121,6 +125,9 @@ func (a *app) initCommand() *cobra.Command {
 	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the address of the default route's interface)")
 	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "discard an existing cluster on this node and create a new one (refused on the CA holder: CAHolderStays)")
+	cmd.Flags().StringVar(&req.OverlayCIDR, "overlay-cidr", "", "the IPv4 overlay `PREFIX`, /8 to /28 (default: overlay_cidr in meshd.yaml, 10.42.0.0/16)")
+	cmd.Flags().StringVar(&req.OverlayCIDR6, "overlay-cidr6", "", "the IPv6 overlay `PREFIX`, a /64 in fd00::/8 (default: a ULA /64 generated for the cluster; none: an IPv4-only cluster with v1 certificates)")
+	cmd.Flags().BoolVar(&req.Overlay6Global, "overlay6-global", false, "take an --overlay-cidr6 outside fd00::/8 (a prefix of yours, routed nowhere else)")
 	a.addOutput(cmd)
 	return cmd
 }

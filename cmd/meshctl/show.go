@@ -57,12 +57,12 @@ func (a *app) nodesCommand() *cobra.Command {
 func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	p := printer{tw}
-	rowf := "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s"
+	rowf := "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s"
 	if wide {
-		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\tEPHEMERAL\tDNS NAME\n")
+		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tOVERLAY6\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\tEPHEMERAL\tDNS NAME\n")
 		rowf += "\t%s\t%s"
 	} else {
-		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
+		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tOVERLAY6\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
 	}
 	self, nat, relay := false, false, false
 	var broken []string // the footnotes of nodes some member cannot reach
@@ -86,7 +86,7 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
 		}
-		cells := []any{name, roleCell(n), st, g, n.OverlayIP, n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n)}
+		cells := []any{name, roleCell(n), st, g, n.OverlayIP, cmp.Or(n.OverlayIP6, "-"), n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n)}
 		if wide {
 			cells = append(cells, ephemeralCell(n), cmp.Or(n.DNSName, "-"))
 		}
@@ -196,6 +196,9 @@ func (a *app) statusCommand() *cobra.Command {
 				row("ca holder", s.CAHolderNode)
 			}
 			row("overlay", s.OverlayIP)
+			if s.OverlayIP6 != "" {
+				row("overlay6", s.OverlayIP6)
+			}
 			row("underlay", s.Underlay)
 			row("raft", s.Raft)
 			row("leader", s.Leader)

@@ -1,0 +1,24 @@
+package member
+
+import (
+	"net/netip"
+
+	"github.com/meshd/meshd/pki"
+)
+
+// overlay6 is this node's IPv6 overlay address as its Nebula runs it: the
+// IPv6 network of the certificate last applied, with its prefix length.
+// Invalid in an IPv4-only cluster, and on a node of a cluster moving to
+// v2 certificates until its v2 certificate is applied.
+func (ov *overlay) overlay6() netip.Prefix {
+	nets, _, err := pki.NebulaCertNetworks(ov.applied().Cert)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	for _, n := range nets {
+		if n.Addr().Is6() {
+			return n
+		}
+	}
+	return netip.Prefix{}
+}
