@@ -20,6 +20,9 @@ type identity struct {
 	expires     time.Time
 	ip          netip.Addr   // first network of the certificate: the overlay address
 	network     netip.Prefix // that network, masked
+	// networks are all of the certificate's networks, IPv4 first: a
+	// dual-stack (v2) certificate's IPv6 address with its prefix second.
+	networks []netip.Prefix
 }
 
 // inspect checks what Nebula would accept without complaint but cannot
@@ -60,7 +63,7 @@ func inspect(c Config, now time.Time) (identity, error) {
 	if err := crt.VerifyPrivateKey(curve, key); err != nil {
 		return identity{}, fmt.Errorf("the private key does not match certificate %s: %w", fp, err)
 	}
-	return identity{fingerprint: fp, expires: expires, ip: nets[0].Addr(), network: nets[0].Masked()}, nil
+	return identity{fingerprint: fp, expires: expires, ip: nets[0].Addr(), network: nets[0].Masked(), networks: nets}, nil
 }
 
 // Reload applies c to the running instance.
@@ -107,7 +110,7 @@ func (m *Mesh) Reload(c Config) error {
 		if err := m.verify(eff, id.fingerprint); err != nil {
 			return codes.Wrap(codes.OverlayApply, err)
 		}
-		return nil
+		return m.tunAddrs(id)
 	}
 	done := m.bridge.capture()
 	err = m.nc.ReloadConfigString(text)
@@ -123,6 +126,16 @@ func (m *Mesh) Reload(c Config) error {
 	m.closeBlocked(eff.Blocklist)
 	m.log.Info("overlay reloaded", "lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
 		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)
+	return m.tunAddrs(id)
+}
+
+// tunAddrs is addTunAddrs for the certificate a reload applied; a failure
+// is codes.OverlayApply (the config stays applied: the IPv4 overlay works,
+// the address is tried again on the next reload).
+func (m *Mesh) tunAddrs(id identity) error {
+	if err := m.addTunAddrs(id.networks); err != nil {
+		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w", err))
+	}
 	return nil
 }
 
