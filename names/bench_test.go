@@ -14,15 +14,26 @@ import (
 	"github.com/meshd/meshd/persource"
 )
 
-// benchZone is a zone of n hosts, as a cluster of n nodes gives it.
-func benchZone(b *testing.B, n int) *Zone {
+// benchHosts are n hosts, as a dual-stack cluster of n nodes gives them
+// (overlay6's addresses).
+func benchHosts(n int) []Host {
 	hosts := make([]Host, n)
 	for i := range hosts {
-		hosts[i] = Host{Name: fmt.Sprintf("n%d", i), Addr: netip.AddrFrom4([4]byte{10, 42, byte(i >> 8), byte(i)})}
+		a6 := overlay6.Addr().As16()
+		a6[14], a6[15] = byte(i>>8), byte(i)
+		hosts[i] = Host{Name: fmt.Sprintf("n%d", i), Addr: netip.AddrFrom4([4]byte{10, 42, byte(i >> 8), byte(i)}), Addr6: netip.AddrFrom16(a6)}
 	}
-	z, err := NewZone("prod", "mesh", netip.MustParsePrefix("10.42.0.0/16"), hosts)
+	return hosts
+}
+
+// benchZone is a zone of n hosts, as a dual-stack cluster of n nodes gives it.
+func benchZone(b *testing.B, n int) *Zone {
+	z, err := NewZone("prod", "mesh", netip.MustParsePrefix("10.42.0.0/16"), overlay6, benchHosts(n))
 	if err != nil {
 		b.Fatal(err)
+	}
+	if z.Len() != n {
+		b.Fatalf("zone of %d hosts, want %d", z.Len(), n)
 	}
 	return z
 }
@@ -97,16 +108,13 @@ func BenchmarkServeThroughput(b *testing.B) {
 	b.ReportMetric(float64(per*clients)/time.Since(start).Seconds(), "queries/s")
 }
 
-// BenchmarkZoneBuild: building a 1000-host zone, what every change of
-// the records costs a node.
+// BenchmarkZoneBuild: building a 1000-host dual-stack zone, what every
+// change of the records costs a node.
 func BenchmarkZoneBuild(b *testing.B) {
-	hosts := make([]Host, 1000)
-	for i := range hosts {
-		hosts[i] = Host{Name: fmt.Sprintf("n%d", i), Addr: netip.AddrFrom4([4]byte{10, 42, byte(i >> 8), byte(i)})}
-	}
+	hosts := benchHosts(1000)
 	b.ReportAllocs()
 	for range b.N {
-		if _, err := NewZone("prod", "mesh", netip.MustParsePrefix("10.42.0.0/16"), hosts); err != nil {
+		if _, err := NewZone("prod", "mesh", netip.MustParsePrefix("10.42.0.0/16"), overlay6, hosts); err != nil {
 			b.Fatal(err)
 		}
 	}

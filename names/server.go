@@ -17,8 +17,9 @@ import (
 
 // MaxAnswer caps a reply's size in bytes over UDP, whatever a query's
 // EDNS0 buffer asks: 1232, the DNS flag day 2020 size that fits any
-// path's MTU. Replies hold one record, so none comes near it; a reply
-// that would is truncated (TC) by the library.
+// path's MTU. Replies hold one record (two, the A and the AAAA, for ANY
+// of a dual-stack member), so none comes near it; a reply that would is
+// truncated (TC) by the library.
 const MaxAnswer = 1232
 
 // Limits bound what a server answers.

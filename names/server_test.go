@@ -79,6 +79,33 @@ func TestServer(t *testing.T) {
 	}
 }
 
+// TestServerIPv6: over UDP and TCP, a dual-stack zone's member answers
+// its AAAA and its IPv6 address its PTR; an IPv4-only zone answers the
+// AAAA NODATA and refuses the ip6.arpa name.
+func TestServerIPv6(t *testing.T) {
+	s, addr := serve(t, Limits{})
+	const w1PTR = "3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.e.4.d.3.c.2.b.1.a.5.d.f.ip6.arpa."
+	s.SetZone(testZone6(t))
+	for _, network := range []string{"udp", "tcp"} {
+		r := exchange(t, network, addr, query("w1.prod.mesh.", dns.TypeAAAA))
+		if len(r.Answer) != 1 || r.Answer[0].(*dns.AAAA).AAAA.String() != "fd5a:1b2c:3d4e::3" || r.Answer[0].Header().Ttl != TTL {
+			t.Errorf("%s w1 AAAA: %v", network, r)
+		}
+		r = exchange(t, network, addr, query(w1PTR, dns.TypePTR))
+		if len(r.Answer) != 1 || r.Answer[0].(*dns.PTR).Ptr != "w1.prod.mesh." || !r.Authoritative {
+			t.Errorf("%s IPv6 PTR: %v", network, r)
+		}
+	}
+	s.SetZone(testZone(t))
+	r := exchange(t, "udp", addr, query("w1.prod.mesh.", dns.TypeAAAA))
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 || len(r.Ns) != 1 || r.Ns[0].Header().Rrtype != dns.TypeSOA {
+		t.Errorf("IPv4-only w1 AAAA: %v, want NODATA with the SOA", r)
+	}
+	if rc := exchange(t, "udp", addr, query(w1PTR, dns.TypePTR)).Rcode; rc != dns.RcodeRefused {
+		t.Errorf("IPv4-only IPv6 PTR: %s, want REFUSED", dns.RcodeToString[rc])
+	}
+}
+
 // TestServerEDNS: an EDNS0 query gets an OPT back whose size is capped at
 // MaxAnswer, whatever it asked.
 func TestServerEDNS(t *testing.T) {

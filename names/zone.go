@@ -22,30 +22,39 @@ const TTL = 1
 // DefaultDomain is dns.domain's default: members are NAME.CLUSTER.mesh.
 const DefaultDomain = "mesh"
 
-// Host is one name the zone answers: an active node and its overlay IP.
+// Host is one name the zone answers: an active node and its overlay IPs.
 type Host struct {
-	Name string // the node's name, a DNS label (enroll.ValidName)
-	Addr netip.Addr
+	Name  string // the node's name, a DNS label (enroll.ValidName)
+	Addr  netip.Addr
+	Addr6 netip.Addr // the IPv6 overlay address (issue 34); the zero Addr when the node or the cluster has none
 }
 
 // Zone is one node's view of the cluster's names, immutable once built:
-// the forward zone CLUSTER.DOMAIN (an A record per active node) and the
-// overlay's reverse zone (a PTR per active node). Build a new one on each
-// change and hand it to Server.SetZone.
+// the forward zone CLUSTER.DOMAIN (an A record per active node, and an
+// AAAA per node with an IPv6 overlay address) and the overlay's reverse
+// zones (a PTR per address: in-addr.arpa, and ip6.arpa when the cluster
+// has an IPv6 overlay). Build a new one on each change and hand it to
+// Server.SetZone.
 type Zone struct {
-	origin  string // "prod.mesh.", lower case
-	reverse string // the overlay's reverse zone, "42.10.in-addr.arpa." for 10.42.0.0/16
-	overlay netip.Prefix
-	byName  map[string]netip.Addr // "w1" -> 10.42.0.3
-	byAddr  map[netip.Addr]string // 10.42.0.3 -> "w1.prod.mesh."
-	soa     *dns.SOA
+	origin   string // "prod.mesh.", lower case
+	reverse  string // the overlay's reverse zone, "42.10.in-addr.arpa." for 10.42.0.0/16
+	reverse6 string // the IPv6 overlay's, "0.0.0.0.e.4.d.3.c.2.b.1.a.5.d.f.ip6.arpa." for fd5a:1b2c:3d4e::/64; "" without one
+	overlay  netip.Prefix
+	overlay6 netip.Prefix          // the zero Prefix for an IPv4-only cluster
+	byName   map[string]netip.Addr // "w1" -> 10.42.0.3
+	byName6  map[string]netip.Addr // "w1" -> fd5a:1b2c:3d4e::3, for the hosts with one
+	byAddr   map[netip.Addr]string // 10.42.0.3 and fd5a:1b2c:3d4e::3 -> "w1.prod.mesh."
+	soa      *dns.SOA
 }
 
 // NewZone builds the zone of cluster under domain (ValidDomain) for the
-// overlay network: hosts outside it, with a name that is not a DNS label,
-// or with a name or address another host has already taken are left out
-// (the FSM never records two, so that is a corrupt input, not a choice).
-func NewZone(cluster, domain string, overlay netip.Prefix, hosts []Host) (*Zone, error) {
+// overlay network and, unless it is the zero Prefix (an IPv4-only
+// cluster), the IPv6 overlay6, a network of /64 to /124. Hosts outside
+// overlay, with a name that is not a DNS label, or with a name or address
+// another host has already taken are left out; so is an Addr6 outside
+// overlay6 or another host's (the host keeps its A). The FSM never
+// records two, so a taken one is a corrupt input, not a choice.
+func NewZone(cluster, domain string, overlay, overlay6 netip.Prefix, hosts []Host) (*Zone, error) {
 	if err := ValidDomain(domain); err != nil {
 		return nil, err
 	}
@@ -55,13 +64,27 @@ func NewZone(cluster, domain string, overlay netip.Prefix, hosts []Host) (*Zone,
 	if !overlay.IsValid() || !overlay.Addr().Is4() {
 		return nil, fmt.Errorf("dns: overlay %s: want an IPv4 network", overlay)
 	}
+	if overlay6 != (netip.Prefix{}) {
+		if !overlay6.IsValid() || !overlay6.Addr().Is6() || overlay6.Addr().Is4In6() || overlay6.Bits() < 64 || overlay6.Bits() > 124 {
+			return nil, fmt.Errorf("dns: IPv6 overlay %s: want an IPv6 network of /64 to /124", overlay6)
+		}
+		overlay6 = overlay6.Masked()
+	}
 	overlay = overlay.Masked()
 	z := &Zone{
-		origin:  strings.ToLower(cluster + "." + domain + "."),
-		reverse: reverseZone(overlay),
-		overlay: overlay,
-		byName:  make(map[string]netip.Addr, len(hosts)),
-		byAddr:  make(map[netip.Addr]string, len(hosts)),
+		origin:   strings.ToLower(cluster + "." + domain + "."),
+		reverse:  reverseZone(overlay),
+		overlay:  overlay,
+		overlay6: overlay6,
+		byName:   make(map[string]netip.Addr, len(hosts)),
+		byName6:  make(map[string]netip.Addr),
+		byAddr:   make(map[netip.Addr]string, len(hosts)),
+	}
+	if overlay6.IsValid() {
+		var err error
+		if z.reverse6, err = reverseZone6(overlay6); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range hosts {
 		name := strings.ToLower(h.Name)
@@ -76,6 +99,11 @@ func NewZone(cluster, domain string, overlay netip.Prefix, hosts []Host) (*Zone,
 		}
 		z.byName[name] = h.Addr
 		z.byAddr[h.Addr] = name + "." + z.origin
+		if _, taken := z.byAddr[h.Addr6]; taken || !overlay6.IsValid() || !overlay6.Contains(h.Addr6) {
+			continue
+		}
+		z.byName6[name] = h.Addr6
+		z.byAddr[h.Addr6] = name + "." + z.origin
 	}
 	z.soa = &dns.SOA{
 		Hdr:     dns.RR_Header{Name: z.origin, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: TTL},
@@ -109,10 +137,24 @@ func (z *Zone) NodeName(name string) string {
 // Len is how many hosts the zone answers for.
 func (z *Zone) Len() int { return len(z.byName) }
 
-// Lookup is the address the zone gives name (a node name or its FQDN).
+// Lookup is the address the zone gives name (a node name or its FQDN):
+// its A.
 func (z *Zone) Lookup(name string) (netip.Addr, bool) {
-	a, ok := z.byName[strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(name), "."), "."+z.Origin())]
+	a, ok := z.byName[z.label(name)]
 	return a, ok
+}
+
+// Lookup6 is the IPv6 address the zone gives name (a node name or its
+// FQDN): its AAAA; false for a name without one.
+func (z *Zone) Lookup6(name string) (netip.Addr, bool) {
+	a, ok := z.byName6[z.label(name)]
+	return a, ok
+}
+
+// label is name (a node name or its FQDN, any case, final dot or not)
+// as the zone's maps hold it.
+func (z *Zone) label(name string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(name), "."), "."+z.Origin())
 }
 
 // Equal says whether two zones answer every question alike.
@@ -120,11 +162,19 @@ func (z *Zone) Equal(o *Zone) bool {
 	if z == nil || o == nil {
 		return z == o
 	}
-	if z.origin != o.origin || z.overlay != o.overlay || len(z.byName) != len(o.byName) {
+	if z.origin != o.origin || z.overlay != o.overlay || z.overlay6 != o.overlay6 {
 		return false
 	}
-	for n, a := range z.byName {
-		if b, ok := o.byName[n]; !ok || a != b {
+	return sameAddrs(z.byName, o.byName) && sameAddrs(z.byName6, o.byName6)
+}
+
+// sameAddrs says whether a and b map the same names to the same addresses.
+func sameAddrs(a, b map[string]netip.Addr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, x := range a {
+		if y, ok := b[n]; !ok || x != y {
 			return false
 		}
 	}
@@ -132,11 +182,14 @@ func (z *Zone) Equal(o *Zone) bool {
 }
 
 // Answer is the zone's reply to a query (one question, opcode QUERY): an
-// A (or, for ANY, the A) for a member's name; a PTR for a member's
-// overlay address; NXDOMAIN with the SOA for any other name in either
-// zone; NOERROR without records for another type of a name that exists;
-// REFUSED for a name outside both zones or a class other than IN: the
-// query is never forwarded anywhere.
+// A, or an AAAA when the member has an IPv6 overlay address (for ANY,
+// both), for a member's name; a PTR for a member's overlay address, IPv4
+// or IPv6; NXDOMAIN with the SOA for any other name in the zones;
+// NOERROR without records, the SOA in authority, for another type of a
+// name that exists (an AAAA of a member without an IPv6 address among
+// them); REFUSED for a name outside the zones (ip6.arpa entirely when
+// the cluster has no IPv6 overlay) or a class other than IN: the query
+// is never forwarded anywhere.
 func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
 	resp := new(dns.Msg)
 	resp.SetReply(req)
@@ -157,7 +210,12 @@ func (z *Zone) Answer(req *dns.Msg) *dns.Msg {
 		z.forward(resp, q, name)
 	case dns.IsSubDomain(z.reverse, name):
 		resp.Authoritative = true
-		z.ptr(resp, q, name)
+		addr, full, ok := parseReverse(name)
+		z.ptr(resp, q, z.overlay, addr, full, ok)
+	case z.reverse6 != "" && dns.IsSubDomain(z.reverse6, name):
+		resp.Authoritative = true
+		addr, full, ok := parseReverse6(name)
+		z.ptr(resp, q, z.overlay6, addr, full, ok)
 	default:
 		resp.Rcode = dns.RcodeRefused
 	}
@@ -181,21 +239,28 @@ func (z *Zone) forward(resp *dns.Msg, q dns.Question, name string) {
 		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
 		return
 	}
-	if q.Qtype != dns.TypeA && q.Qtype != dns.TypeANY {
-		resp.Ns = append(resp.Ns, dns.Copy(z.soa)) // NODATA: the name exists, the type does not
-		return
+	if q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY {
+		resp.Answer = append(resp.Answer, &dns.A{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: TTL},
+			A:   addr.AsSlice(),
+		})
 	}
-	resp.Answer = append(resp.Answer, &dns.A{
-		Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: TTL},
-		A:   addr.AsSlice(),
-	})
+	if addr6, ok := z.byName6[label]; ok && (q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY) {
+		resp.Answer = append(resp.Answer, &dns.AAAA{
+			Hdr:  dns.RR_Header{Name: q.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: TTL},
+			AAAA: addr6.AsSlice(),
+		})
+	}
+	if len(resp.Answer) == 0 {
+		resp.Ns = append(resp.Ns, dns.Copy(z.soa)) // NODATA: the name exists, the type does not
+	}
 }
 
-// ptr answers a name in the overlay's reverse zone.
-func (z *Zone) ptr(resp *dns.Msg, q dns.Question, name string) {
-	addr, full, ok := parseReverse(name)
+// ptr answers a name in one of the overlay's reverse zones, that of
+// overlay, read (parseReverse, parseReverse6) as addr, full, ok.
+func (z *Zone) ptr(resp *dns.Msg, q dns.Question, overlay netip.Prefix, addr netip.Addr, full, ok bool) {
 	switch {
-	case !ok, full && !z.overlay.Contains(addr):
+	case !ok, full && !overlay.Contains(addr):
 		resp.Rcode = dns.RcodeNameError
 		resp.Ns = append(resp.Ns, dns.Copy(z.soa))
 		return
@@ -232,6 +297,21 @@ func reverseZone(overlay netip.Prefix) string {
 	return strings.Join(append(labels, "in-addr", "arpa"), ".") + "."
 }
 
+// reverseZone6 is the ip6.arpa zone that holds overlay6, its prefix
+// rounded down to whole nibbles: fd5a:1b2c:3d4e::/64 and
+// fd5a:1b2c:3d4e::/66 are both in
+// 0.0.0.0.e.4.d.3.c.2.b.1.a.5.d.f.ip6.arpa.
+func reverseZone6(overlay6 netip.Prefix) (string, error) {
+	arpa, err := dns.ReverseAddr(overlay6.Addr().String()) // 32 one-nibble labels, least significant first
+	if err != nil {
+		return "", fmt.Errorf("dns: IPv6 overlay %s: %w", overlay6, err)
+	}
+	if len(arpa) != 2*32+len("ip6.arpa.") { // an IPv4-mapped address gives an in-addr.arpa name
+		return "", fmt.Errorf("dns: IPv6 overlay %s: reverse name %s", overlay6, arpa)
+	}
+	return arpa[2*(32-overlay6.Bits()/4):], nil // each nibble's label is two bytes, "x."
+}
+
 // parseReverse reads an in-addr.arpa name: full says all four octets are
 // there (addr is the address); ok is false when a label is not an octet
 // or there are more than four.
@@ -260,6 +340,41 @@ func parseReverse(name string) (addr netip.Addr, full, ok bool) {
 		return netip.Addr{}, false, true
 	}
 	return netip.AddrFrom4(b), true, true
+}
+
+// parseReverse6 reads an ip6.arpa name, as parseReverse does: full says
+// all 32 nibbles are there (addr is the address); ok is false when a
+// label is not one hex digit or there are more than 32. name is lower
+// case.
+func parseReverse6(name string) (addr netip.Addr, full, ok bool) {
+	rest, found := strings.CutSuffix(name, "ip6.arpa.")
+	if !found {
+		return netip.Addr{}, false, false
+	}
+	rest = strings.TrimSuffix(rest, ".")
+	if rest == "" {
+		return netip.Addr{}, false, true
+	}
+	labels := strings.Split(rest, ".")
+	if len(labels) > 32 {
+		return netip.Addr{}, false, false
+	}
+	var b [16]byte
+	for i, l := range labels {
+		if len(l) != 1 {
+			return netip.Addr{}, false, false
+		}
+		v := strings.IndexByte("0123456789abcdef", l[0])
+		if v < 0 {
+			return netip.Addr{}, false, false
+		}
+		n := len(labels) - 1 - i // the nibble's place, most significant first
+		b[n/2] |= byte(v) << (4 * (1 - n%2))
+	}
+	if len(labels) < 32 {
+		return netip.Addr{}, false, true
+	}
+	return netip.AddrFrom16(b), true, true
 }
 
 // reservedDomains may not be dns.domain nor end it: the host resolves

@@ -112,7 +112,7 @@ func (d *dnsNames) syncZone() {
 	if d.srv.Zone() != nil && slices.Equal(hosts, d.hosts) {
 		return
 	}
-	z, err := names.NewZone(d.facts.ClusterName, d.cfg.DNS.Domain, d.facts.Overlay.Masked(), hosts)
+	z, err := names.NewZone(d.facts.ClusterName, d.cfg.DNS.Domain, d.facts.Overlay.Masked(), netip.Prefix{}, hosts)
 	if err != nil { // the config and the facts were checked at start: a bug
 		d.log.Error("dns zone not built", "err", err)
 		return
