@@ -53,6 +53,30 @@ func allPairsPing(t testing.TB, nodes []*Node, within time.Duration) {
 	}
 }
 
+// allPairsPing6 is allPairsPing over the IPv6 overlay (issue 34: a
+// cluster is dual-stack by default): every node lists an IPv6 overlay
+// address for every other, and reaches it.
+func allPairsPing6(t testing.TB, nodes []*Node, within time.Duration) {
+	t.Helper()
+	ips := map[string]string{}
+	for _, n := range nodes[0].Nodes(t) {
+		if n.OverlayIP6 == "" {
+			t.Fatalf("%s lists no IPv6 overlay address for %s", nodes[0].NodeName, n.Name)
+		}
+		ips[n.Name] = n.OverlayIP6
+	}
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a == b {
+				continue
+			}
+			Eventually(t, within, fmt.Sprintf("%s pings %s over IPv6", a.NodeName, b.NodeName), func() error {
+				return a.Ping(t.Context(), ips[b.NodeName])
+			})
+		}
+	}
+}
+
 // gossipState is the gossip column for name as seen from nd.
 func gossipState(t testing.TB, nd *Node, name string) string {
 	for _, n := range nd.Nodes(t) {
@@ -102,6 +126,7 @@ func TestOverlayFormsAndHeals(t *testing.T) {
 		})
 	}
 	allPairsPing(t, nodes, 5*time.Second)
+	allPairsPing6(t, nodes, 5*time.Second)
 
 	// A killed worker is seen as failed by every other node.
 	victim := nodes[2]
@@ -139,6 +164,7 @@ func TestOverlayFormsAndHeals(t *testing.T) {
 		nd.Start(t)
 	}
 	allPairsPing(t, nodes, 20*time.Second)
+	allPairsPing6(t, nodes, 10*time.Second)
 }
 
 // TestLeaveAndRemoveWithdraw: a worker that leaves is unjoined and

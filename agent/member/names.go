@@ -14,6 +14,7 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/names"
+	"github.com/meshd/meshd/pki"
 )
 
 // The cluster's names (issue 30, package names). Every member answers
@@ -34,6 +35,7 @@ type dnsNames struct {
 
 	mu        sync.Mutex
 	hosts     []names.Host      // the zone's, sorted; guarded by mu
+	overlay6  netip.Prefix      // the zone's IPv6 overlay; guarded by mu
 	notServed map[string]string // address -> why it is not served; guarded by mu
 	// resolved is systemd-resolved's routing of the domain as last
 	// seen (apitype.DNS.Resolved), link the overlay's link name;
@@ -107,12 +109,13 @@ func (d *dnsNames) syncZone() {
 		return
 	}
 	hosts := zoneHosts(list)
+	overlay6 := d.ownOverlay6()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.srv.Zone() != nil && slices.Equal(hosts, d.hosts) {
+	if d.srv.Zone() != nil && slices.Equal(hosts, d.hosts) && overlay6 == d.overlay6 {
 		return
 	}
-	z, err := names.NewZone(d.facts.ClusterName, d.cfg.DNS.Domain, d.facts.Overlay.Masked(), netip.Prefix{}, hosts)
+	z, err := names.NewZone(d.facts.ClusterName, d.cfg.DNS.Domain, d.facts.Overlay.Masked(), overlay6, hosts)
 	if err != nil { // the config and the facts were checked at start: a bug
 		d.log.Error("dns zone not built", "err", err)
 		return
@@ -121,7 +124,7 @@ func (d *dnsNames) syncZone() {
 		d.firstZone <- struct{}{} // buffered 1, sent once
 	}
 	d.srv.SetZone(z)
-	d.hosts = hosts
+	d.hosts, d.overlay6 = hosts, overlay6
 	d.log.Debug("dns zone", "origin", z.Origin(), "names", z.Len())
 }
 
@@ -134,7 +137,11 @@ func zoneHosts(list []control.NodeRecord) []names.Host {
 		if err != nil || !n.Active() {
 			continue
 		}
-		hosts = append(hosts, names.Host{Name: n.Name, Addr: a.Unmap()})
+		h := names.Host{Name: n.Name, Addr: a.Unmap()}
+		if a6, err := netip.ParseAddr(n.OverlayIP6); err == nil {
+			h.Addr6 = a6
+		}
+		hosts = append(hosts, h)
 	}
 	slices.SortFunc(hosts, func(a, b names.Host) int { return cmp.Or(strings.Compare(a.Name, b.Name), a.Addr.Compare(b.Addr)) })
 	return hosts
@@ -206,4 +213,12 @@ func (d *dnsNames) status() (*apitype.DNS, []apitype.Warning) {
 	slices.Sort(s.NotServed)
 	slices.SortFunc(warns, func(a, b apitype.Warning) int { return strings.Compare(a.Detail, b.Detail) })
 	return s, warns
+}
+
+// ownOverlay6 is the IPv6 overlay the zone answers AAAA in: the IPv6
+// network of this node's own Nebula certificate, masked. A node without
+// one (an IPv4-only cluster, or its v2 certificate not yet here during a
+// move to v2) answers no AAAA: it could not reach the addresses anyway.
+func (d *dnsNames) ownOverlay6() netip.Prefix {
+	return pki.NebulaOverlay6(d.live.Identity().NebulaCert).Masked()
 }

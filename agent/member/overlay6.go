@@ -10,15 +10,4 @@ import (
 // IPv6 network of the certificate last applied, with its prefix length.
 // Invalid in an IPv4-only cluster, and on a node of a cluster moving to
 // v2 certificates until its v2 certificate is applied.
-func (ov *overlay) overlay6() netip.Prefix {
-	nets, _, err := pki.NebulaCertNetworks(ov.applied().Cert)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	for _, n := range nets {
-		if n.Addr().Is6() {
-			return n
-		}
-	}
-	return netip.Prefix{}
-}
+func (ov *overlay) overlay6() netip.Prefix { return pki.NebulaOverlay6(ov.applied().Cert) }
