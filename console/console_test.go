@@ -476,8 +476,12 @@ func TestMeshNATAndRelay(t *testing.T) {
 			t.Errorf("the mesh page lacks %q", want)
 		}
 	}
+	// Issue 34: a dual-stack node's row and page show both overlay IPs.
+	if !strings.Contains(body, "<td>10.42.0.2<br>fd5a:1b2c:3d4e::2</td>") {
+		t.Error("the mesh page does not show w1's IPv4 and IPv6 overlay IPs")
+	}
 	_, page := c.get("/node/w1")
-	for _, want := range []string{"<dd>192.168.7.10 (as the node advertised it)</dd>",
+	for _, want := range []string{"<dt>overlay IPv6</dt><dd>fd5a:1b2c:3d4e::2</dd>", "<dd>192.168.7.10 (as the node advertised it)</dd>",
 		"<dd>203.0.113.7 (behind a NAT: the cluster sees it from this address)</dd>", "<dt>path from this node</dt><dd>relayed via w2</dd>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the node page of w1 lacks %q", want)
@@ -848,6 +852,7 @@ func TestMeshFilter(t *testing.T) {
 		"failed":    {"w2"},       // gossip state
 		"10.42.0.3": {"w2"},       // overlay IP
 		"10.42.0.":  {"cp1", "w1", "w2"},
+		"FD5A:1b2c": {"w1"}, // the IPv6 overlay IP (issue 34), any case
 		"eu-":       {"w1"}, // a node group, part of it, any case
 		" web ":     {"w2"}, // trimmed
 		"nomatch":   {},

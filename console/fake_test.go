@@ -64,7 +64,7 @@ func newFake() *fakeMeshd {
 			Approvals: []apitype.WaitingJoin{{Name: "w9", TokenID: "aaaabbbbcccc", Source: "192.0.2.9", Via: "cp1", Since: now, Expires: now.Add(time.Hour)}}},
 		nodes: []apitype.Node{
 			{Name: "cp1", ID: idCP1, Role: "control", State: "active", Gossip: "alive", OverlayIP: "10.42.0.1", Raft: "leader", Version: "1.2.3", Self: true},
-			{Name: "w1", ID: idW1, Role: "worker", State: "active", Gossip: "alive", OverlayIP: "10.42.0.2", Raft: "none", Version: "1.2.3",
+			{Name: "w1", ID: idW1, Role: "worker", State: "active", Gossip: "alive", OverlayIP: "10.42.0.2", OverlayIP6: "fd5a:1b2c:3d4e::2", Raft: "none", Version: "1.2.3",
 				Underlay: "192.168.7.10", SeenFrom: "203.0.113.7", BehindNAT: true, Tunnel: &apitype.PingPath{Relay: "w2", RelayIP: "10.42.0.3"}},
 			{Name: "w2", ID: idW2, Role: "worker", State: "active", Gossip: "failed", OverlayIP: "10.42.0.3", Raft: "none", Version: "1.2.2", LastSeen: now.Add(-time.Minute),
 				Underlay: "198.51.100.20", SeenFrom: "198.51.100.20", Relay: true},

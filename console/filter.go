@@ -32,9 +32,10 @@ func filterNodes(rows []nodeRow, q string) []nodeRow {
 
 // nodeMatches reports whether lq (lower case) is part of n's name, role,
 // state or gossip state (both are columns of the table: "failed" finds a
-// node failed in either), overlay IP or one of its node groups.
+// node failed in either), overlay IP (IPv4 or IPv6) or one of its node
+// groups.
 func nodeMatches(n nodeRow, lq string) bool {
-	for _, s := range append([]string{n.Name, n.Role, n.State, n.Gossip, n.OverlayIP}, n.Groups...) {
+	for _, s := range append([]string{n.Name, n.Role, n.State, n.Gossip, n.OverlayIP, n.OverlayIP6}, n.Groups...) {
 		if strings.Contains(strings.ToLower(s), lq) {
 			return true
 		}
