@@ -224,7 +224,7 @@ func (cm *connectionManager) migrateRelayUsed(oldhostinfo, newhostinfo *HostInfo
 				index = existing.LocalIndex
 				switch r.Type {
 				case TerminalType:
-					relayFrom = cm.intf.myVpnAddrs[0]
+					relayFrom = cm.intf.pki.getCertState().myVpnAddrs[0]
 					relayTo = existing.PeerAddr
 				case ForwardingType:
 					relayFrom = existing.PeerAddr
@@ -251,7 +251,7 @@ func (cm *connectionManager) migrateRelayUsed(oldhostinfo, newhostinfo *HostInfo
 			}
 			switch r.Type {
 			case TerminalType:
-				relayFrom = cm.intf.myVpnAddrs[0]
+				relayFrom = cm.intf.pki.getCertState().myVpnAddrs[0]
 				relayTo = r.PeerAddr
 			case ForwardingType:
 				relayFrom = r.PeerAddr
@@ -443,7 +443,7 @@ func (cm *connectionManager) shouldSwapPrimary(current *HostInfo) bool {
 	// Only one side should swap because if both swap then we may never resolve to a single tunnel.
 	// vpn addr is static across all tunnels for this host pair so lets
 	// use that to determine if we should consider swapping.
-	if current.vpnAddrs[0].Compare(cm.intf.myVpnAddrs[0]) < 0 {
+	if current.vpnAddrs[0].Compare(cm.intf.pki.getCertState().myVpnAddrs[0]) < 0 {
 		// Their primary vpn addr is less than mine. Do not swap.
 		return false
 	}

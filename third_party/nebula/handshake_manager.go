@@ -824,7 +824,7 @@ func (hm *HandshakeManager) beginHandshake(via ViaSender, packet []byte, h *head
 	if !via.IsRelayed {
 		hostinfo.SetRemote(via.UdpAddr)
 	}
-	hostinfo.buildNetworks(f.myVpnNetworksTable, remoteCert.Certificate)
+	hostinfo.buildNetworks(f.pki.getCertState().myVpnNetworksTable, remoteCert.Certificate)
 
 	if response != nil {
 		hostinfo.stage2Sent.Store(&stage2Resend{at: time.Now(), to: viaKey(via)}) // meshd patch: sent below unless this fails
@@ -933,7 +933,7 @@ func (hm *HandshakeManager) continueHandshake(via ViaSender, hh *HandshakeHostIn
 		// wastes a hostmap slot, suppresses no log, and obscures routing
 		// misconfig. Explicit refusal here mirrors the responder-side check
 		// in validatePeerCert.
-		if f.myVpnAddrsTable.Contains(network.Addr()) {
+		if f.pki.getCertState().myVpnAddrsTable.Contains(network.Addr()) {
 			f.l.Error("Refusing to handshake with myself",
 				"vpnNetworks", vpnNetworks,
 				"from", via,
@@ -950,7 +950,7 @@ func (hm *HandshakeManager) continueHandshake(via ViaSender, hh *HandshakeHostIn
 		if hostinfo.vpnAddrs[0] == network.Addr() {
 			correctHostResponded = true
 		}
-		if f.myVpnNetworksTable.Contains(network.Addr()) {
+		if f.pki.getCertState().myVpnNetworksTable.Contains(network.Addr()) {
 			anyVpnAddrsInCommon = true
 		}
 	}
@@ -999,7 +999,7 @@ func (hm *HandshakeManager) continueHandshake(via ViaSender, hh *HandshakeHostIn
 	)
 
 	hostinfo.vpnAddrs = vpnAddrs
-	hostinfo.buildNetworks(f.myVpnNetworksTable, remoteCert.Certificate)
+	hostinfo.buildNetworks(f.pki.getCertState().myVpnNetworksTable, remoteCert.Certificate)
 
 	hm.Complete(hostinfo, f)
 
@@ -1045,7 +1045,7 @@ func (hm *HandshakeManager) validatePeerCert(via ViaSender, remoteCert *cert.Cac
 	anyVpnAddrsInCommon := false
 
 	for i, network := range vpnNetworks {
-		if f.myVpnAddrsTable.Contains(network.Addr()) {
+		if f.pki.getCertState().myVpnAddrsTable.Contains(network.Addr()) {
 			f.l.Error("Refusing to handshake with myself",
 				"vpnNetworks", vpnNetworks,
 				"from", via,
@@ -1057,7 +1057,7 @@ func (hm *HandshakeManager) validatePeerCert(via ViaSender, remoteCert *cert.Cac
 			return nil, false, false
 		}
 		vpnAddrs[i] = network.Addr()
-		if f.myVpnNetworksTable.Contains(network.Addr()) {
+		if f.pki.getCertState().myVpnNetworksTable.Contains(network.Addr()) {
 			anyVpnAddrsInCommon = true
 		}
 	}

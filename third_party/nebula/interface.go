@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gaissmai/bart"
 	"github.com/rcrowley/go-metrics"
 
 	"github.com/slackhq/nebula/cert"
@@ -53,27 +52,27 @@ type InterfaceConfig struct {
 }
 
 type Interface struct {
-	hostMap               *HostMap
-	outside               udp.Conn
-	inside                overlay.Device
-	pki                   *PKI
-	firewall              *Firewall
-	connectionManager     *connectionManager
-	handshakeManager      *HandshakeManager
-	dnsServer             *dnsServer
-	createTime            time.Time
-	lightHouse            *LightHouse
-	myBroadcastAddrsTable *bart.Lite
-	myVpnAddrs            []netip.Addr // A list of addresses assigned to us via our certificate
-	myVpnAddrsTable       *bart.Lite
-	myVpnNetworks         []netip.Prefix // A list of networks assigned to us via our certificate
-	myVpnNetworksTable    *bart.Lite
-	dropLocalBroadcast    bool
-	dropMulticast         bool
-	routines              int
-	disconnectInvalid     atomic.Bool
-	closed                atomic.Bool
-	relayManager          *relayManager
+	hostMap           *HostMap
+	outside           udp.Conn
+	inside            overlay.Device
+	pki               *PKI
+	firewall          *Firewall
+	connectionManager *connectionManager
+	handshakeManager  *HandshakeManager
+	dnsServer         *dnsServer
+	createTime        time.Time
+	lightHouse        *LightHouse
+	// meshd patch: the addresses and networks assigned to us via our
+	// certificate are read from f.pki.getCertState() where they are
+	// used, not copied here at start, so that a reload that brings a
+	// certificate with more networks (a v2 certificate replacing a v1 one)
+	// routes, answers and filters for all of them (PATCHES.md).
+	dropLocalBroadcast bool
+	dropMulticast      bool
+	routines           int
+	disconnectInvalid  atomic.Bool
+	closed             atomic.Bool
+	relayManager       *relayManager
 
 	tryPromoteEvery atomic.Uint32
 	reQueryEvery    atomic.Uint32
@@ -172,7 +171,6 @@ func NewInterface(ctx context.Context, c *InterfaceConfig) (*Interface, error) {
 		return nil, errors.New("no connection manager")
 	}
 
-	cs := c.pki.getCertState()
 	ifce := &Interface{
 		ctx:                   ctx,
 		pki:                   c.pki,
@@ -190,11 +188,6 @@ func NewInterface(ctx context.Context, c *InterfaceConfig) (*Interface, error) {
 		version:               c.version,
 		writers:               make([]udp.Conn, c.routines),
 		readers:               make([]io.ReadWriteCloser, c.routines),
-		myVpnNetworks:         cs.myVpnNetworks,
-		myVpnNetworksTable:    cs.myVpnNetworksTable,
-		myVpnAddrs:            cs.myVpnAddrs,
-		myVpnAddrsTable:       cs.myVpnAddrsTable,
-		myBroadcastAddrsTable: cs.myVpnBroadcastAddrsTable,
 		relayManager:          c.relayManager,
 		connectionManager:     c.connectionManager,
 		conntrackCacheTimeout: c.ConntrackCacheTimeout,
@@ -234,7 +227,7 @@ func (f *Interface) activate() error {
 
 	f.l.Info("Nebula interface is active",
 		"interface", f.inside.Name(),
-		"networks", f.myVpnNetworks,
+		"networks", f.pki.getCertState().myVpnNetworks,
 		"build", f.version,
 		"udpAddr", addr,
 		"boringcrypto", boringEnabled(),
@@ -393,8 +386,11 @@ func (f *Interface) reloadFirewall(c *config.C) {
 	// The firewall builds its routableNetworks set from the certificate's UnsafeNetworks at construction.
 	// Check to see if that set has changed, and if so, rebuild the firewall.
 	certUnsafeChanged := curCert != nil && !slices.Equal(curCert.UnsafeNetworks(), f.firewall.unsafeNetworks)
+	// meshd patch: and its assigned networks (routableNetworks holds them
+	// too): a v2 certificate replacing a v1 one brings an IPv6 network.
+	certNetworksChanged := curCert != nil && !slices.Equal(curCert.Networks(), f.firewall.assignedNetworks)
 
-	if !c.HasChanged("firewall") && !certUnsafeChanged {
+	if !c.HasChanged("firewall") && !certUnsafeChanged && !certNetworksChanged {
 		f.l.Debug("No firewall config change detected")
 		return
 	}

@@ -32,9 +32,12 @@ type LightHouse struct {
 	ctx          context.Context
 	amLighthouse bool
 
-	myVpnNetworks      []netip.Prefix
-	myVpnNetworksTable *bart.Lite
-	punchy             *Punchy
+	// certState is our certificate state now (meshd patch: read where
+	// our networks are used rather than copied at start, so a reload's
+	// certificate with more networks counts; main.go sets it to the PKI's
+	// getCertState, PATCHES.md).
+	certState func() *CertState
+	punchy    *Punchy
 
 	// localAddrsFn enumerates the underlay addresses we advertise. It is a field so tests can supply simulated
 	// addresses rather than whatever this machine's NICs happen to be. Set it before Start.
@@ -100,16 +103,15 @@ func NewLightHouseFromConfig(ctx context.Context, l *slog.Logger, c *config.C, c
 	}
 
 	h := LightHouse{
-		ctx:                ctx,
-		amLighthouse:       amLighthouse,
-		myVpnNetworks:      cs.myVpnNetworks,
-		myVpnNetworksTable: cs.myVpnNetworksTable,
-		addrMap:            make(map[netip.Addr]*RemoteList),
-		nebulaPort:         nebulaPort,
-		punchy:             p,
-		updateTrigger:      make(chan struct{}, 1),
-		queryChan:          make(chan netip.Addr, c.GetUint32("handshakes.query_buffer", 64)),
-		l:                  l,
+		ctx:           ctx,
+		amLighthouse:  amLighthouse,
+		certState:     func() *CertState { return cs }, // meshd patch: main.go hands it the PKI's
+		addrMap:       make(map[netip.Addr]*RemoteList),
+		nebulaPort:    nebulaPort,
+		punchy:        p,
+		updateTrigger: make(chan struct{}, 1),
+		queryChan:     make(chan netip.Addr, c.GetUint32("handshakes.query_buffer", 64)),
+		l:             l,
 	}
 	h.localAddrsFn = func(al *LocalAllowList) []netip.Addr {
 		return localAddrs(h.l, al)
@@ -206,7 +208,7 @@ func (lh *LightHouse) reload(c *config.C, initial bool) error {
 
 			//TODO: we could technically insert all returned addrs instead of just the first one if a dns lookup was used
 			addr := addrs[0].Unmap()
-			if lh.myVpnNetworksTable.Contains(addr) {
+			if lh.certState().myVpnNetworksTable.Contains(addr) {
 				lh.l.Warn("Ignoring lighthouse.advertise_addrs report because it is within the nebula network range",
 					"addr", rawAddr,
 					"entry", i+1,
@@ -280,7 +282,7 @@ func (lh *LightHouse) reload(c *config.C, initial bool) error {
 	//NOTE: many things will get much simpler when we combine static_host_map and lighthouse.hosts in config
 	if initial || c.HasChanged("static_host_map") || c.HasChanged("static_map.cadence") || c.HasChanged("static_map.network") || c.HasChanged("static_map.lookup_timeout") {
 		// Clean up. Entries still in the static_host_map will be re-built.
-		ourselves := lh.myVpnNetworks[0].Addr()
+		ourselves := lh.certState().myVpnNetworks[0].Addr()
 		oldStaticList := lh.staticList.Load()
 		if oldStaticList != nil {
 			lh.RLock()
@@ -388,10 +390,10 @@ func (lh *LightHouse) parseLighthouses(c *config.C) ([]netip.Addr, error) {
 			return nil, util.NewContextualError("Unable to parse lighthouse host entry", m{"host": host, "entry": i + 1}, err)
 		}
 
-		if !lh.myVpnNetworksTable.Contains(addr) {
+		if !lh.certState().myVpnNetworksTable.Contains(addr) {
 			lh.l.Warn("lighthouse host is not within our networks, lighthouse functionality will work but layer 3 network traffic to the lighthouse will not",
 				"vpnAddr", addr,
-				"networks", lh.myVpnNetworks,
+				"networks", lh.certState().myVpnNetworks,
 			)
 		}
 		out[i] = addr
@@ -462,10 +464,10 @@ func (lh *LightHouse) loadStaticMap(c *config.C, staticList map[netip.Addr]struc
 			return util.NewContextualError("Unable to parse static_host_map entry", m{"host": k, "entry": i + 1}, err)
 		}
 
-		if !lh.myVpnNetworksTable.Contains(vpnAddr) {
+		if !lh.certState().myVpnNetworksTable.Contains(vpnAddr) {
 			lh.l.Warn("static_host_map key is not within our networks, layer 3 network traffic to this host will not work",
 				"vpnAddr", vpnAddr,
-				"networks", lh.myVpnNetworks,
+				"networks", lh.certState().myVpnNetworks,
 				"entry", i+1,
 			)
 		}
@@ -612,9 +614,9 @@ func (lh *LightHouse) addStaticRemotes(i int, d time.Duration, network string, t
 		}
 		switch {
 		case addrPort.Addr().Is4():
-			am.unlockedPrependV4(lh.myVpnNetworks[0].Addr(), netAddrToProtoV4AddrPort(addrPort.Addr(), addrPort.Port()))
+			am.unlockedPrependV4(lh.certState().myVpnNetworks[0].Addr(), netAddrToProtoV4AddrPort(addrPort.Addr(), addrPort.Port()))
 		case addrPort.Addr().Is6():
-			am.unlockedPrependV6(lh.myVpnNetworks[0].Addr(), netAddrToProtoV6AddrPort(addrPort.Addr(), addrPort.Port()))
+			am.unlockedPrependV6(lh.certState().myVpnNetworks[0].Addr(), netAddrToProtoV6AddrPort(addrPort.Addr(), addrPort.Port()))
 		}
 	}
 
@@ -659,11 +661,11 @@ func (lh *LightHouse) addCalculatedRemotes(vpnAddr netip.Addr) bool {
 	lh.Unlock()
 
 	if len(calculatedV4) > 0 {
-		am.unlockedSetV4(lh.myVpnNetworks[0].Addr(), vpnAddr, calculatedV4, lh.unlockedShouldAddV4)
+		am.unlockedSetV4(lh.certState().myVpnNetworks[0].Addr(), vpnAddr, calculatedV4, lh.unlockedShouldAddV4)
 	}
 
 	if len(calculatedV6) > 0 {
-		am.unlockedSetV6(lh.myVpnNetworks[0].Addr(), vpnAddr, calculatedV6, lh.unlockedShouldAddV6)
+		am.unlockedSetV6(lh.certState().myVpnNetworks[0].Addr(), vpnAddr, calculatedV6, lh.unlockedShouldAddV6)
 	}
 
 	return len(calculatedV4) > 0 || len(calculatedV6) > 0
@@ -702,7 +704,7 @@ func (lh *LightHouse) shouldAdd(vpnAddrs []netip.Addr, to netip.Addr) bool {
 		return false
 	}
 
-	if lh.myVpnNetworksTable.Contains(to) {
+	if lh.certState().myVpnNetworksTable.Contains(to) {
 		return false
 	}
 
@@ -725,7 +727,7 @@ func (lh *LightHouse) unlockedShouldAddV4(vpnAddr netip.Addr, to *V4AddrPort) bo
 		return false
 	}
 
-	if lh.myVpnNetworksTable.Contains(udpAddr.Addr()) {
+	if lh.certState().myVpnNetworksTable.Contains(udpAddr.Addr()) {
 		return false
 	}
 
@@ -748,7 +750,7 @@ func (lh *LightHouse) unlockedShouldAddV6(vpnAddr netip.Addr, to *V6AddrPort) bo
 		return false
 	}
 
-	if lh.myVpnNetworksTable.Contains(udpAddr.Addr()) {
+	if lh.certState().myVpnNetworksTable.Contains(udpAddr.Addr()) {
 		return false
 	}
 
@@ -927,7 +929,7 @@ func (lh *LightHouse) SendUpdate() {
 
 	lal := lh.GetLocalAllowList()
 	for _, e := range lh.localAddrsFn(lal) {
-		if lh.myVpnNetworksTable.Contains(e) {
+		if lh.certState().myVpnNetworksTable.Contains(e) {
 			continue
 		}
 
@@ -957,7 +959,7 @@ func (lh *LightHouse) SendUpdate() {
 		}
 		if v == cert.Version1 {
 			if v1Update == nil {
-				if !lh.myVpnNetworks[0].Addr().Is4() {
+				if !lh.certState().myVpnNetworks[0].Addr().Is4() {
 					lh.l.Warn("cannot update lighthouse using v1 protocol without an IPv4 address",
 						"lighthouseAddr", lhVpnAddr,
 					)
@@ -971,7 +973,7 @@ func (lh *LightHouse) SendUpdate() {
 					b := r.As4()
 					relays = append(relays, binary.BigEndian.Uint32(b[:]))
 				}
-				b := lh.myVpnNetworks[0].Addr().As4()
+				b := lh.certState().myVpnNetworks[0].Addr().As4()
 				msg := NebulaMeta{
 					Type: NebulaMeta_HostUpdateNotification,
 					Details: &NebulaMetaDetails{

@@ -187,6 +187,7 @@ func Main(c *config.C, configTest bool, buildVersion string, l *slog.Logger, dev
 	if err != nil {
 		return nil, util.ContextualizeIfNeeded("Failed to initialize lighthouse handler", err)
 	}
+	lightHouse.certState = pki.getCertState // meshd patch: our networks follow a reloaded certificate
 
 	var messageMetrics *MessageMetrics
 	if c.GetBool("stats.message_metrics", false) {

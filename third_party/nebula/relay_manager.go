@@ -83,7 +83,7 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 		}
 
 		// Don't relay to myself
-		if f.myVpnAddrsTable.Contains(relay) {
+		if f.pki.getCertState().myVpnAddrsTable.Contains(relay) {
 			continue
 		}
 
@@ -120,7 +120,7 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 
 				switch relayHostInfo.GetCert().Certificate.Version() {
 				case cert.Version1:
-					if !f.myVpnAddrs[0].Is4() {
+					if !f.pki.getCertState().myVpnAddrs[0].Is4() {
 						hl.Error("can not establish v1 relay with a v6 network because the relay is not running a current nebula version")
 						continue
 					}
@@ -130,12 +130,12 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 						continue
 					}
 
-					b := f.myVpnAddrs[0].As4()
+					b := f.pki.getCertState().myVpnAddrs[0].As4()
 					m.OldRelayFromAddr = binary.BigEndian.Uint32(b[:])
 					b = vpnIp.As4()
 					m.OldRelayToAddr = binary.BigEndian.Uint32(b[:])
 				case cert.Version2:
-					m.RelayFromAddr = netAddrToProtoAddr(f.myVpnAddrs[0])
+					m.RelayFromAddr = netAddrToProtoAddr(f.pki.getCertState().myVpnAddrs[0])
 					m.RelayToAddr = netAddrToProtoAddr(vpnIp)
 				default:
 					hl.Error("Unknown certificate version found while creating relay")
@@ -148,7 +148,7 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 				} else {
 					f.SendMessageToHostInfo(header.Control, 0, relayHostInfo, msg, make([]byte, 12), make([]byte, mtu))
 					rm.l.Log(context.Background(), level, "send CreateRelayRequest",
-						"relayFrom", f.myVpnAddrs[0],
+						"relayFrom", f.pki.getCertState().myVpnAddrs[0],
 						"relayTo", vpnIp,
 						"initiatorRelayIndex", idx,
 						"relay", relay,
@@ -176,7 +176,7 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 
 			switch relayHostInfo.GetCert().Certificate.Version() {
 			case cert.Version1:
-				if !f.myVpnAddrs[0].Is4() {
+				if !f.pki.getCertState().myVpnAddrs[0].Is4() {
 					hl.Error("can not establish v1 relay with a v6 network because the relay is not running a current nebula version")
 					continue
 				}
@@ -186,12 +186,12 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 					continue
 				}
 
-				b := f.myVpnAddrs[0].As4()
+				b := f.pki.getCertState().myVpnAddrs[0].As4()
 				m.OldRelayFromAddr = binary.BigEndian.Uint32(b[:])
 				b = vpnIp.As4()
 				m.OldRelayToAddr = binary.BigEndian.Uint32(b[:])
 			case cert.Version2:
-				m.RelayFromAddr = netAddrToProtoAddr(f.myVpnAddrs[0])
+				m.RelayFromAddr = netAddrToProtoAddr(f.pki.getCertState().myVpnAddrs[0])
 				m.RelayToAddr = netAddrToProtoAddr(vpnIp)
 			default:
 				hl.Error("Unknown certificate version found while creating relay")
@@ -204,7 +204,7 @@ func (rm *relayManager) StartRelays(f *Interface, vpnIp netip.Addr, hh *Handshak
 				// This must send over the hostinfo, not over hm.Hosts[ip]
 				f.SendMessageToHostInfo(header.Control, 0, relayHostInfo, msg, make([]byte, 12), make([]byte, mtu))
 				rm.l.Log(context.Background(), level, "send CreateRelayRequest",
-					"relayFrom", f.myVpnAddrs[0],
+					"relayFrom", f.pki.getCertState().myVpnAddrs[0],
 					"relayTo", vpnIp,
 					"initiatorRelayIndex", existingRelay.LocalIndex,
 					"relay", relay,
@@ -438,13 +438,13 @@ func (rm *relayManager) handleCreateRelayRequest(v cert.Version, h *HostInfo, f 
 	logMsg.Info("handleCreateRelayRequest")
 	// Is the source of the relay me? This should never happen, but did happen due to
 	// an issue migrating relays over to newly re-handshaked host info objects.
-	if f.myVpnAddrsTable.Contains(from) {
+	if f.pki.getCertState().myVpnAddrsTable.Contains(from) {
 		logMsg.Error("Discarding relay request from myself", "myIP", from)
 		return
 	}
 
 	// Is the target of the relay me?
-	if f.myVpnAddrsTable.Contains(target) {
+	if f.pki.getCertState().myVpnAddrsTable.Contains(target) {
 		existingRelay, ok := h.relayState.QueryRelayForByIp(from)
 		if ok {
 			switch existingRelay.State {
