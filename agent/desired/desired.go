@@ -17,6 +17,9 @@ type Record struct {
 	ID, Name string
 	Role     pki.Role
 	Overlay  netip.Addr
+	// Overlay6 is its IPv6 overlay address in a dual-stack cluster;
+	// invalid otherwise.
+	Overlay6 netip.Addr
 	Underlay netip.AddrPort // its Nebula UDP endpoint; invalid when unknown
 	// LegacyGossip is the underlay address raft recorded as the node's
 	// gossip address when a release before gossip moved onto the overlay
@@ -56,6 +59,10 @@ type Member struct {
 type Inputs struct {
 	SelfName    string
 	SelfOverlay netip.Addr
+	// SelfOverlay6 is the IPv6 overlay network of this node's own
+	// certificate (invalid for a v1 certificate): peers' IPv6 addresses
+	// inside it go into the static host map too (Compute).
+	SelfOverlay6 netip.Prefix
 	// Records are the other nodes' active records. RecordsKnown is false
 	// only on a worker that has not received its first node list: then,
 	// and only then, Lighthouses (from the join response) stand in.
@@ -103,6 +110,7 @@ type Peer struct {
 	Name     string
 	Role     pki.Role
 	Overlay  netip.Addr
+	Overlay6 netip.Addr // invalid in an IPv4-only cluster
 	Underlay netip.AddrPort
 	Gossip   gossip.Status // "" when gossip has not vouched for it
 	Relay    bool          // its record offers it as a relay
@@ -131,7 +139,7 @@ func Peers(in Inputs) map[string]Peer {
 		if r.Name == in.SelfName || gone[r.ID] {
 			continue
 		}
-		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Underlay: r.Underlay, Relay: r.Relay}
+		out[r.Name] = Peer{Name: r.Name, Role: r.Role, Overlay: r.Overlay, Overlay6: r.Overlay6, Underlay: r.Underlay, Relay: r.Relay}
 	}
 	if !in.RecordsKnown {
 		for _, l := range in.Lighthouses {
@@ -207,12 +215,21 @@ func mismatch(in Inputs, m Member) string {
 // or is Gone): what
 // gossip says of a member never does, so no gossip message, forged or
 // late, takes a live node out of the overlay (issue 27), and a peer gossip
-// lost stays reachable for gossip to find again.
+// lost stays reachable for gossip to find again. On a node whose own
+// certificate is dual-stack, every peer's IPv6 overlay address goes into
+// the static host map as well, lighthouses' too: Nebula finds a peer by
+// the address a packet is for, and a tunnel made while either end still
+// held a v1 certificate (a cluster moving to v2) knows the peer by its
+// IPv4 address only, so without the entry a packet to a lighthouse's IPv6
+// address would wait for a handshake nothing could start.
 func Compute(in Inputs) Overlay {
 	o := Overlay{StaticHosts: map[netip.Addr][]netip.AddrPort{}, Blocklist: slices.Clone(in.Blocklist)}
 	for _, p := range Peers(in) {
 		if !p.Overlay.IsValid() || !p.Underlay.IsValid() {
 			continue
+		}
+		if in.SelfOverlay6.Contains(p.Overlay6) {
+			o.StaticHosts[p.Overlay6] = []netip.AddrPort{p.Underlay}
 		}
 		if p.Role == pki.RoleControl {
 			o.Lighthouses = append(o.Lighthouses, mesh.Lighthouse{OverlayIP: p.Overlay, Underlay: []netip.AddrPort{p.Underlay}})

@@ -327,3 +327,29 @@ func TestComputeRelayVolunteer(t *testing.T) {
 		})
 	}
 }
+
+// TestComputeMapsIPv6Peers (issue 34): on a node whose own certificate is
+// dual-stack, every peer's IPv6 overlay address inside its IPv6 overlay
+// maps to the peer's underlay, a lighthouse's too; a node on a v1
+// certificate (a cluster moving to v2) maps none, and an address outside
+// its IPv6 overlay is left out.
+func TestComputeMapsIPv6Peers(t *testing.T) {
+	in := base()
+	in.Records[1].Overlay6, in.Records[2].Overlay6 = ip("fd00:34::2"), ip("fd00:34::3")
+	if got := Compute(in).StaticHosts; len(got) != 1 || got[ip("10.42.0.3")] == nil {
+		t.Fatalf("a v1 node maps %v, want w1's IPv4 address only", got)
+	}
+	in.SelfOverlay6 = netip.MustParsePrefix("fd00:34::/64")
+	want := map[netip.Addr][]netip.AddrPort{
+		ip("10.42.0.3"):  {ap("192.0.2.3:4242")},
+		ip("fd00:34::2"): {ap("192.0.2.2:4242")}, // the lighthouse c2, by its IPv6 address
+		ip("fd00:34::3"): {ap("192.0.2.3:4242")},
+	}
+	if got := Compute(in).StaticHosts; !reflect.DeepEqual(got, want) {
+		t.Fatalf("a dual-stack node maps %v, want %v", got, want)
+	}
+	in.Records[2].Overlay6 = ip("fd00:99::3")
+	if got := Compute(in).StaticHosts; got[ip("fd00:99::3")] != nil {
+		t.Fatalf("an IPv6 address outside the node's IPv6 overlay was mapped: %v", got)
+	}
+}
