@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -32,10 +34,13 @@ func (h api) postRotateCA(r *http.Request, req apitype.CARotateRequest) (*apityp
 	}
 	nextDir := filepath.Join(h.a.cfg.StateDir, statedir.CADir, pki.CANextDir)
 	var next *pki.CA
+	if req.DualStack && cl.Overlay6.IsValid() {
+		return nil, codes.Wrap(codes.Overlay6Exists, fmt.Errorf("the cluster's overlay is dual-stack already (IPv6 overlay %s)", cl.Overlay6))
+	}
 	if cl.Rotation == nil {
 		// Everything reversible first: the key pair is saved before raft
 		// hears of it; an unused ca/next/ is overwritten by the next run.
-		if next, err = pki.NewCA(cl.Name, cl.Overlay, h.a.d.Now()); err != nil {
+		if next, err = nextCA(cl, req, h.a.d.Now()); err != nil {
 			return nil, err
 		}
 		if err := statedir.ClearCANext(h.a.cfg.StateDir, cl.CAFingerprint); err != nil {
@@ -44,6 +49,8 @@ func (h api) postRotateCA(r *http.Request, req apitype.CARotateRequest) (*apityp
 		if err := next.Save(nextDir); err != nil {
 			return nil, codes.Wrap(codes.StateDir, err)
 		}
+	} else if req.DualStack && !cl.Rotation.NextOverlay6.IsValid() {
+		return nil, codes.Wrap(codes.BadRequest, errors.New("a CA rotation without --dual-stack is in progress: run `meshctl ca rotate` to finish it, then move with --dual-stack"))
 	} else if ctl.CAByFingerprint(cl.Rotation.NextCAFingerprint) == nil {
 		if next, err = pki.LoadCA(nextDir); err != nil {
 			return nil, codes.Wrap(codes.StateCorrupt, fmt.Errorf("the next CA of the rotation in progress: %w", err))
@@ -55,6 +62,27 @@ func (h api) postRotateCA(r *http.Request, req apitype.CARotateRequest) (*apityp
 		return nil, err
 	}
 	return &st, nil
+}
+
+// nextCA is the next CA pair of a rotation of cl: dual-stack when cl is
+// (a rotation keeps the IPv6 overlay) or when req moves it to v2
+// (state.ChooseOverlay6 of req's prefix: a generated ULA /64 by default;
+// "none" is no move), else IPv4-only as before.
+func nextCA(cl state.Cluster, req apitype.CARotateRequest, now time.Time) (*pki.CA, error) {
+	v6 := cl.Overlay6
+	if req.DualStack {
+		if req.OverlayCIDR6 == state.Overlay6None {
+			return nil, codes.Wrap(codes.Overlay6Invalid, errors.New("--dual-stack with --overlay-cidr6 none: give a prefix or leave the flag out"))
+		}
+		var err error
+		if v6, err = state.ChooseOverlay6(cl.Overlay, req.OverlayCIDR6, req.Overlay6Global); err != nil {
+			return nil, err
+		}
+	}
+	if v6.IsValid() {
+		return pki.NewDualStackCA(cl.Name, cl.Overlay, v6, now)
+	}
+	return pki.NewCA(cl.Name, cl.Overlay, now)
 }
 
 func (h api) getCAStatus(r *http.Request) (*apitype.CAStatus, error) {

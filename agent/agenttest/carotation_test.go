@@ -43,14 +43,14 @@ func TestCARotation(t *testing.T) {
 	oldToken := origin.Admit(t, apitype.AdmitRequest{Name: "w3", Role: "worker"})
 	oldCA := caFingerprint(t, origin)
 
-	st, err := origin.Client.RotateCA(t.Context(), true)
+	st, err := origin.Client.RotateCA(t.Context(), apitype.CARotateRequest{Now: true})
 	if err != nil {
 		t.Fatalf("ca rotate --now: %v\n%s", err, origin.Logs())
 	}
 	if st.Phase != "reissue" || st.Next == "" || st.Signing != st.Next || len(st.Tokens) != 1 {
 		t.Fatalf("after rotate --now (w3's token unused): %+v", st)
 	}
-	if _, err := c2Of(nodes).Client.RotateCA(t.Context(), true); err == nil {
+	if _, err := c2Of(nodes).Client.RotateCA(t.Context(), apitype.CARotateRequest{Now: true}); err == nil {
 		t.Fatal("ca rotate on a control node without the CA keys succeeded")
 	}
 	w3 := join("w3", "worker", oldToken)

@@ -25,9 +25,24 @@ type CAStatus struct {
 	Certificates []string `json:"certificates,omitempty"`
 	Members      []string `json:"members,omitempty"`
 	Tokens       []string `json:"tokens,omitempty"`
+	// Overlay is the IPv4 overlay; Overlay6 the IPv6 one of a dual-stack
+	// cluster, or the one a move to v2 certificates brings (Moving).
+	Overlay  string `json:"overlay,omitempty"`
+	Overlay6 string `json:"overlay6,omitempty"`
+	Moving   bool   `json:"moving,omitempty"`
+	// DualStack of Active active nodes hold a dual-stack (v2)
+	// certificate on record: a move's progress.
+	DualStack int `json:"dual_stack"`
+	Active    int `json:"active"`
 }
 
 // CARotateRequest is the body of POST /v0/ca/rotate.
 type CARotateRequest struct {
 	Now bool `json:"now,omitempty"`
+	// DualStack moves an IPv4-only cluster to v2 certificates and a
+	// dual-stack overlay: OverlayCIDR6 as `init --overlay-cidr6` takes
+	// it (empty: a generated ULA /64), Overlay6Global as its flag.
+	DualStack      bool   `json:"dual_stack,omitempty"`
+	OverlayCIDR6   string `json:"overlay_cidr6,omitempty"`
+	Overlay6Global bool   `json:"overlay6_global,omitempty"`
 }

@@ -257,6 +257,18 @@ func (p *Plane) CAStatus(ctx context.Context) (apitype.CAStatus, error) {
 		st.Members = p.caLaggers(c)
 		st.Tokens = p.oldTokens(c, p.now())
 	}
+	st.Overlay = c.Overlay.String()
+	if v6 := c.IPv6Overlay(); v6.IsValid() {
+		st.Overlay6, st.Moving = v6.String(), !c.Overlay6.IsValid()
+	}
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.State == state.NodeActive {
+			st.Active++
+			if pki.NebulaOverlay6(n.NebulaCert).IsValid() {
+				st.DualStack++
+			}
+		}
+	}
 	return st, nil
 }
 
@@ -483,7 +495,8 @@ func (p *Plane) beginRotation(ctx context.Context, next *pki.CA, now bool, actor
 	}
 	p.AddCA(next)
 	if err := p.Write(ctx, &state.RotateCA{Step: state.CABegin, Next: next.Fingerprint().String(),
-		NextCACert: next.CertPEM(), NextNebulaCACert: next.NebulaCertPEM(), Now: now, At: p.now(), Actor: actor}); err != nil {
+		NextCACert: next.CertPEM(), NextNebulaCACert: next.NebulaCertPEM(), Now: now, NextOverlay6: next.Overlay6(),
+		At: p.now(), Actor: actor}); err != nil {
 		return err
 	}
 	p.log.Info("CA rotation begun", "code", codes.EventCARotated, "next", pki.ShortID(next.Fingerprint().String()))

@@ -6,10 +6,11 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 )
 
-// RotateCA runs `meshctl ca rotate [--now]` on the CA holder.
-func (c *Client) RotateCA(ctx context.Context, now bool) (*apitype.CAStatus, error) {
+// RotateCA runs `meshctl ca rotate [--now] [--dual-stack ...]` on the CA
+// holder.
+func (c *Client) RotateCA(ctx context.Context, req apitype.CARotateRequest) (*apitype.CAStatus, error) {
 	var r apitype.CAStatus
-	return &r, c.postJSON(ctx, apitype.PathCARotate, apitype.CARotateRequest{Now: now}, &r)
+	return &r, c.postJSON(ctx, apitype.PathCARotate, req, &r)
 }
 
 // CAStatus reads the CA rotation's phase and what depends on the old CA.

@@ -228,7 +228,7 @@ func (ms *membership) runRejoin(ctx context.Context, most time.Duration) {
 func (nd *node) overlayInputs() desired.Inputs {
 	rev := nd.cluster.Revocations()
 	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints,
-		SelfNoNAT: nd.nat.get() == natOpen}
+		SelfNoNAT: nd.nat.get() == natOpen, SelfOverlay6: nd.ownOverlay6()}
 	in.Records, in.RecordsKnown = nd.records()
 	in.SelfRoutes, in.SelfAsked = nd.ownRoutes()
 	in.SelfUnderlay, in.Exit, in.Seeds = nd.facts.Underlay, nd.exitChoice(), nd.seedAddrs()

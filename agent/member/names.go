@@ -14,7 +14,6 @@ import (
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/names"
-	"github.com/meshd/meshd/pki"
 )
 
 // The cluster's names (issue 30, package names). Every member answers
@@ -213,12 +212,4 @@ func (d *dnsNames) status() (*apitype.DNS, []apitype.Warning) {
 	slices.Sort(s.NotServed)
 	slices.SortFunc(warns, func(a, b apitype.Warning) int { return strings.Compare(a.Detail, b.Detail) })
 	return s, warns
-}
-
-// ownOverlay6 is the IPv6 overlay the zone answers AAAA in: the IPv6
-// network of this node's own Nebula certificate, masked. A node without
-// one (an IPv4-only cluster, or its v2 certificate not yet here during a
-// move to v2) answers no AAAA: it could not reach the addresses anyway.
-func (d *dnsNames) ownOverlay6() netip.Prefix {
-	return pki.NebulaOverlay6(d.live.Identity().NebulaCert).Masked()
 }

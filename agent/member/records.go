@@ -25,6 +25,7 @@ func (nd *node) records() ([]desired.Record, bool) {
 		}
 		ovl, _ := netip.ParseAddr(n.OverlayIP)
 		r := desired.Record{ID: n.ID, Name: n.Name, Role: n.RoleOf(), Overlay: ovl, Relay: n.Relay, Routes: recordRoutes(n.Routes)}
+		r.Overlay6, _ = netip.ParseAddr(n.OverlayIP6) // invalid when absent
 		if ip, err := netip.ParseAddr(n.Underlay); err == nil && n.NebulaPort > 0 && n.NebulaPort <= 65535 {
 			r.Underlay = netip.AddrPortFrom(ip, uint16(n.NebulaPort))
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -9,9 +10,9 @@ import (
 )
 
 func (a *app) caRotateCommand() *cobra.Command {
-	var now bool
+	var req apitype.CARotateRequest
 	rotate := &cobra.Command{
-		Use:   "rotate [--now]",
+		Use:   "rotate [--now] [--dual-stack [--overlay-cidr6 PREFIX]]",
 		Short: "Replace the cluster's CAs without an outage (on the CA holder)",
 		Long: "rotate creates the next CA pair on the CA holder (its keys never leave it) and takes the cluster " +
 			"through the rotation's phases, each recorded in raft: every node trusts the current and the next CA " +
@@ -20,14 +21,20 @@ func (a *app) caRotateCommand() *cobra.Command {
 			"only when no live certificate and no unexpired token depends on it; `meshctl ca status` shows what " +
 			"still does. Tokens minted during the rotation pin both CAs; a token minted before it still joins. " +
 			"A member that does not report a phase within 30s stops the rotation with X504239CAROTS naming it; " +
-			"run rotate again to resume.",
+			"run rotate again to resume. With --dual-stack an IPv4-only cluster (v1 certificates) moves to v2 " +
+			"certificates and a dual-stack overlay: every node gets an IPv6 overlay address when the rotation " +
+			"begins, and the next CA's certificates hold both; nodes on v1 and v2 certificates reach each other " +
+			"over IPv4 throughout, and `meshctl ca status` counts the nodes on v2.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := a.json()
 			if err != nil {
 				return err
 			}
-			st, err := a.client().RotateCA(cmd.Context(), now)
+			if (req.OverlayCIDR6 != "" || req.Overlay6Global) && !req.DualStack {
+				return usageError{errors.New("--overlay-cidr6 and --overlay6-global go with --dual-stack")}
+			}
+			st, err := a.client().RotateCA(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -38,7 +45,10 @@ func (a *app) caRotateCommand() *cobra.Command {
 			return nil
 		},
 	}
-	rotate.Flags().BoolVar(&now, "now", false, "reissue every certificate under the next CA at once")
+	rotate.Flags().BoolVar(&req.Now, "now", false, "reissue every certificate under the next CA at once")
+	rotate.Flags().BoolVar(&req.DualStack, "dual-stack", false, "move an IPv4-only cluster to v2 certificates and a dual-stack overlay")
+	rotate.Flags().StringVar(&req.OverlayCIDR6, "overlay-cidr6", "", "with --dual-stack: the IPv6 overlay `PREFIX`, a /64 in fd00::/8 (default: a generated ULA /64)")
+	rotate.Flags().BoolVar(&req.Overlay6Global, "overlay6-global", false, "with --dual-stack: take an --overlay-cidr6 outside fd00::/8")
 	a.addOutput(rotate)
 	return rotate
 }
@@ -82,6 +92,14 @@ func (a *app) printCAStatus(st *apitype.CAStatus) {
 			map[bool]string{true: ", --now", false: ""}[st.Now])
 	}
 	a.out.Printf("signing:  sha256:%s\n", short(st.Signing))
+	switch {
+	case st.Moving:
+		a.out.Printf("overlay:  %s, moving to v2 certificates and %s: %d of %d active nodes on v2\n", st.Overlay, st.Overlay6, st.DualStack, st.Active)
+	case st.Overlay6 != "":
+		a.out.Printf("overlay:  %s %s (v2 certificates: %d of %d active nodes)\n", st.Overlay, st.Overlay6, st.DualStack, st.Active)
+	case st.Overlay != "":
+		a.out.Printf("overlay:  %s (IPv4 only, v1 certificates; `meshctl ca rotate --dual-stack` moves to v2)\n", st.Overlay)
+	}
 	if st.Holder != "" {
 		a.out.Printf("holder:   %s\n", st.Holder)
 	}
