@@ -89,3 +89,20 @@ func NebulaCertNetworks(certPEM []byte) ([]netip.Prefix, cert.Version, error) {
 	}
 	return c.Networks(), c.Version(), nil
 }
+
+// NebulaOverlay6 is the IPv6 overlay address, with its prefix length, of
+// a PEM Nebula host certificate: a dual-stack (v2) certificate's second
+// network. Invalid for an IPv4-only certificate or one that does not
+// parse.
+func NebulaOverlay6(certPEM []byte) netip.Prefix {
+	nets, _, err := NebulaCertNetworks(certPEM)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	for _, n := range nets {
+		if n.Addr().Is6() {
+			return n
+		}
+	}
+	return netip.Prefix{}
+}

@@ -259,6 +259,20 @@ func (ca *CA) DualStack() bool {
 	return ca.nebula.Version() == cert.Version2 && slices.ContainsFunc(ca.nebula.Networks(), func(p netip.Prefix) bool { return p.Addr().Is6() })
 }
 
+// Overlay6 is the IPv6 overlay of a dual-stack Nebula CA; invalid for an
+// IPv4-only one.
+func (ca *CA) Overlay6() netip.Prefix {
+	if !ca.DualStack() {
+		return netip.Prefix{}
+	}
+	for _, p := range ca.nebula.Networks() {
+		if p.Addr().Is6() {
+			return p
+		}
+	}
+	return netip.Prefix{}
+}
+
 // checkOverlayIP requires ip to be a host address inside the Nebula CA's
 // overlay network, with the overlay's prefix length.
 func (ca *CA) checkOverlayIP(ip netip.Prefix) error {
