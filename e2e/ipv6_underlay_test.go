@@ -104,8 +104,19 @@ func TestIPv6Underlay(t *testing.T) {
 	c1.MustCtl(t, "join", adm.Token)
 	w1 := n.NewNode("w1")
 	w1.Start(t)
-	// Bound to w1's IPv6 source address as the seed sees it (admit --addr).
-	w1.MustCtl(t, "join", origin.Admit(t, "w1", "--addr", w1.IP))
+	// w1's token names both control nodes as [addr]:7300 and is bound to
+	// w1's IPv6 source address as the seed sees it (admit --addr).
+	var admW struct {
+		Token string
+		Seeds []string
+	}
+	if err := origin.CtlJSON(t.Context(), &admW, "admit", "w1", "--addr", w1.IP); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"[" + origin.IP + "]:7300", "[" + c1.IP + "]:7300"}; !slices.Equal(slices.Sorted(slices.Values(admW.Seeds)), want) {
+		t.Fatalf("w1's token seeds %v, want %v", admW.Seeds, want)
+	}
+	w1.MustCtl(t, "join", admW.Token)
 	nodes := []*Node{origin, c1, w1}
 
 	// Every node lists the three alive, each at its IPv6 underlay.
