@@ -100,8 +100,9 @@ func choosePinned(pin Pin, seeds []netip.Addr) (Underlay, error) {
 		if err != nil {
 			return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%q is not an IP address", pin.Addr))
 		}
-		if want = ip.Unmap(); checkFamily(want, seeds) != nil {
-			return Underlay{}, checkFamily(want, seeds)
+		want = ip.Unmap()
+		if err := checkFamily(want, seeds); err != nil {
+			return Underlay{}, err
 		}
 	}
 	link, err := netlink.LinkByName(pin.Iface)
