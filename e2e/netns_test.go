@@ -16,14 +16,18 @@ import (
 
 // Net is a test network: a hub namespace holding a bridge, and one
 // namespace per host attached to it by a veth pair. Underlay addresses are
-// 10.99.<net>.<host>/24, only ever inside these namespaces.
+// 10.99.0.<host>/24 (fd99::<host>/64 on a net from NewNetIPv6), only
+// ever inside these namespaces.
 type Net struct {
 	t      testing.TB
 	prefix string // unique per test: namespace and link names start with it
 	subnet int
-	hub    string
-	hosts  []*Host
-	delay  *delayBridge // set by Delay; it replaces br0 from then on
+	// ipv6 makes the underlay IPv6 only (NewNetIPv6): each host's eth0
+	// gets fd<subnet>::<host>/64 and no IPv4 address at all.
+	ipv6  bool
+	hub   string
+	hosts []*Host
+	delay *delayBridge // set by Delay; it replaces br0 from then on
 	// Timers is the meshd `timers` setting of the nodes started on this
 	// net: "fast" (the default here) or "lan" (the production default).
 	Timers string
@@ -33,6 +37,10 @@ type Net struct {
 	// ExtraConfig is appended to the meshd config of every node made on
 	// this net (for example "metrics_addr: 127.0.0.1:9464\n").
 	ExtraConfig string
+	// Unpinned leaves bind_addr and advertise_addr out of the configs of
+	// nodes made on this net (NewNode): they keep meshd's defaults, all
+	// addresses and the underlay chosen by route (mesh.ChooseUnderlay).
+	Unpinned bool
 	// ProfileDir, when set, has every node made on this net write its CPU
 	// profile to ProfileDir/<name>.cpu when it is stopped cleanly
 	// (MESHD_CPUPROFILE); Node.Stop it before the test's end to get one.
@@ -67,7 +75,18 @@ func NewNet(t testing.TB) *Net {
 	return n
 }
 
-// AddHost creates a namespace with address 10.99.<subnet>.<i> on eth0.
+// NewNetIPv6 is NewNet with an IPv6-only underlay: every host's eth0
+// carries fd99::<i>/64 (a unique local address) and no IPv4 address; the
+// hosts' only IPv4 address is lo's 127.0.0.1.
+func NewNetIPv6(t testing.TB) *Net {
+	t.Helper()
+	n := NewNet(t)
+	n.ipv6 = true
+	return n
+}
+
+// AddHost creates a namespace with address 10.99.0.<i> (fd99::<i> on an
+// IPv6 net) on eth0.
 func (n *Net) AddHost(name string) *Host {
 	n.t.Helper()
 	return n.AddHostWith(name, nil)
@@ -81,6 +100,9 @@ func (n *Net) AddHostWith(name string, prepare func(h *Host)) *Host {
 	i := len(n.hosts) + 1
 	h := &Host{Net: n, Name: fmt.Sprintf("%s-%s", n.prefix, name), Link: fmt.Sprintf("%sv%d", n.prefix, i),
 		IP: fmt.Sprintf("10.%d.0.%d", n.subnet, i)}
+	if n.ipv6 {
+		h.IP = fmt.Sprintf("fd%d::%d", n.subnet, i)
+	}
 	run(n.t, "ip", "netns", "add", h.Name)
 	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", h.Name).Run() })
 	if prepare != nil {
@@ -98,7 +120,12 @@ func (n *Net) AddHostWith(name string, prepare func(h *Host)) *Host {
 		}
 	}
 	n.in(h.Name, "ip", "link", "set", "lo", "up")
-	n.in(h.Name, "ip", "addr", "add", h.IP+"/24", "dev", "eth0")
+	if n.ipv6 {
+		// nodad: usable at once, not after duplicate address detection.
+		n.in(h.Name, "ip", "-6", "addr", "add", h.IP+"/64", "dev", "eth0", "nodad")
+	} else {
+		n.in(h.Name, "ip", "addr", "add", h.IP+"/24", "dev", "eth0")
+	}
 	n.in(h.Name, "ip", "link", "set", "eth0", "up")
 	n.hosts = append(n.hosts, h)
 	return h

@@ -68,12 +68,13 @@ func (n *Net) NewNodeOn(h *Host, name string) *Node {
 	nd := n.newNodeDir(h, name)
 	cfg := fmt.Sprintf(`state_dir: %s
 socket: %s
-bind_addr: %s
-advertise_addr: %s
 node_name: %s
 log_level: debug
 timers: %s
-`, nd.Dir, nd.Socket, h.IP, h.IP, name, cmp.Or(n.Timers, suiteTimers))
+`, nd.Dir, nd.Socket, name, cmp.Or(n.Timers, suiteTimers))
+	if !n.Unpinned {
+		cfg += fmt.Sprintf("bind_addr: %s\nadvertise_addr: %s\n", h.IP, h.IP)
+	}
 	if !n.DefaultRaft {
 		cfg += "raft: {heartbeat_timeout: 300ms, election_timeout: 300ms, leader_lease: 150ms}\n"
 	}

@@ -297,6 +297,38 @@ func TestValidSeedHost(t *testing.T) {
 	}
 }
 
+// TestValidSeedIPv6: a token's seed may be an IPv6 address in brackets,
+// "[addr]:port" (issue 34: an IPv6 underlay), as net.JoinHostPort writes
+// it; without brackets, or without a port, it is refused, and a token of
+// IPv6 seeds round-trips.
+func TestValidSeedIPv6(t *testing.T) {
+	for _, tc := range []struct {
+		seed string
+		ok   bool
+	}{
+		{"[fd99::1]:7300", true},
+		{"[2001:db8::1]:1", true},
+		{"[::ffff:192.0.2.1]:7300", true},
+		{"[::1]:65535", true},
+		{"fd99::1:7300", false},
+		{"[fd99::1]", false},
+		{"fd99::1", false},
+		{"[fd99::1]:0", false},
+		{"[fd99::1]:65536", false},
+		{"[fd99::1]:", false},
+	} {
+		if err := validSeed(tc.seed); (err == nil) != tc.ok {
+			t.Errorf("validSeed(%q) = %v, want ok %t", tc.seed, err, tc.ok)
+		}
+	}
+	tok := testToken()
+	tok.Seeds = []string{"[fd99::1]:7300", "[fd99::2]:7300"}
+	got, err := ParseToken(mustEncode(t, tok))
+	if err != nil || !slices.Equal(got.Seeds, tok.Seeds) {
+		t.Fatalf("IPv6 seeds %v round-trip as %v, %v", tok.Seeds, got.Seeds, err)
+	}
+}
+
 // TestTokenEncodeSaysClusterIDLength: the refusal tells the operator the
 // length a cluster id must have.
 func TestTokenEncodeSaysClusterIDLength(t *testing.T) {

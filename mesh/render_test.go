@@ -113,6 +113,60 @@ func goldenCases(t testing.TB) map[string]Config {
 		"userspace":  userspace,
 		"firewall":   goldenFirewall(t),
 		"routes":     goldenRoutes(t),
+		"ipv6":       goldenIPv6(t),
+	}
+}
+
+// goldenIPv6 is a worker on an IPv6-only underlay (issue 34): Nebula
+// listens on "::", its lighthouses and static hosts are "[addr]:port",
+// and it advertises its one IPv6 underlay address.
+func goldenIPv6(t testing.TB) Config {
+	c := DefaultConfig()
+	c.CACert, c.Cert, c.Key = []byte(fakeCA), goldenCert(t), []byte(fakeKey)
+	c.ListenHost = "::"
+	c.Lighthouses = []Lighthouse{
+		{OverlayIP: ip("10.42.0.1"), Underlay: []netip.AddrPort{ap("[fd99::1]:4242")}},
+		{OverlayIP: ip("10.42.0.2"), Underlay: []netip.AddrPort{ap("[2001:db8::2]:4242"), ap("[fd99::2]:4242")}},
+	}
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{ip("10.42.0.9"): {ap("[fd99::9]:4242")}}
+	c.LocalAllowList = []netip.Prefix{netip.MustParsePrefix("fd99::5/128")}
+	c.Relays = []netip.Addr{ip("10.42.0.1")}
+	return c
+}
+
+// TestRenderIPv6Underlay: Nebula reads an IPv6 underlay back as meant:
+// listen.host "::", static_host_map entries "[addr]:port" (the form
+// Nebula's own parser, net.SplitHostPort, takes), the local allow list
+// allowing the node's IPv6 address and nothing else.
+func TestRenderIPv6Underlay(t *testing.T) {
+	nc := readByNebula(t, goldenCases(t)["ipv6"])
+	if got := nc.GetString("listen.host", ""); got != "::" {
+		t.Errorf("listen.host = %q, want ::", got)
+	}
+	shm := nc.GetMap("static_host_map", nil)
+	for key, want := range map[string][]any{
+		"10.42.0.1": {"[fd99::1]:4242"},
+		"10.42.0.2": {"[2001:db8::2]:4242", "[fd99::2]:4242"},
+		"10.42.0.9": {"[fd99::9]:4242"},
+	} {
+		got, _ := shm[key].([]any)
+		if !slices.Equal(got, want) {
+			t.Errorf("static_host_map[%s] = %v, want %v", key, shm[key], want)
+		}
+		for _, e := range got {
+			if _, err := netip.ParseAddrPort(e.(string)); err != nil {
+				t.Errorf("static_host_map[%s] entry %v: %v", key, e, err)
+			}
+		}
+	}
+	lal, err := nebula.NewLocalAllowListFromConfig(nc, "lighthouse.local_allow_list")
+	if err != nil {
+		t.Fatalf("Nebula rejects the local allow list: %v", err)
+	}
+	for addr, want := range map[string]bool{"fd99::5": true, "fd99::6": false, "192.0.2.20": false} {
+		if got := lal.Allow(ip(addr)); got != want {
+			t.Errorf("local_allow_list allows %s = %t, want %t", addr, got, want)
+		}
 	}
 }
 

@@ -1,14 +1,15 @@
 package mesh
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -37,23 +38,29 @@ type Underlay struct {
 	Route string
 }
 
-// ChooseUnderlay picks this node's underlay IP (DESIGN §10).
+// ChooseUnderlay picks this node's underlay IP (DESIGN §10), IPv4 or
+// IPv6.
 //
 // A pin decides, and fails closed with codes.AdvertiseAddr when it is not
 // on this machine: an address must be assigned to an interface (any
 // 127.0.0.0/8 address counts: Linux routes the whole block to lo); an
-// interface must exist, be up and carry an IPv4 address.
+// interface must exist, be up and carry an address. A pinned address of
+// a family none of the seeds has fails closed with codes.UnderlayFamily;
+// an interface pin takes its first address of the seeds' family.
 //
 // Without a pin, a joiner (seeds given) takes the source address of the
 // kernel's route to the first seed that has one (a netlink route lookup,
-// like `ip route get SEED`); init (no seeds) takes the address of the
-// default route's interface. When there is no such route (a test
-// namespace has no default route), it falls back to the first up,
-// non-loopback IPv4 address, private ranges first, then by interface
-// index and address, and says so in Why.
+// like `ip route get SEED`), so the family follows the seed; init (no
+// seeds) takes the address of the default route's interface, the IPv4
+// default route first, then the IPv6 one. When there is no such route (a
+// test namespace has no default route), it falls back to the first up,
+// non-loopback, non-link-local address of the seeds' family (without
+// seeds: IPv4 first, then IPv6), private ranges (and IPv6 unique local
+// addresses) first, then by interface index and address, and says so in
+// Why.
 func ChooseUnderlay(pin Pin, seeds []netip.Addr) (Underlay, error) {
 	if !pin.IsZero() {
-		return choosePinned(pin)
+		return choosePinned(pin, seeds)
 	}
 	var reason string
 	if len(seeds) > 0 {
@@ -69,21 +76,34 @@ func ChooseUnderlay(pin Pin, seeds []netip.Addr) (Underlay, error) {
 		}
 		reason = why
 	}
-	ip, err := firstUsable()
+	fams := familiesFor(seeds)
+	ip, err := firstUsable(fams)
 	if err != nil {
 		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%s, and %w", reason, err))
 	}
-	return Underlay{Addr: ip, Why: fmt.Sprintf("%s; chose %s, the first up IPv4 address (private first, then by interface index): pass --advertise-addr or --advertise-iface to choose", reason, ip)}, nil
+	return Underlay{Addr: ip, Why: fmt.Sprintf("%s; chose %s, the first up %s address (private first, then by interface index): pass --advertise-addr or --advertise-iface to choose",
+		reason, ip, familyNames(fams))}, nil
 }
 
 // choosePinned resolves a pin, or fails closed.
-func choosePinned(pin Pin) (Underlay, error) {
+func choosePinned(pin Pin, seeds []netip.Addr) (Underlay, error) {
 	if pin.Iface == "" {
-		ip, err := checkPinnedAddr(pin.Addr)
+		ip, err := checkPinnedAddr(pin.Addr, seeds)
 		if err != nil {
 			return Underlay{}, err
 		}
 		return Underlay{Addr: ip, Why: fmt.Sprintf("pinned with --advertise-addr (or advertise_addr) %s", ip)}, nil
+	}
+	var want netip.Addr
+	if pin.Addr != "" {
+		ip, err := netip.ParseAddr(pin.Addr)
+		if err != nil {
+			return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%q is not an IP address", pin.Addr))
+		}
+		want = ip.Unmap()
+		if err := checkFamily(want, seeds); err != nil {
+			return Underlay{}, err
+		}
 	}
 	link, err := netlink.LinkByName(pin.Iface)
 	if err != nil {
@@ -92,35 +112,48 @@ func choosePinned(pin Pin) (Underlay, error) {
 	if link.Attrs().Flags&net.FlagUp == 0 {
 		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("interface %s is down", pin.Iface))
 	}
-	addrs, err := linkIPv4(link)
-	if err != nil {
-		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("interface %s: %w", pin.Iface, err))
+	var all []netip.Addr
+	for _, f := range []family{family4, family6} {
+		addrs, err := linkAddrs(link, f)
+		if err != nil {
+			return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("interface %s: %w", pin.Iface, err))
+		}
+		all = append(all, addrs...)
 	}
-	if len(addrs) == 0 {
-		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("interface %s has no IPv4 address", pin.Iface))
+	if len(all) == 0 {
+		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("interface %s has no IPv4 or IPv6 address", pin.Iface))
 	}
-	if pin.Addr == "" {
-		return Underlay{Addr: addrs[0], Why: fmt.Sprintf("pinned with --advertise-iface (or advertise_iface) %s: its first IPv4 address", pin.Iface)}, nil
+	if want.IsValid() {
+		if slices.Contains(all, want) {
+			return Underlay{Addr: want, Why: fmt.Sprintf("pinned with --advertise-addr %s on --advertise-iface %s", want, pin.Iface)}, nil
+		}
+		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%s is not an address of interface %s", want, pin.Iface))
 	}
-	ip, err := netip.ParseAddr(pin.Addr)
-	if err != nil {
-		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%q is not an IP address", pin.Addr))
-	}
-	for _, a := range addrs {
-		if a == ip.Unmap() {
-			return Underlay{Addr: a, Why: fmt.Sprintf("pinned with --advertise-addr %s on --advertise-iface %s", a, pin.Iface)}, nil
+	for _, f := range familiesFor(seeds) {
+		for _, a := range all {
+			if familyOf(a) == f {
+				return Underlay{Addr: a, Why: fmt.Sprintf("pinned with --advertise-iface (or advertise_iface) %s: its first %s address", pin.Iface, f)}, nil
+			}
 		}
 	}
-	return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%s is not an address of interface %s", ip, pin.Iface))
+	return Underlay{}, codes.Wrap(codes.UnderlayFamily, fmt.Errorf("interface %s has no %s address, the token's seeds' family (%s)",
+		pin.Iface, familyNames(familiesFor(seeds)), joinAddrs(seeds)))
 }
 
-// checkPinnedAddr accepts an address assigned to this machine.
-func checkPinnedAddr(pinned string) (netip.Addr, error) {
+// checkPinnedAddr accepts an address assigned to this machine, of a
+// family the seeds have (checkFamily).
+func checkPinnedAddr(pinned string, seeds []netip.Addr) (netip.Addr, error) {
 	ip, err := netip.ParseAddr(pinned)
 	if err != nil {
 		return netip.Addr{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%q is not an IP address", pinned))
 	}
 	ip = ip.Unmap()
+	if ip.Zone() != "" || ip.Is6() && ip.IsLinkLocalUnicast() {
+		return netip.Addr{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%s is an IPv6 link-local address: it means nothing off its link without a zone, so it cannot be advertised", ip))
+	}
+	if err := checkFamily(ip, seeds); err != nil {
+		return netip.Addr{}, err
+	}
 	if ip.IsLoopback() {
 		return ip, nil
 	}
@@ -145,7 +178,7 @@ func bySeedRoute(seeds []netip.Addr) (u Underlay, why string, ok bool) {
 			continue
 		}
 		r := routes[0]
-		src, dev, err := routeSource(r)
+		src, dev, err := routeSource(r, familyOf(seed))
 		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", seed, err))
 			continue
@@ -159,12 +192,39 @@ func bySeedRoute(seeds []netip.Addr) (u Underlay, why string, ok bool) {
 
 // byDefaultRoute is the address of the default route's interface: the
 // route's own source address if it names one, else the interface's first
-// IPv4 address. With several default routes, the lowest metric wins.
+// address of the route's family. The IPv4 default route goes first, then
+// the IPv6 one; with several default routes of a family, the lowest metric
+// wins.
 func byDefaultRoute() (u Underlay, why string, ok bool) {
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		return Underlay{}, fmt.Sprintf("the routing table could not be read (%v)", err), false
+	var failed []string
+	for _, f := range []family{family4, family6} {
+		routes, err := netlink.RouteList(nil, f.netlinkFamily())
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("the %s routing table could not be read (%v)", f, err))
+			continue
+		}
+		best := defaultRoute(routes)
+		if best == nil {
+			continue
+		}
+		src, dev, err := routeSource(*best, f)
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("the %s default route: %v", f, err))
+			continue
+		}
+		route := describeRoute("default", *best, dev, src)
+		return Underlay{Addr: src, Route: route,
+			Why: fmt.Sprintf("the address of the %s default route's interface %s (%s)", f, dev, route)}, "", true
 	}
+	if len(failed) == 0 {
+		return Underlay{}, "no default route", false
+	}
+	return Underlay{}, strings.Join(failed, "; "), false
+}
+
+// defaultRoute is the default route of lowest metric among routes, nil if
+// there is none: unicast, through an interface.
+func defaultRoute(routes []netlink.Route) *netlink.Route {
 	var best *netlink.Route
 	for i, r := range routes {
 		if r.Dst != nil {
@@ -172,25 +232,20 @@ func byDefaultRoute() (u Underlay, why string, ok bool) {
 				continue
 			}
 		}
+		if r.LinkIndex == 0 || r.Type != 0 && r.Type != unix.RTN_UNICAST {
+			continue
+		}
 		if best == nil || r.Priority < best.Priority {
 			best = &routes[i]
 		}
 	}
-	if best == nil {
-		return Underlay{}, "no default route", false
-	}
-	src, dev, err := routeSource(*best)
-	if err != nil {
-		return Underlay{}, fmt.Sprintf("the default route: %v", err), false
-	}
-	route := describeRoute("default", *best, dev, src)
-	return Underlay{Addr: src, Route: route,
-		Why: fmt.Sprintf("the address of the default route's interface %s (%s)", dev, route)}, "", true
+	return best
 }
 
-// routeSource is a route's source address, or its interface's first IPv4
-// address when the route names none, and the interface's name.
-func routeSource(r netlink.Route) (netip.Addr, string, error) {
+// routeSource is a route's source address, or its interface's first
+// address of family f when the route names none, and the interface's
+// name.
+func routeSource(r netlink.Route, f family) (netip.Addr, string, error) {
 	link, err := netlink.LinkByIndex(r.LinkIndex)
 	if err != nil {
 		return netip.Addr{}, "", fmt.Errorf("interface %d of the route: %w", r.LinkIndex, err)
@@ -199,27 +254,28 @@ func routeSource(r netlink.Route) (netip.Addr, string, error) {
 	if src, ok := netip.AddrFromSlice(r.Src); ok && src.Unmap().IsValid() && !src.Unmap().IsUnspecified() {
 		return src.Unmap(), dev, nil
 	}
-	addrs, err := linkIPv4(link)
+	addrs, err := linkAddrs(link, f)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, dev, fmt.Errorf("interface %s of the route has no IPv4 address", dev)
+		return netip.Addr{}, dev, fmt.Errorf("interface %s of the route has no %s address", dev, f)
 	}
 	return addrs[0], dev, nil
 }
 
-// linkIPv4 lists a link's IPv4 addresses that may be advertised (no
-// link-local), in the kernel's order (the primary first).
-func linkIPv4(link netlink.Link) ([]netip.Addr, error) {
-	as, err := netlink.AddrList(link, netlink.FAMILY_V4)
+// linkAddrs lists a link's addresses of family f that may be advertised
+// (no link-local, none still tentative or failed duplicate address
+// detection), in the kernel's order (the primary first).
+func linkAddrs(link netlink.Link, f family) ([]netip.Addr, error) {
+	as, err := netlink.AddrList(link, f.netlinkFamily())
 	if err != nil {
 		return nil, err
 	}
 	var out []netip.Addr
 	for _, a := range as {
-		if a.IPNet == nil {
+		if a.IPNet == nil || a.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
 			continue
 		}
 		ip, ok := netip.AddrFromSlice(a.IP)
-		if ip = ip.Unmap(); ok && ip.Is4() && !ip.IsLinkLocalUnicast() {
+		if ip = ip.Unmap(); ok && familyOf(ip) == f && !ip.IsLinkLocalUnicast() {
 			out = append(out, ip)
 		}
 	}
@@ -245,24 +301,28 @@ func cmpErr(err error, otherwise string) any {
 }
 
 // firstUsable is the fallback choice: up, non-loopback, non-link-local
-// IPv4 addresses, private ranges first, then by interface index and
-// address.
-func firstUsable() (netip.Addr, error) {
+// addresses of the families fams, in fams' order, private ranges (IPv6:
+// unique local addresses) first, then by interface index and address.
+func firstUsable(fams []family) (netip.Addr, error) {
 	local, err := localAddrs()
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	var cands []candidate
 	for _, c := range local {
-		if c.ip.Is4() && !c.ip.IsLoopback() && !c.ip.IsLinkLocalUnicast() && c.up {
+		if slices.Contains(fams, familyOf(c.ip)) && !c.ip.IsLoopback() && !c.ip.IsLinkLocalUnicast() && c.up {
 			cands = append(cands, c)
 		}
 	}
 	if len(cands) == 0 {
-		return netip.Addr{}, errors.New("no usable IPv4 address on any interface; pass --advertise-addr")
+		return netip.Addr{}, fmt.Errorf("no usable %s address on any interface; pass --advertise-addr", familyNames(fams))
 	}
+	rank := func(ip netip.Addr) int { return slices.Index(fams, familyOf(ip)) }
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
+		if rank(a.ip) != rank(b.ip) {
+			return rank(a.ip) < rank(b.ip)
+		}
 		if a.ip.IsPrivate() != b.ip.IsPrivate() {
 			return a.ip.IsPrivate()
 		}

@@ -20,7 +20,7 @@ import (
 // (meshConfig adds those on every reconcile).
 func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 	m := mesh.DefaultConfig()
-	m.ListenHost, m.ListenPort = c.BindAddr, c.Ports.Nebula
+	m.ListenHost, m.ListenPort = NebulaListenHost(c.BindAddr, underlay), c.Ports.Nebula
 	m.AmLighthouse = role == pki.RoleControl
 	m.AmRelay = role == pki.RoleControl || c.Relay // every control node relays for nodes that cannot meet directly; a volunteer too
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
@@ -36,6 +36,21 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 		m.LocalAllowList = []netip.Prefix{netip.PrefixFrom(u, u.BitLen())}
 	}
 	return m
+}
+
+// NebulaListenHost is the address Nebula's UDP socket binds: bind_addr,
+// except that an unspecified bind_addr (0.0.0.0 or ::, "all addresses")
+// on a node whose underlay is IPv6 is "::". Nebula, unlike Go's
+// listeners, opens an IPv4-only socket for 0.0.0.0; "::" is an IPv6
+// socket that takes IPv4 too (dual-stack) unless net.ipv6.bindv6only is
+// set. A node with an IPv4 underlay keeps 0.0.0.0, so a host with IPv6
+// switched off still starts. (raft, port 7300 and STUN bind with Go,
+// whose listener on an unspecified address takes both families.)
+func NebulaListenHost(bind string, underlay netip.Addr) string {
+	if b, err := netip.ParseAddr(bind); err == nil && b.IsUnspecified() && underlay.IsValid() && !underlay.Unmap().Is4() {
+		return netip.IPv6Unspecified().String()
+	}
+	return bind
 }
 
 // RaftNodeTiming is raft's timers.

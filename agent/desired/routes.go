@@ -34,7 +34,8 @@ type Routed struct {
 	// out on the underlay (fail closed).
 	ExitChosen bool
 	// Excluded are the underlay addresses the exit route must leave off
-	// the tunnel: every lighthouse's and static host's, and the seeds'.
+	// the tunnel: every lighthouse's and static host's, and the seeds',
+	// the IPv4 ones (the exit route is IPv4's).
 	Excluded []netip.Prefix
 }
 
@@ -81,7 +82,12 @@ func Routes(in Inputs, o Overlay) Routed {
 	if in.Exit != "" {
 		out.ExitChosen = true
 		for _, a := range append(paths, in.Seeds...) {
-			out.Excluded = append(out.Excluded, netip.PrefixFrom(a, a.BitLen()))
+			// The exit route is IPv4's default route: an IPv6 underlay
+			// path (issue 34) never enters it, so it needs no exclusion,
+			// and hostroute, IPv4 only, would refuse one.
+			if a = a.Unmap(); a.Is4() {
+				out.Excluded = append(out.Excluded, netip.PrefixFrom(a, a.BitLen()))
+			}
 		}
 		slices.SortFunc(out.Excluded, netip.Prefix.Compare)
 		out.Excluded = slices.Compact(out.Excluded)

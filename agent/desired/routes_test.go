@@ -69,6 +69,31 @@ func TestRoutesPointEachPrefixAtItsCarrier(t *testing.T) {
 	}
 }
 
+// TestRoutesExitIPv6Underlay: with an exit node chosen, only IPv4
+// underlay paths are excluded from the (IPv4) exit route: an IPv6 seed or
+// lighthouse (issue 34) is left as it is, which hostroute, IPv4 only,
+// would otherwise refuse.
+func TestRoutesExitIPv6Underlay(t *testing.T) {
+	in := routesIn()
+	in.Exit = "r2"
+	in.Seeds = []netip.Addr{netip.MustParseAddr("fd99::1"), netip.MustParseAddr("10.99.0.77"), netip.MustParseAddr("::ffff:10.99.0.78")}
+	in.Records[0].Underlay = netip.MustParseAddrPort("[fd99::2]:4242")
+	got := Routes(in, Compute(in))
+	if got.Exit != netip.MustParseAddr("10.42.0.3") {
+		t.Fatalf("exit r2: %+v", got)
+	}
+	for _, p := range got.Excluded {
+		if !p.Addr().Is4() || p.Bits() != 32 {
+			t.Errorf("excluded %v: want IPv4 /32s only", got.Excluded)
+		}
+	}
+	for _, want := range []string{"10.99.0.77/32", "10.99.0.78/32"} {
+		if !slices.Contains(got.Excluded, netip.MustParsePrefix(want)) {
+			t.Errorf("excluded %v, want %s among them", got.Excluded, want)
+		}
+	}
+}
+
 // TestRoutesLeaveOut: a prefix this node asks for itself, one holding
 // its own underlay, and one holding a peer's underlay are not routed.
 func TestRoutesLeaveOut(t *testing.T) {

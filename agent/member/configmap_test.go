@@ -27,6 +27,9 @@ func TestConfigMapping(t *testing.T) {
 	worker := &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker,
 		Overlay: netip.MustParsePrefix("10.42.0.2/16"), Underlay: netip.MustParseAddr("127.0.0.5"),
 		GossipKeys: [][]byte{make([]byte, 32)}}
+	worker6 := &statedir.Facts{NodeID: "id-w6", Name: "w6", Role: pki.RoleWorker,
+		Overlay: netip.MustParsePrefix("10.42.0.3/16"), Underlay: netip.MustParseAddr("fd99::3"),
+		GossipKeys: [][]byte{make([]byte, 32)}}
 	prod := config.Default()
 	test := config.Default()
 	test.StateDir, test.BindAddr = "/tmp/state", "127.0.0.5"
@@ -41,7 +44,8 @@ func TestConfigMapping(t *testing.T) {
 	for name, c := range map[string]struct {
 		cfg   config.File
 		facts *statedir.Facts
-	}{"production control node": {prod, control}, "test worker on loopback": {test, worker}} {
+	}{"production control node": {prod, control}, "test worker on loopback": {test, worker},
+		"production worker on an IPv6 underlay": {prod, worker6}} {
 		g := gossipConfig(c.cfg, c.facts, "v1.2.3")
 		got[name] = map[string]any{
 			"mesh":    c.cfg.MeshBase(c.facts.Role, c.facts.Underlay),

@@ -122,7 +122,7 @@ func (a *app) initCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&req.Cluster, "cluster", "", "cluster name (required)")
 	cmd.Flags().StringVar(&req.Name, "name", "", "this node's name (default: the hostname)")
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the address of the default route's interface)")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP, IPv4 or IPv6, other nodes reach this one on (default: the address of the default route's interface, IPv4 first)")
 	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "discard an existing cluster on this node and create a new one (refused on the CA holder: CAHolderStays)")
 	cmd.Flags().StringVar(&req.OverlayCIDR, "overlay-cidr", "", "the IPv4 overlay `PREFIX`, /8 to /28 (default: overlay_cidr in meshd.yaml, 10.42.0.0/16)")

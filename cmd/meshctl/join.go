@@ -88,7 +88,7 @@ func (a *app) joinCommand() *cobra.Command {
 	cmd.Flags().StringVar(&req.Seed, "seed", "", "with --jwt-file: the control node to ask, `HOST:PORT` of its enroll API (7300)")
 	cmd.Flags().StringVar(&req.CASHA256, "ca-sha256", "", "with --jwt-file: the full SHA-256 of the cluster CA (`meshctl status` on a control node shows it); the join trusts no other")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "read the token from `PATH` (- for standard input) instead of the command line, where ps shows it")
-	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP other nodes reach this one on (default: the source address of the route to the token's first seed)")
+	cmd.Flags().StringVar(&req.AdvertiseAddr, "advertise-addr", "", "underlay IP, IPv4 or IPv6, other nodes reach this one on (default: the source address of the route to the token's first seed; refused when no seed has its family)")
 	cmd.Flags().StringVar(&req.AdvertiseIface, "advertise-iface", "", "advertise the address of interface `NAME` (refused when it has none or is down)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "replace this node's existing cluster identity; a member leaves its cluster first, as `meshctl leave` does (refused on the CA holder: CAHolderStays)")
 	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "join as an ephemeral worker: the cluster removes it once it has been down for ephemeral_after (its name and IP are freed)")
