@@ -51,11 +51,15 @@ func knownPeers(known []netip.Addr, c Config) []netip.Addr {
 }
 
 // hosts are the established tunnels to the known peers, the primary one
-// of each, in address order. The caller holds m.mu.
+// of each, in address order, each once: a dual-stack peer is known by
+// both its addresses (the static host map holds both) and its tunnel is
+// found by either. The caller holds m.mu.
 func (m *Mesh) hosts() []nebula.ControlHostInfo {
 	var out []nebula.ControlHostInfo
+	seen := map[uint32]bool{}
 	for _, ip := range m.known {
-		if h := m.ctrl.GetHostInfoByVpnAddr(ip, false); h != nil && len(h.VpnAddrs) > 0 {
+		if h := m.ctrl.GetHostInfoByVpnAddr(ip, false); h != nil && len(h.VpnAddrs) > 0 && !seen[h.LocalIndex] {
+			seen[h.LocalIndex] = true
 			out = append(out, *h)
 		}
 	}
