@@ -43,7 +43,7 @@ const (
 // runs from the first join's start until every node lists all N alive
 // (the local API meshctl reads, polled on every node's socket, then
 // confirmed once by `meshctl nodes -o json` on every node). Then, at each size:
-// 20 random pairs ping over the overlay, total and per-agent RSS and idle
+// 20 random pairs ping over the overlay (IPv4, then IPv6), total and per-agent RSS and idle
 // CPU over a 10 s window are recorded, and one worker is killed with
 // SIGKILL and the time until every other node shows it failed is measured.
 // It fails when a node does not see all alive within 60 s of the last join
@@ -404,9 +404,13 @@ func latest(seen map[*Node]time.Time) time.Time {
 }
 
 // pingSample pings over the overlay between k random ordered pairs of
-// nodes (every pair if there are fewer), each within 10 s.
+// nodes (every pair if there are fewer), each within 10 s, over IPv4 and
+// then over IPv6 (issue 34: the cluster is dual-stack by default).
 func pingSample(t *testing.T, params map[string]string, nodes []*Node, k int, seed int64) {
-	ips := overlayIPs(t, nodes[0])
+	ips, ips6 := map[string]string{}, map[string]string{}
+	for _, n := range nodes[0].Nodes(t) {
+		ips[n.Name], ips6[n.Name] = n.OverlayIP, n.OverlayIP6
+	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	type pair struct{ a, b *Node }
 	var pairs []pair
@@ -426,14 +430,22 @@ func pingSample(t *testing.T, params map[string]string, nodes []*Node, k int, se
 			}
 		}
 	}
-	var ds []time.Duration
-	for _, p := range pairs {
-		ds = append(ds, Eventually(t, 10*time.Second, fmt.Sprintf("%s pings %s", p.a.NodeName, p.b.NodeName), func() error {
-			return p.a.Ping(t.Context(), ips[p.b.NodeName])
-		}))
+	for _, fam := range []struct {
+		name string
+		ips  map[string]string
+	}{{"IPv4", ips}, {"IPv6", ips6}} {
+		var ds []time.Duration
+		for _, p := range pairs {
+			if fam.ips[p.b.NodeName] == "" {
+				t.Fatalf("%s lists no %s overlay address for %s", nodes[0].NodeName, fam.name, p.b.NodeName)
+			}
+			ds = append(ds, Eventually(t, 10*time.Second, fmt.Sprintf("%s pings %s over %s", p.a.NodeName, p.b.NodeName, fam.name), func() error {
+				return p.a.Ping(t.Context(), fam.ips[p.b.NodeName])
+			}))
+		}
+		slices.Sort(ds)
+		t.Logf("%d pairs ping over the %s overlay (first echo within %s at most)", len(pairs), fam.name, ds[len(ds)-1].Round(time.Millisecond))
 	}
-	slices.Sort(ds)
-	t.Logf("%d pairs ping over the overlay (first echo within %s at most)", len(pairs), ds[len(ds)-1].Round(time.Millisecond))
 	RecordWith(t, params, "ping-pairs", "count", float64(len(pairs)))
 }
 
