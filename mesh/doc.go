@@ -111,6 +111,16 @@
 //     routes UnsafeRouteMetric: at metric 0 they replaced and then deleted
 //     a host's own route to the same prefix (TestKernelUnsafeRoutes'
 //     a-connected-route-survives).
+//   - A reload may replace a v1 certificate with a v2 one holding more
+//     networks (a cluster moving to a dual-stack overlay, issue 34), but
+//     the Interface and the LightHouse copy the first certificate's
+//     networks at start (interface.go:193-197, lighthouse.go:105-106), the
+//     firewall is rebuilt only for other unsafe networks (interface.go:395)
+//     and the TUN device is addressed only at start: meshd's Nebula patch 3
+//     reads the networks from the current cert state (PATCHES.md), and
+//     Reload adds the new network to the device (addTunAddrs). A
+//     dual-stack peer is found by either address, so Tunnels lists each
+//     tunnel once by its index.
 //
 // Gone in v1.11.0:
 //
