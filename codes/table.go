@@ -46,7 +46,8 @@ const (
 	SeedNotNamed Code = "X495118SEEDID"
 	// UnderlayFamily: the pinned underlay (--advertise-addr or
 	// --advertise-iface, or the config's) is of an address family, IPv4
-	// or IPv6, that none of the token's seeds has (issue 34).
+	// or IPv6, that none of the token's seeds has, or this host has
+	// addresses of the other family only (issue 34).
 	UnderlayFamily Code = "X400119UNDFAM"
 
 	// Cluster and raft.
@@ -311,7 +312,7 @@ var table = map[Code]Info{
 	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
 	AlreadyJoined:    {409, "this node already has a cluster identity", "run `meshctl leave` first, or pass --force to replace the identity"},
 	AdvertiseAddr:    {400, "the advertise address is not usable on this machine", "pass --advertise-addr with an IP address assigned to one of this machine's interfaces"},
-	UnderlayFamily:   {400, "the pinned underlay address is IPv4 and the token's seeds are IPv6 only, or the reverse; nothing was changed", "pin an address of the seeds' family with --advertise-addr (or advertise_addr, advertise_iface), or pin none and let the route to the seeds choose; then run the command again"},
+	UnderlayFamily:   {400, "the pinned underlay address is IPv4 and the token's seeds are IPv6 only, or the reverse, or this host has addresses of the other family only; nothing was changed", "pin an address of the seeds' family with --advertise-addr (or advertise_addr, advertise_iface), or pin none and let the route to the seeds choose; a host without that family needs an address of it (or a token whose seeds have its family: `meshctl admit` on a control node that has one); then run the command again"},
 	BadNodeName:      {400, "the node name is not valid", "use 1-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"},
 	BadRole:          {400, "the role is not valid", "use --role worker or --role control"},
 	CAHolderDown:     {503, "the CA holder could not be reached to sign certificates", "bring the origin node back; the token was not used and will work once it is reachable"},

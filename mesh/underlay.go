@@ -79,6 +79,12 @@ func ChooseUnderlay(pin Pin, seeds []netip.Addr) (Underlay, error) {
 	fams := familiesFor(seeds)
 	ip, err := firstUsable(fams)
 	if err != nil {
+		if other, oerr := firstUsable(otherFamilies(fams)); len(seeds) > 0 && oerr == nil {
+			// This host has the other family only: an IPv4-only host
+			// given IPv6-only seeds, or the reverse. No pin can help.
+			return Underlay{}, codes.Wrap(codes.UnderlayFamily, fmt.Errorf("%s: this host has no usable %s address (it has %s %s), and the token's seeds are %s only (%s)",
+				reason, familyNames(fams), familyOf(other), other, familyNames(fams), joinAddrs(seeds)))
+		}
 		return Underlay{}, codes.Wrap(codes.AdvertiseAddr, fmt.Errorf("%s, and %w", reason, err))
 	}
 	return Underlay{Addr: ip, Why: fmt.Sprintf("%s; chose %s, the first up %s address (private first, then by interface index): pass --advertise-addr or --advertise-iface to choose",

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/meshd/meshd/codes"
 )
 
@@ -323,4 +325,39 @@ func TestIsLocal(t *testing.T) {
 			t.Fatalf("IsLocal(%v) = false for an address of this machine", ip)
 		}
 	})
+}
+
+// TestChooseUnderlayHostLacksSeedFamily (issue 34 item 5): on a host with
+// IPv4 addresses only, a join to IPv6-only seeds fails closed with
+// UnderlayFamily, unpinned; IPv4 seeds there are fine. Runs in a fresh
+// network namespace (inNetns).
+func TestChooseUnderlayHostLacksSeedFamily(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	if err := loopbackUp(); err != nil {
+		t.Fatal(err)
+	}
+	link := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "v4only0"}, PeerName: "v4only1"} // this kernel has no dummy links
+	if err := netlink.LinkAdd(link); err != nil {
+		t.Fatal(err)
+	}
+	if peer, err := netlink.LinkByName("v4only1"); err != nil || netlink.LinkSetUp(peer) != nil {
+		t.Fatalf("veth peer: %v", err)
+	}
+	addr, _ := netlink.ParseAddr("192.0.2.10/24")
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ChooseUnderlay(Pin{}, []netip.Addr{netip.MustParseAddr("fd99::1")})
+	if codes.Of(err) != codes.UnderlayFamily {
+		t.Fatalf("IPv6-only seeds on an IPv4-only host: %v (code %s), want %s", err, codes.Of(err), codes.UnderlayFamily)
+	}
+	u, err := ChooseUnderlay(Pin{}, []netip.Addr{netip.MustParseAddr("192.0.2.1")})
+	if err != nil || u.Addr != netip.MustParseAddr("192.0.2.10") {
+		t.Fatalf("IPv4 seeds: %+v, %v; want 192.0.2.10", u, err)
+	}
 }

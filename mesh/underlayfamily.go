@@ -87,3 +87,14 @@ func familyNames(fams []family) string {
 	}
 	return strings.Join(s, " or ")
 }
+
+// otherFamilies are the families not in fams.
+func otherFamilies(fams []family) []family {
+	var out []family
+	for _, f := range []family{family4, family6} {
+		if !slices.Contains(fams, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
