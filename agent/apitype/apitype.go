@@ -188,8 +188,8 @@ type Overlay struct {
 	// to reach it through (Nebula's relay.relays; none on a relay).
 	AmRelay     bool     `json:"am_relay,omitempty"`
 	Relays      []string `json:"relays,omitempty"`
-	StaticHosts int      `json:"static_hosts"`
-	Blocklist   int      `json:"blocklist"` // revoked certificates this overlay refuses
+	StaticHosts int      `json:"static_hosts"` // peers in the static host map (not lighthouses), each counted once
+	Blocklist   int      `json:"blocklist"`    // revoked certificates this overlay refuses
 	// CertFingerprint and CertExpires describe the Nebula host certificate
 	// the overlay runs with.
 	CertFingerprint string    `json:"cert_fingerprint"`

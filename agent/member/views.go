@@ -11,6 +11,7 @@ import (
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -46,7 +47,7 @@ func (ov *overlay) overlayStatus() *apitype.Overlay {
 	}
 	applied := ov.applied()
 	o := &apitype.Overlay{Mode: string(config.OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
-		Lighthouses: []string{}, StaticHosts: len(applied.StaticHosts), Blocklist: len(applied.Blocklist),
+		Lighthouses: []string{}, StaticHosts: staticPeers(applied), Blocklist: len(applied.Blocklist),
 		Tunnels: []apitype.Tunnel{}}
 	if applied.Userspace {
 		o.Mode, o.Device = string(config.OverlayUserspace), ""
@@ -141,4 +142,18 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 			s.Warnings = append(s.Warnings, control.QuorumWarnings(q)...)
 		}
 	}
+}
+
+// staticPeers is how many peers c's static host map holds: its IPv4 keys.
+// A dual-stack peer is in it by its IPv6 address too, and a lighthouse by
+// its IPv6 address alone (its IPv4 one is in the lighthouse list), so the
+// map's length counts neither peers nor anything an operator reads.
+func staticPeers(c mesh.Config) int {
+	n := 0
+	for ip := range c.StaticHosts {
+		if ip.Is4() {
+			n++
+		}
+	}
+	return n
 }
