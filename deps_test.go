@@ -58,6 +58,7 @@ var allowed = map[string][]string{
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
 	"childtest":                         {},
+	"stocknebula":                       {},
 	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
