@@ -58,6 +58,8 @@ var allowed = map[string][]string{
 	"agent/localclient/localclienttest": {},
 	"loopbacktest":                      {},
 	"childtest":                         {},
+	"stocknebula":                       {},
+	"nebulabundle":                      {},
 	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
@@ -144,6 +146,19 @@ func TestMeshctlLinksNoDaemonLibraries(t *testing.T) {
 		for _, bad := range forbiddenInMeshctl {
 			if strings.HasPrefix(p.ImportPath, bad) {
 				t.Errorf("meshctl links %s", p.ImportPath)
+			}
+		}
+	}
+}
+
+// TestNebulaBundleLinksNoDaemonLibraries: nebulabundle stays linkable
+// into meshctl (issue 35's `meshctl nebula-bundle` writes bundles), so it
+// links nothing meshctl may not, Nebula's cert package included.
+func TestNebulaBundleLinksNoDaemonLibraries(t *testing.T) {
+	for _, p := range goList(t, "-deps", "./nebulabundle") {
+		for _, bad := range forbiddenInMeshctl {
+			if strings.HasPrefix(p.ImportPath, bad) {
+				t.Errorf("nebulabundle links %s", p.ImportPath)
 			}
 		}
 	}

@@ -1,0 +1,48 @@
+package stocknebula
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestVersionIsMeshds: Version is the Nebula version meshd's go.mod
+// requires (the replace puts the patched copy in its place, but the
+// required version is the one it was patched from).
+func TestVersionIsMeshds(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", Module).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s: %v", Module, err)
+	}
+	if got := strings.TrimSpace(string(out)); got != Version {
+		t.Fatalf("go.mod requires %s %s; stocknebula.Version is %s", Module, got, Version)
+	}
+}
+
+// TestBinaryIsStock: the binary Binary returns is upstream's cmd/nebula at
+// Version, unreplaced, and says so itself; Check refuses a missing file
+// and another Go program.
+func TestBinaryIsStock(t *testing.T) {
+	bin := Binary(t)
+	if err := Check(bin); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "-version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s -version: %v\n%s", bin, err, out)
+	}
+	if want := "Version: " + strings.TrimPrefix(Version, "v"); strings.TrimSpace(string(out)) != want {
+		t.Fatalf("%s -version = %q, want %q", bin, out, want)
+	}
+	if err := Check(filepath.Join(t.TempDir(), "absent")); err == nil {
+		t.Fatal("Check of a missing file passed")
+	}
+	self, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go on PATH")
+	}
+	if err := Check(self); err == nil {
+		t.Fatalf("Check passed the go command %s", self)
+	}
+}
