@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -178,7 +179,7 @@ func checkPinnedAddr(pinned string, seeds []netip.Addr) (netip.Addr, error) {
 func bySeedRoute(seeds []netip.Addr) (u Underlay, why string, ok bool) {
 	var failed []string
 	for _, seed := range seeds {
-		routes, err := netlink.RouteGet(seed.AsSlice())
+		routes, err := routeGet(seed)
 		if err != nil || len(routes) == 0 {
 			failed = append(failed, fmt.Sprintf("%s: %v", seed, cmpErr(err, "no route")))
 			continue
@@ -194,6 +195,21 @@ func bySeedRoute(seeds []netip.Addr) (u Underlay, why string, ok bool) {
 			Why: fmt.Sprintf("the source address of the kernel's route to seed %s (%s)", seed, route)}, "", true
 	}
 	return Underlay{}, "no route to any seed (" + strings.Join(failed, "; ") + ")", false
+}
+
+// routeGet is netlink.RouteGet for dst, asked a second time when the
+// first request fails with EBADF or EINTR: each request opens and closes a
+// netlink socket of its own, and make test once saw a request to an IPv6
+// seed fail with "bad file descriptor" in a test process whose earlier
+// tests had run and stopped Nebula instances (mesh.TestChooseUnderlayBySeedRoute
+// in a fresh-clone CI run, 2026-12-05; not reproduced, cause not found). A
+// second failure is the answer.
+func routeGet(dst netip.Addr) ([]netlink.Route, error) {
+	routes, err := netlink.RouteGet(dst.AsSlice())
+	if errors.Is(err, unix.EBADF) || errors.Is(err, unix.EINTR) {
+		routes, err = netlink.RouteGet(dst.AsSlice())
+	}
+	return routes, err
 }
 
 // byDefaultRoute is the address of the default route's interface: the
