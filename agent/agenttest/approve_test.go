@@ -182,9 +182,12 @@ func TestApproveJoin(t *testing.T) {
 	})
 
 	t.Run("older-token", func(t *testing.T) {
-		// Two --approve tokens for one name, both with a waiting join: the
-		// code finds the token whose join shows it, not just the newest;
-		// revoking the other ends its waiting join.
+		// Two --approve tokens for one name, both with a waiting join:
+		// revoking one ends its waiting join at once. Then, with a newer
+		// token for the name minted and live, the approval code finds the
+		// token whose join shows it, not just the newest. (Revoking after
+		// the older join was approved raced: the newer join could see the
+		// name taken first, NameTaken, before the revocation reached it.)
 		w4, w4b := agenttest.NewNode(t, "w4", clock), agenttest.NewNode(t, "w4b", clock)
 		older := origin.Admit(t, apitype.AdmitRequest{Name: "w4", Approve: true})
 		newer, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true})
@@ -195,18 +198,20 @@ func TestApproveJoin(t *testing.T) {
 		a := waitShown(t, shownOld, doneOld)
 		shownNew, doneNew := approvalJoin(t, w4b, newer.Token)
 		waitShown(t, shownNew, doneNew)
-		if _, err := c2.Client.Approve(ctx, apitype.ApproveRequest{Name: "w4", Code: a.Code}); err != nil {
-			t.Fatalf("approve the older token's join: %v", err)
-		}
-		if err := waitDone(t, doneOld); err != nil {
-			t.Fatalf("the older token's join: %v", err)
-		}
-		// Revoking a token ends the join that waits with it at once.
 		if _, err := origin.Client.RevokeToken(ctx, newer.ID); err != nil {
 			t.Fatal(err)
 		}
 		if err := waitDone(t, doneNew); codes.Of(err) != codes.TokenRevoked {
 			t.Fatalf("the revoked token's waiting join: %v, want %s", err, codes.TokenRevoked)
+		}
+		if _, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true}); err != nil {
+			t.Fatal(err) // the newest token for w4, live, with no join waiting
+		}
+		if _, err := c2.Client.Approve(ctx, apitype.ApproveRequest{Name: "w4", Code: a.Code}); err != nil {
+			t.Fatalf("approve the older token's join: %v", err)
+		}
+		if err := waitDone(t, doneOld); err != nil {
+			t.Fatalf("the older token's join: %v", err)
 		}
 	})
 
