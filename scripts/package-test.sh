@@ -371,7 +371,11 @@ check "systemd-resolved is active" is active C systemctl is-active systemd-resol
 check "resolvectl domain: ~t.mesh on $DEV (within 40 s)" within 40 has "\($DEV\): .*~t\.mesh" C resolvectl domain "$DEV"
 check "resolvectl dns: $OIP on $DEV" has "\($DEV\): $OIP\$" C resolvectl dns "$DEV"
 check "$DEV: DefaultRoute, LLMNR, mDNS and DNSSEC off" has "Protocols: .*-DefaultRoute -LLMNR -mDNS .*DNSSEC=no" C resolvectl status "$DEV"
-check "resolvectl query pkgtest.t.mesh: $OIP via $DEV" has "^pkgtest\.t\.mesh: ${OIP//./\\.} .*link: $DEV" \
+# The answer lists the A and the AAAA record (a dual-stack cluster by default) in
+# either order: the name heads the first line, later lines are indented.
+check "resolvectl query pkgtest.t.mesh: $OIP via $DEV" has "^(pkgtest\.t\.mesh: | +)${OIP//./\\.} .*link: $DEV" \
+	C resolvectl query --cache=no pkgtest.t.mesh
+check "resolvectl query pkgtest.t.mesh: an IPv6 overlay address (fd..) via $DEV" has "^(pkgtest\.t\.mesh: | +)fd[0-9a-f]*:[0-9a-f:]+ .*link: $DEV" \
 	C resolvectl query --cache=no pkgtest.t.mesh
 check "resolvectl query localhost still answers" has "^localhost: (127\.0\.0\.1|::1)" C resolvectl query localhost
 check "status: dns.resolved configured, dns.link $DEV" has "\"resolved\": \"configured\",\s*\"link\": \"$DEV\"" \
