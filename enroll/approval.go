@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // Approval of a join (`meshctl admit NAME --approve`, the
@@ -328,7 +328,7 @@ const approvalTick = 100 * time.Millisecond
 // joinerKey is KeyHash of the TLS public key the CSR proves its sender
 // holds (its signature checked).
 func joinerKey(csr []byte) (string, error) {
-	der, err := pki.CSRPublicKey(csr)
+	der, err := trust.CSRPublicKey(csr)
 	if err != nil {
 		return "", err
 	}

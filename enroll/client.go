@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // maxResponseBody bounds an enroll response body.
@@ -61,7 +61,7 @@ type ClientDeps struct {
 // be reached, does not complete the TLS handshake within the handshake
 // timeout, the connection fails before or after verification, or the
 // seed answers that it cannot serve a join now (stepsAside). The
-// TLS handshake succeeds only when pki.VerifyPinned accepts the seed's
+// TLS handshake succeeds only when trust.VerifyPinned accepts the seed's
 // chain against tok.CA; a verification failure ends the enrollment at once
 // with its code, before anything is sent and without trying another seed.
 // Over the verified connection the seed's time is asked first: a clock
@@ -336,21 +336,21 @@ func errorFromBody(seed string, status int, data []byte) error {
 func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	// The response's CA bundle (two CAs during a CA rotation) came over
 	// the session the pinned CA authenticated; it must hold a pinned CA.
-	cas, err := pki.BundleCerts(resp.CACert)
+	cas, err := trust.BundleCerts(resp.CACert)
 	if err != nil || len(cas) == 0 {
 		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %v", err))
 	}
 	pinned := false
 	for _, ca := range cas {
-		pinned = pinned || slices.Contains(c.tok.Pins(), pki.FingerprintOf(ca))
+		pinned = pinned || slices.Contains(c.tok.Pins(), trust.FingerprintOf(ca))
 	}
 	if !pinned {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", pki.FingerprintOf(cas[0]), c.tok.CA))
+		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", trust.FingerprintOf(cas[0]), c.tok.CA))
 	}
 	rejected := func(format string, args ...any) error {
 		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll response: "+format, args...))
 	}
-	leaf, err := pki.ParseCertPEM(resp.TLSCert)
+	leaf, err := trust.ParseCertPEM(resp.TLSCert)
 	if err != nil {
 		return rejected("TLS certificate: %w", err)
 	}
@@ -373,7 +373,7 @@ func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
 	} else if resp.Name != c.tok.Name || leaf.Subject.CommonName != c.tok.Name {
 		return rejected("admitted name %q, the token names %q", resp.Name, c.tok.Name)
 	}
-	if role, err := pki.RoleOf(leaf); err != nil || resp.Role != role || (c.tok.Role != "" && role != c.tok.Role) {
+	if role, err := trust.RoleOf(leaf); err != nil || resp.Role != role || (c.tok.Role != "" && role != c.tok.Role) {
 		return rejected("admitted role %q (certificate %q), the token names %q", resp.Role, role, c.tok.Role)
 	}
 	c.step(fmt.Sprintf("admitted as %s (%s), node id %s, overlay IP %s", resp.Name, resp.Role, resp.NodeID, resp.OverlayIP))

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // A join by identity (issue 31): the joiner holds no cluster secret, only
@@ -40,16 +40,16 @@ func (j RawJWT) MarshalJSON() ([]byte, error) { return json.Marshal(string(j)) }
 // Identity is what a verified JWT admits: who it names, the one-time id
 // of the JWT, and what the issuer's first matching claim rule gives.
 type Identity struct {
-	Issuer    string    `json:"issuer"`
-	Subject   string    `json:"subject"`
-	JTI       string    `json:"jti"` // hex SHA-256 of issuer, NUL, jti: the replay key raft records
-	Expires   time.Time `json:"expires"`
-	Role      pki.Role  `json:"role"`
-	Groups    []string  `json:"groups,omitempty"`
-	Name      string    `json:"name,omitempty"`        // the node name a claim gives, or
-	Prefix    string    `json:"name_prefix,omitempty"` // the prefix the cluster names it under
-	Ephemeral bool      `json:"ephemeral,omitempty"`
-	Rule      int       `json:"rule"` // which of the issuer's rules matched, for the audit log
+	Issuer    string     `json:"issuer"`
+	Subject   string     `json:"subject"`
+	JTI       string     `json:"jti"` // hex SHA-256 of issuer, NUL, jti: the replay key raft records
+	Expires   time.Time  `json:"expires"`
+	Role      trust.Role `json:"role"`
+	Groups    []string   `json:"groups,omitempty"`
+	Name      string     `json:"name,omitempty"`        // the node name a claim gives, or
+	Prefix    string     `json:"name_prefix,omitempty"` // the prefix the cluster names it under
+	Ephemeral bool       `json:"ephemeral,omitempty"`
+	Rule      int        `json:"rule"` // which of the issuer's rules matched, for the audit log
 }
 
 // Check refuses an identity the admission cannot record: no issuer or
@@ -62,10 +62,10 @@ func (id Identity) Check() error {
 	if id.Issuer == "" || len(id.JTI) != 2*sha256.Size {
 		return bad("no issuer or replay key")
 	}
-	if _, err := pki.ParseRole(string(id.Role)); err != nil {
+	if _, err := trust.ParseRole(string(id.Role)); err != nil {
 		return bad("role %q", id.Role)
 	}
-	if id.Ephemeral && id.Role != pki.RoleWorker {
+	if id.Ephemeral && id.Role != trust.RoleWorker {
 		return bad("only workers can be ephemeral")
 	}
 	switch {
@@ -80,7 +80,7 @@ func (id Identity) Check() error {
 			return bad("%v", err)
 		}
 	}
-	if err := pki.CheckNodeGroups(id.Groups); err != nil {
+	if err := trust.CheckNodeGroups(id.Groups); err != nil {
 		return bad("%v", err)
 	}
 	return nil
@@ -111,7 +111,7 @@ var errNoIdentities = errors.New("this control node trusts no JWT issuer (jwt.is
 // use). It carries no secret, cluster id or name; its expiry is an hour
 // from now, the longest a JWT may live (the seed judges the JWT's own).
 // It is never encoded: Encode refuses it.
-func IdentityToken(jwt RawJWT, seed string, ca pki.Fingerprint, now time.Time) (Token, error) {
+func IdentityToken(jwt RawJWT, seed string, ca trust.Fingerprint, now time.Time) (Token, error) {
 	switch {
 	case jwt == "":
 		return Token{}, codes.Wrap(codes.JWTInvalid, errors.New("the JWT file is empty"))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/crash"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // enrollIdentity admits the joiner of a join by identity: it carries a
@@ -38,17 +38,17 @@ func (s *Server) enrollIdentity(ctx context.Context, req Request, source netip.A
 	if err := id.Check(); err != nil {
 		return nil, err
 	}
-	if req.Ephemeral && id.Role != pki.RoleWorker {
+	if req.Ephemeral && id.Role != trust.RoleWorker {
 		return nil, codes.Wrap(codes.BadRole, fmt.Errorf("only a worker can be ephemeral; the JWT admits a %s node", id.Role))
 	}
 	if req.Underlay != "" {
 		if _, err := netip.ParseAddr(req.Underlay); err != nil {
 			return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("underlay address %q: %w", req.Underlay, err))
 		}
-	} else if id.Role == pki.RoleControl {
+	} else if id.Role == trust.RoleControl {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("a control node must advertise its underlay address"))
 	}
-	tlsKey, err := pki.CSRPublicKey(req.CSR)
+	tlsKey, err := trust.CSRPublicKey(req.CSR)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // TokenHash is the SHA-256 of a token secret: the only form in which the
@@ -34,17 +34,17 @@ func (h *TokenHash) UnmarshalText(b []byte) error {
 
 // TokenRecord is the ledger's record of a minted token.
 type TokenRecord struct {
-	Hash       TokenHash `json:"hash"`
-	Name       string    `json:"name"`           // the one node name it admits
-	Role       pki.Role  `json:"role"`           // the role it admits; the joiner's claim is never used
-	Addr       string    `json:"addr,omitempty"` // source IP the join must come from; "" means any
-	Created    time.Time `json:"created"`
-	Expires    time.Time `json:"expires"`
-	MintedBy   string    `json:"minted_by"` // node id of the control node that minted it
-	ConsumedAt time.Time `json:"consumed_at,omitzero"`
-	ConsumedBy string    `json:"consumed_by,omitempty"` // node id it admitted
-	RevokedAt  time.Time `json:"revoked_at,omitzero"`   // zero unless revoked (`meshctl tokens revoke`)
-	RevokedBy  string    `json:"revoked_by,omitempty"`  // the actor who revoked it
+	Hash       TokenHash  `json:"hash"`
+	Name       string     `json:"name"`           // the one node name it admits
+	Role       trust.Role `json:"role"`           // the role it admits; the joiner's claim is never used
+	Addr       string     `json:"addr,omitempty"` // source IP the join must come from; "" means any
+	Created    time.Time  `json:"created"`
+	Expires    time.Time  `json:"expires"`
+	MintedBy   string     `json:"minted_by"` // node id of the control node that minted it
+	ConsumedAt time.Time  `json:"consumed_at,omitzero"`
+	ConsumedBy string     `json:"consumed_by,omitempty"` // node id it admitted
+	RevokedAt  time.Time  `json:"revoked_at,omitzero"`   // zero unless revoked (`meshctl tokens revoke`)
+	RevokedBy  string     `json:"revoked_by,omitempty"`  // the actor who revoked it
 	// Approve: the join waits for an operator's approval (`meshctl admit
 	// --approve`, approval.go); Approval is its state.
 	Approve  bool     `json:"approve,omitempty"`
@@ -97,7 +97,7 @@ type Admission struct {
 	Token      TokenHash
 	NodeID     string
 	Name       string
-	Role       pki.Role
+	Role       trust.Role
 	Underlay   string // the joiner's underlay IP as it advertises it
 	SourceAddr string // the joiner's source IP as the control node saw it
 	// Relay: the joiner offers itself as a Nebula relay (`relay: true`).
@@ -192,7 +192,7 @@ type Ledger interface {
 	// record is deleted, its overlay IP freed and its token unused again.
 	AbortAdmission(ctx context.Context, nodeID string) error
 	// JoinFacts returns what a joiner of role r needs to know.
-	JoinFacts(ctx context.Context, r pki.Role) (JoinFacts, error)
+	JoinFacts(ctx context.Context, r trust.Role) (JoinFacts, error)
 }
 
 // SignRequest names the admission a certificate is for: the node id of a
@@ -205,7 +205,7 @@ type Ledger interface {
 type SignRequest struct {
 	NodeID    string
 	Name      string
-	Role      pki.Role
+	Role      trust.Role
 	OverlayIP netip.Prefix
 	CSR       []byte // TLS only: DER PKCS#10 whose key must be the recorded TLS key
 }

@@ -9,7 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // SeedReport is what a joiner learns of one seed without sending anything
@@ -17,12 +17,12 @@ import (
 // its clock.
 type SeedReport struct {
 	Seed string
-	// Err is nil for a seed that answered and passed pki.VerifyPinned. A
+	// Err is nil for a seed that answered and passed trust.VerifyPinned. A
 	// seed that could not be reached is codes.SeedsUnreachable; a
 	// verification failure keeps its own code (codes.CAMismatch,
 	// codes.SeedNotControl).
 	Err   error
-	Role  pki.Role   // the seed leaf's role
+	Role  trust.Role // the seed leaf's role
 	Local netip.Addr // the source address the kernel used to reach it
 	// Skew compares the clocks, when HasClock (an older seed does not
 	// report its time).

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // Admitted is what the ledger recorded for the node a token admitted, as
@@ -17,7 +17,7 @@ import (
 type Admitted struct {
 	NodeID string
 	Name   string
-	Role   pki.Role
+	Role   trust.Role
 	// Joining is true while the record has no certificates yet: the
 	// admission was recorded, then signing or recording the certificates
 	// failed and could not be undone.
@@ -133,7 +133,7 @@ func recordedKey(a Admitted) (crypto.PublicKey, error) {
 		}
 		return x509.ParsePKIXPublicKey(a.TLSPublicKey)
 	}
-	leaf, err := pki.ParseCertPEM(a.TLSCert)
+	leaf, err := trust.ParseCertPEM(a.TLSCert)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/crash"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // maxRequestBody bounds an enroll request body.
@@ -236,13 +236,13 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 		if _, err := netip.ParseAddr(req.Underlay); err != nil {
 			return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("underlay address %q: %w", req.Underlay, err))
 		}
-	} else if rec.Role == pki.RoleControl {
+	} else if rec.Role == trust.RoleControl {
 		return nil, codes.Wrap(codes.EnrollRejected, errors.New("a control node must advertise its underlay address"))
 	}
-	if req.Ephemeral && rec.Role != pki.RoleWorker {
+	if req.Ephemeral && rec.Role != trust.RoleWorker {
 		return nil, codes.Wrap(codes.BadRole, fmt.Errorf("only a worker can be ephemeral; the token admits a %s node", rec.Role))
 	}
-	tlsKey, err := pki.CSRPublicKey(req.CSR)
+	tlsKey, err := trust.CSRPublicKey(req.CSR)
 	if err != nil {
 		return nil, err
 	}

@@ -15,17 +15,17 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
-// session is one TLS connection to a seed that pki.VerifyPinned accepted:
+// session is one TLS connection to a seed that trust.VerifyPinned accepted:
 // the joiner asks the seed's time over it, then sends at most one request
 // that carries the secret.
 type session struct {
 	seed  string
 	conn  *tls.Conn
 	br    *bufio.Reader
-	role  pki.Role
+	role  trust.Role
 	local netip.Addr // this end's address: the source the kernel chose
 	stop  func() bool
 	shown bool // its approval code was shown
@@ -57,7 +57,7 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 			for i, pc := range cs.PeerCertificates {
 				rawCerts[i] = pc.Raw
 			}
-			leaf, verifyErr = pki.VerifyPinnedAny(rawCerts, c.tok.Pins(), c.now())
+			leaf, verifyErr = trust.VerifyPinnedAny(rawCerts, c.tok.Pins(), c.now())
 			if verifyErr == nil {
 				verifyErr = checkSeedID(c.tok, seed, leaf)
 			}
@@ -65,7 +65,7 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 		},
 		// Names the CA the token pins: during a CA rotation a seed whose
 		// leaf was reissued answers with the leaf it holds under it.
-		NextProtos: []string{pki.PinProto(c.tok.CA), "http/1.1"},
+		NextProtos: []string{trust.PinProto(c.tok.CA), "http/1.1"},
 	}
 	if host, _, err := net.SplitHostPort(seed); err == nil && net.ParseIP(host) == nil {
 		cfg.ServerName = host
@@ -95,7 +95,7 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 		return fail(&seedError{err: fmt.Errorf("TLS handshake: %w", err)})
 	}
 	s := &session{seed: seed, conn: conn, br: bufio.NewReader(conn), stop: stop}
-	if r, err := pki.RoleOf(leaf); err == nil {
+	if r, err := trust.RoleOf(leaf); err == nil {
 		s.role = r
 	}
 	if ap, err := netip.ParseAddrPort(raw.LocalAddr().String()); err == nil {
@@ -216,7 +216,7 @@ func checkSeedID(tok Token, seed string, leaf *x509.Certificate) error {
 	if want == "" {
 		return nil
 	}
-	if got := pki.NodeIDOf(leaf); got != want {
+	if got := trust.NodeIDOf(leaf); got != want {
 		return codes.Wrap(codes.SeedNotNamed, fmt.Errorf("the token names node %s at %s, and the seed's certificate is node %q's", want, seed, got))
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // Token lifetimes and the format version.
@@ -39,7 +39,7 @@ const tokenPrefix = "mesh1_"
 // Layout of the fixed part of the payload.
 const (
 	clusterIDSize = 16
-	fixedSize     = clusterIDSize + len(pki.Fingerprint{}) + SecretSize + 8 + 1 // id, CA, secret, expiry, role
+	fixedSize     = clusterIDSize + len(trust.Fingerprint{}) + SecretSize + 8 + 1 // id, CA, secret, expiry, role
 	crcSize       = 4
 )
 
@@ -55,18 +55,18 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // cluster, trust it, and be admitted under one name and role. It prints and
 // logs redacted; only Encode reveals the secret.
 type Token struct {
-	ClusterID string          // 32 lowercase hex characters (16 bytes)
-	CA        pki.Fingerprint // full SHA-256 of the cluster CA cert: the joiner's only trust anchor
-	Seeds     []string        // enroll endpoints "host:port" of every control node, 1 to MaxSeeds
-	Name      string          // the one node name it admits (ValidName)
-	Role      pki.Role        // the role it admits
-	Expires   time.Time       // whole seconds, UTC
-	Secret    Secret          // the one-time secret; the cluster stores only its hash
+	ClusterID string            // 32 lowercase hex characters (16 bytes)
+	CA        trust.Fingerprint // full SHA-256 of the cluster CA cert: the joiner's only trust anchor
+	Seeds     []string          // enroll endpoints "host:port" of every control node, 1 to MaxSeeds
+	Name      string            // the one node name it admits (ValidName)
+	Role      trust.Role        // the role it admits
+	Expires   time.Time         // whole seconds, UTC
+	Secret    Secret            // the one-time secret; the cluster stores only its hash
 	// NextCA is the next cluster CA's fingerprint when the token was
 	// minted during a CA rotation (zero otherwise): the joiner trusts a
 	// seed that chains to CA or to NextCA. It travels as an optional
 	// trailer of the payload (nextCATag, then 32 bytes).
-	NextCA pki.Fingerprint
+	NextCA trust.Fingerprint
 	// SeedIDs are the node ids of the control nodes at Seeds, in the same
 	// order (none in a token the previous release minted): the joiner
 	// sends its secret to a seed only if the seed's leaf names that id,
@@ -116,11 +116,11 @@ func (t Token) SeedID(seed string) string {
 }
 
 // Pins are the CA fingerprints the token pins: CA, and NextCA if set.
-func (t Token) Pins() []pki.Fingerprint {
+func (t Token) Pins() []trust.Fingerprint {
 	if t.NextCA.IsZero() {
-		return []pki.Fingerprint{t.CA}
+		return []trust.Fingerprint{t.CA}
 	}
-	return []pki.Fingerprint{t.CA, t.NextCA}
+	return []trust.Fingerprint{t.CA, t.NextCA}
 }
 
 // Encode returns the one-line form of t:
@@ -233,9 +233,9 @@ func decodePayload(p []byte) (Token, error) {
 	p = p[8:]
 	switch p[0] {
 	case roleByteWorker:
-		t.Role = pki.RoleWorker
+		t.Role = trust.RoleWorker
 	case roleByteControl:
-		t.Role = pki.RoleControl
+		t.Role = trust.RoleControl
 	default:
 		return Token{}, fmt.Errorf("unknown role byte %d", p[0])
 	}
@@ -330,7 +330,7 @@ func (t Token) validate() error {
 		if err := ValidKeyPrefix(t.Name); err != nil {
 			return err
 		}
-		if t.Role != pki.RoleWorker {
+		if t.Role != trust.RoleWorker {
 			return codes.Wrap(codes.BadRole, fmt.Errorf("a key admits workers, not %q", t.Role))
 		}
 	} else if err := ValidName(t.Name); err != nil {
@@ -399,11 +399,11 @@ func validSeed(s string) error {
 	return nil
 }
 
-func roleByte(r pki.Role) byte {
+func roleByte(r trust.Role) byte {
 	switch r {
-	case pki.RoleWorker:
+	case trust.RoleWorker:
 		return roleByteWorker
-	case pki.RoleControl:
+	case trust.RoleControl:
 		return roleByteControl
 	}
 	return 0

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/meshd/meshd/pki"
+	"github.com/meshd/meshd/trust"
 )
 
 // ProtocolVersion is the enroll protocol version a Request carries.
@@ -39,10 +39,10 @@ type CheckRequest struct {
 // checks now: the token is known, unused, not revoked, unexpired, bound to
 // no other address, and its name is free.
 type CheckResponse struct {
-	Name       string    `json:"name"`
-	Role       pki.Role  `json:"role"`
-	Expires    time.Time `json:"expires"` // the ledger's expiry
-	ServerTime time.Time `json:"server_time"`
+	Name       string     `json:"name"`
+	Role       trust.Role `json:"role"`
+	Expires    time.Time  `json:"expires"` // the ledger's expiry
+	ServerTime time.Time  `json:"server_time"`
 	// Approve: the join will wait for an operator's approval (the token
 	// was minted with --approve).
 	Approve bool `json:"approve,omitempty"`
@@ -99,7 +99,7 @@ type Ports struct {
 type Response struct {
 	NodeID       string       `json:"node_id"`
 	Name         string       `json:"name"`
-	Role         pki.Role     `json:"role"`
+	Role         trust.Role   `json:"role"`
 	ClusterID    string       `json:"cluster_id"`
 	ClusterName  string       `json:"cluster_name"`
 	CACert       []byte       `json:"ca_cert"`        // PEM

@@ -294,21 +294,6 @@ func newSerial() (*big.Int, error) {
 	}
 }
 
-// ParseCertPEM parses the first CERTIFICATE block of b, skipping blocks
-// of other types: the one PEM certificate parser of the project.
-func ParseCertPEM(b []byte) (*x509.Certificate, error) {
-	for {
-		var blk *pem.Block
-		blk, b = pem.Decode(b)
-		if blk == nil {
-			return nil, errors.New("no PEM CERTIFICATE block")
-		}
-		if blk.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(blk.Bytes)
-		}
-	}
-}
-
 // parseECKeyPEM parses an ECDSA private key from a PKCS#8 "PRIVATE KEY" or
 // SEC 1 "EC PRIVATE KEY" block. Its errors never include key material.
 func parseECKeyPEM(b []byte) (*ecdsa.PrivateKey, error) {

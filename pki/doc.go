@@ -5,6 +5,6 @@
 // and role-checked verification of peers, and key files written atomically
 // and refused when group- or world-accessible.
 //
-// Import rule (deps_test.go): may import codes; nothing else of meshd. It
+// Import rule (deps_test.go): may import codes and trust; nothing else of meshd. It
 // also uses the Nebula cert package.
 package pki

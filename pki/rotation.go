@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/slackhq/nebula/cert"
+
+	"github.com/meshd/meshd/trust"
 )
 
 // The CA rotation helpers (issue 13): during a rotation every node trusts
@@ -32,26 +34,6 @@ func Bundle(parts ...[]byte) []byte {
 		b = append(b, '\n')
 	}
 	return b
-}
-
-// BundleCerts parses every CERTIFICATE block of a PEM bundle.
-func BundleCerts(bundle []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		blk, bundle = pem.Decode(bundle)
-		if blk == nil {
-			return out, nil
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("CA bundle: %w", err)
-		}
-		out = append(out, c)
-	}
 }
 
 // IssuerIn returns the CA of bundle whose key signed leaf, or nil.
@@ -137,25 +119,10 @@ func ShortID(fp string) string {
 	return fp[:8]
 }
 
-// pinProtoPrefix starts the ALPN protocol name a joiner offers to name
-// the CA its token pins (PinProto).
-const pinProtoPrefix = "meshd-ca-"
-
-// PinProto is the ALPN protocol a joiner offers (before "http/1.1") to say
-// which CA its token pins: "meshd-ca-" and the first 32 hex characters of
-// its fingerprint. During a CA rotation a seed whose leaf was reissued
-// under the next CA answers it with the leaf it still holds under the
-// pinned one. (ALPN, not the server name: a seed given by DNS name is
-// asked for by that name.) Servers negotiate no such protocol; "http/1.1"
-// is what is spoken.
-func PinProto(pin Fingerprint) string {
-	return pinProtoPrefix + pin.String()[:32]
-}
-
 // pinFromProtos reads the fingerprint prefix PinProto wrote.
 func pinFromProtos(protos []string) (string, bool) {
 	for _, p := range protos {
-		s, ok := strings.CutPrefix(p, pinProtoPrefix)
+		s, ok := strings.CutPrefix(p, trust.PinProtoPrefix)
 		if !ok || len(s) != 32 {
 			continue
 		}

@@ -1,9 +1,6 @@
 package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -19,6 +16,7 @@ import (
 	"github.com/slackhq/nebula/cert"
 
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/trust"
 )
 
 // leafBackdate is how far before "now" a leaf becomes valid, to absorb
@@ -28,8 +26,8 @@ const leafBackdate = 5 * time.Minute
 // nodeURIScheme and nodeURIHost make the URI SAN meshd://node/<id> that
 // carries a node's id in its TLS leaf.
 const (
-	nodeURIScheme = "meshd"
-	nodeURIHost   = "node"
+	nodeURIScheme = trust.NodeURIScheme
+	nodeURIHost   = trust.NodeURIHost
 )
 
 // nodeURI returns meshd://node/<id>.
@@ -76,7 +74,7 @@ func (ca *CA) signLeaf(pub any, name, nodeID string, r Role, reqIPs []netip.Addr
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLeafKey(pub); err != nil {
+	if err := trust.CheckLeafKey(pub); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("sign TLS leaf: %w", err))
 	}
 	if name == "" || nodeID == "" {
@@ -126,21 +124,6 @@ func (ca *CA) signLeaf(pub any, name, nodeID string, r Role, reqIPs []netip.Addr
 		return nil, fmt.Errorf("sign TLS leaf for %s: %w", name, err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
-}
-
-// checkLeafKey accepts the key types a node may certify: ECDSA P-256 or
-// P-384, or Ed25519.
-func checkLeafKey(pub any) error {
-	switch k := pub.(type) {
-	case *ecdsa.PublicKey:
-		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
-			return nil
-		}
-		return fmt.Errorf("ECDSA curve %s is not accepted", k.Curve.Params().Name)
-	case ed25519.PublicKey:
-		return nil
-	}
-	return fmt.Errorf("public key type %T is not accepted", pub)
 }
 
 // clampValidity fits [nb, na] inside the X.509 CA's validity, at second

@@ -1,4 +1,4 @@
-package pki
+package trust
 
 import (
 	"fmt"
@@ -13,6 +13,10 @@ type Role string
 const (
 	RoleControl Role = "control" // raft member, serves enroll and internal API; leaf has server+client auth
 	RoleWorker  Role = "worker"  // leaf has client auth only
+	// RoleNebula is a member that runs stock Nebula (issue 35): a raft
+	// record, an overlay IP and a Nebula certificate, no TLS leaf, no
+	// gossip, no raft. No leaf ever names it: ParseRole refuses it.
+	RoleNebula Role = "nebula"
 )
 
 // ParseRole accepts "control" or "worker"; anything else is codes.BadRole.

@@ -1,4 +1,4 @@
-package pki
+package trust
 
 import (
 	"crypto/x509"
@@ -9,6 +9,13 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
+)
+
+// NodeURIScheme and NodeURIHost make the URI SAN meshd://node/<id> that
+// names a leaf's node id.
+const (
+	NodeURIScheme = "meshd"
+	NodeURIHost   = "node"
 )
 
 // RoleOf reads the role from a leaf's Subject OrganizationalUnit, which must
@@ -26,7 +33,7 @@ func RoleOf(c *x509.Certificate) (Role, error) {
 // "" if it has none.
 func NodeIDOf(c *x509.Certificate) string {
 	for _, u := range c.URIs {
-		if u.Scheme != nodeURIScheme || u.Host != nodeURIHost {
+		if u.Scheme != NodeURIScheme || u.Host != NodeURIHost {
 			continue
 		}
 		if id, ok := strings.CutPrefix(u.Path, "/"); ok && id != "" && !strings.Contains(id, "/") {

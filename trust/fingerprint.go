@@ -1,4 +1,4 @@
-package pki
+package trust
 
 import (
 	"crypto/sha256"

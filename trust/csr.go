@@ -1,6 +1,9 @@
-package pki
+package trust
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/x509"
 	"fmt"
 
@@ -19,7 +22,7 @@ func CSRPublicKey(csrDER []byte) ([]byte, error) {
 	if err := csr.CheckSignature(); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("CSR signature: %w", err))
 	}
-	if err := checkLeafKey(csr.PublicKey); err != nil {
+	if err := CheckLeafKey(csr.PublicKey); err != nil {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("CSR: %w", err))
 	}
 	der, err := x509.MarshalPKIXPublicKey(csr.PublicKey)
@@ -27,4 +30,19 @@ func CSRPublicKey(csrDER []byte) ([]byte, error) {
 		return nil, codes.Wrap(codes.EnrollRejected, fmt.Errorf("CSR public key: %w", err))
 	}
 	return der, nil
+}
+
+// CheckLeafKey accepts the key types a node may certify: ECDSA P-256 or
+// P-384, or Ed25519.
+func CheckLeafKey(pub any) error {
+	switch k := pub.(type) {
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
+			return nil
+		}
+		return fmt.Errorf("ECDSA curve %s is not accepted", k.Curve.Params().Name)
+	case ed25519.PublicKey:
+		return nil
+	}
+	return fmt.Errorf("public key type %T is not accepted", pub)
 }
