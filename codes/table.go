@@ -253,6 +253,24 @@ const (
 	// Overlay6Exists: a move to v2 certificates and an IPv6 overlay asked
 	// of a cluster that is dual-stack already.
 	Overlay6Exists Code = "X409702OVLDUA"
+	// NebulaOnlyToken: a meshd join (`meshctl join`) brought a token
+	// minted for a stock Nebula member (`admit --nebula-only`).
+	NebulaOnlyToken Code = "X400710NEBTKN"
+	// NotNebulaToken: a bundle request (`meshctl nebula-bundle`) brought
+	// a token minted for a meshd member, or a plain token for a renewal.
+	NotNebulaToken Code = "X400711NEBMSH"
+	// NebulaKeyCurve: a stock Nebula member's public key is not a Nebula
+	// X25519 public key (P-256, another PEM type, a bad length).
+	NebulaKeyCurve Code = "X400712NEBCRV"
+	// NebulaKeyInUse: a stock Nebula member's public key is the key of
+	// another node of the cluster.
+	NebulaKeyInUse Code = "X409713NEBKEY"
+	// NebulaRenewRefused: a renewal names no active stock Nebula member,
+	// or brings another key than the one the member holds.
+	NebulaRenewRefused Code = "X409714NEBRNW"
+	// EventNebulaMemberRenewed: a stock Nebula member's certificate was
+	// renewed with a renewal token.
+	EventNebulaMemberRenewed Code = "X100715NEBREN"
 	// EventRoutesRequested: a node asked to carry a set of prefixes.
 	EventRoutesRequested Code = "X100686RTEREQ"
 	// EventRouteApproved: a prefix was approved for a node.
@@ -265,44 +283,50 @@ const (
 
 var table = map[Code]Info{
 
-	KeyExhausted:         {401, "the enrolment key has admitted as many machines as its uses allow", "mint a new key on a control node: `meshctl admit --reusable --uses N --name-prefix P`; `meshctl tokens` shows each key's uses left"},
-	KeyPrefixTaken:       {409, "another live enrolment key has a name prefix that starts, or is started by, this one: the two could give the same names", "choose a prefix neither starts nor is started by a live key's (`meshctl tokens` lists them), or revoke that key first"},
-	KeyBadLimits:         {400, "the enrolment key's uses, lifetime or name prefix is out of bounds", "give --uses 1 to 100000, --ttl 1m to 720h and a --name-prefix of lowercase letters, digits and dashes that starts with a letter and leaves room for a number (at most 56 characters)"},
-	JWTInvalid:           {401, "the join's JWT is not a signed JWT this cluster can verify (malformed, bad signature, unsupported algorithm or unknown key)", "check that the file holds the raw token the issuer gave (three base64url parts), that the issuer's JWKS on the control nodes is current, and that the token was not altered"},
-	JWTIssuerUnknown:     {401, "no issuer this control node trusts issued the JWT", "add the issuer to `jwt.issuers` in meshd.yaml on every control node (issuer exactly as the token's iss claim) and restart meshd there, or join with a token the trusted issuer gave; an issuer whose keys could not be loaded says why in the detail: fix its jwks_file and run `meshctl reload`"},
-	JWTAudience:          {401, "the JWT is not for this cluster's audience", "have the issuer mint the token for the audience configured in `jwt.issuers[].audience` (a CI job's OIDC token request names it)"},
-	JWTExpired:           {401, "the JWT has expired or is not valid yet", "fetch a fresh token from the issuer and join at once; check the clocks of the joiner, the issuer and the control nodes"},
-	JWTLifetime:          {401, "the JWT lives longer than an hour, or lacks an expiry, issue time or jti", "have the issuer mint short-lived tokens (at most 1 hour) with exp, iat and a unique jti"},
-	JWTReplayed:          {401, "the JWT was already used by an earlier join (its jti is recorded)", "fetch a new token from the issuer for each join; if you did not use this one, assume it leaked and check `meshctl audit`"},
-	JWTNoRule:            {403, "no claim rule of the issuer admits this JWT's claims", "add a rule to `jwt.issuers[].rules` whose claims match the token, or join from a workload the rules admit"},
-	EventNodeReaped:      {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
-	EventNodeForgotten:   {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
-	RouteBad:             {400, "the routed prefix is not one the cluster takes: malformed, IPv6, host bits set, overlapping the overlay or another prefix of the same request, or asked by a node that is not an active member", "give IPv4 prefixes such as 192.168.50.0/24 that do not overlap the overlay or each other (`meshctl routes advertise CIDR...`); a removed node carries nothing"},
-	RouteOverlap:         {409, "the prefix overlaps, without being equal to, a prefix another node asks to carry", "advertise exactly the same prefix on both routers (one carries it, the other stands by), or prefixes that do not overlap; `meshctl routes list` shows every prefix asked"},
-	RouteUnderlay:        {409, "the prefix holds the underlay address of a control node or relay: every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
-	RouteNotRequested:    {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
-	CarrierChanged:       {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
-	ExitNotApproved:      {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
-	Overlay6Invalid:      {400, "the IPv6 overlay prefix is not one a cluster takes: not IPv6, IPv4-mapped (it would overlap the IPv4 overlay's space), host bits set, shorter than /64, or too long to hold an IPv6 address for every address of the IPv4 overlay; nothing was changed", "give a /64 such as fd5a:1b2c:3d4e::/64 (or leave --overlay-cidr6 out for a generated one); `meshctl init --overlay-cidr6 none` makes an IPv4-only cluster"},
-	Overlay6NotULA:       {400, "the IPv6 overlay prefix is not a unique local address (fd00::/8, RFC 4193): a global prefix on the overlay would shadow those addresses on the internet for every member; nothing was changed", "leave --overlay-cidr6 out for a generated ULA /64, give one in fd00::/8, or pass --overlay6-global if the prefix is yours and routed nowhere else"},
-	Overlay6Exists:       {409, "the cluster is dual-stack already: its Nebula certificates are v2 and hold an IPv6 overlay address; nothing was changed", "run `meshctl ca rotate` without --overlay-cidr6 for a plain CA rotation; `meshctl ca status` shows the overlays"},
-	CarrierUnreachable:   {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
-	EventRoutesRequested: {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
-	EventRouteApproved:   {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
-	EventRouteWithdrawn:  {100, "a prefix's approval was taken back; the certificates that held it are revoked once a new one is issued", "none needed"},
-	EventCarrierMoved:    {100, "another node carries a routed prefix now (its carrier failed, left, lost its approval, or an operator moved it)", "none needed; `meshctl routes list` shows the carriers"},
-	TokenCorrupt:         {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
-	TokenVersion:         {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
-	TokenExpired:         {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
-	TokenConsumed:        {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
-	TokenWrongAddr:       {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
-	TokenUnknown:         {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
-	TokenNameDiffer:      {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
-	TokenBadTTL:          {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
-	ClockSkewWarning:     {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
-	ClockSkew:            {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
-	TokenThrottled:       {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
-	TokenRevoked:         {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
+	KeyExhausted:             {401, "the enrolment key has admitted as many machines as its uses allow", "mint a new key on a control node: `meshctl admit --reusable --uses N --name-prefix P`; `meshctl tokens` shows each key's uses left"},
+	KeyPrefixTaken:           {409, "another live enrolment key has a name prefix that starts, or is started by, this one: the two could give the same names", "choose a prefix neither starts nor is started by a live key's (`meshctl tokens` lists them), or revoke that key first"},
+	KeyBadLimits:             {400, "the enrolment key's uses, lifetime or name prefix is out of bounds", "give --uses 1 to 100000, --ttl 1m to 720h and a --name-prefix of lowercase letters, digits and dashes that starts with a letter and leaves room for a number (at most 56 characters)"},
+	JWTInvalid:               {401, "the join's JWT is not a signed JWT this cluster can verify (malformed, bad signature, unsupported algorithm or unknown key)", "check that the file holds the raw token the issuer gave (three base64url parts), that the issuer's JWKS on the control nodes is current, and that the token was not altered"},
+	JWTIssuerUnknown:         {401, "no issuer this control node trusts issued the JWT", "add the issuer to `jwt.issuers` in meshd.yaml on every control node (issuer exactly as the token's iss claim) and restart meshd there, or join with a token the trusted issuer gave; an issuer whose keys could not be loaded says why in the detail: fix its jwks_file and run `meshctl reload`"},
+	JWTAudience:              {401, "the JWT is not for this cluster's audience", "have the issuer mint the token for the audience configured in `jwt.issuers[].audience` (a CI job's OIDC token request names it)"},
+	JWTExpired:               {401, "the JWT has expired or is not valid yet", "fetch a fresh token from the issuer and join at once; check the clocks of the joiner, the issuer and the control nodes"},
+	JWTLifetime:              {401, "the JWT lives longer than an hour, or lacks an expiry, issue time or jti", "have the issuer mint short-lived tokens (at most 1 hour) with exp, iat and a unique jti"},
+	JWTReplayed:              {401, "the JWT was already used by an earlier join (its jti is recorded)", "fetch a new token from the issuer for each join; if you did not use this one, assume it leaked and check `meshctl audit`"},
+	JWTNoRule:                {403, "no claim rule of the issuer admits this JWT's claims", "add a rule to `jwt.issuers[].rules` whose claims match the token, or join from a workload the rules admit"},
+	EventNodeReaped:          {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
+	EventNodeForgotten:       {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
+	RouteBad:                 {400, "the routed prefix is not one the cluster takes: malformed, IPv6, host bits set, overlapping the overlay or another prefix of the same request, or asked by a node that is not an active member", "give IPv4 prefixes such as 192.168.50.0/24 that do not overlap the overlay or each other (`meshctl routes advertise CIDR...`); a removed node carries nothing"},
+	RouteOverlap:             {409, "the prefix overlaps, without being equal to, a prefix another node asks to carry", "advertise exactly the same prefix on both routers (one carries it, the other stands by), or prefixes that do not overlap; `meshctl routes list` shows every prefix asked"},
+	RouteUnderlay:            {409, "the prefix holds the underlay address of a control node or relay: every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
+	RouteNotRequested:        {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
+	CarrierChanged:           {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
+	ExitNotApproved:          {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
+	Overlay6Invalid:          {400, "the IPv6 overlay prefix is not one a cluster takes: not IPv6, IPv4-mapped (it would overlap the IPv4 overlay's space), host bits set, shorter than /64, or too long to hold an IPv6 address for every address of the IPv4 overlay; nothing was changed", "give a /64 such as fd5a:1b2c:3d4e::/64 (or leave --overlay-cidr6 out for a generated one); `meshctl init --overlay-cidr6 none` makes an IPv4-only cluster"},
+	Overlay6NotULA:           {400, "the IPv6 overlay prefix is not a unique local address (fd00::/8, RFC 4193): a global prefix on the overlay would shadow those addresses on the internet for every member; nothing was changed", "leave --overlay-cidr6 out for a generated ULA /64, give one in fd00::/8, or pass --overlay6-global if the prefix is yours and routed nowhere else"},
+	Overlay6Exists:           {409, "the cluster is dual-stack already: its Nebula certificates are v2 and hold an IPv6 overlay address; nothing was changed", "run `meshctl ca rotate` without --overlay-cidr6 for a plain CA rotation; `meshctl ca status` shows the overlays"},
+	NebulaOnlyToken:          {400, "the token admits a stock Nebula member (minted with `meshctl admit NAME --nebula-only`), not a machine that runs meshd; nothing was spent", "on the device run `meshctl nebula-bundle --token-file F --out DIR` with this token, or mint a join token without --nebula-only for this machine"},
+	NotNebulaToken:           {400, "the token does not admit a stock Nebula member this way: it was minted for a machine that runs meshd, or a renewal was asked with a first token (or a first bundle with a renewal token); nothing was spent", "mint `meshctl admit NAME --nebula-only` for a new member, `meshctl admit NAME --nebula-only --renew` for a renewal (then pass --renew), or join a meshd machine with `meshctl join`"},
+	NebulaKeyCurve:           {400, "the public key is not a Nebula X25519 public key (the cluster's Nebula CA is curve 25519; a P-256 key or another PEM block is refused); nothing was spent", "make the key with `nebula-cert keygen` (default curve 25519) or let `meshctl nebula-bundle --generate` make one"},
+	NebulaKeyInUse:           {409, "another node of the cluster holds this Nebula public key; nothing was spent", "give each device its own key: make a new one with `nebula-cert keygen` or `meshctl nebula-bundle --generate`"},
+	NebulaRenewRefused:       {409, "the renewal names no active stock Nebula member, or brings another key than the one the member's certificate holds; nothing was spent", "renew with the member's own public key (`--pubkey host.pub` or the bundle's host.key); a member that lost its key is removed and admitted again (`meshctl remove NAME`, then `meshctl admit NAME --nebula-only`)"},
+	EventNebulaMemberRenewed: {100, "a stock Nebula member's certificate was renewed with a renewal token", "copy the new host.crt to the device and restart or reload its nebula"},
+	CarrierUnreachable:       {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
+	EventRoutesRequested:     {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
+	EventRouteApproved:       {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
+	EventRouteWithdrawn:      {100, "a prefix's approval was taken back; the certificates that held it are revoked once a new one is issued", "none needed"},
+	EventCarrierMoved:        {100, "another node carries a routed prefix now (its carrier failed, left, lost its approval, or an operator moved it)", "none needed; `meshctl routes list` shows the carriers"},
+	TokenCorrupt:             {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
+	TokenVersion:             {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
+	TokenExpired:             {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
+	TokenConsumed:            {401, "the join token has already been used", "each token admits one join; mint a new one with `meshctl admit NAME`"},
+	TokenWrongAddr:           {403, "the join token is bound to another source address", "join from the machine the token was minted for, or mint a token without --addr or with this machine's address"},
+	TokenUnknown:             {401, "the cluster has no record of this join token", "mint a token with `meshctl admit NAME` on a control node of this cluster"},
+	TokenNameDiffer:          {403, "the join request names a different node than the token admits", "join with the token minted for this node's name"},
+	TokenBadTTL:              {400, "the token lifetime is out of range", "give --ttl between 1m and 1h"},
+	ClockSkewWarning:         {200, "this machine's clock differs from the cluster's by more than 30 seconds", "synchronise the clock (NTP); token expiry and certificates depend on it"},
+	ClockSkew:                {412, "this machine's clock differs from the seed's by more than max_clock_skew (5 minutes by default); the token was not used", "synchronise the clock (NTP, e.g. `timedatectl set-ntp true` or `chronyc makestep`) on whichever machine is wrong, then run the same join again"},
+	TokenThrottled:           {429, "too many failed join attempts from this address", "wait a minute, then check the token (`meshctl tokens` on a control node) before trying again"},
+	TokenRevoked:             {401, "the join token was revoked", "ask a control node for a new one: `meshctl admit NAME`"},
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},

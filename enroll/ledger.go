@@ -64,6 +64,13 @@ type TokenRecord struct {
 	Key KeyLimits `json:"key,omitzero"`
 	// Ephemeral: every node it admits is ephemeral (state.Node.Ephemeral).
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// Renew: a renewal token for the stock Nebula member Name (role
+	// nebula; Token.Renew), spent by a bundle request that asks a renewal.
+	Renew bool `json:"renew,omitempty"`
+	// CertLifetime is how long the Nebula certificate of the stock Nebula
+	// member it admits or renews lives (`admit --nebula-only
+	// --cert-lifetime`); zero: the cluster's default for such members.
+	CertLifetime time.Duration `json:"cert_lifetime,omitempty"`
 }
 
 // KeyLimits are what bounds a reusable enrolment key, and how far it has

@@ -47,6 +47,7 @@ const (
 const (
 	roleByteWorker  = 1
 	roleByteControl = 2
+	roleByteNebula  = 3 // a stock Nebula member (issue 35): spent by `meshctl nebula-bundle`
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -81,6 +82,12 @@ type Token struct {
 	// (keyTag, then a flags byte whose bit 0 is set); a joiner of an
 	// earlier release refuses such a token as corrupt.
 	Key bool
+	// Renew: a renewal token for the stock Nebula member Name (`meshctl
+	// admit NAME --nebula-only --renew`), spent by `meshctl nebula-bundle
+	// --renew` for a new certificate of the key the member holds. Only
+	// with role nebula. It travels as a fourth optional trailer (renewTag,
+	// then a flags byte whose bit 0 is set).
+	Renew bool
 	// JWT is set in a token built for a join by identity (IdentityToken),
 	// never in one minted: it has no secret, cluster id or name, and the
 	// cluster names the node. Encode refuses it.
@@ -92,11 +99,16 @@ const (
 	nextCATag  = 0x01
 	seedIDsTag = 0x02
 	keyTag     = 0x03
+	renewTag   = 0x04
 )
 
 // keyFlagReusable is bit 0 of the key trailer's flags byte; every other
 // bit is reserved (zero).
 const keyFlagReusable = 0x01
+
+// renewFlag is bit 0 of the renew trailer's flags byte; every other bit is
+// reserved (zero).
+const renewFlag = 0x01
 
 // MaxSeedIDLen bounds a seed's node id in a token.
 const MaxSeedIDLen = 64
@@ -160,6 +172,9 @@ func (t Token) Encode() (string, error) {
 	}
 	if t.Key {
 		b = append(b, keyTag, keyFlagReusable)
+	}
+	if t.Renew {
+		b = append(b, renewTag, renewFlag)
 	}
 	b = binary.BigEndian.AppendUint32(b, checksum(b))
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
@@ -236,6 +251,8 @@ func decodePayload(p []byte) (Token, error) {
 		t.Role = trust.RoleWorker
 	case roleByteControl:
 		t.Role = trust.RoleControl
+	case roleByteNebula:
+		t.Role = trust.RoleNebula
 	default:
 		return Token{}, fmt.Errorf("unknown role byte %d", p[0])
 	}
@@ -290,6 +307,13 @@ func decodePayload(p []byte) (Token, error) {
 		t.Key = true
 		p = p[2:]
 	}
+	if len(p) >= 2 && p[0] == renewTag {
+		if p[1] != renewFlag {
+			return Token{}, fmt.Errorf("renew flags %#x", p[1])
+		}
+		t.Renew = true
+		p = p[2:]
+	}
 	if len(p) != 0 {
 		return Token{}, fmt.Errorf("%d trailing bytes", len(p))
 	}
@@ -337,7 +361,10 @@ func (t Token) validate() error {
 		return err
 	}
 	if roleByte(t.Role) == 0 {
-		return codes.Wrap(codes.BadRole, fmt.Errorf("role %q: want worker or control", t.Role))
+		return codes.Wrap(codes.BadRole, fmt.Errorf("role %q: want worker, control or nebula", t.Role))
+	}
+	if t.Renew && t.Role != trust.RoleNebula {
+		return codes.Wrap(codes.BadRole, fmt.Errorf("a renewal token renews a stock Nebula member, not a %s node", t.Role))
 	}
 	if len(t.Seeds) == 0 || len(t.Seeds) > MaxSeeds {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("%d seeds: want 1 to %d", len(t.Seeds), MaxSeeds))
@@ -405,6 +432,8 @@ func roleByte(r trust.Role) byte {
 		return roleByteWorker
 	case trust.RoleControl:
 		return roleByteControl
+	case trust.RoleNebula:
+		return roleByteNebula
 	}
 	return 0
 }

@@ -487,6 +487,15 @@ type AdmitRequest struct {
 	// Ephemeral: every node the token or key admits is ephemeral: the
 	// cluster removes it once it has been down for the ephemeral window.
 	Ephemeral bool `json:"ephemeral,omitempty"`
+	// NebulaOnly: the token admits a stock Nebula member (issue 35): a
+	// device that runs the nebula binary, not meshd, and spends the
+	// token with `meshctl nebula-bundle`. Renew makes it a renewal token
+	// for the active member Name (a new certificate for the key it
+	// holds); CertLifetime is how long the certificate lives (zero: the
+	// cluster's default, 30 days).
+	NebulaOnly   bool          `json:"nebula_only,omitempty"`
+	Renew        bool          `json:"renew,omitempty"`
+	CertLifetime time.Duration `json:"cert_lifetime,omitempty"`
 }
 
 // AdmitResponse answers POST /v0/admit.
@@ -517,6 +526,11 @@ type AdmitResponse struct {
 	// joiner tries them (each token starts at a control node its hash
 	// picks).
 	Seeds []string `json:"seeds,omitempty"`
+	// NebulaOnly, Renew and CertLifetime describe a stock Nebula
+	// member's token (AdmitRequest.NebulaOnly).
+	NebulaOnly   bool          `json:"nebula_only,omitempty"`
+	Renew        bool          `json:"renew,omitempty"`
+	CertLifetime time.Duration `json:"cert_lifetime,omitempty"`
 }
 
 // JoinRequest is POST /v0/join. The token travels only over the local socket.
