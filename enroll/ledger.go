@@ -215,6 +215,11 @@ type SignRequest struct {
 	Role      trust.Role
 	OverlayIP netip.Prefix
 	CSR       []byte // TLS only: DER PKCS#10 whose key must be the recorded TLS key
+	// Renewal names the renewal token of a stock Nebula member's renewal
+	// (Nebula only): NodeID is then an active member, and the CA holder
+	// signs for its recorded key and records the certificate, spending
+	// the token, in one raft entry.
+	Renewal TokenHash
 }
 
 // Signer signs certificates for an admitted joiner: the CA holder checks

@@ -104,6 +104,9 @@ type Deps struct {
 	// (identity.go); nil refuses every such join with
 	// codes.JWTIssuerUnknown.
 	Identities IdentityVerifier
+	// Nebula, if set, serves stock Nebula members' bundle requests
+	// (NebulaPath, nebula.go); nil refuses them.
+	Nebula NebulaLedger
 }
 
 // Server admits joiners: it checks an enroll request against the ledger,
@@ -122,6 +125,7 @@ type Server struct {
 	observe  func(outcome string, elapsed time.Duration)
 	unfit    func() error
 	ids      IdentityVerifier
+	nebula   NebulaLedger
 }
 
 // NewServer returns a server that admits against l and signs with s.
@@ -151,7 +155,7 @@ func NewServer(cfg ServerConfig, l Ledger, s Signer, d Deps) *Server {
 	return &Server{
 		cfg: cfg, throttle: newThrottle(cfg.FailLimit, cfg.FailWindow, cfg.MaxSources),
 		ledger: l, signer: s, log: d.Log.With("component", "enroll"), now: d.Now, nodeID: d.NewNodeID,
-		observe: d.Observe, unfit: d.Unfit, ids: d.Identities,
+		observe: d.Observe, unfit: d.Unfit, ids: d.Identities, nebula: d.Nebula,
 	}
 }
 
@@ -223,6 +227,9 @@ func (s *Server) enroll(ctx context.Context, req Request, source netip.Addr, cod
 	}
 	if err != nil {
 		return nil, err
+	}
+	if rec.Role == trust.RoleNebula {
+		return nil, nebulaOnly(rec)
 	}
 	if rec.Approve {
 		if err := s.approve(ctx, req, rec, source, code); err != nil {
@@ -297,6 +304,9 @@ type claim struct {
 	Name    string
 	Clock   time.Time
 	Expires time.Time
+	// Held: the name must be held, not free (a renewal of a stock Nebula
+	// member's certificate): the name-free check is left out.
+	Held bool
 }
 
 // admissible runs every check a join must pass before anything is
@@ -371,6 +381,9 @@ func (s *Server) admissible(ctx context.Context, c claim, source netip.Addr) (To
 	if c.Name != rec.Name {
 		return TokenRecord{}, codes.Wrap(codes.TokenNameDiffer, fmt.Errorf("token admits %s, request names %s", rec.Name, c.Name))
 	}
+	if c.Held {
+		return rec, nil
+	}
 	taken, err := s.ledger.NameTaken(ctx, c.Name)
 	if err != nil {
 		return TokenRecord{}, fmt.Errorf("check name %s: %w", c.Name, err)
@@ -429,6 +442,9 @@ func (s *Server) check(ctx context.Context, req CheckRequest, source netip.Addr)
 	rec, err := s.admissible(ctx, claim{Secret: req.Secret, Name: req.Name, Clock: req.Clock, Expires: req.Expires}, source)
 	if err != nil {
 		return nil, err
+	}
+	if rec.Role == trust.RoleNebula {
+		return nil, nebulaOnly(rec)
 	}
 	return &CheckResponse{Name: rec.Name, Role: rec.Role, Expires: rec.Expires, ServerTime: s.now(), Approve: rec.Approve}, nil
 }
@@ -489,7 +505,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == TimePath {
 		method = http.MethodGet
 	}
-	if r.URL.Path != Path && r.URL.Path != CheckPath && r.URL.Path != TimePath {
+	if r.URL.Path != Path && r.URL.Path != CheckPath && r.URL.Path != TimePath && r.URL.Path != NebulaPath {
 		s.writeError(w, http.StatusNotFound, codes.Wrap(codes.EnrollRejected, fmt.Errorf("no endpoint %s", r.URL.Path)))
 		return
 	}
@@ -519,7 +535,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, codes.TokenThrottled.Status(), err)
 		return
 	}
-	if r.URL.Path == Path && s.unfit != nil {
+	if (r.URL.Path == Path || r.URL.Path == NebulaPath) && s.unfit != nil {
 		if why := s.unfit(); why != nil {
 			err = codes.Wrap(codes.SeedUnfit, fmt.Errorf("this control node steps aside: %s", codes.OrInternal(why).Cause()))
 			s.writeError(w, codes.SeedUnfit.Status(), err)
@@ -531,13 +547,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		name string
 		resp any
 	)
-	if r.URL.Path == CheckPath {
+	switch r.URL.Path {
+	case CheckPath:
 		var req CheckRequest
 		if err = decodeJSON(body, &req); err == nil {
 			name = req.Name
 			resp, err = s.check(r.Context(), req, source)
 		}
-	} else {
+	case NebulaPath:
+		var req NebulaRequest
+		if err = decodeJSON(body, &req); err == nil {
+			name = req.Name
+			resp, err = s.nebulaMember(r.Context(), req, source)
+		}
+	default:
 		var req Request
 		if err = decodeJSON(body, &req); err == nil {
 			name = req.Name

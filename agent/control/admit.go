@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -24,6 +25,12 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	// round, ~50 ms.)
 	if err := p.CaughtUp(ctx); err != nil {
 		return nil, err
+	}
+	if req.NebulaOnly {
+		return p.admitNebula(ctx, req, actor)
+	}
+	if req.Renew || req.CertLifetime != 0 {
+		return nil, codes.Wrap(codes.BadRequest, errors.New("--renew and --cert-lifetime are for a stock Nebula member's token: add --nebula-only"))
 	}
 	if req.Reusable {
 		return p.admitKey(ctx, req, actor)
@@ -126,7 +133,7 @@ func (p *Plane) mint(ctx context.Context, rec enroll.TokenRecord, ttl time.Durat
 		name = rec.Key.NamePrefix
 	}
 	tok := enroll.Token{ClusterID: cluster.ID, CA: caFP, Seeds: seeds, SeedIDs: seedIDs, Name: name,
-		Role: rec.Role, Expires: rec.Expires, Secret: secret, Key: rec.IsKey()}
+		Role: rec.Role, Expires: rec.Expires, Secret: secret, Key: rec.IsKey(), Renew: rec.Renew}
 	if r := cluster.Rotation; r != nil { // a CA rotation: the token pins both CAs
 		if tok.NextCA, err = pki.ParseFingerprint(r.NextCAFingerprint); err != nil {
 			return minted{}, fmt.Errorf("next CA fingerprint: %w", err)

@@ -50,6 +50,9 @@ func (p *Plane) signAdmittedTLS(ctx context.Context, req enroll.SignRequest) ([]
 // signAdmittedNebula signs the Nebula host certificate of the joining node
 // req names, for the Nebula key and overlay IP raft recorded.
 func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) ([]byte, error) {
+	if req.Renewal != (enroll.TokenHash{}) {
+		return p.renewNebulaMember(ctx, req)
+	}
 	n, bits, ca, err := p.admittedFor(ctx, req)
 	if err != nil {
 		return nil, err
@@ -57,9 +60,13 @@ func (p *Plane) signAdmittedNebula(ctx context.Context, req enroll.SignRequest) 
 	if len(n.NebulaPublicKey) == 0 {
 		return nil, refuse(req, "the record has no Nebula public key")
 	}
+	lifetime := p.cfg.NebulaLifetime
+	if n.Role == pki.RoleNebula {
+		lifetime = p.nebulaMemberLifetime(n.Token) // no meshd renews it: the token's lifetime, 30 days by default
+	}
 	return ca.SignNebula(pki.NebulaRequest{PublicKey: n.NebulaPublicKey, Name: n.Name,
 		IP: netip.PrefixFrom(n.OverlayIP, bits), IP6: p.overlay6For(ca, n), Groups: pki.NebulaGroups(n.Role, n.Groups),
-		Lifetime: p.cfg.NebulaLifetime}, p.clusterNow())
+		Lifetime: lifetime}, p.clusterNow())
 }
 
 // overlay6For is the IPv6 overlay address (with the cluster's IPv6 prefix

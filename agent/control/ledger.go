@@ -103,12 +103,16 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 	if !ok || !cok || n.State != state.NodeJoining {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("record certificates: no joining node %s", nodeID))
 	}
-	leaf, err := pki.ParseCertPEM(tlsCert)
-	if err != nil {
-		return fmt.Errorf("record certificates of %s: TLS leaf: %w", n.Name, err)
-	}
-	if err := leafMatches(leaf, n); err != nil {
-		return fmt.Errorf("record certificates of %s: %w", n.Name, err)
+	rc := &state.RecordCerts{NodeID: nodeID, At: l.p.now(), Actor: l.p.self(), Joining: true}
+	if n.Role != pki.RoleNebula || len(tlsCert) > 0 { // a stock Nebula member has no TLS leaf
+		leaf, err := pki.ParseCertPEM(tlsCert)
+		if err != nil {
+			return fmt.Errorf("record certificates of %s: TLS leaf: %w", n.Name, err)
+		}
+		if err := leafMatches(leaf, n); err != nil {
+			return fmt.Errorf("record certificates of %s: %w", n.Name, err)
+		}
+		rc.TLSCert, rc.TLSFingerprint, rc.TLSExpires = tlsCert, pki.FingerprintOf(leaf).String(), leaf.NotAfter
 	}
 	nebFP, nebExp, err := pki.NebulaCertInfo(nebulaCert)
 	if err != nil {
@@ -117,10 +121,8 @@ func (l *Ledger) RecordCerts(ctx context.Context, nodeID string, tlsCert, nebula
 	if err := nebulaMatches(nebulaCert, c, n); err != nil {
 		return fmt.Errorf("record certificates of %s: %w", n.Name, err)
 	}
-	idx, err := l.p.writeAt(ctx, &state.RecordCerts{NodeID: nodeID,
-		TLSCert: tlsCert, TLSFingerprint: pki.FingerprintOf(leaf).String(), TLSExpires: leaf.NotAfter,
-		NebulaCert: nebulaCert, NebulaFingerprint: nebFP, NebulaExpires: nebExp,
-		At: l.p.now(), Actor: l.p.self(), Joining: true})
+	rc.NebulaCert, rc.NebulaFingerprint, rc.NebulaExpires = nebulaCert, nebFP, nebExp
+	idx, err := l.p.writeAt(ctx, rc)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,9 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 	}
 	now := p.clusterNow() // what the certificates are signed at
 	for _, n := range p.raft.FSM().Nodes() {
-		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 {
+		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 || n.Role == pki.RoleNebula {
+			// A stock Nebula member has no meshd to fetch a renewed
+			// certificate: it renews with a renewal token (nebulamember.go).
 			continue
 		}
 		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now, n.ID) && !reissueNebula(cluster, n) && routesMatch(n) {

@@ -71,7 +71,10 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 	version := p.RevocationVersion()
 	expect := map[string]state.Node{}
 	for _, n := range p.raft.FSM().Nodes() {
-		if n.State == state.NodeActive && n.ID != removed.ID && n.Name != removed.Name {
+		// A stock Nebula member runs no meshd to acknowledge: nothing
+		// tells its nebula of a revocation (docs/security.md, "Stock
+		// Nebula members").
+		if n.State == state.NodeActive && n.ID != removed.ID && n.Name != removed.Name && n.Role != pki.RoleNebula {
 			expect[n.Name] = n
 		}
 	}

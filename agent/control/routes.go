@@ -89,6 +89,7 @@ func (p *Plane) Handler(enrollAPI http.Handler) http.Handler {
 	mux.Handle("POST "+enroll.Path, enrollAPI)
 	mux.Handle("POST "+enroll.CheckPath, enrollAPI)
 	mux.Handle("GET "+enroll.TimePath, enrollAPI)
+	mux.Handle("POST "+enroll.NebulaPath, enrollAPI) // a stock Nebula member's bundle (issue 35)
 	for _, rt := range routes {
 		mux.HandleFunc(rt.Method+" "+rt.Path, p.guard(rt))
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -84,6 +85,8 @@ type SignRequest struct {
 	Role      pki.Role     `json:"role,omitempty"`
 	OverlayIP netip.Prefix `json:"overlay_ip,omitzero"`
 	CSR       []byte       `json:"csr,omitempty"`
+	// Renewal: a stock Nebula member's renewal (enroll.SignRequest).
+	Renewal enroll.TokenHash `json:"renewal,omitzero"`
 }
 
 // SignedCert is a certificate the CA holder signed.

@@ -196,6 +196,8 @@ func mismatch(in Inputs, m Member) string {
 		return "no active record with this id"
 	case rec.Name != m.Name:
 		return fmt.Sprintf("record %s is named %q", rec.ID, rec.Name)
+	case rec.Role == pki.RoleNebula:
+		return "a stock Nebula member does not gossip"
 	case rec.Role != m.Role:
 		return fmt.Sprintf("tag role %q, record says %s", m.Role, rec.Role)
 	case rec.Overlay != m.Overlay:

@@ -380,7 +380,7 @@ func (rt *Runtime) startControl() error {
 	if err != nil {
 		return fmt.Errorf("listen control %s: %w", bind, err)
 	}
-	deps := enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit}
+	deps := enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit, Nebula: rt.ctl.Ledger()}
 	if rt.ids = newIdentities(rt.cfg.JWT.Issuers, rt.now); rt.ids != nil {
 		if rt.ids.err != nil {
 			rt.log.Error("the JWT issuers' keys could not be loaded: joins by JWT are refused until `meshctl reload` loads them",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
+	"github.com/meshd/meshd/pki"
 )
 
 // An admission takes three entries: Admit records the node as joining
@@ -53,8 +54,12 @@ func (AbortAdmission) commandType() cmdType { return typeAbortAdmission }
 
 // checkJoining checks an admission that records a joining node: both
 // public keys present, no certificate yet. It fills the node's TLS key
-// from the admission when the node carries none.
-func checkJoining(name string, a enroll.Admission, n *Node) error {
+// from the admission when the node carries none. A stock Nebula member
+// (role nebula) has a Nebula key and no TLS key (checkNebulaJoining).
+func checkJoining(name string, role pki.Role, a enroll.Admission, n *Node) error {
+	if role == pki.RoleNebula {
+		return checkNebulaJoining(name, a, n)
+	}
 	if n.TLSPublicKey == nil {
 		n.TLSPublicKey = bytes.Clone(a.TLSPublicKey)
 	}
@@ -119,8 +124,12 @@ func (c RecordCerts) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("record certificates: node %s is %s with certificates %v; only a joining node without any takes them",
 			n.Name, n.State, n.TLSFingerprint != "" || n.NebulaFingerprint != ""))
 	}
-	if len(c.TLSCert) == 0 || len(c.NebulaCert) == 0 || c.TLSFingerprint == "" || c.NebulaFingerprint == "" ||
-		c.TLSExpires.IsZero() || c.NebulaExpires.IsZero() {
+	nebulaOnly := n.Role == pki.RoleNebula
+	if nebulaOnly && (len(c.TLSCert) > 0 || c.TLSFingerprint != "") {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("record certificates of %s: a stock Nebula member has no TLS leaf", n.Name))
+	}
+	if (!nebulaOnly && (len(c.TLSCert) == 0 || c.TLSFingerprint == "" || c.TLSExpires.IsZero())) ||
+		len(c.NebulaCert) == 0 || c.NebulaFingerprint == "" || c.NebulaExpires.IsZero() {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("record certificates of %s: want both certificates with fingerprints and expiry", n.Name))
 	}
 	n.TLSCert, n.TLSFingerprint, n.TLSExpires = bytes.Clone(c.TLSCert), c.TLSFingerprint, c.TLSExpires
@@ -128,7 +137,9 @@ func (c RecordCerts) applyTo(s *Snapshot) error {
 	n.NebulaIssued = c.At
 	n.Updated = c.At
 	event := codes.EventCertsRecorded
-	if !c.Joining {
+	if !c.Joining || nebulaOnly {
+		// A stock Nebula member has no meshd to confirm its join: its
+		// certificate recorded, it is active.
 		n.State, n.Prior, event = NodeActive, "", codes.EventNodeActive
 	}
 	s.Nodes[n.ID] = n

@@ -85,8 +85,14 @@ func (c MintToken) applyTo(s *Snapshot) error {
 	if r.Hash == (enroll.TokenHash{}) {
 		return codes.Wrap(codes.BadRequest, errors.New("mint token: no hash"))
 	}
-	if _, err := pki.ParseRole(string(r.Role)); err != nil {
+	if r.Role == pki.RoleNebula {
+		if err := s.checkNebulaToken(r); err != nil {
+			return err
+		}
+	} else if _, err := pki.ParseRole(string(r.Role)); err != nil {
 		return err
+	} else if r.Renew || r.CertLifetime != 0 {
+		return codes.Wrap(codes.BadRequest, errors.New("mint token: renew and a certificate lifetime are for a stock Nebula member's token"))
 	}
 	if r.IsKey() {
 		if err := s.checkKey(r); err != nil {
@@ -212,13 +218,18 @@ func (c Admit) applyTo(s *Snapshot) error {
 	// no certificates, and RecordCerts makes it active.
 	v1 := n.TLSFingerprint != "" || n.NebulaFingerprint != ""
 	if !v1 {
-		if err := checkJoining(name, a, &n); err != nil {
+		if err := checkJoining(name, rec.Role, a, &n); err != nil {
 			return err
 		}
 	}
 	if reusing && (v1 || (a.OverlayIP.IsValid() && a.OverlayIP.Addr().Unmap() != prior.OverlayIP) ||
 		(n.OverlayIP.IsValid() && n.OverlayIP.Unmap() != prior.OverlayIP)) {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("admit %s: a reused record keeps its overlay IP %v", name, prior.OverlayIP))
+	}
+	if rec.Role == pki.RoleNebula {
+		if err := s.nebulaKeyFree(name, a.NebulaPub, prior.ID); err != nil {
+			return err
+		}
 	}
 	ip := prior.OverlayIP
 	if !reusing {

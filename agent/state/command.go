@@ -48,6 +48,8 @@ const (
 	typeApproveRoute    cmdType = 81
 	typeWithdrawRoute   cmdType = 82
 	typeSetCarrier      cmdType = 83
+	// 90-99: issue 35's stock Nebula members (nebulamember.go).
+	typeRenewNebulaMember cmdType = 90
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -189,6 +191,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[WithdrawRoute](b[1:])
 	case typeSetCarrier:
 		c, err = decodeAs[SetCarrier](b[1:])
+	case typeRenewNebulaMember:
+		c, err = decodeAs[RenewNebulaMember](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -229,7 +230,41 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: WithdrawRoute{NodeID: "n-w11", Prefix: lan50, At: t0.Add(18 * time.Minute), Actor: "uid=0@origin"}},
 		{cmd: RenewNebula{NodeID: "n-w11", Cert: []byte("w11-nebula-exit"), Fingerprint: "cc12", Routes: []netip.Prefix{ExitPrefix},
 			Issued: t0.Add(18 * time.Minute), Expires: t0.Add(401 * 24 * time.Hour), At: t0.Add(18 * time.Minute), Actor: "node:n-c17"}},
+		// Issue 35: a stock Nebula member, admitted with a token of its
+		// own (a certificate lifetime set), active once its one
+		// certificate is recorded; another device with its key is
+		// refused; its certificate renewed with a renewal token, which
+		// that spends; the same renewal token again is refused.
+		{cmd: MintToken{Record: nebulaRecord(70, "phone", false), Actor: "uid:0"}},
+		{cmd: nebulaJoinCmd(70, "n-phone", "phone", 7)},
+		{cmd: RecordCerts{NodeID: "n-phone", NebulaCert: []byte("nebula-pem-phone"), NebulaFingerprint: "ee-phone",
+			NebulaExpires: t0.Add(30 * 24 * time.Hour), At: t0.Add(20 * time.Minute), Actor: originID, Joining: true}},
+		{cmd: MintToken{Record: nebulaRecord(71, "tablet", false), Actor: "uid:0"}},
+		{cmd: nebulaJoinCmd(71, "n-tablet", "tablet", 7), want: codes.NebulaKeyInUse},
+		{cmd: MintToken{Record: nebulaRecord(72, "phone", true), Actor: "uid:0"}},
+		{cmd: RenewNebulaMember{Token: secret(72).Hash(), NodeID: "n-phone", Cert: []byte("nebula-pem-phone-2"), Fingerprint: "ee-phone-2",
+			Issued: t0.Add(21 * time.Minute), Expires: t0.Add(31 * 24 * time.Hour), At: t0.Add(21 * time.Minute), Actor: originID}},
+		{cmd: RenewNebulaMember{Token: secret(72).Hash(), NodeID: "n-phone", Cert: []byte("nebula-pem-phone-3"), Fingerprint: "ee-phone-3",
+			Issued: t0.Add(22 * time.Minute), Expires: t0.Add(32 * 24 * time.Hour), At: t0.Add(22 * time.Minute)}, want: codes.TokenConsumed},
 	}
+}
+
+// nebulaRecord is a stock Nebula member's token (issue 35): a first one
+// with a 30-day certificate lifetime, or a renewal token.
+func nebulaRecord(seed byte, name string, renew bool) enroll.TokenRecord {
+	r := tokenRecord(seed, name, pki.RoleNebula)
+	r.Expires = t0.Add(30 * time.Minute)
+	r.Renew, r.CertLifetime = renew, 30*24*time.Hour
+	return r
+}
+
+// nebulaJoinCmd admits a stock Nebula member whose X25519 public key is
+// made from keySeed: no TLS key, no underlay, no ports.
+func nebulaJoinCmd(seed byte, id, name string, keySeed byte) Admit {
+	pub := pem.EncodeToMemory(&pem.Block{Type: "NEBULA X25519 PUBLIC KEY", Bytes: bytes.Repeat([]byte{keySeed}, 32)})
+	a := enroll.Admission{Token: secret(seed).Hash(), NodeID: id, Name: name, Role: pki.RoleNebula,
+		SourceAddr: "203.0.113.7", NebulaPub: pub, Version: "nebula", At: t0.Add(19 * time.Minute)}
+	return Admit{Admission: a, Node: Node{ID: id, Name: name, Role: pki.RoleNebula}, Actor: originID}
 }
 
 // lan50 is the LAN behind the routers of fullHistory (issue 33).
