@@ -2,8 +2,8 @@ package control
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
