@@ -13,6 +13,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/localclient"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/trust"
 )
 
 func (a *app) rootCommand() *cobra.Command {
@@ -36,6 +37,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
 		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
+	root.AddCommand(a.nebulaBundleCommand())            // nebulabundle.go: needs no meshd
 	root.AddCommand(a.versionCommand())                 // version.go
 	root.AddCommand(a.pingCommand())                    // ping.go
 	root.AddCommand(a.netcheckCommand())                // netcheck.go
@@ -138,10 +140,24 @@ func (a *app) admitCommand() *cobra.Command {
 		role string
 	)
 	cmd := &cobra.Command{
-		Use:   "admit NAME | admit --reusable --uses N [--name-prefix P]",
+		Use:   "admit NAME | admit --reusable --uses N [--name-prefix P] | admit NAME --nebula-only [--renew]",
 		Short: "Mint a one-time join token for the node NAME, or a reusable enrolment key for a fleet",
+		Long: "admit mints a one-time join token for the node NAME (`meshctl join` spends it), or with --reusable an " +
+			"enrolment key that admits up to --uses machines.\n\n" +
+			"With --nebula-only the token admits NAME as a stock Nebula member: a device that runs the nebula binary, " +
+			"not meshd (a phone, a router, another OS). On that device, or on any machine for it, `meshctl nebula-bundle " +
+			"--token-file F --out DIR` spends the token and writes the device's certificate, CA and config.yml; no meshd " +
+			"is needed there. --cert-lifetime sets how long the member's certificate lives (default: the cluster's). " +
+			"--nebula-only --renew mints a renewal token for the active member NAME: `meshctl nebula-bundle --renew` " +
+			"spends it for a new certificate of the key the member holds. A stock member's role is nebula and it is " +
+			"never reusable, ephemeral or approved by code: --role, --reusable, --ephemeral and --approve are refused " +
+			"with --nebula-only.",
+		Example: "  meshctl admit w1 | tail -n 1 > w1.token\n" +
+			"  meshctl admit --reusable --uses 50 --name-prefix web- --ttl 72h\n" +
+			"  meshctl admit phone1 --nebula-only --group mobile --cert-lifetime 720h | tail -n 1 > phone1.token\n" +
+			"  meshctl admit phone1 --nebula-only --renew | tail -n 1 > phone1-renew.token",
 		Args: args(func(cmd *cobra.Command, argv []string) error {
-			if req.Reusable {
+			if req.Reusable && !req.NebulaOnly { // --nebula-only --reusable: refused by admitFlagsFit
 				return cobra.NoArgs(cmd, argv)
 			}
 			return cobra.ExactArgs(1)(cmd, argv)
@@ -155,6 +171,9 @@ func (a *app) admitCommand() *cobra.Command {
 				return err
 			}
 			req.Role = role
+			if req.NebulaOnly {
+				req.Role = string(trust.RoleNebula)
+			}
 			if len(argv) == 1 {
 				req.Name = argv[0]
 			}
@@ -179,6 +198,9 @@ func (a *app) admitCommand() *cobra.Command {
 	cmd.Flags().StringVar(&req.NamePrefix, "name-prefix", "node-", "the reusable key names its machines `P`1, P2, ...")
 	cmd.Flags().BoolVar(&req.NameFromHost, "name-from-host", false, "the reusable key names a machine by its hostname when that is a valid, free name")
 	cmd.Flags().BoolVar(&req.Ephemeral, "ephemeral", false, "the nodes it admits are ephemeral: removed by the cluster once down for ephemeral_after")
+	cmd.Flags().BoolVar(&req.NebulaOnly, "nebula-only", false, "admit NAME as a stock Nebula member: a device that runs the nebula binary, not meshd (`meshctl nebula-bundle` spends the token)")
+	cmd.Flags().BoolVar(&req.Renew, "renew", false, "with --nebula-only: a renewal token for the active stock Nebula member NAME (a new certificate for the key it holds)")
+	cmd.Flags().DurationVar(&req.CertLifetime, "cert-lifetime", 0, "with --nebula-only: how long the member's Nebula certificate lives (default: the cluster's)")
 	a.addOutput(cmd)
 	return cmd
 }
@@ -187,6 +209,14 @@ func (a *app) admitCommand() *cobra.Command {
 // for, and clears those a reusable key leaves to the cluster's defaults.
 func admitFlagsFit(cmd *cobra.Command, req *apitype.AdmitRequest) error {
 	changed := cmd.Flags().Changed
+	if req.NebulaOnly {
+		return nebulaFlagsFit(changed, req)
+	}
+	for _, f := range []string{"renew", "cert-lifetime"} {
+		if changed(f) {
+			return codes.Wrap(codes.BadRequest, fmt.Errorf("--%s is for a stock Nebula member's token: add --nebula-only", f))
+		}
+	}
 	if !req.Reusable {
 		for _, f := range []string{"uses", "name-prefix", "name-from-host"} {
 			if changed(f) {
@@ -202,6 +232,33 @@ func admitFlagsFit(cmd *cobra.Command, req *apitype.AdmitRequest) error {
 	if !changed("ttl") {
 		req.TTL = 0 // the key default (24h)
 	}
+	return nil
+}
+
+// nebulaFlagsFit is admitFlagsFit for --nebula-only: one named device
+// that runs stock Nebula, whose role is nebula.
+func nebulaFlagsFit(changed func(string) bool, req *apitype.AdmitRequest) error {
+	why := map[string]string{
+		"reusable":       "a stock Nebula member's token admits one named device",
+		"uses":           "a stock Nebula member's token admits one named device",
+		"name-prefix":    "a stock Nebula member's token admits one named device",
+		"name-from-host": "a stock Nebula member's token admits one named device",
+		"role":           "a stock Nebula member's role is nebula",
+		"approve":        "a device that runs stock Nebula shows no approval code",
+		"ephemeral":      "the cluster cannot see a stock Nebula member go down to reap it",
+	}
+	for _, f := range []string{"reusable", "uses", "name-prefix", "name-from-host", "role", "approve", "ephemeral"} {
+		if changed(f) {
+			return codes.Wrap(codes.BadRequest, fmt.Errorf("--%s does not go with --nebula-only: %s", f, why[f]))
+		}
+	}
+	if req.Renew && changed("group") {
+		return codes.Wrap(codes.BadRequest, errors.New("--group does not go with --renew: a renewal certifies the member's key with the groups it was admitted into"))
+	}
+	if changed("cert-lifetime") && req.CertLifetime <= 0 {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("--cert-lifetime %s: want a positive duration such as 720h", req.CertLifetime))
+	}
+	req.NamePrefix = ""
 	return nil
 }
 
@@ -231,6 +288,15 @@ func admitJSON(resp *apitype.AdmitResponse) map[string]any {
 	if len(resp.Seeds) > 0 {
 		out["seeds"] = resp.Seeds
 	}
+	if resp.NebulaOnly {
+		out["nebula_only"] = true
+		if resp.Renew {
+			out["renew"] = true
+		}
+		if resp.CertLifetime > 0 {
+			out["cert_lifetime"] = resp.CertLifetime.String() // a Go duration, as --cert-lifetime takes it
+		}
+	}
 	return out
 }
 
@@ -243,9 +309,22 @@ func (a *app) printAdmit(resp *apitype.AdmitResponse) {
 		}
 		a.out.Printf("enrolment key: admits up to %d workers until %s, each named %sN%s (key id %s)\n", resp.Uses,
 			resp.Expires.Local().Format(time.RFC3339), resp.NamePrefix, host, resp.ID)
+	} else if resp.NebulaOnly && resp.Renew {
+		a.out.Printf("renews the certificate of the stock Nebula member %s, token valid until %s (token id %s, one use)\n", resp.Name,
+			resp.Expires.Local().Format(time.RFC3339), resp.ID)
+	} else if resp.NebulaOnly {
+		a.out.Printf("admits %s as a stock Nebula member (runs nebula, not meshd) until %s (token id %s, one use)\n", resp.Name,
+			resp.Expires.Local().Format(time.RFC3339), resp.ID)
 	} else {
 		a.out.Printf("admits %s as %s until %s (token id %s, one use)\n", resp.Name, resp.Role,
 			resp.Expires.Local().Format(time.RFC3339), resp.ID)
+	}
+	if resp.NebulaOnly {
+		if resp.CertLifetime > 0 {
+			a.out.Printf("certificate lifetime: %s\n", resp.CertLifetime)
+		} else {
+			a.out.Println("certificate lifetime: the cluster's default")
+		}
 	}
 	if resp.Ephemeral {
 		a.out.Println("ephemeral: the cluster removes each node it admits once the node has been down for ephemeral_after")
@@ -259,9 +338,12 @@ func (a *app) printAdmit(resp *apitype.AdmitResponse) {
 	if resp.Approve {
 		a.out.Printf("the join waits for approval: run `meshctl approve %s CODE` on a control node with the code the new machine shows\n", resp.Name)
 	}
-	if resp.Reusable {
+	switch {
+	case resp.Reusable:
 		a.out.Printf("on each new machine run (or bake the key into the image and use --token-file):\n  %s\n", resp.Command)
-	} else {
+	case resp.NebulaOnly:
+		a.out.Printf("on the device, or on any machine for it, with the token in a file (it needs meshctl, not meshd):\n  %s\n", resp.Command)
+	default:
 		a.out.Printf("on the new machine run:\n  %s\n", resp.Command)
 	}
 	a.out.Println(resp.Token)

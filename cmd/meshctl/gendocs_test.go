@@ -43,6 +43,23 @@ func TestGenDocs(t *testing.T) {
 			t.Errorf("meshctl-join.1 lacks %q", want)
 		}
 	}
+	// Issue 35: admit documents --nebula-only, and nebula-bundle has a
+	// page that says only the public key is sent and the token never shown.
+	for page, wants := range map[string][]string{
+		"man/meshctl-admit.1":         {`\fB--nebula-only\fP`, `\fB--cert-lifetime\fP`, "stock Nebula member"},
+		"man/meshctl-nebula-bundle.1": {`\fB--generate\fP`, `\fB--pubkey\fP`, "Only the public key is ever sent", "never printed"},
+	} {
+		b, err := os.ReadFile(filepath.Join(a, page))
+		if err != nil {
+			t.Errorf("%s: %v", page, err)
+			continue
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %q", page, want)
+			}
+		}
+	}
 	if _, err := os.Stat(filepath.Join(a, "man/meshctl-gen-docs.1")); err == nil {
 		t.Error("the hidden gen-docs command has a man page")
 	}
