@@ -16,19 +16,32 @@ import (
 func serve(t testing.TB, limits Limits) (*Server, string) {
 	t.Helper()
 	s := NewServer(limits, slog.New(slog.DiscardHandler), nil)
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := listenPair(t)
 	if err := s.Serve(pc, ln); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	return s, pc.LocalAddr().String()
+}
+
+// listenPair listens on a free 127.0.0.1 port for UDP and TCP alike. The
+// kernel picks the UDP port; another test may hold that number for TCP
+// ("address already in use", seen with -count=50), so it tries again.
+func listenPair(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for range 50 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln
+		}
+		_ = pc.Close()
+	}
+	t.Fatal("no port free for both UDP and TCP in 50 tries")
+	return nil, nil
 }
 
 func exchange(t testing.TB, network, addr string, m *dns.Msg) *dns.Msg {
@@ -70,7 +83,12 @@ func TestServer(t *testing.T) {
 	if rc := exchange(t, "udp", addr, query("w1.prod.mesh.", dns.TypeA)).Rcode; rc != dns.RcodeNameError {
 		t.Errorf("w1 after its removal: %s, want NXDOMAIN", dns.RcodeToString[rc])
 	}
+	// An answer is counted once it was sent (ServeDNS), so the client
+	// can read it a moment before the count: wait for the last one.
 	st := s.Stats()
+	for deadline := time.Now().Add(2 * time.Second); st.Latency.Count < 8 && time.Now().Before(deadline); st = s.Stats() {
+		time.Sleep(time.Millisecond)
+	}
 	if st.Queries != 8 || st.Rcodes["NOERROR"] != 4 || st.Rcodes["REFUSED"] != 3 || st.Rcodes["NXDOMAIN"] != 1 {
 		t.Errorf("stats %+v, want 8 queries: 4 NOERROR, 3 REFUSED, 1 NXDOMAIN", st)
 	}
@@ -208,8 +226,7 @@ func TestServerClose(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		t.Fatal("TCP still accepted after Close")
 	}
-	pc, _ := net.ListenPacket("udp", "127.0.0.1:0")
-	ln, _ := net.Listen("tcp", pc.LocalAddr().String())
+	pc, ln := listenPair(t)
 	if err := s.Serve(pc, ln); err == nil {
 		t.Fatal("Serve after Close accepted")
 	}
