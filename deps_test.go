@@ -61,7 +61,7 @@ var allowed = map[string][]string{
 	"childtest":                         {},
 	"stocknebula":                       {},
 	"nebulabundle":                      {},
-	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec"},
+	"e2e":                               {"agent/apitype", "agent/localclient", "codes", "crash", "bench/benchrec", "stocknebula"},
 	"bench/benchrec":                    {},
 	"bench/report":                      {"bench/benchrec"},
 	"bench/nebulabaseline":              {},

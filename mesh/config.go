@@ -101,6 +101,13 @@ type Config struct {
 	// merged into static_host_map.
 	StaticHosts map[netip.Addr][]netip.AddrPort
 
+	// Roaming are the overlay addresses of peers that have no static host
+	// map entry (a stock Nebula member, issue 35: a device the lighthouses
+	// find wherever it is). Nothing renders them; they are tracked like
+	// the static hosts, so that their tunnels are listed (Tunnels) and
+	// closed when their certificate is blocked.
+	Roaming []netip.Addr
+
 	// Blocklist holds Nebula certificate fingerprints (hex SHA-256) that
 	// this instance refuses (pki.blocklist).
 	Blocklist []string

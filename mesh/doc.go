@@ -36,6 +36,7 @@
 //	Blocklist         pki.blocklist (sorted, de-duplicated)   live; tunnels drop within connection_alive_interval
 //	Lighthouses       lighthouse.hosts + static_host_map      live
 //	StaticHosts       static_host_map (merged, sorted)        live
+//	Roaming           nothing (tracked: tunnels listed, closed when blocked)   live
 //	LocalAllowList    lighthouse.local_allow_list             live
 //	AmLighthouse      lighthouse.am_lighthouse                restart (codes.RestartNeeded)
 //	ListenHost/Port   listen.host, listen.port                restart

@@ -22,7 +22,7 @@ import (
 // lock).
 
 // knownPeers is known with every overlay address c names added: its
-// lighthouses, static hosts (every live node) and relays. It never
+// lighthouses, static hosts (every live node), relays and roaming peers. It never
 // shrinks, so a node that was removed (gone from the static hosts in the
 // reload that blocks it) is still looked up when its tunnels are closed;
 // it grows by the nodes the cluster ever had. A set, not a list searched
@@ -39,6 +39,9 @@ func knownPeers(known []netip.Addr, c Config) []netip.Addr {
 		set[ip] = true
 	}
 	for _, r := range c.Relays {
+		set[r] = true
+	}
+	for _, r := range c.Roaming {
 		set[r] = true
 	}
 	delete(set, netip.Addr{})

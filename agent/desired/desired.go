@@ -103,6 +103,11 @@ type Overlay struct {
 	// this node has no NAT in front of it (Inputs.SelfNoNAT).
 	Relays    []netip.Addr
 	Blocklist []string
+	// Roaming are the overlay addresses (both families) of the peers with
+	// no underlay on record, stock Nebula members (issue 35): no static
+	// host entry, but tracked (mesh.Config.Roaming) so that revoking one
+	// closes its tunnels.
+	Roaming []netip.Addr
 }
 
 // Peer is another node as the overlay sees it.
@@ -227,6 +232,12 @@ func mismatch(in Inputs, m Member) string {
 func Compute(in Inputs) Overlay {
 	o := Overlay{StaticHosts: map[netip.Addr][]netip.AddrPort{}, Blocklist: slices.Clone(in.Blocklist)}
 	for _, p := range Peers(in) {
+		if p.Overlay.IsValid() && !p.Underlay.IsValid() && p.Role == pki.RoleNebula {
+			o.Roaming = append(o.Roaming, p.Overlay)
+			if p.Overlay6.IsValid() {
+				o.Roaming = append(o.Roaming, p.Overlay6)
+			}
+		}
 		if !p.Overlay.IsValid() || !p.Underlay.IsValid() {
 			continue
 		}
@@ -245,6 +256,7 @@ func Compute(in Inputs) Overlay {
 	}
 	slices.SortFunc(o.Lighthouses, func(a, b mesh.Lighthouse) int { return a.OverlayIP.Compare(b.OverlayIP) })
 	slices.SortFunc(o.Relays, netip.Addr.Compare)
+	slices.SortFunc(o.Roaming, netip.Addr.Compare)
 	if in.SelfNoNAT {
 		o.Relays = nil
 	}

@@ -9,7 +9,7 @@ import (
 
 // TestStockNebulaMember (issue 35): a stock Nebula member's record (role
 // nebula, no underlay: a roaming device the lighthouses find) is a peer
-// with no static host map entry; a gossip member claiming its record
+// with no static host map entry but tracked as roaming; a gossip member claiming its record
 // lends no liveness and is listed as unmatched (it has no gossip key, and
 // its record says it does not gossip).
 func TestStockNebulaMember(t *testing.T) {
@@ -24,6 +24,9 @@ func TestStockNebulaMember(t *testing.T) {
 	out := Compute(in)
 	if _, ok := out.StaticHosts[ip("10.42.0.9")]; ok {
 		t.Errorf("static hosts %v name the roaming stock member", out.StaticHosts)
+	}
+	if len(out.Roaming) != 1 || out.Roaming[0] != ip("10.42.0.9") {
+		t.Errorf("roaming %v, want the stock member's address (tracked: revoking it closes its tunnels)", out.Roaming)
 	}
 	un := Unmatched(in)
 	if len(un) != 1 || un[0].Name != "phone" || un[0].Reason != "a stock Nebula member does not gossip" {

@@ -27,7 +27,7 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	id := ov.identity()
 	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
 	d := desired.Compute(in)
-	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays
+	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays, c.Roaming = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays, d.Roaming
 	r := desired.Routes(in, d)
 	c.UnsafeRoutes = r.Unsafe
 	if r.ExitChosen && !c.Userspace {

@@ -148,7 +148,7 @@ const MaxNebulaCertLifetime = 366 * 24 * time.Hour
 
 // MinNebulaCertLifetime is the shortest: long enough for a device to be
 // configured and reach the cluster.
-const MinNebulaCertLifetime = time.Minute
+const MinNebulaCertLifetime = 30 * time.Second
 
 // checkNebulaToken checks a stock Nebula member's token as it is minted:
 // no key, approval or ephemeral; a lifetime in bounds; a renewal token
