@@ -110,6 +110,9 @@ func (m *Mesh) Reload(c Config) error {
 		if err := m.verify(eff, id.fingerprint); err != nil {
 			return codes.Wrap(codes.OverlayApply, err)
 		}
+		// A roaming peer (Config.Roaming) renders nothing: a config that
+		// adds one changes no text, and is still tracked from here on.
+		m.applied, m.known = eff, knownPeers(m.known, eff)
 		return m.tunAddrs(id)
 	}
 	done := m.bridge.capture()

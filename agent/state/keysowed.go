@@ -1,6 +1,10 @@
 package state
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/meshd/meshd/pki"
+)
 
 // A node that leaves, fails its join or is removed keeps a copy of the
 // gossip keys it ran (node.json). The key is not proof of identity
@@ -11,7 +15,11 @@ import "slices"
 // loses none of it, and nothing compares clocks.
 
 // oweKeys records that node id left the cluster with the current keys.
+// A stock Nebula member (role nebula) never held them: nothing is owed.
 func (s *Snapshot) oweKeys(id string) {
+	if n, ok := s.Nodes[id]; ok && n.Role == pki.RoleNebula {
+		return
+	}
 	if s.Cluster == nil || slices.Contains(s.Cluster.KeysOwed, id) || slices.Contains(s.Cluster.KeysPaying, id) {
 		return
 	}
