@@ -104,8 +104,8 @@ func TestStockNebulaMember(t *testing.T) {
 			row = n
 		}
 	}
-	if row.Role != string(pki.RoleNebula) || row.State != "active" || !row.CertExpires.Equal(exp) {
-		t.Fatalf("nodes row %+v, want an active nebula member whose cert expires %v", row, exp)
+	if row.Role != string(pki.RoleNebula) || row.State != "active" || !row.CertExpires.Equal(exp) || row.Gossip != "none" {
+		t.Fatalf("nodes row %+v, want an active nebula member, gossip none, whose cert expires %v", row, exp)
 	}
 	// The same key for another device: refused, nothing spent.
 	tabletTok := admit(apitype.AdmitRequest{Name: "tablet", NebulaOnly: true})

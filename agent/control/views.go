@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/pki"
 )
 
 // Nodes lists every node on record, with its raft role and gossip status,
@@ -37,7 +38,7 @@ func (p *Plane) nodeRows() []apitype.Node {
 		if a, ok := p.raft.FSM().RevocationAck(n.ID); ok && n.State == state.NodeRemoved {
 			row.Revocation = RevocationSummary(a.Pending)
 		}
-		if g, ok := gossip[n.Name]; ok {
+		if g, ok := gossip[n.Name]; ok && n.Role != pki.RoleNebula {
 			row.Gossip = g
 		}
 		if v := versions[n.Name]; v != "" {
@@ -68,6 +69,9 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	}
 	if !n.NebulaExpires.IsZero() && (row.CertExpires.IsZero() || n.NebulaExpires.Before(row.CertExpires)) {
 		row.CertExpires = n.NebulaExpires
+	}
+	if n.Role == pki.RoleNebula {
+		row.Gossip = "none" // a stock Nebula member does not gossip
 	}
 	if n.OverlayIP.IsValid() {
 		row.OverlayIP = n.OverlayIP.String()

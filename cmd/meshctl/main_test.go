@@ -331,6 +331,23 @@ func TestNodes(t *testing.T) {
 			{"NAT:", "behind", "a", "NAT,", "seen", "by", "the", "cluster", "from", "this", "address", "(UNDERLAY", "is", "the", "one", "it", "advertised)"},
 			{"+relay:", "offers", "itself", "as", "a", "Nebula", "relay", "(relay:", "true);", "control", "nodes", "relay", "anyway"}}},
 	}
+	// Issue 35: a stock Nebula member: no underlay ("-"), no gossip
+	// ("none"), its certificate's expiry, marked once past; a meshd node's
+	// past expiry is not marked (its meshd renews it).
+	phone := apitype.Node{Name: "phone", Role: "nebula", State: "active", Gossip: "none", OverlayIP: "10.42.0.9",
+		Raft: "none", CertExpires: time.Date(2001, 2, 3, 12, 0, 0, 0, time.UTC), Version: "nebula"}
+	tablet := phone
+	tablet.Name, tablet.OverlayIP, tablet.CertExpires = "tablet", "10.42.0.10", time.Date(2099, 2, 3, 12, 0, 0, 0, time.UTC)
+	oldWorker := node
+	oldWorker.CertExpires = phone.CertExpires
+	tableTests = append(tableTests, struct {
+		name     string
+		handler  func(http.ResponseWriter, *http.Request)
+		wantRows [][]string
+	}{"ok/table-stock-nebula", withNodes(phone, tablet, oldWorker), [][]string{
+		{"phone", "nebula", "active", "none", "10.42.0.9", "-", "-", "-", "none", phone.CertExpires.Local().Format("2006-01-02"), "(expired)", "nebula", "-"},
+		{"tablet", "nebula", "active", "none", "10.42.0.10", "-", "-", "-", "none", tablet.CertExpires.Local().Format("2006-01-02"), "nebula", "-"},
+		{"w1", "worker", "active", "alive", "10.42.0.2", "fd5a:1b2c:3d4e::2", "192.0.2.7", "-", "none", phone.CertExpires.Local().Format("2006-01-02"), "1.0.0", "-"}}})
 	// Issue 30: -o wide adds the DNS NAME column ("-" for a node without
 	// one); json carries dns_name. Issue 31: and the EPHEMERAL column
 	// before it ("yes" or "-"); json carries ephemeral.

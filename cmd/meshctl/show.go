@@ -86,7 +86,13 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
 		}
-		cells := []any{name, roleCell(n), st, g, n.OverlayIP, cmp.Or(n.OverlayIP6, "-"), n.Underlay, natCell(n), n.Raft, date(n.CertExpires), n.Version, tunnelCell(n)}
+		expires := date(n.CertExpires)
+		if n.Role == "nebula" && !n.CertExpires.IsZero() && !now.Before(n.CertExpires) {
+			// Nothing renews a stock Nebula member's certificate: expired,
+			// it is cut off until renewed (`admit NAME --nebula-only --renew`).
+			expires += " (expired)"
+		}
+		cells := []any{name, roleCell(n), st, g, n.OverlayIP, cmp.Or(n.OverlayIP6, "-"), cmp.Or(n.Underlay, "-"), natCell(n), n.Raft, expires, n.Version, tunnelCell(n)}
 		if wide {
 			cells = append(cells, ephemeralCell(n), cmp.Or(n.DNSName, "-"))
 		}
