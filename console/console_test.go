@@ -891,3 +891,20 @@ func TestMeshFilter(t *testing.T) {
 		t.Errorf("the filter is not escaped")
 	}
 }
+
+// TestMeshStockNebulaMember (issue 35): a stock Nebula member is drawn in
+// its own fill, ringed ok while active (it does not gossip, so its gossip
+// "none" is no warning), and the legend names it.
+func TestMeshStockNebulaMember(t *testing.T) {
+	fake := newFake()
+	fake.nodes = append(fake.nodes, apitype.Node{Name: "phone", ID: "n-phone", Role: "nebula", State: "active", Gossip: "none",
+		OverlayIP: "10.42.0.9", Raft: "none", Version: "nebula"})
+	c := startConsole(t, fake)
+	c.login()
+	_, body := c.get("/")
+	for _, want := range []string{`class="node role-nebula cond-ok"`, `<span class="key role-nebula">stock Nebula member</span>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the mesh page lacks %q", want)
+		}
+	}
+}

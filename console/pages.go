@@ -181,16 +181,17 @@ func rowsOf(st *apitype.Status, nodes []apitype.Node) []nodeRow {
 	return rows
 }
 
-// condition sums up a node for its colour: ok (active and alive), gone
-// (left or removed), down (failed in raft or in gossip), warn (anything
-// between: joining, suspect, not yet seen by gossip).
+// condition sums up a node for its colour: ok (active and alive; a stock
+// Nebula member, which does not gossip, active), gone (left or removed),
+// down (failed in raft or in gossip), warn (anything between: joining,
+// suspect, not yet seen by gossip).
 func condition(n apitype.Node) string {
 	switch {
 	case n.State == "left" || n.State == "removed":
 		return "gone"
 	case n.State == "failed" || n.Gossip == "failed":
 		return "down"
-	case n.State == "active" && n.Gossip == "alive":
+	case n.State == "active" && (n.Gossip == "alive" || n.Role == "nebula"):
 		return "ok"
 	}
 	return "warn"
