@@ -330,22 +330,30 @@ func errorFromBody(seed string, status int, data []byte) error {
 	return codes.Wrap(code, errors.New(msg))
 }
 
+// pinnedBundle parses an answer's CA bundle (two CAs during a CA
+// rotation), which came over the session the pinned CA authenticated: it
+// must hold a CA the token pins, else codes.CAMismatch. what names the
+// answer in the error ("enroll", "bundle").
+func (c *client) pinnedBundle(bundle []byte, what string) ([]*x509.Certificate, error) {
+	cas, err := trust.BundleCerts(bundle)
+	if err != nil || len(cas) == 0 {
+		return nil, codes.Wrap(codes.CAMismatch, fmt.Errorf("%s response CA certificate: %v", what, err))
+	}
+	for _, ca := range cas {
+		if slices.Contains(c.tok.Pins(), trust.FingerprintOf(ca)) {
+			return cas, nil
+		}
+	}
+	return nil, codes.Wrap(codes.CAMismatch, fmt.Errorf("%s response names CA sha256:%s, the token pins sha256:%s", what, trust.FingerprintOf(cas[0]), c.tok.CA))
+}
+
 // check verifies a successful answer: it must name the pinned CA and
 // certify our own TLS key, chained to that CA, for the token's name and
 // role.
 func (c *client) check(resp *Response, csrKey crypto.PublicKey) error {
-	// The response's CA bundle (two CAs during a CA rotation) came over
-	// the session the pinned CA authenticated; it must hold a pinned CA.
-	cas, err := trust.BundleCerts(resp.CACert)
-	if err != nil || len(cas) == 0 {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response CA certificate: %v", err))
-	}
-	pinned := false
-	for _, ca := range cas {
-		pinned = pinned || slices.Contains(c.tok.Pins(), trust.FingerprintOf(ca))
-	}
-	if !pinned {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("enroll response names CA sha256:%s, the token pins sha256:%s", trust.FingerprintOf(cas[0]), c.tok.CA))
+	cas, err := c.pinnedBundle(resp.CACert, "enroll")
+	if err != nil {
+		return err
 	}
 	rejected := func(format string, args ...any) error {
 		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("enroll response: "+format, args...))

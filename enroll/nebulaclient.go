@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/meshd/meshd/codes"
@@ -119,16 +118,8 @@ func (c *client) tryNebula(ctx context.Context, seed string, body []byte) (*Nebu
 // checked by the device's nebula, `nebula -test`, not here; it came over
 // the session the pinned CA authenticated.)
 func (c *client) checkNebula(resp *NebulaResponse) error {
-	cas, err := trust.BundleCerts(resp.CACert)
-	if err != nil || len(cas) == 0 {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("bundle response CA certificate: %v", err))
-	}
-	pinned := false
-	for _, ca := range cas {
-		pinned = pinned || slices.Contains(c.tok.Pins(), trust.FingerprintOf(ca))
-	}
-	if !pinned {
-		return codes.Wrap(codes.CAMismatch, fmt.Errorf("bundle response names CA sha256:%s, the token pins sha256:%s", trust.FingerprintOf(cas[0]), c.tok.CA))
+	if _, err := c.pinnedBundle(resp.CACert, "bundle"); err != nil {
+		return err
 	}
 	rejected := func(format string, args ...any) error {
 		return codes.Wrap(codes.EnrollRejected, fmt.Errorf("bundle response: "+format, args...))

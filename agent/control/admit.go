@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -47,25 +48,9 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	}
 	// A clock off from the other control nodes' would stamp the token's
 	// life on it: its expiry would be wrong everywhere else.
-	if _, untrusted := p.hooks.Clock(); untrusted != nil {
-		return nil, untrusted
-	}
-	ttl := req.TTL
-	if ttl == 0 {
-		ttl = enroll.DefaultTTL
-	}
-	if err := enroll.CheckTTL(ttl); err != nil {
+	ttl, err := p.tokenOptions(&req)
+	if err != nil {
 		return nil, err
-	}
-	if err := pki.CheckNodeGroups(req.Groups); err != nil {
-		return nil, err
-	}
-	if req.Addr != "" {
-		ip, err := netip.ParseAddr(req.Addr)
-		if err != nil {
-			return nil, codes.Wrap(codes.BadRequest, fmt.Errorf("--addr %q is not an IP address", req.Addr))
-		}
-		req.Addr = ip.Unmap().String()
 	}
 	if n, taken := p.raft.FSM().NodeByName(req.Name); taken {
 		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists (%s)", req.Name, n.State))
@@ -92,6 +77,33 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 		Expires: rec.Expires, Command: "meshctl join " + m.text, Reuses: reuses, Approve: req.Approve, Groups: req.Groups, Seeds: m.seeds,
 		Ephemeral: req.Ephemeral,
 	}, nil
+}
+
+// tokenOptions checks what a one-time token's mint is given besides its
+// name and role, and returns its lifetime: the clock trusted (a clock off
+// from the other control nodes' would stamp the token's life on it: its
+// expiry would be wrong everywhere else), the lifetime (default
+// enroll.DefaultTTL), the node groups, and the bound address (req.Addr
+// made canonical).
+func (p *Plane) tokenOptions(req *apitype.AdmitRequest) (time.Duration, error) {
+	if _, untrusted := p.hooks.Clock(); untrusted != nil {
+		return 0, untrusted
+	}
+	ttl := cmp.Or(req.TTL, enroll.DefaultTTL)
+	if err := enroll.CheckTTL(ttl); err != nil {
+		return 0, err
+	}
+	if err := pki.CheckNodeGroups(req.Groups); err != nil {
+		return 0, err
+	}
+	if req.Addr != "" {
+		ip, err := netip.ParseAddr(req.Addr)
+		if err != nil {
+			return 0, codes.Wrap(codes.BadRequest, fmt.Errorf("--addr %q is not an IP address", req.Addr))
+		}
+		req.Addr = ip.Unmap().String()
+	}
+	return ttl, nil
 }
 
 // minted is a token or key mint wrote: its record as raft holds it, its

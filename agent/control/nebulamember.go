@@ -47,22 +47,9 @@ func (p *Plane) admitNebula(ctx context.Context, req apitype.AdmitRequest, actor
 	case req.CertLifetime != 0 && (req.CertLifetime < state.MinNebulaCertLifetime || req.CertLifetime > state.MaxNebulaCertLifetime):
 		return nil, codes.Wrap(codes.BadRequest, fmt.Errorf("--cert-lifetime %s: want %s to %s", req.CertLifetime, state.MinNebulaCertLifetime, state.MaxNebulaCertLifetime))
 	}
-	if _, untrusted := p.hooks.Clock(); untrusted != nil {
-		return nil, untrusted
-	}
-	ttl := cmp.Or(req.TTL, enroll.DefaultTTL)
-	if err := enroll.CheckTTL(ttl); err != nil {
+	ttl, err := p.tokenOptions(&req)
+	if err != nil {
 		return nil, err
-	}
-	if err := pki.CheckNodeGroups(req.Groups); err != nil {
-		return nil, err
-	}
-	if req.Addr != "" {
-		ip, err := netip.ParseAddr(req.Addr)
-		if err != nil {
-			return nil, codes.Wrap(codes.BadRequest, fmt.Errorf("--addr %q is not an IP address", req.Addr))
-		}
-		req.Addr = ip.Unmap().String()
 	}
 	n, held := p.raft.FSM().NodeByName(req.Name)
 	switch {
