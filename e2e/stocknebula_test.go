@@ -53,7 +53,7 @@ func (l *syncLog) String() string {
 // checks the bundle with stock `nebula -test`, and starts stock nebula
 // from the bundle directory. The process is killed, and its log shown on
 // failure, when the test ends.
-func newStockMember(t *testing.T, n *Net, via *Node, name string, extra ...string) *stockMember {
+func newStockMember(t testing.TB, n *Net, via *Node, name string, extra ...string) *stockMember {
 	t.Helper()
 	bin := stocknebula.Binary(t)
 	h := n.AddHost(name)

@@ -212,6 +212,12 @@ var rows = []row{
 	{what: "idle RSS, origin, overlay up, production timers", name: "BenchmarkIdleRSS", metric: "rss-origin", match: map[string]string{"timers": "lan"}},
 	{what: "idle CPU, worker, production timers", name: "BenchmarkIdleRSS", metric: "cpu-worker", match: map[string]string{"timers": "lan"}, target: "< 0.5%", ok: lt(0.5)},
 	{what: "idle RSS / CPU, worker, e2e fast timers", name: "BenchmarkIdleRSS", metric: "rss-worker", match: map[string]string{"timers": "fast"}},
+	// Beside Nebula's own floor (issue 35's stock member on the same
+	// overlay): what a worker costs at rest above it is meshd's.
+	{what: "idle CPU, worker, production timers, beside stock Nebula", name: "BenchmarkIdleAgainstStockNebula", metric: "idle-cpu-worker", target: "< 0.5%", ok: lt(0.5)},
+	{what: "idle CPU, stock nebula member on the same overlay (Nebula's floor)", name: "BenchmarkIdleAgainstStockNebula", metric: "idle-cpu-stock-nebula"},
+	{what: "idle wakeups (context switches), worker, production timers", name: "BenchmarkIdleAgainstStockNebula", metric: "idle-wakeups-worker"},
+	{what: "idle wakeups (context switches), stock nebula member", name: "BenchmarkIdleAgainstStockNebula", metric: "idle-wakeups-stock-nebula"},
 	// The cluster's names (issue 30): an answer within 1 ms at p99, one
 	// query in flight at a time. BenchmarkDNSAnswer asks a real meshd on
 	// its loopback DNS address from inside its namespace (the timers do
