@@ -57,7 +57,9 @@ func TestNebulaDoor(t *testing.T) {
 		{"p256-key", func(r *enroll.NebulaRequest) {
 			r.PublicKey = pem.EncodeToMemory(&pem.Block{Type: "NEBULA P256 PUBLIC KEY", Bytes: bytes.Repeat([]byte{4}, 65)})
 		}, codes.NebulaKeyCurve},
-		{"short-key", func(r *enroll.NebulaRequest) { r.PublicKey = pem.EncodeToMemory(&pem.Block{Type: "NEBULA X25519 PUBLIC KEY", Bytes: []byte{1}}) }, codes.NebulaKeyCurve},
+		{"short-key", func(r *enroll.NebulaRequest) {
+			r.PublicKey = pem.EncodeToMemory(&pem.Block{Type: "NEBULA X25519 PUBLIC KEY", Bytes: []byte{1}})
+		}, codes.NebulaKeyCurve},
 		{"worker-token", func(*enroll.NebulaRequest) {}, codes.NotNebulaToken},
 	} {
 		r := req
