@@ -85,6 +85,7 @@ func TestAdmit(t *testing.T) {
 		{name: "ok/name-freed-by-left-node", cmd: admitCmd(3, "n-x", "ctl-0", pki.RoleWorker, "10.42.0.2"),
 			fsm: func(t *testing.T) *FSM {
 				f := admitFixture(t)
+				f.s.Cluster.CAHolder = "n-elsewhere" // the CA holder never leaves (CAHolderStays)
 				mustApply(t, f, SetNodeState{NodeID: originID, State: NodeLeft, At: t0})
 				return f
 			}},

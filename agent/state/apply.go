@@ -309,43 +309,37 @@ func (c SetNodeState) applyTo(s *Snapshot) error {
 	case NodeRemoved:
 		event = codes.EventNodeRemoved
 	default:
-		// joining is only ever a node's first state, set by Admit.
+		// joining is only ever a node's first state, set by Admit; failed
+		// only FailJoin's.
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: cannot move to state %q", n.Name, c.State))
 	}
-	if (n.State == NodeRemoved || n.State == NodeFailed) && c.State != NodeRemoved {
+	switch {
+	case (n.State == NodeRemoved || n.State == NodeFailed) && c.State != NodeRemoved:
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; it cannot become %s", n.Name, n.State, c.State))
-	}
-	if c.State == NodeActive && n.State == NodeJoining {
+	case c.State == NodeActive && n.State == NodeJoining:
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is joining; only its confirmed join (ConfirmJoin) makes it active", n.Name))
-	}
-	if c.State == NodeRemoved && s.Cluster != nil && s.Cluster.CAHolder == n.ID {
+	case c.State == NodeActive && n.State.Former():
+		// Its certificates are revoked: a former node comes back only by
+		// a new admission, with new keys (the record reused).
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; it comes back only by a new admission", n.Name, n.State))
+	case c.State.Former() && s.Cluster != nil && s.Cluster.CAHolder == n.ID:
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("node %s holds the CA", n.Name))
 	}
 
-	if c.State == NodeRemoved && n.State != NodeRemoved {
-		s.revoke(n, c.At)
-	}
-	if c.State.Former() && !n.State.Former() {
-		s.oweKeys(n.ID)
-	}
-	n.State, n.Updated, n.Prior = c.State, c.At, ""
-	s.Nodes[n.ID] = n
-	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: fmt.Sprintf("node %s", n.ID)})
-	s.settleNodeCarriers(n.Routes, c.At, c.Actor) // a departed router carries nothing
-	return nil
-}
-
-// everyFingerprint lists every certificate n ever held, each once: the
-// current Nebula and TLS ones, the TLS leaf a renewal just replaced, and
-// every retired one. Removal revokes them all.
-func everyFingerprint(n Node) []string {
-	var out []string
-	for _, fp := range append([]string{n.NebulaFingerprint, n.TLSFingerprint, n.PrevTLSFingerprint}, n.Retired...) {
-		if fp != "" && !slices.Contains(out, fp) {
-			out = append(out, fp)
+	detail := fmt.Sprintf("node %s", n.ID)
+	if c.State.Former() {
+		if n.State == c.State {
+			// Asked again (`meshctl remove` of a former node): whatever is
+			// not revoked yet is revoked now.
+			detail += fmt.Sprintf(" (already %s; %d more certificates revoked)", c.State, s.revoke(n, c.At))
 		}
+		n = s.depart(n, c.State, "", c.At, c.Actor)
+	} else {
+		n.Updated = c.At
+		s.Nodes[n.ID] = n
 	}
-	return out
+	s.audit(AuditEvent{Code: event, At: c.At, Actor: c.Actor, Subject: n.Name, Detail: detail})
+	return nil
 }
 
 // nodeByName finds the node holding name, ignoring former nodes (left,

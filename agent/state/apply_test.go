@@ -179,7 +179,7 @@ func TestSetNodeState(t *testing.T) {
 	for _, step := range []struct {
 		state NodeState
 		event codes.Code
-	}{{NodeLeft, codes.EventNodeLeft}, {NodeActive, codes.EventNodeActive}, {NodeRemoved, codes.EventNodeRemoved}} {
+	}{{NodeActive, codes.EventNodeActive}, {NodeLeft, codes.EventNodeLeft}, {NodeRemoved, codes.EventNodeRemoved}} {
 		mustApply(t, f, SetNodeState{NodeID: "n-w1", State: step.state, At: at, Actor: "uid:0"})
 		n, _ := f.Node("n-w1")
 		if n.State != step.state || !n.Updated.Equal(at) {
@@ -187,6 +187,12 @@ func TestSetNodeState(t *testing.T) {
 		}
 		if a := f.Audit(); a[len(a)-1].Code != step.event || a[len(a)-1].Subject != "w1" {
 			t.Fatalf("after %s: audit %+v", step.state, a[len(a)-1])
+		}
+		if step.state == NodeLeft {
+			// Issue 52: a node that left comes back only by a new admission.
+			if got := codes.Of(apply(t, f, SetNodeState{NodeID: "n-w1", State: NodeActive, At: at})); got != codes.BadRequest {
+				t.Fatalf("left to active: code %q", got)
+			}
 		}
 	}
 

@@ -94,9 +94,9 @@ func TestForgetNode(t *testing.T) {
 	}
 }
 
-// TestForgetNodeRefuses: only a removed ephemeral node is forgotten; an
-// unknown node is NodeUnknown, any other BadRequest, with nothing
-// changed.
+// TestForgetNodeRefuses: only a former node is forgotten (issue 52: any
+// former one, not only a removed ephemeral one); an unknown node is
+// NodeUnknown, an active or joining one BadRequest, with nothing changed.
 func TestForgetNodeRefuses(t *testing.T) {
 	f := bootstrapped(t)
 	ephemeralNode(t, f, 1, "n-active", "active")
@@ -121,10 +121,7 @@ func TestForgetNodeRefuses(t *testing.T) {
 	}{
 		{"fail/unknown", "n-nobody", codes.NodeUnknown},
 		{"fail/active", "n-active", codes.BadRequest},
-		{"fail/left", "n-left", codes.BadRequest},
 		{"fail/joining", "n-joining", codes.BadRequest},
-		{"fail/failed", "n-failed", codes.BadRequest},
-		{"fail/removed-not-ephemeral", "n-lasting", codes.BadRequest},
 		{"fail/ca-holder", originID, codes.BadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package state
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -18,7 +17,8 @@ import (
 // confirm within the leader's bound is FailJoin'ed: failed, with its
 // cause, certificates revoked, token still consumed. SetNodeState then
 // moves an active node to left or removed. Left, removed and failed are
-// the former states: the name is free again.
+// the former states: the name is free again. Every move into one of them
+// is a departure (depart.go): every certificate the record held revoked.
 
 // ConfirmJoin moves a joining node whose certificates are recorded to
 // active: the joiner confirmed its join. A node already active is a
@@ -74,25 +74,10 @@ func (c FailJoin) applyTo(s *Snapshot) error {
 	case c.Cause == "":
 		return codes.Wrap(codes.BadRequest, errors.New("fail join: no cause"))
 	}
-	s.revoke(n, c.At)
-	s.oweKeys(n.ID) // it got the gossip keys with its join response
-	n.State, n.Cause, n.Updated, n.Prior = NodeFailed, c.Cause, c.At, ""
-	s.Nodes[n.ID] = n
+	n = s.depart(n, NodeFailed, c.Cause, c.At, c.Actor) // it got the gossip keys with its join response
 	s.audit(AuditEvent{Code: codes.EventJoinFailed, At: c.At, Actor: c.Actor, Subject: n.Name,
 		Detail: fmt.Sprintf("node %s: %s", n.ID, c.Cause)})
 	return nil
-}
-
-// revoke adds every certificate n ever held to the revocations, each
-// fingerprint once: one revoked earlier (a removal, then a reuse) is not
-// added again.
-func (s *Snapshot) revoke(n Node, at time.Time) {
-	for _, fp := range everyFingerprint(n) {
-		if slices.ContainsFunc(s.Revocations, func(r Revocation) bool { return r.NodeID == n.ID && r.Fingerprint == fp }) {
-			continue
-		}
-		s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: at})
-	}
 }
 
 // formerByName is the record of a former node (left, removed or failed)

@@ -78,7 +78,7 @@ func TestLifecycleTransitions(t *testing.T) {
 		{name: "fail/set-failed", from: "certified", cmd: SetNodeState{NodeID: "n-w1", State: NodeFailed, At: at}, want: codes.BadRequest},
 		{name: "ok/remove-failed-revokes-once", from: "failed", cmd: SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: at}, after: NodeRemoved, revoked: 2},
 		{name: "ok/remove-certified", from: "certified", cmd: SetNodeState{NodeID: "n-w1", State: NodeRemoved, At: at}, after: NodeRemoved, revoked: 2},
-		{name: "ok/left-active", from: "active", cmd: SetNodeState{NodeID: "n-w1", State: NodeLeft, At: at}, after: NodeLeft},
+		{name: "ok/left-active", from: "active", cmd: SetNodeState{NodeID: "n-w1", State: NodeLeft, At: at}, after: NodeLeft, revoked: 2},
 		{name: "fail/abort-certified", from: "certified", cmd: AbortAdmission{NodeID: "n-w1", At: at}, want: codes.BadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

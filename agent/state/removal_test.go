@@ -125,7 +125,7 @@ func TestNodesChangedSignalled(t *testing.T) {
 	}
 	// Nobody reads: further changes neither block nor queue up.
 	for i := range 3 {
-		mustApply(t, f, SetNodeState{NodeID: "n-w1", State: []NodeState{NodeLeft, NodeActive, NodeRemoved}[i], At: t0})
+		mustApply(t, f, SetNodeState{NodeID: "n-w1", State: []NodeState{NodeActive, NodeLeft, NodeRemoved}[i], At: t0})
 	}
 	if !drain() || drain() {
 		t.Fatal("want exactly one pending signal after three unread changes")

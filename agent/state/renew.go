@@ -32,7 +32,9 @@ func (c RenewNebula) applyTo(s *Snapshot) error {
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", c.NodeID))
 	}
-	if n.State == NodeRemoved || n.State == NodeLeft {
+	if n.State.Former() {
+		// A failed join too (issue 52: a former record holds no valid
+		// certificate; on main a failed record took a renewal unrevoked).
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; its certificate is not renewed", n.Name, n.State))
 	}
 	if len(c.Cert) == 0 || c.Fingerprint == "" || !c.Expires.After(c.Issued) {
@@ -62,7 +64,7 @@ func (s *Snapshot) recordCertRoutes(n *Node, routes []netip.Prefix, at time.Time
 	held := slices.DeleteFunc(slices.Clone(n.NebulaRouted), func(fp string) bool { return fp == n.NebulaFingerprint })
 	if dropped {
 		for _, fp := range held {
-			if !slices.ContainsFunc(s.Revocations, func(r Revocation) bool { return r.NodeID == n.ID && r.Fingerprint == fp }) {
+			if !s.revoked(n.ID, fp) {
 				s.Revocations = append(s.Revocations, Revocation{NodeID: n.ID, Fingerprint: fp, At: at})
 			}
 		}
