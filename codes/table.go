@@ -331,7 +331,7 @@ var table = map[Code]Info{
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
 	SeedNotNamed:     {495, "the seed's certificate belongs to another node than the control node the token names at that address (a removed node, or an address that moved)", "mint a new token with `meshctl admit` on an active control node; nothing was sent to the seed"},
-	NameTaken:        {409, "another node in the cluster already has this name", "admit the machine under a different name, or remove the old node first"},
+	NameTaken:        {409, "another node, an unused token or a live reusable key already holds this name", "admit the machine under a different name, remove the node that holds it, or revoke the token or key that holds it (`meshctl tokens revoke ID`)"},
 	SeedsUnreachable: {503, "no seed in the token could be reached", "check that a control node is running and its enroll port (7300/tcp) is reachable from here"},
 	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
 	AlreadyJoined:    {409, "this node already has a cluster identity", "run `meshctl leave` first, or pass --force to replace the identity"},

@@ -52,8 +52,8 @@ func (p *Plane) Admit(ctx context.Context, req apitype.AdmitRequest, actor strin
 	if err != nil {
 		return nil, err
 	}
-	if n, taken := p.raft.FSM().NodeByName(req.Name); taken {
-		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists (%s)", req.Name, n.State))
+	if h, held := p.raft.FSM().NameHolder(req.Name, p.now()); held {
+		return nil, nameHeld(req.Name, h)
 	}
 	reuses := ""
 	if n, ok := p.raft.FSM().FormerNode(req.Name); ok {
@@ -155,7 +155,7 @@ func (p *Plane) mint(ctx context.Context, rec enroll.TokenRecord, ttl time.Durat
 	if err != nil {
 		return minted{}, fmt.Errorf("encode token: %w", err)
 	}
-	if err := p.WriteApplied(ctx, &state.MintToken{Record: rec, Actor: actor, At: at}); err != nil {
+	if err := p.WriteApplied(ctx, &state.MintToken{Record: rec, Actor: actor, At: at, Names: true}); err != nil {
 		return minted{}, err
 	}
 	if err := p.checkSeedsStayed(ctx, rec); err != nil {
@@ -192,4 +192,14 @@ func (p *Plane) seedNodes(start uint32) (seeds, ids []string) {
 		seeds, ids = seeds[:enroll.MaxSeeds], ids[:enroll.MaxSeeds]
 	}
 	return seeds, ids
+}
+
+// nameHeld is the error of a mint for a name the one name rule says is
+// held (state.NameHolder): by a node, a live token or a live key.
+func nameHeld(name string, h state.NameHolder) error {
+	how := "remove that node first, or admit the machine under another name"
+	if h.Node == "" {
+		how = fmt.Sprintf("revoke it first (`meshctl tokens revoke %s`), or admit the machine under another name", h.Token.String()[:12])
+	}
+	return codes.Wrap(codes.NameTaken, fmt.Errorf("%q is held by %s: %s", name, h, how))
 }

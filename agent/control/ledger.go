@@ -78,7 +78,7 @@ func (l *Ledger) Admit(ctx context.Context, a enroll.Admission) (enroll.Placemen
 		n.EnrollAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Control))
 		n.RaftAddr = net.JoinHostPort(a.Underlay, strconv.Itoa(a.Ports.Raft))
 	}
-	if err := l.p.WriteApplied(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self()}); err != nil {
+	if err := l.p.WriteApplied(ctx, &state.Admit{Admission: a, Node: n, Actor: l.p.self(), Names: true}); err != nil {
 		return enroll.Placement{}, err
 	}
 	rec, ok := l.p.raft.FSM().Node(a.NodeID)

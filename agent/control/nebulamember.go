@@ -58,6 +58,9 @@ func (p *Plane) admitNebula(ctx context.Context, req apitype.AdmitRequest, actor
 	case !req.Renew && held:
 		return nil, codes.Wrap(codes.NameTaken, fmt.Errorf("node %q exists (%s %s); a stock Nebula member's certificate is renewed with --renew", req.Name, n.State, n.Role))
 	}
+	if h, taken := p.raft.FSM().NameHolder(req.Name, p.now()); taken && !req.Renew {
+		return nil, nameHeld(req.Name, h)
+	}
 	reuses := ""
 	if f, ok := p.raft.FSM().FormerNode(req.Name); ok && !req.Renew {
 		reuses = fmt.Sprintf("%s is a former node (%s); the bundle reuses the record: node id %s and overlay IP %s are kept "+

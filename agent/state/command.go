@@ -84,6 +84,9 @@ type MintToken struct {
 	// (Record.Created is whole seconds, like the token's expiry; an entry
 	// written before At existed falls back to it).
 	At time.Time `json:"at,omitzero"`
+	// Names: the one name rule (names.go) applies to this mint, as it
+	// does to every mint written since issue 52.
+	Names bool `json:"names,omitempty"`
 }
 
 // Admit is the admission compare-and-set, ONE raft entry: it consumes the
@@ -97,6 +100,9 @@ type Admit struct {
 	Admission enroll.Admission `json:"admission"`
 	Node      Node             `json:"node"`
 	Actor     string           `json:"actor,omitempty"`
+	// Names: the one name rule (names.go) applies to this admission, as
+	// it does to every admission written since issue 52.
+	Names bool `json:"names,omitempty"`
 }
 
 // SetNodeState moves a node to another state. Moving a node to "removed"

@@ -36,8 +36,8 @@ func (c RecordRevocationAcks) applyTo(s *Snapshot) error {
 	if !ok {
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node with id %q", a.NodeID))
 	}
-	if n.State != NodeRemoved {
-		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; acknowledgements are for a removal", n.Name, n.State))
+	if !n.State.Former() {
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; acknowledgements are for a departure", n.Name, n.State))
 	}
 	if a.Version <= 0 || a.At.IsZero() {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: acknowledgements need a list version and a time", n.Name))
