@@ -136,7 +136,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 			c.log.Warn("seed cannot serve the join now; trying the next", "seed", seed, "code", codes.Of(err), "err", err)
 			c.step(fmt.Sprintf("seed %s cannot serve the join now (%s); trying the next", seed, codes.Of(err)))
 			failures, sick = append(failures, fmt.Sprintf("%s: %v", seed, err)), err
-			if codes.Of(err) != codes.ClockSkew {
+			if c := codes.Of(err); c != codes.ClockSkew && c != codes.SeedRevoked { // refused before the secret went out
 				sentTo = append(sentTo, seed)
 			}
 			if err := stopped(ctx); err != nil {
@@ -171,7 +171,7 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 // verification failure never does: it ends the join where it happened.
 func stepsAside(err error) bool {
 	switch codes.Of(err) {
-	case codes.NoLeader, codes.DaemonStarting, codes.DaemonStopping, codes.DiskFull, codes.SeedUnfit, codes.ClockSkew:
+	case codes.NoLeader, codes.DaemonStarting, codes.DaemonStopping, codes.DiskFull, codes.SeedUnfit, codes.ClockSkew, codes.SeedRevoked:
 		return true
 	}
 	return false
@@ -228,6 +228,7 @@ type client struct {
 	approval  func(ApprovalShown)
 	handshake time.Duration
 	maxSkew   time.Duration
+	seen      seenRevocations // the freshest revocation list the seeds told
 }
 
 func newClient(tok Token, d ClientDeps) *client {
@@ -278,8 +279,13 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	}
 	defer s.close()
 	// The seed's time, before the secret goes out: a clock too far off
-	// costs the joiner nothing, and the token stays unused.
+	// costs the joiner nothing, and the token stays unused. Its answer
+	// also says which departed control nodes' leaves are revoked: the
+	// secret never goes to one of them.
 	if err := c.judgeClock(ctx, s); err != nil {
+		return nil, err
+	}
+	if err := c.seen.judge(s); err != nil {
 		return nil, err
 	}
 	// From here on the request may have reached the seed, even when

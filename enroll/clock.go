@@ -66,4 +66,12 @@ type TimeResponse struct {
 	// responder: a joiner then cannot read a missing STUN answer as UDP
 	// blocked (netcheck.TCPProbe).
 	STUNPort int `json:"stun_port,omitempty"`
+	// Revocations is the version of the revocation list the seed knows
+	// (its length, which only grows), and RevokedSeeds the SHA-256
+	// fingerprints of the TLS leaves of control nodes that departed, as
+	// that list holds them: the joiner refuses a seed whose own leaf the
+	// freshest answer it has seen lists (seedrevoked.go). Absent from a
+	// release before issue 52.
+	Revocations  int      `json:"revocations,omitempty"`
+	RevokedSeeds []string `json:"revoked_seeds,omitempty"`
 }

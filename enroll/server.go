@@ -517,7 +517,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == TimePath {
 		// The clock is no secret, and a joiner needs it before it sends
 		// one: neither throttled nor logged.
-		_ = writeJSON(w, TimeResponse{ServerTime: s.now(), STUNPort: s.cfg.STUNPort})
+		tr := TimeResponse{ServerTime: s.now(), STUNPort: s.cfg.STUNPort}
+		if sr, ok := s.ledger.(SeedRevocations); ok {
+			tr.Revocations, tr.RevokedSeeds = sr.SeedRevocations()
+		}
+		_ = writeJSON(w, tr)
 		return
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)

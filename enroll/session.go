@@ -25,6 +25,7 @@ type session struct {
 	seed  string
 	conn  *tls.Conn
 	br    *bufio.Reader
+	leaf  string // the SHA-256 fingerprint of the seed's leaf
 	role  trust.Role
 	local netip.Addr // this end's address: the source the kernel chose
 	stop  func() bool
@@ -94,7 +95,7 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 		}
 		return fail(&seedError{err: fmt.Errorf("TLS handshake: %w", err)})
 	}
-	s := &session{seed: seed, conn: conn, br: bufio.NewReader(conn), stop: stop}
+	s := &session{seed: seed, conn: conn, br: bufio.NewReader(conn), stop: stop, leaf: trust.FingerprintOf(leaf).String()}
 	if r, err := trust.RoleOf(leaf); err == nil {
 		s.role = r
 	}
@@ -176,6 +177,7 @@ func (c *client) clock(ctx context.Context, s *session) (sk Skew, stunPort int, 
 	if tr.STUNPort < 0 || tr.STUNPort > 65535 {
 		tr.STUNPort = 0 // nonsense is not a port it serves
 	}
+	c.seen.learn(tr)
 	return Skew{Peer: "seed " + s.seed, Local: midpoint(sent, received), Remote: tr.ServerTime}, tr.STUNPort, true, nil
 }
 

@@ -30,12 +30,18 @@ func (p *Plane) remove(ctx context.Context, name, actor string) (state.Node, err
 // removeNode is remove; with id set, only while name is still the name
 // of the node id (the ephemeral reaper decided on that record, and the
 // name may have passed to another node since): codes.NodeUnknown
-// otherwise.
+// otherwise. Without id, a name no current node holds names the most
+// recent former record of it (left, removed or failed): removing it again
+// revokes whatever it held that is not revoked yet and changes nothing
+// else (issue 52: on main `remove b1` after b1 left said NodeUnknown).
 func (p *Plane) removeNode(ctx context.Context, name, id, actor string) (state.Node, error) {
 	if err := p.SyncRead(ctx); err != nil {
 		return state.Node{}, err
 	}
 	n, ok := p.raft.FSM().NodeByName(name)
+	if !ok && id == "" {
+		n, ok = p.raft.FSM().FormerNode(name)
+	}
 	if !ok || (id != "" && n.ID != id) {
 		return state.Node{}, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no node named %q", name))
 	}
@@ -45,24 +51,27 @@ func (p *Plane) removeNode(ctx context.Context, name, id, actor string) (state.N
 	if c, ok := p.raft.FSM().Cluster(); ok && c.CAHolder == n.ID {
 		return state.Node{}, codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", n.Name))
 	}
+	former := n.State.Former()
 	if n.Role == pki.RoleControl {
 		// The leader drops it from raft and records it removed, audited
-		// with actor (raftRemove).
+		// with actor (raftRemove); a former one it only drops from raft
+		// if it is still there.
 		if err := p.removeFromRaft(ctx, n.ID, actor); err != nil {
 			return state.Node{}, err
 		}
-	} else if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
-		return state.Node{}, err
 	}
-	p.hooks.Poke()
-	if err := p.hooks.NotifyRevoked(); err != nil {
-		p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
+	if n.Role != pki.RoleControl || former {
+		if err := p.Write(ctx, &state.SetNodeState{NodeID: n.ID, State: state.NodeRemoved, At: p.now(), Actor: actor}); err != nil {
+			return state.Node{}, err
+		}
 	}
-	if n.Role == pki.RoleControl {
-		p.sweepSeedTokens(ctx) // its leaf stays valid: no unused token may lead a joiner to it
+	p.departed(ctx, n)
+	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor, "was", n.State)
+	if former {
+		// Its gossip keys were owed when it departed; the debt is paid
+		// by the rotation loop (keysowed.go).
+		return n, nil
 	}
-	p.forceLeave(n.Name)
-	p.log.Info("node removed and its certificates revoked", "code", codes.EventNodeRemoved, "node", n.Name, "actor", actor)
 	// A removed node may hold the gossip key: rotate it away.
 	_, err := p.RotateKeys(ctx, actor)
 	// And tell serf again. A removed node that keeps running refutes a
@@ -78,6 +87,21 @@ func (p *Plane) removeNode(ctx context.Context, name, id, actor string) (state.N
 		return state.Node{}, fmt.Errorf("%s removed, but the gossip key was not rotated: %w", n.Name, err)
 	}
 	return n, nil
+}
+
+// departed is what follows a departure this node had raft record (a
+// removal, a leave, issue 52: one transition, one path): the members
+// look again at once (Poke, the revocation notice), tokens naming a
+// departed control node as a seed are revoked, and gossip hears it left.
+func (p *Plane) departed(ctx context.Context, n state.Node) {
+	p.hooks.Poke()
+	if err := p.hooks.NotifyRevoked(); err != nil {
+		p.log.Warn("could not tell the cluster about the revocation; workers pick it up on their next tick", "err", err)
+	}
+	if n.Role == pki.RoleControl {
+		p.sweepSeedTokens(ctx) // its leaf stays valid: no unused token may lead a joiner to it
+	}
+	p.forceLeave(n.Name)
 }
 
 // forceLeave has gossip broadcast that name left for good. serf waits
@@ -103,10 +127,21 @@ func (p *Plane) LeaveVoterCheck() error {
 	return nil
 }
 
-// RecordLeft sets this node's own record to left through raft; actor is
-// the operator who asked (an Actor's text).
-func (p *Plane) RecordLeft(ctx context.Context, actor string) error {
-	return p.Write(ctx, &state.SetNodeState{NodeID: p.cfg.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor})
+// RecordLeft has another control node record this node left (POST
+// /v1/self/left, as a worker does): that node revokes every certificate
+// this one held and asks the members to acknowledge they block it, which
+// this node, cut off by its own revocation, could not ask itself. actor
+// is the operator who asked (an Actor's text).
+func (p *Plane) RecordLeft(ctx context.Context, actor string) (apitype.RemoveResponse, error) {
+	var others []string
+	for _, n := range p.raft.FSM().Nodes() {
+		if n.Role == pki.RoleControl && n.State == state.NodeActive && n.ID != p.cfg.NodeID && n.EnrollAddr != "" {
+			others = append(others, n.EnrollAddr)
+		}
+	}
+	var out apitype.RemoveResponse
+	err := p.client.PostSeeds(ctx, Spread(others, p.cfg.NodeID), PathLeft, LeftRequest{NodeID: p.cfg.NodeID, Actor: actor}, &out)
+	return out, err
 }
 
 // LeaveRaft hands leadership off if this node leads, then has the leader
@@ -219,7 +254,11 @@ func (p *Plane) handleRaftRemove(w http.ResponseWriter, r *http.Request, c Calle
 }
 
 // handleLeft records the calling member as left, with the operator it
-// names on itself as the actor, relayed by this node (relayedActor).
+// names on itself as the actor, relayed by this node (relayedActor). A
+// leave is a departure like a removal (issue 52): every certificate the
+// caller held is revoked, and the answer comes once the members have
+// acknowledged that they block it (or the bound passed): the same round,
+// recorded the same way, as `meshctl remove`.
 func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req LeftRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
@@ -233,10 +272,16 @@ func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, codes.Wrap(codes.BadRequest, fmt.Errorf("%s is still in raft; it leaves raft before it records itself left", c.Name)))
 		return
 	}
-	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: p.relayedActor(c, req.Actor)}); err != nil {
+	actor := p.relayedActor(c, req.Actor)
+	n, ok := p.raft.FSM().Node(c.NodeID)
+	if !ok {
+		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no record of %s", c.Name)))
+		return
+	}
+	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor}); err != nil {
 		writeError(w, err)
 		return
 	}
-	p.hooks.Poke()
-	apitype.WriteJSON(w, http.StatusOK, Empty{})
+	p.departed(r.Context(), n)
+	apitype.WriteJSON(w, http.StatusOK, p.confirmRevocation(r.Context(), n, p.cfg.revocationAckTimeout(), actor))
 }

@@ -14,21 +14,20 @@ import (
 
 // A token names its seeds by node id (enroll.Token.SeedIDs) and the
 // joiner sends its secret only to a seed whose leaf is that node. A
-// removed control node keeps a leaf the joiner cannot see revoked; so
-// every unused token naming a removed (or failed, or unknown) node is
-// revoked (RevokeSeedTokens): by the removal itself, by a mint that raced
-// one, and by the leader's reconcile pass should either have died half
-// way. A usable token then names no removed node (issue 27). A node that
-// left is not a reason: it left in good standing and wiped its state, and
-// `join --force` on a control node uses a token that may name the node
-// itself. The revocations are ordinary RevokeToken entries, which every
-// release applies alike.
+// departed control node (left, removed, failed) may have a copy running
+// somewhere with a leaf the joiner cannot see revoked; so every unused
+// token naming a departed (or unknown) node is revoked
+// (RevokeSeedTokens): by the departure itself, by a mint that raced one,
+// and by the leader's reconcile pass should either have died half way. A
+// usable token then names no departed node (issues 27 and 52). The
+// revocations are ordinary RevokeToken entries, which every release
+// applies alike.
 
 // seedRevoker is the actor of a revocation a departed seed made.
 const seedRevoker = "meshd (seed %s gone)"
 
 // RevokeSeedTokens revokes every token not used or revoked yet that names
-// a seed which was removed, failed its join or is unknown, in hash order,
+// a seed which left, was removed, failed its join or is unknown, in hash order,
 // and returns how many it revoked.
 func (p *Plane) RevokeSeedTokens(ctx context.Context) (int, error) {
 	active := map[string]bool{} // may be named: not removed, failed or unknown
@@ -94,7 +93,32 @@ func (p *Plane) checkSeedsStayed(ctx context.Context, rec enroll.TokenRecord) er
 }
 
 // seedStands reports whether a token may name n as a seed: a control node
-// not removed and not failed (one that left may still be named).
+// that has not departed. One that left is gone like one removed (issue
+// 52: on main a copy of a control node that left, serving with its
+// still-valid leaf, harvested the secret of a control token naming it and
+// joined as that node).
 func seedStands(n state.Node) bool {
-	return n.Role == pki.RoleControl && n.State != state.NodeRemoved && n.State != state.NodeFailed
+	return n.Role == pki.RoleControl && !n.State.Former()
 }
+
+// SeedRevocations answers a joiner's time request (enroll.TimeResponse):
+// the revocation list's version and the revoked TLS leaves of the
+// control nodes that departed, which the joiner refuses as seeds.
+func (l *Ledger) SeedRevocations() (int, []string) {
+	revs := l.p.raft.FSM().Revocations()
+	departed := map[string]bool{}
+	for _, n := range l.p.raft.FSM().Nodes() {
+		if n.Role == pki.RoleControl && n.State.Former() {
+			departed[n.ID] = true
+		}
+	}
+	var leaves []string
+	for _, r := range revs {
+		if departed[r.NodeID] {
+			leaves = append(leaves, r.Fingerprint)
+		}
+	}
+	return len(revs), leaves
+}
+
+var _ enroll.SeedRevocations = (*Ledger)(nil)

@@ -70,3 +70,38 @@ func TestSeedTokensRevoked(t *testing.T) {
 		t.Fatalf("%d revocations audited as c2's departure, want 1", n)
 	}
 }
+
+// TestSeedTokensRevokedOnLeave (issue 52 item 3): a control node that
+// leaves is a departed seed like a removed one: the unused token naming
+// it (here a control token for c4, the one a copy of c2 would harvest) is
+// revoked with its leave. On main a node that left "in good standing"
+// revoked nothing, and the copy joined as c4.
+func TestSeedTokensRevokedOnLeave(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	ctx := within(t, 30*time.Second)
+	c4, err := origin.p.Admit(ctx, admitReq("c4", pki.RoleControl), "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := enroll.ParseToken(c4.Token); err != nil || !slices.Contains(tok.SeedIDs, c2.nodeID) {
+		t.Fatalf("c4's token names %v (%v), want c2 among them", tok.SeedIDs, err)
+	}
+	if err := c2.p.LeaveRaft(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.p.RecordLeft(ctx, "uid=0@c2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range origin.p.Raft().FSM().Tokens() {
+		if r.Name == "c4" && (!r.Revoked() || r.RevokedBy != "meshd (seed c2 gone)") {
+			t.Fatalf("c4's token naming c2, which left: revoked %v by %q", r.RevokedAt, r.RevokedBy)
+		}
+	}
+	// And a joiner asking origin's time learns c2's leaf is revoked.
+	n, _ := origin.p.Raft().FSM().Node(c2.nodeID)
+	v, leaves := origin.p.Ledger().SeedRevocations()
+	if v != len(origin.p.Raft().FSM().Revocations()) || !slices.Contains(leaves, n.TLSFingerprint) {
+		t.Fatalf("time answer's revocations: version %d, leaves %v; want c2's leaf %s", v, leaves, n.TLSFingerprint)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
 )
@@ -41,12 +42,26 @@ func (rt *Runtime) Depart(ctx context.Context, actor string) error {
 	return nil
 }
 
-// recordLeft sets this node's record to left: through raft on a control
-// node, through a control node's internal API on a worker. actor is the
-// operator who asked; the control node records it only as this node's.
+// recordLeft has a control node record this node left (POST
+// /v1/self/left; a control node asks another one, since its own
+// revocation cuts it off from the members it would ask to acknowledge
+// it): every certificate it held is revoked, and the answer says which
+// members acknowledged they block it. actor is the operator who asked;
+// the control node records it only as this node's.
 func (rt *Runtime) recordLeft(ctx context.Context, actor string) error {
+	var (
+		acks apitype.RemoveResponse
+		err  error
+	)
 	if rt.ctl != nil {
-		return rt.ctl.RecordLeft(ctx, actor)
+		acks, err = rt.ctl.RecordLeft(ctx, actor)
+	} else {
+		err = rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.LeftRequest{NodeID: rt.facts.NodeID, Actor: actor}, &acks)
 	}
-	return rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.LeftRequest{NodeID: rt.facts.NodeID, Actor: actor}, nil)
+	if err != nil {
+		return err
+	}
+	rt.log.Info("recorded left; every certificate of this node revoked", "code", codes.EventNodeLeft,
+		"acknowledged", len(acks.Acked), "pending", acks.Pending)
+	return nil
 }
