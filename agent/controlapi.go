@@ -74,6 +74,16 @@ func (h api) postRemove(r *http.Request, req apitype.RemoveRequest) (*apitype.Re
 	return ctl.RemoveAndConfirm(r.Context(), h.a.nodeArg(r.PathValue("name")), h.a.operator(r.Context()), req.Wait)
 }
 
+// postForget is POST /v0/nodes/{name}/forget: a former node's record
+// dropped now (control nodes).
+func (h api) postForget(r *http.Request) (*apitype.ForgetResponse, error) {
+	ctl, err := h.a.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	return ctl.Forget(r.Context(), h.a.nodeArg(r.PathValue("name")), h.a.operator(r.Context()))
+}
+
 // getNodes lists the cluster from this node's raft, or asks a control node.
 func (h api) getTokens(r *http.Request) ([]apitype.Token, error) {
 	ctx := r.Context()

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"net/http"
+	"slices"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/localapi"
@@ -35,6 +37,7 @@ func (a *Agent) localRoutes() []localapi.Route {
 		{Method: "POST", Path: apitype.PathReload, Write: write, Handler: localapi.Do(l, "", h.postReload)},
 		{Method: "POST", Path: apitype.PathLeave, Write: write, Handler: localapi.Do(l, "leave failed", h.postLeave)},
 		{Method: "POST", Path: apitype.PathRemove, Write: write, Handler: localapi.With(l, "remove failed", h.postRemove)},
+		{Method: "POST", Path: apitype.PathForget, Write: write, Handler: localapi.Do(l, "forget failed", h.postForget)},
 		{Method: "POST", Path: apitype.PathRevokeToken, Write: write, Handler: localapi.Do(l, "token revocation failed", h.postRevokeToken)},
 		{Method: "POST", Path: apitype.PathKeysRotate, Write: write, Handler: localapi.Do(l, "gossip key rotation failed", h.postRotateKeys)},
 		{Method: "POST", Path: apitype.PathApprove, Write: write, Handler: localapi.With(l, "approve failed", h.postApprove)},
@@ -156,6 +159,12 @@ func (h api) getNodes(r *http.Request) ([]apitype.Node, error) {
 	rows, err = rt.NodeRows(ctx)
 	for i := range rows {
 		rows[i].Self = rows[i].ID == rt.Facts().NodeID
+	}
+	if r.URL.Query().Get("all") != "1" {
+		// Former nodes departed longer ago than former_retention are
+		// hidden (issue 52); `meshctl nodes --all` shows them.
+		now := time.Now()
+		rows = slices.DeleteFunc(rows, func(n apitype.Node) bool { return n.Hidden(now, h.a.cfg.FormerRetention) })
 	}
 	return rows, err
 }

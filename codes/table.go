@@ -47,6 +47,8 @@ const (
 	// SeedRevoked: the seed presents the leaf of a control node that
 	// departed (issue 52); the joiner sends it nothing.
 	SeedRevoked Code = "X495716SEEDRV"
+	// NodeNotFormer: `meshctl forget` of a node that is still a member.
+	NodeNotFormer Code = "X409717NDNOTF"
 	// UnderlayFamily: the pinned underlay (--advertise-addr or
 	// --advertise-iface, or the config's) is of an address family, IPv4
 	// or IPv6, that none of the token's seeds has, or this host has
@@ -333,6 +335,7 @@ var table = map[Code]Info{
 
 	CAMismatch:       {495, "the seed presented a certificate chain that does not end at the cluster CA pinned in the token", "check that the token's seed address belongs to the cluster that minted it; nothing was sent to the seed"},
 	SeedNotControl:   {495, "the seed's certificate is not a control node's server certificate", "join through a control node's enroll address; nothing was sent to the seed"},
+	NodeNotFormer:    {409, "the node is still a member: only a node that left, was removed or failed its join is forgotten", "remove it first (`meshctl remove NAME`), then `meshctl forget NAME`"},
 	SeedRevoked:      {495, "the seed presents the certificate of a control node that left or was removed: a copy of it may be running", "nothing was sent to it; join through the token's other seeds, or mint a new token with `meshctl admit` on an active control node"},
 	SeedNotNamed:     {495, "the seed's certificate belongs to another node than the control node the token names at that address (a removed node, or an address that moved)", "mint a new token with `meshctl admit` on an active control node; nothing was sent to the seed"},
 	NameTaken:        {409, "another node, an unused token or a live reusable key already holds this name", "admit the machine under a different name, remove the node that holds it, or revoke the token or key that holds it (`meshctl tokens revoke ID`)"},

@@ -306,6 +306,9 @@ type Node struct {
 	Revocation string `json:"revocation,omitempty"`
 	// Cause is, for a failed node, why its join failed.
 	Cause string `json:"cause,omitempty"`
+	// Departed is, for a former node (left, removed, failed), when it
+	// departed: `meshctl nodes` hides it FormerRetention later.
+	Departed time.Time `json:"departed,omitzero"`
 	// Self marks the node that answered (the one meshctl asked).
 	Self bool `json:"self,omitempty"`
 	// LastSeen is, for a node not alive in gossip, when the answering

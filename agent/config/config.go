@@ -75,6 +75,12 @@ type File struct {
 	// to 24h, default 1m). Control nodes read it; a change takes effect
 	// at the next start.
 	EphemeralAfter time.Duration `yaml:"ephemeral_after"`
+	// FormerRetention is how long `meshctl nodes` (and the console) keep
+	// showing a node that left, was removed or failed its join; `nodes
+	// --all` shows every record, and `meshctl forget NAME` drops one
+	// (issue 52; 0 to 8760h, default 24h). Display only: nothing is
+	// deleted, and every revocation stays.
+	FormerRetention time.Duration `yaml:"former_retention"`
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
 	// host:port: a loopback IP, or this node's overlay IP (kernel overlay
 	// mode; anything else is refused with codes.MetricsAddrRefused).
@@ -163,6 +169,7 @@ func Default() File {
 		RevocationAckTimeout: control.DefaultRevocationAckTimeout,
 		TokenRetention:       control.DefaultTokenRetention,
 		EphemeralAfter:       control.DefaultEphemeralAfter,
+		FormerRetention:      24 * time.Hour,
 		MaxClockSkew:         enroll.DefaultMaxSkew,
 		DNS:                  DefaultDNS(),
 	}
@@ -307,6 +314,9 @@ func (c File) Validate() error {
 	}
 	if c.EphemeralAfter < control.MinEphemeralAfter || c.EphemeralAfter > control.MaxEphemeralAfter {
 		bad("ephemeral_after", c.EphemeralAfter.String(), errors.New("must be between 10s and 24h"))
+	}
+	if c.FormerRetention < 0 || c.FormerRetention > 365*24*time.Hour {
+		bad("former_retention", c.FormerRetention.String(), errors.New("must be between 0s and 8760h (a year)"))
 	}
 	if c.MaxClockSkew < 5*time.Second || c.MaxClockSkew > time.Hour {
 		bad("max_clock_skew", c.MaxClockSkew.String(), errors.New("must be between 5s and 1h"))

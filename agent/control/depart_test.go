@@ -66,3 +66,48 @@ func TestLeaveIsADeparture(t *testing.T) {
 		t.Fatalf("remove an unknown name: %v, want %s", err, codes.NodeUnknown)
 	}
 }
+
+// TestForget (issue 52 item 2): `meshctl forget` drops a former node's
+// record now, audited, keeping every revocation; a member is refused
+// NodeNotFormer, an unknown name NodeUnknown. A former control node is
+// dropped from raft first.
+func TestForget(t *testing.T) {
+	c, origin := newCluster(t)
+	c2 := c.joinControl(t, origin, "c2")
+	_, wkeys, _ := c.identity(t, "w1", pki.RoleWorker)
+	c.admit(t, origin, "w1", pki.RoleWorker, wkeys, enroll.Ports{})
+	ctx := within(t, 30*time.Second)
+	if _, err := origin.p.Forget(ctx, "w1", "uid:0"); codes.Of(err) != codes.NodeNotFormer {
+		t.Fatalf("forget an active node: %v, want %s", err, codes.NodeNotFormer)
+	}
+	if _, err := origin.p.Forget(ctx, "w9", "uid:0"); codes.Of(err) != codes.NodeUnknown {
+		t.Fatalf("forget an unknown name: %v, want %s", err, codes.NodeUnknown)
+	}
+	if _, err := origin.p.RemoveAndConfirm(ctx, "w1", "uid:0", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	fsm := origin.p.Raft().FSM()
+	w1, _ := fsm.FormerNode("w1")
+	revoked := len(fsm.Revocations())
+	got, err := origin.p.Forget(ctx, "w1", "uid:0")
+	if err != nil || got.Name != "w1" || got.State != "removed" || got.Revocations != 2 {
+		t.Fatalf("forget w1: %+v, %v", got, err)
+	}
+	if _, ok := fsm.Node(w1.ID); ok || fsm.IPAllocated(w1.OverlayIP) || len(fsm.Revocations()) != revoked {
+		t.Fatalf("after forget: record kept %v, IP allocated %v, %d revocations (want %d)", ok, fsm.IPAllocated(w1.OverlayIP),
+			len(fsm.Revocations()), revoked)
+	}
+	if a := fsm.Audit(); a[len(a)-1].Code != codes.EventNodeForgotten || a[len(a)-1].Actor != "uid:0" {
+		t.Fatalf("audit %+v", a[len(a)-1])
+	}
+	// A former control node: removed (so out of raft), then forgotten.
+	if err := origin.p.Remove(ctx, "c2", "uid:0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := origin.p.Forget(ctx, "c2", "uid:0"); err != nil {
+		t.Fatalf("forget c2: %v", err)
+	}
+	if origin.p.Raft().IsMember(c2.nodeID) {
+		t.Fatal("c2 forgotten while still in raft")
+	}
+}

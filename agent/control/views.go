@@ -35,7 +35,7 @@ func (p *Plane) nodeRows() []apitype.Node {
 	out := []apitype.Node{}
 	for _, n := range p.raft.FSM().Nodes() {
 		row := NodeRow(n, roles[n.ID])
-		if a, ok := p.raft.FSM().RevocationAck(n.ID); ok && n.State == state.NodeRemoved {
+		if a, ok := p.raft.FSM().RevocationAck(n.ID); ok && n.State.Former() {
 			row.Revocation = RevocationSummary(a.Pending)
 		}
 		if g, ok := gossip[n.Name]; ok && n.Role != pki.RoleNebula {
@@ -72,6 +72,9 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	}
 	if n.Role == pki.RoleNebula {
 		row.Gossip = "none" // a stock Nebula member does not gossip
+	}
+	if n.State.Former() {
+		row.Departed = n.Updated // a departure sets it; nothing moves a former record after
 	}
 	if n.OverlayIP.IsValid() {
 		row.OverlayIP = n.OverlayIP.String()

@@ -147,8 +147,18 @@ func (c *Client) Status(ctx context.Context) (*apitype.Status, error) {
 
 // Nodes returns GET /v0/nodes.
 func (c *Client) Nodes(ctx context.Context) ([]apitype.Node, error) {
+	return c.NodeList(ctx, false)
+}
+
+// NodeList is Nodes; with all, former nodes departed longer ago than the
+// daemon's former_retention too (`meshctl nodes --all`).
+func (c *Client) NodeList(ctx context.Context, all bool) ([]apitype.Node, error) {
 	var n []apitype.Node
-	return n, c.getJSON(ctx, apitype.PathNodes, &n)
+	path := apitype.PathNodes
+	if all {
+		path += "?all=1"
+	}
+	return n, c.getJSON(ctx, path, &n)
 }
 
 // Tokens returns GET /v0/tokens.
@@ -205,6 +215,13 @@ func (c *Client) RemoveWait(ctx context.Context, name string, wait time.Duration
 	var r apitype.RemoveResponse
 	return &r, c.postJSON(ctx, strings.Replace(apitype.PathRemove, "{name}", url.PathEscape(name), 1),
 		apitype.RemoveRequest{Wait: wait}, &r)
+}
+
+// Forget drops the record of the former node name now (on a control
+// node); its revocations stay.
+func (c *Client) Forget(ctx context.Context, name string) (*apitype.ForgetResponse, error) {
+	var r apitype.ForgetResponse
+	return &r, c.postJSON(ctx, strings.Replace(apitype.PathForget, "{name}", url.PathEscape(name), 1), struct{}{}, &r)
 }
 
 // RevokeToken revokes the unused join token with the given id (or unique

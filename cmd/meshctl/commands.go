@@ -36,7 +36,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(a.initCommand(), a.admitCommand(), a.joinCommand(), a.nodesCommand(),
 		a.statusCommand(), a.tokensCommand(), a.explainCommand(), a.reloadCommand(), a.leaveCommand(),
-		a.removeCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
+		a.removeCommand(), a.forgetCommand(), a.keysCommand(), a.auditCommand(), a.approveCommand(), a.genDocsCommand(), a.caCommand())
 	root.AddCommand(a.nebulaBundleCommand())            // nebulabundle.go: needs no meshd
 	root.AddCommand(a.versionCommand())                 // version.go
 	root.AddCommand(a.pingCommand())                    // ping.go

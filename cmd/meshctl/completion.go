@@ -84,6 +84,11 @@ func (a *app) completeNodes(keep func(apitype.Node) bool) cobra.CompletionFunc {
 // notRemoved keeps the nodes a removal can still concern.
 func notRemoved(n apitype.Node) bool { return n.State != "removed" }
 
+// former keeps the nodes `meshctl forget` takes: left, removed or failed.
+func former(n apitype.Node) bool {
+	return n.State == "left" || n.State == "removed" || n.State == "failed"
+}
+
 // completeTokens offers the token ids (or, with byName, the admitted
 // names) of the tokens keep decides.
 func (a *app) completeTokens(keep func(apitype.Token) bool, byName bool) cobra.CompletionFunc {
@@ -172,6 +177,7 @@ func (a *app) wireCompletion(root *cobra.Command) {
 	activeControl := func(n apitype.Node) bool { return n.Role == "control" && n.State == "active" }
 	argsOf := map[string]cobra.CompletionFunc{
 		"meshctl remove":        a.completeNodes(notRemoved),
+		"meshctl forget":        a.completeNodes(former),
 		"meshctl ping":          a.completeNodes(notRemoved),
 		"meshctl ca handoff":    a.completeNodes(activeControl),
 		"meshctl approve":       a.completeTokens(waitingApproval, true),

@@ -13,8 +13,10 @@ func (a *app) leaveCommand() *cobra.Command {
 		Short: "Take this node out of its cluster and wipe its state",
 		Long: "leave takes this node out of its cluster for good. A control node first leaves raft: refused for the CA " +
 			"holder, and with QuorumLoss (naming the voters that are down) when the voters the leader still reaches " +
-			"afterwards would be fewer than a majority. Then its record is set to left, it leaves gossip (the others " +
-			"withdraw it from their overlay), and meshd wipes its state and runs unjoined, ready for `meshctl join`.\n\n" +
+			"afterwards would be fewer than a majority. Then a control node records it left, which revokes every " +
+			"certificate it ever held as a removal does: every member blocks them (a copy of its files reaches no " +
+			"one), and the members acknowledge it as they do a removal. It leaves gossip, and meshd wipes its state " +
+			"and runs unjoined, ready for `meshctl join`.\n\n" +
 			"Leaving frees the node's name: `meshctl admit NAME` works again at once, and the join with that token " +
 			"reuses the left node's record, so the node keeps its node id and overlay IP (with new keys; its old " +
 			"certificates are revoked). No `meshctl remove` is needed, and no restart of meshd.",
@@ -64,6 +66,37 @@ func (a *app) removeCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for the members' acknowledgements (0: the daemon's revocation_ack_timeout)")
+	a.addOutput(cmd)
+	return cmd
+}
+
+func (a *app) forgetCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "forget NAME",
+		Short: "Drop the record of a node that left, was removed or failed its join (on a control node)",
+		Long: "forget drops the record of a former node now: a node that left, was removed or failed its join. Its " +
+			"name and overlay IP are free for the next admission (which would otherwise reuse the record), it is no " +
+			"longer listed by `meshctl nodes --all`, and the event is audited. Every revocation of its certificates " +
+			"stays until they expire: forgetting never makes a certificate valid again. A node that is still a member " +
+			"is refused (NodeNotFormer): remove it first.",
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			r, err := a.client().Forget(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return a.printJSON(r)
+			}
+			a.out.Printf("%s forgotten (it was %s, node id %s): its name and overlay IP %s are free; the revocations of its %d certificates stay\n",
+				r.Name, r.State, r.ID, r.OverlayIP, r.Revocations)
+			return nil
+		},
+	}
 	a.addOutput(cmd)
 	return cmd
 }

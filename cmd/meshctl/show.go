@@ -14,13 +14,18 @@ import (
 )
 
 func (a *app) nodesCommand() *cobra.Command {
-	var w watchFlags
+	var (
+		w   watchFlags
+		all bool
+	)
 	cmd := &cobra.Command{
 		Use:   "nodes",
 		Short: "List the cluster's nodes",
 		Long: "List the cluster's nodes. -o wide adds whether each node is ephemeral (removed by the cluster once " +
 			"gossip has seen it down for ephemeral_after) and its DNS name (NAME.CLUSTER.DOMAIN, as this node " +
-			"answers it); -o json holds them as ephemeral and dns_name.",
+			"answers it); -o json holds them as ephemeral and dns_name. A node that left, was removed or failed its " +
+			"join is shown for the daemon's former_retention (default 24h) after it departed; --all shows every " +
+			"record, and `meshctl forget NAME` drops one.",
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wide := a.output == "wide"
@@ -32,9 +37,9 @@ func (a *app) nodesCommand() *cobra.Command {
 				return usageError{fmt.Errorf("--output %q: want table, wide or json", a.output)}
 			}
 			if w.watch {
-				return a.watchNodes(cmd.Context(), w.interval, asJSON, wide) // watch.go
+				return a.watchNodes(cmd.Context(), w.interval, asJSON, wide, all) // watch.go
 			}
-			nodes, err := a.client().Nodes(cmd.Context())
+			nodes, err := a.client().NodeList(cmd.Context(), all)
 			if err != nil {
 				return err
 			}
@@ -48,6 +53,7 @@ func (a *app) nodesCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&a.output, "output", "o", "table", "output format: table, wide (with DNS names) or json")
+	cmd.Flags().BoolVar(&all, "all", false, "also the nodes that departed longer ago than former_retention")
 	w.add(cmd)
 	return cmd
 }

@@ -38,7 +38,7 @@ const clearScreen = "\x1b[H\x1b[2J"
 // its time (with -o json: one compact JSON array per line). A first
 // failure is the command's failure; a later one (meshd restarting) is
 // reported on stderr once per change and the watch goes on.
-func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON, wide bool) error {
+func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON, wide, all bool) error {
 	if interval < minWatchInterval {
 		return usageError{errors.New("--interval: want at least 100ms")}
 	}
@@ -47,7 +47,7 @@ func (a *app) watchNodes(ctx context.Context, interval time.Duration, asJSON, wi
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for first := true; ; first = false {
-		nodes, err := a.client().Nodes(ctx)
+		nodes, err := a.client().NodeList(ctx, all)
 		switch {
 		case ctx.Err() != nil:
 			return nil
