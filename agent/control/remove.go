@@ -134,13 +134,20 @@ func (p *Plane) LeaveVoterCheck() error {
 // is the operator who asked (an Actor's text).
 func (p *Plane) RecordLeft(ctx context.Context, actor string) (apitype.RemoveResponse, error) {
 	var others []string
+	leader := ""
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.Role == pki.RoleControl && n.State == state.NodeActive && n.ID != p.cfg.NodeID && n.EnrollAddr != "" {
 			others = append(others, n.EnrollAddr)
+			if n.ID == p.raft.LeaderID() {
+				leader = n.EnrollAddr
+			}
 		}
 	}
+	// The leader first: it dropped this node from raft, so its
+	// configuration already says this node is out (a follower that has
+	// not applied the change yet would refuse the leave as premature).
 	var out apitype.RemoveResponse
-	err := p.client.PostSeeds(ctx, Spread(others, p.cfg.NodeID), PathLeft, LeftRequest{NodeID: p.cfg.NodeID, Actor: actor}, &out)
+	err := p.client.PostSeeds(ctx, HomeFirst(others, leader, p.cfg.NodeID), PathLeft, LeftRequest{NodeID: p.cfg.NodeID, Actor: actor}, &out)
 	return out, err
 }
 
