@@ -181,37 +181,41 @@ func TestApproveJoin(t *testing.T) {
 		}
 	})
 
-	t.Run("older-token", func(t *testing.T) {
-		// Two --approve tokens for one name, both with a waiting join:
-		// revoking one ends its waiting join at once. Then, with a newer
-		// token for the name minted and live, the approval code finds the
-		// token whose join shows it, not just the newest. (Revoking after
-		// the older join was approved raced: the newer join could see the
-		// name taken first, NameTaken, before the revocation reached it.)
+	t.Run("one-live-token-a-name", func(t *testing.T) {
+		// Issue 52's name rule: while an --approve token for w4 is live, a
+		// second one is refused (NameTaken, naming the token). Revoking
+		// the first ends its waiting join at once; then a new token for
+		// w4 is minted and its join approved by its own code.
 		w4, w4b := agenttest.NewNode(t, "w4", clock), agenttest.NewNode(t, "w4b", clock)
 		older := origin.Admit(t, apitype.AdmitRequest{Name: "w4", Approve: true})
-		newer, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true})
-		if err != nil {
-			t.Fatal(err)
-		}
 		shownOld, doneOld := approvalJoin(t, w4, older)
-		a := waitShown(t, shownOld, doneOld)
-		shownNew, doneNew := approvalJoin(t, w4b, newer.Token)
-		waitShown(t, shownNew, doneNew)
-		if _, err := origin.Client.RevokeToken(ctx, newer.ID); err != nil {
+		waitShown(t, shownOld, doneOld)
+		if _, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true}); codes.Of(err) != codes.NameTaken {
+			t.Fatalf("a second token for w4 while the first is live: %v, want %s", err, codes.NameTaken)
+		}
+		var olderID string
+		for _, tk := range tokens(t, origin) {
+			if tk.Name == "w4" && tk.State == "unused" {
+				olderID = tk.ID
+			}
+		}
+		if _, err := origin.Client.RevokeToken(ctx, olderID); err != nil {
 			t.Fatal(err)
 		}
-		if err := waitDone(t, doneNew); codes.Of(err) != codes.TokenRevoked {
+		if err := waitDone(t, doneOld); codes.Of(err) != codes.TokenRevoked {
 			t.Fatalf("the revoked token's waiting join: %v, want %s", err, codes.TokenRevoked)
 		}
-		if _, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true}); err != nil {
-			t.Fatal(err) // the newest token for w4, live, with no join waiting
+		newer, err := origin.Client.Admit(ctx, apitype.AdmitRequest{Name: "w4", Approve: true})
+		if err != nil {
+			t.Fatalf("a token for w4 once the first is revoked: %v", err)
 		}
+		shownNew, doneNew := approvalJoin(t, w4b, newer.Token)
+		a := waitShown(t, shownNew, doneNew)
 		if _, err := c2.Client.Approve(ctx, apitype.ApproveRequest{Name: "w4", Code: a.Code}); err != nil {
-			t.Fatalf("approve the older token's join: %v", err)
+			t.Fatalf("approve the new token's join: %v", err)
 		}
-		if err := waitDone(t, doneOld); err != nil {
-			t.Fatalf("the older token's join: %v", err)
+		if err := waitDone(t, doneNew); err != nil {
+			t.Fatalf("the new token's join: %v", err)
 		}
 	})
 
@@ -230,4 +234,14 @@ func TestApproveJoin(t *testing.T) {
 			}
 		}
 	})
+}
+
+// tokens is origin's token list.
+func tokens(t *testing.T, origin *agenttest.Node) []apitype.Token {
+	t.Helper()
+	toks, err := origin.Client.Tokens(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
 }

@@ -171,16 +171,6 @@ func TestJoinFailures(t *testing.T) {
 		{"fail/wrong-source-addr", func(t *testing.T, j *agenttest.Node) string {
 			return origin.Admit(t, apitype.AdmitRequest{Name: j.Name, Addr: "127.0.0.254"})
 		}, codes.TokenWrongAddr},
-		{"fail/name-taken", func(t *testing.T, j *agenttest.Node) string {
-			// Two tokens for one name, minted before either was used: the
-			// first join takes the name, the second is refused.
-			first := origin.Admit(t, apitype.AdmitRequest{Name: "dup"})
-			second := origin.Admit(t, apitype.AdmitRequest{Name: "dup"})
-			if _, err := agenttest.NewNode(t, "dup", clock).Join(t, first); err != nil {
-				t.Fatal(err)
-			}
-			return second
-		}, codes.NameTaken},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

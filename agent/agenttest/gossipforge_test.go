@@ -220,11 +220,12 @@ func overlayAs(t *testing.T, stateDir string, origin *agenttest.Node, originOvl 
 
 // TestLeftNodeKeyCopyJoinsNothing is issue 27's attack 5: a copy of a
 // worker's state (node.json with the gossip key, its identity) taken
-// before `meshctl leave`. A leave does not revoke the certificates (the
-// node left in good standing), so the copy still gets onto the overlay
-// and gossips from the node's own overlay address; on main the key still
-// worked and it joined gossip. Now the leave owes a key rotation that the
-// leader runs at once after its grace, and the copy's key is refused.
+// before `meshctl leave`. Since issue 52 a leave revokes every
+// certificate the node held (on main the copy still got onto the overlay
+// with it and gossiped from the node's own overlay address), so the copy
+// reaches nothing over the overlay; and the leave still owes a key
+// rotation that the leader runs at once after its grace, so the copy's
+// key is refused as well.
 func TestLeftNodeKeyCopyJoinsNothing(t *testing.T) {
 	clock := &agenttest.Clock{}
 	origin := agenttest.NewNode(t, "origin", clock)
@@ -275,16 +276,16 @@ func TestLeftNodeKeyCopyJoinsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Shutdown() })
-	// The overlay itself answers: the copy's certificate is valid.
-	agenttest.WaitFor(t, t.Context(), 10*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
+	// The overlay refuses the copy: its certificate is revoked.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		c, err := m.DialContext(ctx, "tcp", net.JoinHostPort(originOvl.String(), strconv.Itoa(gossip.DefaultPort)))
-		if err != nil {
-			return fmt.Errorf("the copy does not reach the origin's gossip port over the overlay: %w", err)
+		cancel()
+		if err == nil {
+			_ = c.Close()
+			t.Fatal("the copy of left w1 reached the origin's gossip port over the overlay: its certificate is not revoked")
 		}
-		return c.Close()
-	})
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if n, err := g.Join(ctx, []string{net.JoinHostPort(originOvl.String(), strconv.Itoa(gossip.DefaultPort))}); err == nil || n > 0 {
