@@ -69,7 +69,6 @@ func startThief(t testing.TB, n *Net, name string, origin *Node, originIP string
 	return &thief{m}
 }
 
-
 // TestDepartedCopyCutOff (issue 52, `timers: lan`): a plain Nebula holding
 // a copy of a member's certificate and key reaches the cluster while the
 // member is on record (the copy of w3, whose meshd was killed: the
