@@ -19,8 +19,9 @@ type issuerServer struct {
 	*httptest.Server
 	claimIssuer string // the discovery document's issuer; "" is the server's URL
 
-	mu   sync.Mutex
-	keys []byte // the JWKS served
+	mu           sync.Mutex
+	keys         []byte // the JWKS served
+	cacheControl string // the key set's Cache-Control header; "": none
 
 	discoveryDown, keysDown atomic.Bool
 	discoveries, keyFetches atomic.Int32
@@ -57,6 +58,9 @@ func newIssuerServer(t *testing.T, keys ...testKey) *issuerServer {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if s.cacheControl != "" {
+			w.Header().Set("Cache-Control", s.cacheControl)
+		}
 		w.Write(s.keys)
 	})
 	s.Server = httptest.NewTLSServer(mux)
@@ -72,11 +76,26 @@ func (s *issuerServer) setKeys(t *testing.T, keys ...testKey) {
 	s.keys = b
 }
 
+// setCacheControl sets the Cache-Control header the key set is served
+// with; "" serves none.
+func (s *issuerServer) setCacheControl(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cacheControl = v
+}
+
 // discoveryVerifier trusts srv's issuer by discovery, on clock c.
 func discoveryVerifier(t *testing.T, srv *issuerServer, c *clock) *Verifier {
 	t.Helper()
+	return discoveryVerifierMaxAge(t, srv, c, 0)
+}
+
+// discoveryVerifierMaxAge is discoveryVerifier with the issuer's
+// keys_max_age.
+func discoveryVerifierMaxAge(t *testing.T, srv *issuerServer, c *clock, maxAge time.Duration) *Verifier {
+	t.Helper()
 	v, err := New(context.Background(),
-		[]Issuer{{Issuer: srv.URL, Discovery: true, Audience: testAudience, Rules: testRules()}},
+		[]Issuer{{Issuer: srv.URL, Discovery: true, Audience: testAudience, Rules: testRules(), KeysMaxAge: maxAge}},
 		Deps{Now: c.Now, HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,15 @@
 //     is refused at New and Reload.
 //   - A jwks_file's keys are tried in turn, whatever the token's kid
 //     (go-oidc's StaticKeySet); discovery's remote key set matches kid.
+//   - Keys age out (fresh.go): go-oidc's remote key set would keep a key
+//     the issuer withdrew for as long as it lives, so once an issuer's
+//     keys are its keys_max_age old (DefaultKeysMaxAge, 5 minutes), or
+//     older than the key set response's Cache-Control max-age (less its
+//     Age) if that is shorter, the next token gets a new remote key set
+//     that fetches the jwks_uri again; a jwks_file is read again the
+//     same way. A withdrawn key admits for at most that long after the
+//     fetch or read that last served it. An issuer whose keys cannot be
+//     fetched or read then admits nothing until they can (fail closed).
 //   - A discovery issuer is not asked anything at New. Its first token
 //     discovers it; a failure is remembered for 10 s, in which its tokens
 //     fail at once with codes.JWTInvalid saying the issuer cannot be

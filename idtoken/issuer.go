@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -29,6 +30,12 @@ type Issuer struct {
 	Discovery bool `yaml:"discovery"`
 	// Audience is required: the token's aud must contain it.
 	Audience string `yaml:"audience"`
+	// KeysMaxAge is how long the issuer's keys are used before they are
+	// fetched again (discovery: at the first token after it, or sooner
+	// if the key set's Cache-Control max-age is shorter) or the jwks_file
+	// is read again: the longest a key the issuer withdrew still admits.
+	// 0 means DefaultKeysMaxAge; at most MaxKeysMaxAge.
+	KeysMaxAge time.Duration `yaml:"keys_max_age"`
 	// Rules map a token's claims to what its join admits. The first rule
 	// that matches wins; a token no rule matches is refused with
 	// codes.JWTNoRule.
@@ -60,10 +67,11 @@ type Rule struct {
 
 // Validate checks a list of issuers: each has an issuer, exactly one of
 // jwks_file and discovery (discovery with an https issuer URL), an
-// audience and at least one rule; each rule has a known role, exactly one
-// of name_claim and name_prefix, and no empty claim name or value; no
-// issuer is listed twice. It lists every problem at once, each naming the
-// issuer's and the rule's index, in one error wrapping codes.ConfigInvalid.
+// audience, a keys_max_age within bounds and at least one rule; each rule
+// has a known role, exactly one of name_claim and name_prefix, and no
+// empty claim name or value; no issuer is listed twice. It lists every
+// problem at once, each naming the issuer's and the rule's index, in one
+// error wrapping codes.ConfigInvalid.
 func Validate(issuers []Issuer) error {
 	var errs []error
 	seen := map[string]int{}
@@ -95,6 +103,9 @@ func Validate(issuers []Issuer) error {
 		}
 		if is.Audience == "" {
 			bad("audience is empty")
+		}
+		if is.KeysMaxAge < 0 || is.KeysMaxAge > MaxKeysMaxAge {
+			bad("keys_max_age %s: want 0 (the default, %s) up to %s", is.KeysMaxAge, DefaultKeysMaxAge, MaxKeysMaxAge)
 		}
 		if len(is.Rules) == 0 {
 			bad("no rules: a token of this issuer would admit nothing")

@@ -3,6 +3,7 @@ package idtoken
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 )
@@ -28,6 +29,13 @@ func TestValidate(t *testing.T) {
 		{name: "ok/none", change: func([]Issuer) []Issuer { return nil }, ok: true},
 		{name: "ok/role-control", change: func(is []Issuer) []Issuer { is[1].Rules[0].Role = "control"; return is }, ok: true},
 		{name: "ok/prefix-with-dash-and-digit", change: func(is []Issuer) []Issuer { is[1].Rules[0].NamePrefix = "a1-"; return is }, ok: true},
+		{name: "ok/keys-max-age", change: func(is []Issuer) []Issuer {
+			is[0].KeysMaxAge = time.Minute
+			is[1].KeysMaxAge = MaxKeysMaxAge
+			return is
+		}, ok: true},
+		{name: "fail/keys-max-age-negative", change: func(is []Issuer) []Issuer { is[0].KeysMaxAge = -time.Second; return is }},
+		{name: "fail/keys-max-age-long", change: func(is []Issuer) []Issuer { is[1].KeysMaxAge = MaxKeysMaxAge + time.Second; return is }},
 		{name: "fail/issuer-empty", change: func(is []Issuer) []Issuer { is[1].Issuer = ""; return is }},
 		{name: "fail/duplicate-issuer", change: func(is []Issuer) []Issuer { is[1].Issuer = is[0].Issuer; return is }},
 		{name: "fail/jwks-and-discovery", change: func(is []Issuer) []Issuer { is[1].Discovery = true; return is }},

@@ -73,22 +73,25 @@ func loadJWKS(path string) (*oidc.StaticKeySet, error) {
 // that needs it: an issuer that is down when meshd starts fails the joins
 // that name it, not the start. The key set is go-oidc's RemoteKeySet,
 // which fetches the jwks_uri again when a token names a key it has not
-// seen (the issuer rotated its keys).
+// seen (the issuer rotated its keys), renewed by remoteKeys once its keys
+// are keysMaxAge old (the issuer withdrew one). The discovery document
+// itself is kept until Reload.
 type discovery struct {
-	issuer string
-	client *http.Client
-	now    func() time.Time
+	issuer     string
+	client     *http.Client
+	now        func() time.Time
+	keysMaxAge time.Duration
 
 	// turn is held by the one call discovering; the others wait for it or
 	// for their context to end. It guards the fields below.
 	turn     chan struct{}
-	keys     oidc.KeySet // nil until discovered
+	keys     *remoteKeys // nil until discovered
 	failed   error       // the last failed discovery, retried after discoveryRetry
 	failedAt time.Time
 }
 
-func newDiscovery(issuer string, client *http.Client, now func() time.Time) *discovery {
-	return &discovery{issuer: issuer, client: client, now: now, turn: make(chan struct{}, 1)}
+func newDiscovery(issuer string, client *http.Client, now func() time.Time, keysMaxAge time.Duration) *discovery {
+	return &discovery{issuer: issuer, client: client, now: now, keysMaxAge: keysMaxAge, turn: make(chan struct{}, 1)}
 }
 
 // keySet returns the issuer's key set, discovering it if need be. A
@@ -102,41 +105,40 @@ func (d *discovery) keySet(ctx context.Context) (oidc.KeySet, error) {
 	}
 	defer func() { <-d.turn }()
 	if d.keys != nil {
-		return d.keys, nil
+		return d.keys.current(), nil
 	}
 	if d.failed != nil && d.now().Sub(d.failedAt) < discoveryRetry {
 		return nil, d.failed
 	}
-	keys, err := d.discover(ctx)
+	jwksURI, err := d.discover(ctx)
 	if err != nil {
+		err = fmt.Errorf("it cannot be discovered: %w", err)
 		if ctx.Err() == nil {
 			d.failed, d.failedAt = err, d.now()
 		}
 		return nil, err
 	}
-	d.keys, d.failed = keys, nil
-	return keys, nil
+	d.keys, d.failed = newRemoteKeys(jwksURI, d.client, d.now, d.keysMaxAge), nil
+	return d.keys.current(), nil
 }
 
 // discover fetches the issuer's discovery document with go-oidc, which
-// refuses one naming another issuer, and sets up its jwks_uri.
-func (d *discovery) discover(ctx context.Context) (oidc.KeySet, error) {
+// refuses one naming another issuer, and returns its jwks_uri.
+func (d *discovery) discover(ctx context.Context) (string, error) {
 	p, err := oidc.NewProvider(oidc.ClientContext(ctx, d.client), d.issuer)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	var meta struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
 	if err := p.Claims(&meta); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := httpsURL(meta.JWKSURI); err != nil {
-		return nil, fmt.Errorf("the discovery document's jwks_uri: %w", err)
+		return "", fmt.Errorf("the discovery document's jwks_uri: %w", err)
 	}
-	// RemoteKeySet keeps its context for every later fetch, so it gets one
-	// that is never cancelled, carrying only the HTTP client.
-	return oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), d.client), meta.JWKSURI), nil
+	return meta.JWKSURI, nil
 }
 
 // errNoKeySet is returned for an issuer with neither a key file nor

@@ -63,11 +63,12 @@ type Verifier struct {
 }
 
 // trusted is one issuer with the keys its tokens are verified with:
-// a jwks_file's static set, or discovery's remote one.
+// a jwks_file's static set, or discovery's remote one, each renewed once
+// it is the issuer's keys_max_age old (fresh.go).
 type trusted struct {
-	cfg    Issuer
-	static *oidc.StaticKeySet
-	disc   *discovery
+	cfg  Issuer
+	file *fileKeys
+	disc *discovery
 }
 
 // signingAlgs are the algorithms a token may be signed with: the
@@ -125,14 +126,18 @@ func (v *Verifier) Reload(ctx context.Context) error {
 	m := make(map[string]*trusted, len(v.issuers))
 	for i, is := range v.issuers {
 		t := &trusted{cfg: is}
+		maxAge := is.KeysMaxAge
+		if maxAge == 0 {
+			maxAge = DefaultKeysMaxAge
+		}
 		if is.Discovery {
-			t.disc = newDiscovery(is.Issuer, v.client, v.now)
+			t.disc = newDiscovery(is.Issuer, v.client, v.now, maxAge)
 		} else {
-			keys, err := loadJWKS(is.JWKSFile)
+			keys, err := readFileKeys(is.JWKSFile, v.now, maxAge)
 			if err != nil {
 				return codes.Wrap(codes.ConfigInvalid, fmt.Errorf("issuers[%d] (%s): %w", i, is.Issuer, err))
 			}
-			t.static = keys
+			t.file = keys
 		}
 		m[is.Issuer] = t
 	}
@@ -241,7 +246,7 @@ func (v *Verifier) issuerOf(raw string) (string, error) {
 func (v *Verifier) verifySigned(ctx context.Context, t *trusted, raw string) (tok *oidc.IDToken, expiry error, err error) {
 	keys, err := t.keySet(ctx)
 	if err != nil {
-		return nil, nil, codes.Wrap(codes.JWTInvalid, fmt.Errorf("issuer %s cannot be discovered, so its keys are unknown: %s", t.cfg.Issuer, clip(err.Error())))
+		return nil, nil, codes.Wrap(codes.JWTInvalid, fmt.Errorf("the keys of issuer %s are unknown: %s", t.cfg.Issuer, clip(err.Error())))
 	}
 	cfg := oidc.Config{SkipClientIDCheck: true, SupportedSigningAlgs: v.algs, Now: v.now}
 	rec := &sigRecorder{keys: keys}
@@ -265,8 +270,8 @@ func (t *trusted) keySet(ctx context.Context) (oidc.KeySet, error) {
 	switch {
 	case t.disc != nil:
 		return t.disc.keySet(ctx)
-	case t.static != nil:
-		return t.static, nil
+	case t.file != nil:
+		return t.file.current()
 	}
 	return nil, errNoKeySet
 }

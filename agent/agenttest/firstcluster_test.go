@@ -19,10 +19,13 @@ import (
 	"github.com/meshd/meshd/enroll"
 )
 
-// TestFirstCluster: init, admit two workers, both join, and the node list
-// shows three nodes with roles and distinct overlay IPs, on the origin and
-// on a worker. (Restarts run as subprocesses, in cli_test.go: a userspace
-// Nebula cannot be stopped inside a process.)
+// TestFirstCluster: init, admit two workers (in group db), both join, and
+// the node list shows three nodes with roles and distinct overlay IPs, on
+// the origin and on a worker; the worker's list shows the other nodes as
+// its watch stream carries them (no groups, no address a join came from,
+// no certificate expiry: issue 52 item 7), its own row whole. (Restarts
+// run as subprocesses, in cli_test.go: a userspace Nebula cannot be
+// stopped inside a process.)
 func TestFirstCluster(t *testing.T) {
 	clock := &agenttest.Clock{}
 	origin := agenttest.NewNode(t, "origin", clock)
@@ -36,7 +39,7 @@ func TestFirstCluster(t *testing.T) {
 	origin.Init(t, "alpha")
 	var tokens []string
 	for _, w := range []*agenttest.Node{w1, w2} {
-		tok := origin.Admit(t, apitype.AdmitRequest{Name: w.Name})
+		tok := origin.Admit(t, apitype.AdmitRequest{Name: w.Name, Groups: []string{"db"}})
 		tokens = append(tokens, tok)
 		res, err := w.Join(t, tok)
 		if err != nil {
@@ -50,8 +53,8 @@ func TestFirstCluster(t *testing.T) {
 	checkNoSecrets(t, tokens, origin, w1, w2)
 
 	want := map[string]string{"origin": "control", "w1": "worker", "w2": "worker"}
-	checkNodes(t, origin.Nodes(t), want)
-	checkNodes(t, w1.Nodes(t), want) // a worker asks a control node over mTLS
+	checkNodes(t, origin.Nodes(t), want, "")
+	checkNodes(t, w1.Nodes(t), want, "w1") // a worker asks a control node over mTLS
 
 	toks, err := origin.Client.Tokens(t.Context())
 	if err != nil || len(toks) != 2 || toks[0].State != "used" || toks[1].State != "used" {
@@ -95,7 +98,13 @@ func checkNoSecrets(t *testing.T, tokens []string, nodes ...*agenttest.Node) {
 	}
 }
 
-func checkNodes(t *testing.T, nodes []apitype.Node, want map[string]string) {
+// checkNodes checks a node list: the names and roles of want, distinct
+// overlay IPs, every node active with its underlay, each worker in group
+// db seen from an address. On a worker's list (worker is its name) only
+// its own row has a certificate expiry, groups and the address its join
+// came from: of the others it reads what its watch stream carries
+// (control/workerview.go).
+func checkNodes(t *testing.T, nodes []apitype.Node, want map[string]string, worker string) {
 	t.Helper()
 	if len(nodes) != len(want) {
 		t.Fatalf("got %d nodes, want %d: %+v", len(nodes), len(want), nodes)
@@ -113,8 +122,13 @@ func checkNodes(t *testing.T, nodes []apitype.Node, want map[string]string) {
 		if !netip.MustParsePrefix("10.42.0.0/16").Contains(ip) {
 			t.Errorf("node %s overlay IP %s outside the overlay", n.Name, ip)
 		}
-		if n.State != "active" || n.CertExpires.IsZero() || n.Underlay == "" {
-			t.Errorf("node %+v incomplete", n)
+		whole := worker == "" || n.Name == worker
+		if n.State != "active" || n.Underlay == "" || n.CertExpires.IsZero() == whole {
+			t.Errorf("node %+v incomplete, or more than a worker reads", n)
+		}
+		if isWorker := n.Role == "worker"; (len(n.Groups) > 0) != (whole && isWorker) || (n.SeenFrom != "") != (whole && isWorker) {
+			t.Errorf("node %s: groups %v, seen from %q; want them only on a control node's list and a worker's own row",
+				n.Name, n.Groups, n.SeenFrom)
 		}
 	}
 }

@@ -171,6 +171,21 @@ func TestLoadConfig(t *testing.T) {
 				t.Fatalf("config = %+v, want %+v (unset fields keep their defaults)", c, want)
 			}
 		}},
+		{"ok/jwt-keys-max-age", func(t *testing.T) string {
+			return writeCfgFile(t, "jwt:\n  issuers:\n    - issuer: https://ci.example\n      discovery: true\n      audience: meshd\n"+
+				"      keys_max_age: 90s\n      rules:\n        - name_prefix: ci-\n")
+		}, true, "", func(t *testing.T, c File) {
+			if len(c.JWT.Issuers) != 1 || c.JWT.Issuers[0].KeysMaxAge != 90*time.Second {
+				t.Fatalf("jwt.issuers = %+v, want one with keys_max_age 90s", c.JWT.Issuers)
+			}
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			c.JWT.Issuers[0].KeysMaxAge = 48 * time.Hour
+			if err := c.Validate(); codes.Of(err) != codes.ConfigInvalid {
+				t.Fatalf("keys_max_age 48h: %v, want %s", err, codes.ConfigInvalid)
+			}
+		}},
 		{"fail/missing-file-must-exist", func(t *testing.T) string { return filepath.Join(t.TempDir(), "none.yaml") }, true, codes.ConfigInvalid, nil},
 		{"fail/path-is-a-directory", func(t *testing.T) string { return t.TempDir() }, false, codes.ConfigInvalid, nil},
 		{"fail/not-yaml", func(t *testing.T) string { return writeCfgFile(t, "{{{\n") }, false, codes.ConfigInvalid, nil},

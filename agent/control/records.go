@@ -69,18 +69,23 @@ func LegacyGossip(ovl netip.Addr, serf string) netip.Addr {
 	return g.Addr().Unmap()
 }
 
-// nodeRecords are the node rows with their records' details.
-func (p *Plane) nodeRecords() []NodeRecord {
+// nodeRecords are the node rows with their records' details and the
+// members that cannot reach each node (unreachableFrom, by name; nil:
+// not asked), as caller c may read them (recordFor, workerview.go).
+func (p *Plane) nodeRecords(c Caller, unreachableFrom map[string][]string) []NodeRecord {
 	rows := p.nodeRows()
 	out := make([]NodeRecord, 0, len(rows))
 	for _, row := range rows {
 		rec := NodeRecord{Node: row}
-		if n, ok := p.raft.FSM().Node(row.ID); ok {
-			rec.NebulaPort, rec.EnrollAddr, rec.SerfAddr = n.NebulaPort, n.EnrollAddr, n.SerfAddr
-			rec.TLSFingerprint, rec.PrevTLSFingerprint = n.TLSFingerprint, n.PrevTLSFingerprint
-			rec.TLSPublicKey = n.TLSPublicKey
+		rec.UnreachableFrom = unreachableFrom[row.Name]
+		n, ok := p.raft.FSM().Node(row.ID)
+		if !ok {
+			continue // forgotten since the rows were read
 		}
-		out = append(out, rec)
+		rec.NebulaPort, rec.EnrollAddr, rec.SerfAddr = n.NebulaPort, n.EnrollAddr, n.SerfAddr
+		rec.TLSFingerprint, rec.PrevTLSFingerprint = n.TLSFingerprint, n.PrevTLSFingerprint
+		rec.TLSPublicKey = n.TLSPublicKey
+		out = append(out, recordFor(c, n, rec))
 	}
 	return out
 }
@@ -129,8 +134,10 @@ const StrictQuery = "?strict=1"
 // handleNodes serves the node list to a member: a worker's `meshctl
 // nodes` (from this node's state, with the members that cannot reach each
 // node: pairhealth.go), and, with StrictQuery, the list a worker takes its
-// peers, lighthouses and control nodes from (no tunnel view asked).
-func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
+// peers, lighthouses and control nodes from (no tunnel view asked). A
+// control node reads every record whole, a worker its own whole and the
+// others as its watch stream carries them (workerview.go).
+func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, c Caller) {
 	if err := p.lists.pass(); err != nil {
 		writeError(w, err)
 		return
@@ -140,7 +147,7 @@ func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
 			writeError(w, err)
 			return
 		}
-		apitype.WriteJSON(w, http.StatusOK, p.nodeRecords())
+		apitype.WriteJSON(w, http.StatusOK, p.nodeRecords(c, nil))
 		return
 	}
 	from, err := p.readWithPairs(r.Context(), p.CaughtUp)
@@ -148,11 +155,7 @@ func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
 		writeError(w, err)
 		return
 	}
-	recs := p.nodeRecords()
-	for i := range recs {
-		recs[i].UnreachableFrom = from[recs[i].Name]
-	}
-	apitype.WriteJSON(w, http.StatusOK, recs)
+	apitype.WriteJSON(w, http.StatusOK, p.nodeRecords(c, from))
 }
 
 // Records are the FSM's node records as a worker's node list carries

@@ -79,6 +79,12 @@ func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return NodeRecord{}, fmt.Errorf("node record %s: %w", id, err)
 	}
+	return w.nodeRecord(id), nil
+}
+
+// nodeRecord is the NodeRecord the watch record w of node id gives: what
+// a worker holds of another node, nothing more.
+func (w watchRecord) nodeRecord(id string) NodeRecord {
 	role := cmp.Or(w.Role, string(pki.RoleWorker))
 	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: role, State: w.State, OverlayIP: w.OverlayIP,
 		OverlayIP6: w.OverlayIP6, Underlay: w.Underlay, Relay: w.Relay, Routes: routesFromWire(w.Routes, w.Held)},
@@ -87,7 +93,7 @@ func WatchedRecord(id string, raw json.RawMessage) (NodeRecord, error) {
 	if w.Held != "" {
 		r.NebulaRoutes = strings.Split(w.Held, ",")
 	}
-	return r, nil
+	return r
 }
 
 // revokedItem is the i-th revocation as the watch table holds it: a
