@@ -40,7 +40,7 @@ func recordFor(c Caller, n state.Node, row NodeRecord) NodeRecord {
 // node's name and role, which the watch leaves out only to save bytes
 // (the node was listed by name while active, and a row without one says
 // nothing), instead of the role the watch's decoding assumes for a record
-// without one. And what the answering control node sees of the node's
+// without one, and when a former node departed. And what the answering control node sees of the node's
 // liveness, which is no record field: its gossip status and when gossip
 // last saw it (the worker's own gossip shows both as well), its raft
 // role, and the members that report they cannot reach it.
@@ -49,6 +49,9 @@ func watchView(n state.Node, row NodeRecord) NodeRecord {
 	if n.State != state.NodeActive {
 		v.Name, v.Role = n.Name, string(n.Role)
 	}
+	// When a former node departed, so that a worker's `meshctl nodes`
+	// hides it after the retention as a control node's does.
+	v.Departed = row.Departed
 	v.Gossip, v.LastSeen, v.Raft, v.UnreachableFrom = row.Gossip, row.LastSeen, row.Raft, row.UnreachableFrom
 	return v
 }
