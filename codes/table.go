@@ -226,7 +226,8 @@ const (
 	// routes (not an active member).
 	RouteBad Code = "X400680RTEBAD"
 	// RouteOverlap: the prefix overlaps, without being equal to, a prefix
-	// another node asks to carry.
+	// another node is approved to carry (issue 52; an entry of the
+	// release before: that another node asks to carry).
 	RouteOverlap Code = "X409681RTEOVL"
 	// RouteUnderlay: the prefix holds a control node's or relay's
 	// underlay address.
@@ -296,8 +297,8 @@ var table = map[Code]Info{
 	EventNodeReaped:          {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
 	EventNodeForgotten:       {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
 	RouteBad:                 {400, "the routed prefix is not one the cluster takes: malformed, IPv6, host bits set, overlapping the overlay or another prefix of the same request, or asked by a node that is not an active member", "give IPv4 prefixes such as 192.168.50.0/24 that do not overlap the overlay or each other (`meshctl routes advertise CIDR...`); a removed node carries nothing"},
-	RouteOverlap:             {409, "the prefix overlaps, without being equal to, a prefix another node asks to carry", "advertise exactly the same prefix on both routers (one carries it, the other stands by), or prefixes that do not overlap; `meshctl routes list` shows every prefix asked"},
-	RouteUnderlay:            {409, "the prefix holds the underlay address of a control node or relay: every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
+	RouteOverlap:             {409, "the prefix overlaps, without being equal to, a prefix another node is approved to carry (the message names it); requests alone never refuse each other, their overlap is judged at approval", "approve exactly the same prefix on both routers (one carries it, the other stands by), or withdraw the other node's approval first (`meshctl routes withdraw NODE CIDR`, as the message says); `meshctl routes list` shows every prefix asked and approved"},
+	RouteUnderlay:            {409, "the prefix holds the underlay address of a control node or relay (a relay counts where the cluster saw its join come from, `seen_from`): every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
 	RouteNotRequested:        {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
 	CarrierChanged:           {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
 	ExitNotApproved:          {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
