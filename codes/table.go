@@ -82,7 +82,8 @@ const (
 
 	// Control plane load (issue 32): a control node's bound per second
 	// on the calls every worker makes on its own (tunnel reports, node
-	// lists) was reached.
+	// lists, strict changes) was reached: the caller's own, its source
+	// network's, or the shared one (issue 52).
 	ControlBusy Code = "X429260CTLBSY"
 
 	// Local daemon and API.
@@ -372,7 +373,7 @@ var table = map[Code]Info{
 
 	MetricsAddrRefused: {400, "metrics_addr is neither a loopback address nor this node's overlay address, or it could not be bound", "set metrics_addr to 127.0.0.1:PORT or to this node's overlay IP (`meshctl status` shows it) and a free port, then restart meshd"},
 	QuorumAtRisk:       {200, "a raft voter is unreachable: one more lost voter and the control plane loses its quorum", "bring the unreachable voter back (`meshctl nodes` shows it), or remove it with `meshctl remove NAME` while a quorum remains"},
-	ControlBusy:        {429, "this control node has answered as many reports or node lists this second as it takes", "nothing to do: a worker's report is sent again later, to the next control node; `meshctl nodes` on a worker can be asked again in a moment"},
+	ControlBusy:        {429, "this control node has answered as many tunnel reports, node lists or strict changes this second as it takes from this caller, from its source network (an IPv4 /24, an IPv6 /64) or from every caller together (the message says which)", "nothing to do: a worker's report is sent again later, to the next control node, and a read asks the next control node; `meshctl nodes` on a worker can be asked again in a moment. A worker refused for its own bound calls far more often than meshd does: see what runs `meshctl nodes` in a loop on it"},
 	NoLeaderWarning:    {200, "this control node sees no raft leader: the cluster cannot change (no admit, join or remove) until one is elected", "wait a few seconds for an election; if it persists, bring control nodes back until a majority of the voters runs"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},

@@ -130,8 +130,8 @@ const StrictQuery = "?strict=1"
 // nodes` (from this node's state, with the members that cannot reach each
 // node: pairhealth.go), and, with StrictQuery, the list a worker takes its
 // peers, lighthouses and control nodes from (no tunnel view asked).
-func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, _ Caller) {
-	if err := p.lists.pass(); err != nil {
+func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, c Caller) {
+	if err := p.lists.passRequest(r, c); err != nil {
 		writeError(w, err)
 		return
 	}
