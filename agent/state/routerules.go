@@ -43,7 +43,9 @@ const (
 	// A control node of this release writes its entries with these
 	// rules. A leader of the release before drops the field when it
 	// re-encodes a forwarded write (authorizeForward), so while the
-	// leader is not upgraded every replica judges by RulesRequested.
+	// leader is not upgraded every replica judges by RulesRequested. A
+	// replica of the release before ignores the field: once the leader
+	// is upgraded, it would judge these entries by the old rules.
 	RulesApproved RouteRules = 1
 )
 
