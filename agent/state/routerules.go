@@ -35,7 +35,7 @@ const (
 	// Requests may overlap each other; the overlap is judged at
 	// approval (approving a prefix that overlaps, without being equal
 	// to, another active node's approved prefix is refused
-	// RouteOverlap). A request is judged once, when first asked: a
+	// RouteOverlap, whatever the rules: checkApproval). A request is judged once, when first asked: a
 	// prefix the node asks again is not judged again until its approval.
 	// A relay counts only at the address the cluster saw its join come
 	// from (Node.SeenFrom), never at the one it claims (Node.Underlay).
