@@ -87,7 +87,8 @@ const (
 
 	// Control plane load (issue 32): a control node's bound per second
 	// on the calls every worker makes on its own (tunnel reports, node
-	// lists) was reached.
+	// lists, strict changes) was reached: the caller's own, its source
+	// network's, or the shared one (issue 52).
 	ControlBusy Code = "X429260CTLBSY"
 
 	// Local daemon and API.
@@ -231,7 +232,8 @@ const (
 	// routes (not an active member).
 	RouteBad Code = "X400680RTEBAD"
 	// RouteOverlap: the prefix overlaps, without being equal to, a prefix
-	// another node asks to carry.
+	// another node is approved to carry (issue 52; an entry of the
+	// release before: that another node asks to carry).
 	RouteOverlap Code = "X409681RTEOVL"
 	// RouteUnderlay: the prefix holds a control node's or relay's
 	// underlay address.
@@ -301,8 +303,8 @@ var table = map[Code]Info{
 	EventNodeReaped:          {100, "an ephemeral node was down (failed or left) for its window and was removed, its certificates revoked", "none needed"},
 	EventNodeForgotten:       {100, "a removed ephemeral node's record was deleted; its name and overlay IP are free", "none needed"},
 	RouteBad:                 {400, "the routed prefix is not one the cluster takes: malformed, IPv6, host bits set, overlapping the overlay or another prefix of the same request, or asked by a node that is not an active member", "give IPv4 prefixes such as 192.168.50.0/24 that do not overlap the overlay or each other (`meshctl routes advertise CIDR...`); a removed node carries nothing"},
-	RouteOverlap:             {409, "the prefix overlaps, without being equal to, a prefix another node asks to carry", "advertise exactly the same prefix on both routers (one carries it, the other stands by), or prefixes that do not overlap; `meshctl routes list` shows every prefix asked"},
-	RouteUnderlay:            {409, "the prefix holds the underlay address of a control node or relay: every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
+	RouteOverlap:             {409, "the prefix overlaps, without being equal to, a prefix another node is approved to carry (the message names it); requests alone never refuse each other, their overlap is judged at approval", "approve exactly the same prefix on both routers (one carries it, the other stands by), or withdraw the other node's approval first (`meshctl routes withdraw NODE CIDR`, as the message says); `meshctl routes list` shows every prefix asked and approved"},
+	RouteUnderlay:            {409, "the prefix holds the underlay address of a control node or relay (a relay counts where the cluster saw its join come from, `seen_from`): every peer would send its tunnel to that node into the tunnel", "advertise a narrower prefix that leaves the control nodes' and relays' addresses out (`meshctl nodes` shows them)"},
 	RouteNotRequested:        {404, "the node has not asked to carry that prefix, or is not approved for it", "run `meshctl routes advertise CIDR` on the router first; `meshctl routes list` shows what each node asks and carries"},
 	CarrierChanged:           {409, "the prefix's carrier changed while the move was decided; nothing was moved", "look at `meshctl routes list` and run the command again if it still applies"},
 	ExitNotApproved:          {404, "the node named is not an active exit node approved by the cluster", "on the exit node run `meshctl routes advertise --exit`, approve it on a control node (`meshctl routes approve NODE 0.0.0.0/0`), then `meshctl exit use NODE`; `meshctl routes list` shows the approved exit nodes"},
@@ -378,7 +380,7 @@ var table = map[Code]Info{
 
 	MetricsAddrRefused: {400, "metrics_addr is neither a loopback address nor this node's overlay address, or it could not be bound", "set metrics_addr to 127.0.0.1:PORT or to this node's overlay IP (`meshctl status` shows it) and a free port, then restart meshd"},
 	QuorumAtRisk:       {200, "a raft voter is unreachable: one more lost voter and the control plane loses its quorum", "bring the unreachable voter back (`meshctl nodes` shows it), or remove it with `meshctl remove NAME` while a quorum remains"},
-	ControlBusy:        {429, "this control node has answered as many reports or node lists this second as it takes", "nothing to do: a worker's report is sent again later, to the next control node; `meshctl nodes` on a worker can be asked again in a moment"},
+	ControlBusy:        {429, "this control node has answered as many tunnel reports, node lists or strict changes this second as it takes from this caller, from its source network (an IPv4 /24, an IPv6 /64) or from every caller together (the message says which)", "nothing to do: a worker's report is sent again later, to the next control node, and a read asks the next control node; `meshctl nodes` on a worker can be asked again in a moment. A worker refused for its own bound calls far more often than meshd does: see what runs `meshctl nodes` in a loop on it"},
 	NoLeaderWarning:    {200, "this control node sees no raft leader: the cluster cannot change (no admit, join or remove) until one is elected", "wait a few seconds for an election; if it persists, bring control nodes back until a majority of the voters runs"},
 
 	DaemonStarting:    {503, "meshd is still starting", "wait a moment and run the command again"},

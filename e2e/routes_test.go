@@ -206,9 +206,6 @@ func TestRoutes(t *testing.T) {
 	}
 	r1.MustCtl(t, "routes", "advertise", lan)
 	r2.MustCtl(t, "routes", "advertise", lan)
-	if _, errs, code := w1.Ctl(t.Context(), "routes", "advertise", "192.168.0.0/16"); code == 0 || !strings.Contains(errs, string(codes.RouteOverlap)) {
-		t.Fatalf("an overlapping prefix: exit %d, want %s\n%s", code, codes.RouteOverlap, errs)
-	}
 	if _, errs, code := w1.Ctl(t.Context(), "routes", "approve", "r1", lan); code == 0 || !strings.Contains(errs, string(codes.NotControl)) {
 		t.Fatalf("approve on a worker: exit %d, want %s\n%s", code, codes.NotControl, errs)
 	}
@@ -227,6 +224,11 @@ func TestRoutes(t *testing.T) {
 
 	c1.MustCtl(t, "routes", "approve", "r1", lan)
 	c1.MustCtl(t, "routes", "approve", "r2", lan)
+	// An approved prefix refuses an overlapping request (a mere request
+	// refuses nobody: state.TestUnapprovedRequestsBlockNobody).
+	if _, errs, code := w1.Ctl(t.Context(), "routes", "advertise", "192.168.0.0/16"); code == 0 || !strings.Contains(errs, string(codes.RouteOverlap)) {
+		t.Fatalf("a prefix overlapping an approved one: exit %d, want %s\n%s", code, codes.RouteOverlap, errs)
+	}
 	Eventually(t, 30*time.Second, "w1 reaches the LAN host through r1", func() error {
 		if c := carrierOn(t, w1, lan); c != "r1" {
 			return fmt.Errorf("carrier %q", c)

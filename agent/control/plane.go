@@ -145,6 +145,7 @@ type Plane struct {
 	leaders  *leaderWatch   // ends the streams of a node without a raft leader (watch.go)
 	reports  *gate          // tunnel reports a second (gates.go)
 	lists    *gate          // node lists a second (gates.go)
+	strict   *gate          // strict changes a second (gates.go)
 
 	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
 }
@@ -210,7 +211,8 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
 		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones), leaders: newLeaderWatch(watchLeaderless, time.Second),
-		reports: newGate("tunnel reports", TunnelReportsPerSecond), lists: newGate("node lists", NodeListsPerSecond)}
+		reports: newGate("tunnel reports", reportLimits(), nil, d.Log), lists: newGate("node lists", listLimits(), nil, d.Log),
+		strict: newGate("strict changes", strictLimits(), nil, d.Log)}
 	p.setCA(ca)
 	if raft == nil {
 		return p

@@ -138,7 +138,7 @@ const StrictQuery = "?strict=1"
 // control node reads every record whole, a worker its own whole and the
 // others as its watch stream carries them (workerview.go).
 func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, c Caller) {
-	if err := p.lists.pass(); err != nil {
+	if err := p.lists.passRequest(r, c); err != nil {
 		writeError(w, err)
 		return
 	}

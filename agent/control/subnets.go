@@ -32,14 +32,17 @@ type SelfRoutesRequest struct {
 }
 
 // handleSelfRoutes records the caller's request (state.AdvertiseRoutes on
-// its own node id) and tells every member, like a relay offer.
+// its own node id) and tells every member, like a relay offer. Every
+// route entry this node writes is judged by state.RulesApproved: a
+// request constrains nobody until an operator approves it (issue 52).
 func (p *Plane) handleSelfRoutes(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req SelfRoutesRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := p.Write(r.Context(), &state.AdvertiseRoutes{NodeID: c.NodeID, Prefixes: req.Prefixes, At: p.now(), Actor: p.relayedActor(c, "")}); err != nil {
+	if err := p.Write(r.Context(), &state.AdvertiseRoutes{NodeID: c.NodeID, Prefixes: req.Prefixes, At: p.now(), Actor: p.relayedActor(c, ""),
+		Rules: state.RulesApproved}); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -58,7 +61,8 @@ func (p *Plane) told() {
 
 // AdvertiseOwn records the prefixes this control node asks to carry.
 func (p *Plane) AdvertiseOwn(ctx context.Context, prefixes []netip.Prefix) error {
-	if err := p.Write(ctx, &state.AdvertiseRoutes{NodeID: p.cfg.NodeID, Prefixes: prefixes, At: p.now().UTC(), Actor: p.self()}); err != nil {
+	if err := p.Write(ctx, &state.AdvertiseRoutes{NodeID: p.cfg.NodeID, Prefixes: prefixes, At: p.now().UTC(), Actor: p.self(),
+		Rules: state.RulesApproved}); err != nil {
 		return err
 	}
 	p.told()
@@ -95,7 +99,7 @@ func (p *Plane) routeArgs(req apitype.RouteRequest) (state.Node, netip.Prefix, e
 // ApproveRoute approves req.Node's prefix (`meshctl routes approve`).
 func (p *Plane) ApproveRoute(ctx context.Context, req apitype.RouteRequest, actor string) error {
 	return p.routeWrite(ctx, req, func(n state.Node, pfx netip.Prefix) state.Command {
-		return &state.ApproveRoute{NodeID: n.ID, Prefix: pfx, At: p.now().UTC(), Actor: actor}
+		return &state.ApproveRoute{NodeID: n.ID, Prefix: pfx, At: p.now().UTC(), Actor: actor, Rules: state.RulesApproved}
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/codes"
 )
 
 var lan50 = netip.MustParsePrefix("192.168.50.0/24")
@@ -98,5 +99,31 @@ func TestHAPrefixes(t *testing.T) {
 	}
 	if !slices.Equal(ids, []string{"r2", "r3"}) {
 		t.Errorf("standbys %v, want [r2 r3]", ids)
+	}
+}
+
+// TestWorkerRequestBlocksNobody: through the internal API, as `meshctl
+// routes advertise` sends it, a worker that asks for a private range
+// (unapproved) refuses no other worker's request inside it; an operator's
+// approval judges the overlap, against approved prefixes only. Fails on
+// 8b0a8d4: w2's request was refused RouteOverlap.
+func TestWorkerRequestBlocksNobody(t *testing.T) {
+	c, origin := newCluster(t)
+	_, w1 := c.worker(t, origin, "w1")
+	_, w2 := c.worker(t, origin, "w2")
+	ctx := within(t, 10*time.Second)
+	wide, narrow := netip.MustParsePrefix("192.168.0.0/16"), lan50
+	if err := w1.Call(ctx, origin.addr, PathSelfRoutes, false, SelfRoutesRequest{Prefixes: []netip.Prefix{wide}}, nil); err != nil {
+		t.Fatalf("w1 asks for %s: %v", wide, err)
+	}
+	if err := w2.Call(ctx, origin.addr, PathSelfRoutes, false, SelfRoutesRequest{Prefixes: []netip.Prefix{narrow}}, nil); err != nil {
+		t.Fatalf("w2 asks for %s beside w1's unapproved %s: %v", narrow, wide, err)
+	}
+	if err := origin.p.ApproveRoute(ctx, apitype.RouteRequest{Node: "w2", Prefix: narrow.String()}, "uid=0@origin"); err != nil {
+		t.Fatalf("approve w2's %s: %v", narrow, err)
+	}
+	err := origin.p.ApproveRoute(ctx, apitype.RouteRequest{Node: "w1", Prefix: wide.String()}, "uid=0@origin")
+	if codes.Of(err) != codes.RouteOverlap {
+		t.Fatalf("approve w1's %s over w2's approved %s: %v, want %s", wide, narrow, err, codes.RouteOverlap)
 	}
 }

@@ -100,7 +100,7 @@ func (s *tunnelStore) fresh(since time.Time) []TunnelReport {
 // handleSelfTunnels keeps the caller's report; who it is comes from its
 // leaf (the guard), never from the body.
 func (p *Plane) handleSelfTunnels(w http.ResponseWriter, r *http.Request, c Caller) {
-	if err := p.reports.pass(); err != nil {
+	if err := p.reports.passRequest(r, c); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -148,6 +148,12 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 	}
 	leaf := r.TLS.PeerCertificates[0]
 	if r.URL.Query().Has("strict") {
+		// A read index through the leader for each: behind a gate like
+		// the node list (issue 52 item 11).
+		if err := p.strict.passRequest(r, c); err != nil {
+			writeError(w, err)
+			return
+		}
 		p.watchOnce(w, r, since)
 		return
 	}

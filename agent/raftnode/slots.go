@@ -47,8 +47,10 @@ func sourceAddr(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// sourceNet is the network a source address counts in.
-func sourceNet(a netip.Addr) netip.Prefix {
+// SourceNet is the network a source address counts in: its IPv4 /24 or
+// IPv6 /64 (the control API's per-network bounds use it too:
+// control/gates.go).
+func SourceNet(a netip.Addr) netip.Prefix {
 	bits := 64
 	if a.Is4() {
 		bits = 24
@@ -65,7 +67,7 @@ func (h *handshakeSlots) take(a netip.Addr) (slot, bool) {
 		h.byPeer[a]++
 		return slot{peer: a}, true
 	}
-	n := sourceNet(a)
+	n := SourceNet(a)
 	if h.pending >= maxHandshakes || h.byNet[n] >= maxHandshakesPerSource {
 		return slot{}, false
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
 )
 
 // Routes (issue 33, DESIGN §11): a node asks to carry prefixes behind it
@@ -67,23 +66,31 @@ func (n Node) ApprovedRoutes() []netip.Prefix {
 // active, a malformed or IPv6 prefix, one that overlaps the overlay, two
 // that overlap each other, one that overlaps another node's prefix
 // without being equal to it (two routers for one prefix are allowed:
-// that is failover), and one that holds a control node's or relay's
+// that is failover; under RulesApproved only another node's approved
+// prefix counts), and one that holds a control node's or relay's
 // underlay address (the tunnel to it would route into itself).
 type AdvertiseRoutes struct {
 	NodeID   string         `json:"node_id"`
 	Prefixes []netip.Prefix `json:"prefixes"`
 	At       time.Time      `json:"at"`
 	Actor    string         `json:"actor,omitempty"`
+	// Rules judge the request (routerules.go); entries written before
+	// issue 52 name none: RulesRequested.
+	Rules RouteRules `json:"rules,omitempty"`
 }
 
 // ApproveRoute approves a prefix the node asked for (`meshctl routes
 // approve NODE CIDR` on a control node); the audit event names who.
-// Approving an approved prefix changes nothing.
+// Approving an approved prefix changes nothing. Refused: a prefix that
+// holds a control node's or relay's underlay address and, under
+// RulesApproved, one that overlaps another active node's approved prefix
+// without being equal to it.
 type ApproveRoute struct {
 	NodeID string       `json:"node_id"`
 	Prefix netip.Prefix `json:"prefix"`
 	At     time.Time    `json:"at"`
 	Actor  string       `json:"actor,omitempty"`
+	Rules  RouteRules   `json:"rules,omitempty"` // as AdvertiseRoutes.Rules
 }
 
 // WithdrawRoute takes an approval back (`meshctl routes withdraw NODE
@@ -120,7 +127,7 @@ func (c AdvertiseRoutes) applyTo(s *Snapshot) error {
 	}
 	want := slices.Clone(c.Prefixes)
 	slices.SortFunc(want, netip.Prefix.Compare)
-	if err := s.checkRequest(n, want); err != nil {
+	if err := s.checkRequest(n, want, c.Rules); err != nil {
 		return err
 	}
 	var next []Route
@@ -155,7 +162,7 @@ func (c ApproveRoute) applyTo(s *Snapshot) error {
 	if n.Routes[i].Approved {
 		return nil
 	}
-	if err := s.checkUnderlay(c.Prefix); err != nil {
+	if err := s.checkApproval(n, c.Prefix, c.Rules); err != nil {
 		return err
 	}
 	routes := slices.Clone(n.Routes)
@@ -222,95 +229,6 @@ func (s *Snapshot) routerNode(id string) (Node, error) {
 		return Node{}, codes.Wrap(codes.RouteBad, fmt.Errorf("node %s is %s; only an active member carries routes", n.Name, n.State))
 	}
 	return n, nil
-}
-
-// checkRequest checks the sorted prefixes n asks to carry.
-func (s *Snapshot) checkRequest(n Node, want []netip.Prefix) error {
-	if len(want) > MaxRoutesPerNode {
-		return codes.Wrap(codes.RouteBad, fmt.Errorf("%d prefixes: at most %d per node", len(want), MaxRoutesPerNode))
-	}
-	for i, p := range want {
-		if err := CheckRoutePrefix(p); err != nil {
-			return err
-		}
-		if s.Cluster != nil && s.Cluster.Overlay.Overlaps(p) && p != ExitPrefix {
-			return codes.Wrap(codes.RouteBad, fmt.Errorf("%s overlaps the cluster overlay %s", p, s.Cluster.Overlay))
-		}
-		if i > 0 && want[i-1] == p {
-			return codes.Wrap(codes.RouteBad, fmt.Errorf("%s is asked twice", p))
-		}
-		if p == ExitPrefix {
-			continue
-		}
-		for _, q := range want[:i] {
-			if q != ExitPrefix && q.Overlaps(p) {
-				return codes.Wrap(codes.RouteBad, fmt.Errorf("%s and %s overlap", q, p))
-			}
-		}
-		for _, o := range s.Nodes {
-			if o.ID == n.ID || o.State != NodeActive {
-				continue
-			}
-			for _, r := range o.Routes {
-				if !r.Exit() && r.Prefix != p && r.Prefix.Overlaps(p) {
-					return codes.Wrap(codes.RouteOverlap, fmt.Errorf("%s overlaps %s, which node %s asks to carry", p, r.Prefix, o.Name))
-				}
-			}
-		}
-		if err := s.checkUnderlay(p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// CheckRoutePrefix checks one prefix as the cluster takes it: a valid
-// IPv4 prefix with no host bits set, not a single address of loopback,
-// link-local or multicast space. The exit prefix passes.
-func CheckRoutePrefix(p netip.Prefix) error {
-	switch {
-	case !p.IsValid():
-		return codes.Wrap(codes.RouteBad, errors.New("not a prefix"))
-	case !p.Addr().Is4():
-		return codes.Wrap(codes.RouteBad, fmt.Errorf("%s: only IPv4 prefixes are routed", p))
-	case p != p.Masked():
-		return codes.Wrap(codes.RouteBad, fmt.Errorf("%s has host bits set; did you mean %s?", p, p.Masked()))
-	case p == ExitPrefix:
-		return nil
-	case p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() || p.Addr().IsMulticast() || p.Overlaps(netip.MustParsePrefix("224.0.0.0/3")):
-		return codes.Wrap(codes.RouteBad, fmt.Errorf("%s is loopback, link-local or multicast space", p))
-	}
-	return nil
-}
-
-// checkUnderlay refuses a prefix holding the underlay address of a
-// control node (a lighthouse and seed) or of a relay: every peer would
-// route its tunnel to that node into the tunnel. The exit prefix is
-// exempt: a member using an exit node keeps those paths off it
-// (hostroute.Exit.Exclude).
-func (s *Snapshot) checkUnderlay(p netip.Prefix) error {
-	if p == ExitPrefix {
-		return nil
-	}
-	for _, n := range s.Nodes {
-		if n.State != NodeActive || (n.Role != pki.RoleControl && !n.Relay) {
-			continue
-		}
-		for _, a := range []string{n.Underlay, n.SeenFrom} {
-			ip, err := netip.ParseAddr(a)
-			if err == nil && p.Contains(ip.Unmap()) {
-				return codes.Wrap(codes.RouteUnderlay, fmt.Errorf("%s holds %s, the underlay address of %s (a %s): its tunnel would route into itself", p, ip, n.Name, roleWord(n)))
-			}
-		}
-	}
-	return nil
-}
-
-func roleWord(n Node) string {
-	if n.Role == pki.RoleControl {
-		return "control node"
-	}
-	return "relay"
 }
 
 // eligible reports whether n may carry p: active, with p approved.

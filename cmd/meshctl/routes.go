@@ -47,8 +47,9 @@ func (a *app) routesAdvertiseCommand() *cobra.Command {
 		Long: "advertise asks the cluster to let this node carry traffic for each CIDR (IPv4, no host bits), and with " +
 			"--exit to be an exit node. It replaces the node's earlier request: a prefix left out is no longer carried " +
 			"by it, and no arguments withdraws every request. Refused with a code, changing nothing: a prefix that " +
-			"overlaps the overlay, another of the request, or another node's prefix without being equal to it " +
-			"(X409681RTEOVL); one holding a control node's or relay's underlay address (X409682RTEUND).",
+			"overlaps the overlay, another of the request, or a prefix another node is approved to carry without being " +
+			"equal to it (X409681RTEOVL); one holding a control node's or relay's underlay address (X409682RTEUND). " +
+			"Another node's mere request refuses nothing: overlapping requests are judged when approved.",
 		Example: "  meshctl routes advertise 192.168.50.0/24        # on the router\n" +
 			"  meshctl routes approve r1 192.168.50.0/24       # on a control node\n" +
 			"  meshctl routes advertise --exit                 # offer this node as an exit node",
