@@ -286,6 +286,12 @@ const (
 	EventRouteWithdrawn Code = "X100688RTEWDR"
 	// EventCarrierMoved: another node carries a prefix now.
 	EventCarrierMoved Code = "X100689RTEMOV"
+	// RemovedByCluster: the cluster no longer knows this node (issue 52
+	// item 9): every control node asked in one round refused it as not a
+	// member (NotMember), or its own record reads removed, left or failed.
+	// meshd stops its overlay and its names, says so in `meshctl status`,
+	// and asks again at most once a minute.
+	RemovedByCluster Code = "X410750REMOVD"
 )
 
 var table = map[Code]Info{
@@ -322,6 +328,7 @@ var table = map[Code]Info{
 	EventRouteApproved:       {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
 	EventRouteWithdrawn:      {100, "a prefix's approval was taken back; the certificates that held it are revoked once a new one is issued", "none needed"},
 	EventCarrierMoved:        {100, "another node carries a routed prefix now (its carrier failed, left, lost its approval, or an operator moved it)", "none needed; `meshctl routes list` shows the carriers"},
+	RemovedByCluster:         {410, "the cluster no longer knows this node: every control node asked refuses it as not a member, or its own record reads removed, left or failed; meshd stopped its overlay and its names and asks the control nodes again at most once a minute", "run `meshctl leave` on this node to clear its local state, then join again with a new token (`meshctl admit NAME` on a control node, then `meshctl join TOKEN` here); if the removal was a mistake that is undone, meshd restarts its overlay by itself at its next ask"},
 	TokenCorrupt:             {400, "the join token is truncated or corrupt (its checksum does not match)", "copy the whole token again from the output of `meshctl admit`, on one line"},
 	TokenVersion:             {400, "the join token has an unknown or unsupported version", "mint a new token with `meshctl admit` on a control node running the same meshd version"},
 	TokenExpired:             {401, "the join token has expired", "mint a new token with `meshctl admit NAME` (tokens live 15 minutes by default, at most 1 hour)"},
