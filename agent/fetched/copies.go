@@ -34,12 +34,20 @@ type Copies struct {
 	keys    dueCopy
 	ca      dueCopy
 	follow  followState // the watch stream (watch.go)
+	// standing is whether the cluster still knows this node
+	// (standing.go): the stream's and strict reads' answers feed it, and
+	// while it is removed the copies ask at most once per RemovedRetry.
+	standing *Standing
 }
 
 // New holds no copy yet; Load reads the node list a worker saved before
 // a restart. home is the seed the node enrolled through ("" if unknown).
-func New(client *control.Client, nodeID string, joinSeeds []string, home, stateDir string, log *slog.Logger) *Copies {
-	return &Copies{client: client, nodeID: nodeID, joinSeeds: joinSeeds, home: home, stateDir: stateDir, log: log}
+// st is the node's standing (nil: one of its own, on time.Now).
+func New(client *control.Client, nodeID string, joinSeeds []string, home, stateDir string, st *Standing, log *slog.Logger) *Copies {
+	if st == nil {
+		st = NewStanding(nil, log)
+	}
+	return &Copies{client: client, nodeID: nodeID, joinSeeds: joinSeeds, home: home, stateDir: stateDir, standing: st, log: log}
 }
 
 // dueCopy spaces the fetches of one copy: at once when told it changed,
@@ -69,7 +77,17 @@ func (d *dueCopy) done() {
 // once when told, at most once a second when not. changed says either
 // copy changed; the error is the node list's, if any: what a join's
 // confirmation waits on.
+//
+// A node judged removed (standing.go) asks nothing until RemovedRetry
+// after its last ask, told or not, and then one strict change of every
+// control node in turn: one round.
 func (c *Copies) Refresh(ctx context.Context, told bool) (changed bool, err error) {
+	if c.standing.Removed() {
+		if !c.standing.Due() {
+			return false, c.standing.Err()
+		}
+		return c.strictChange(ctx, true)
+	}
 	if c.legacy() {
 		return c.legacyRefresh(ctx, told) // legacy.go: a cluster without the watch
 	}
@@ -96,7 +114,7 @@ func (c *Copies) GossipKeys(ctx context.Context, told bool) (control.GossipKeys,
 	if held != nil && (healthy || !told) {
 		return *held, true
 	}
-	if !c.keys.due(told, time.Second) {
+	if c.standing.Removed() || !c.keys.due(told, time.Second) {
 		return control.GossipKeys{}, false
 	}
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
@@ -122,7 +140,7 @@ func (c *Copies) CABundle(ctx context.Context, told bool) (control.CABundle, boo
 	if held != nil && (healthy || !told) {
 		return *held, true
 	}
-	if !c.ca.due(told, 5*time.Second) {
+	if c.standing.Removed() || !c.ca.due(told, 5*time.Second) {
 		return control.CABundle{}, false
 	}
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
@@ -143,6 +161,9 @@ func (c *Copies) OwnNebulaCert(ctx context.Context, due bool) ([]byte, error) {
 	if !due {
 		return nil, nil
 	}
+	if err := c.standing.Err(); err != nil {
+		return nil, err // removed: nothing to renew
+	}
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
 	var body control.NebulaCertResponse
@@ -153,6 +174,9 @@ func (c *Copies) OwnNebulaCert(ctx context.Context, due bool) ([]byte, error) {
 // OwnTLSCert asks the control nodes the join named for this node's
 // current TLS leaf (GET /v1/self/tls-cert).
 func (c *Copies) OwnTLSCert(ctx context.Context) ([]byte, error) {
+	if err := c.standing.Err(); err != nil {
+		return nil, err // removed: nothing to renew
+	}
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
 	var body control.TLSCertResponse

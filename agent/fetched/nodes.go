@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,6 +68,9 @@ func (c *Copies) Load() error {
 	c.nodes.list, c.nodes.have = list, true
 	c.nodes.mu.Unlock()
 	c.client.CheckServers(control.ActiveControlLeaves(list))
+	if i := slices.IndexFunc(list, func(r control.NodeRecord) bool { return r.ID == c.nodeID }); i >= 0 {
+		c.judgeOwn(list[i], true)
+	}
 	return nil
 }
 

@@ -99,7 +99,9 @@ const (
 // Follow keeps the copies in line with the control nodes until ctx ends:
 // one stream at a time, on the next control node whenever one ends.
 // onChange (may be nil) is told which sections a change touched (nodes,
-// revoked, keys, ca), after the copies hold it.
+// revoked, keys, ca), after the copies hold it. While the node is judged
+// removed (standing.go) no stream is opened: Refresh asks once per
+// RemovedRetry, and the streams start again once an answer accepts it.
 func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 	c.follow.mu.Lock()
 	c.follow.onChange = onChange
@@ -107,6 +109,10 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 	c.follow.mu.Unlock()
 	backoff := watchRetryMin
 	for {
+		c.standing.awaitKnown(ctx)
+		if ctx.Err() != nil {
+			return
+		}
 		seeds := c.Seeds()
 		c.follow.mu.Lock()
 		seed := ""
@@ -151,6 +157,9 @@ func (c *Copies) stream(ctx context.Context, seed string) (useful bool, err erro
 	since := c.follow.copy.Index()
 	c.follow.mu.Unlock()
 	body, err := c.client.Stream(sctx, seed, control.PathWatch+"?index="+strconv.FormatUint(since, 10))
+	if ctx.Err() == nil {
+		c.standing.Answer(seed, c.Seeds(), err)
+	}
 	if err != nil {
 		c.setListErr(err)
 		return false, err
@@ -235,6 +244,7 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		}
 	}
 	list := sortedRecords(f.recs)
+	own, ownOK := f.recs[c.nodeID]
 	var rev *control.Revocations
 	if slices.Contains(sections, control.SectionRevoked) || slices.Contains(sections, control.SectionNodes) {
 		rev = &control.Revocations{Fingerprints: []string{}, Gone: control.Gone(list)}
@@ -270,6 +280,7 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	nodes := slices.Contains(sections, control.SectionNodes)
 	if nodes {
 		c.adoptList(list)
+		c.judgeOwn(own, ownOK)
 	}
 	if rev != nil {
 		c.revoked.mu.Lock()
@@ -389,7 +400,7 @@ func (c *Copies) strictChange(ctx context.Context, told bool) (changed bool, err
 	fctx, cancel := context.WithTimeout(ctx, fetchBudget)
 	defer cancel()
 	var ch watch.Change
-	err = c.client.AskSeeds(fctx, c.Seeds(), control.PathWatch+"?index="+strconv.FormatUint(since, 10)+"&strict=1", &ch)
+	err = c.askRound(fctx, control.PathWatch+"?index="+strconv.FormatUint(since, 10)+"&strict=1", &ch)
 	if err == nil {
 		changed, err = c.applyChange(ch, 0)
 	}

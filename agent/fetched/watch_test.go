@@ -19,7 +19,7 @@ func newTestCopies(t *testing.T) *Copies {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(cl, "id-w1", nil, "", t.TempDir(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return New(cl, "id-w1", nil, "", t.TempDir(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func nodesChange(index uint64, full bool, recs map[string]string) watch.Change {
