@@ -37,6 +37,10 @@ func (j joiner) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 	if err := j.verifySeeds(ctx, tok, underlay, step); err != nil {
 		return err
 	}
+	if err := rt.RemovedErr(); err != nil {
+		step("--force: cluster %s no longer knows %s (%v); nothing to leave", rt.Facts().ClusterName, rt.Facts().Name, err)
+		return nil
+	}
 	actx, cancel := context.WithTimeout(ctx, departTimeout)
 	_, err = rt.AskNodes(actx)
 	cancel()

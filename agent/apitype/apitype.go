@@ -104,7 +104,7 @@ type WatchStatus struct {
 }
 
 type Status struct {
-	State     string `json:"state"` // "starting", "unjoined", "running", "refused", "stopping"
+	State     string `json:"state"` // "starting", "unjoined", "running", "refused", "stopping", "removed" (StateRemoved)
 	Version   string `json:"version"`
 	Cluster   string `json:"cluster,omitempty"`
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -139,8 +139,12 @@ type Status struct {
 	// (control nodes; approval.go).
 	Approvals []WaitingJoin `json:"approvals,omitempty"`
 	// Error is why the node in the state dir does not run (state
-	// "refused": a cloned state dir, codes.ClonedIdentity).
+	// "refused": a cloned state dir, codes.ClonedIdentity), or why it no
+	// longer runs as a member (StateRemoved: codes.RemovedByCluster).
 	Error *Error `json:"error,omitempty"`
+	// Removed is when the cluster was found to no longer know this node
+	// and when it asks again (StateRemoved only).
+	Removed *Removed `json:"removed,omitempty"`
 	// CAHolderNode names the CA holder on record (control nodes);
 	// CABackedUp is when its last sealed backup was taken (zero: never).
 	CAHolderNode string    `json:"ca_holder_node,omitempty"`

@@ -144,7 +144,7 @@ func workerRuntime(t *testing.T, id *pki.Identity, seeds ...string) *renewal {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nd := &node{facts: &statedir.Facts{NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, Overlay: pkitest.IP(5), Seeds: seeds},
-		live: live, client: client, log: log, now: time.Now, stateDir: dir, cluster: fetched.New(client, "id-w1", seeds, "", dir, log)}
+		live: live, client: client, log: log, now: time.Now, stateDir: dir, cluster: fetched.New(client, "id-w1", seeds, "", dir, nil, log)}
 	return &renewal{node: nd, ca: &caFollow{node: nd, wake: make(chan struct{}, 1)}}
 }
 

@@ -15,10 +15,25 @@ import (
 // cost raft its quorum (codes.QuorumLoss). Raft membership first (a
 // control node), then the record (once it says left, the leader no longer
 // answers this node), then gossip. actor is the operator who asked.
-func (rt *Runtime) Depart(ctx context.Context, actor string) error {
+//
+// A node its cluster no longer knows (standing.go) has nothing to leave:
+// it departs at once, and so does a worker whose request to be recorded
+// left is refused as not a member's. The caller then wipes its state.
+func (rt *Runtime) Depart(ctx context.Context, actor string) (err error) {
 	if rt.HoldsCA() {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", rt.facts.Name))
 	}
+	if err := rt.standing.Err(); err != nil {
+		rt.log.Info("leaving: the cluster no longer knows this node; nothing to leave", "code", codes.RemovedByCluster)
+		return nil
+	}
+	// From here the control nodes refuse it because it leaves: no removal.
+	rt.standing.Leaving()
+	defer func() {
+		if err != nil {
+			rt.standing.Stay()
+		}
+	}()
 	if rt.ctl != nil {
 		if err := rt.ctl.LeaveVoterCheck(); err != nil {
 			return err
@@ -31,7 +46,10 @@ func (rt *Runtime) Depart(ctx context.Context, actor string) error {
 			return fmt.Errorf("leave raft: %w", err)
 		}
 	}
-	if err := rt.recordLeft(ctx, actor); err != nil {
+	if err := rt.recordLeft(ctx, actor); codes.Of(err) == codes.NotMember && rt.ctl == nil {
+		rt.log.Info("leaving: the cluster refuses this node as not a member; nothing to leave", "code", codes.NotMember, "err", err)
+		return nil
+	} else if err != nil {
 		return err
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)

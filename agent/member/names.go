@@ -103,6 +103,13 @@ func (d *dnsNames) syncZone() {
 	if d == nil {
 		return
 	}
+	if d.removed() { // the cluster no longer knows this node: no names (standing.go)
+		d.mu.Lock()
+		d.srv.SetZone(nil)
+		d.hosts = nil
+		d.mu.Unlock()
+		return
+	}
 	list, ok := d.cluster.Records()
 	if !ok {
 		return
@@ -120,7 +127,10 @@ func (d *dnsNames) syncZone() {
 		return
 	}
 	if d.srv.Zone() == nil {
-		d.firstZone <- struct{}{} // buffered 1, sent once
+		select { // buffered 1: sent once, and again after a removal's empty zone (standing.go)
+		case d.firstZone <- struct{}{}:
+		default:
+		}
 	}
 	d.srv.SetZone(z)
 	d.hosts, d.overlay6 = hosts, overlay6

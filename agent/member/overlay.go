@@ -33,6 +33,9 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	if r.ExitChosen && !c.Userspace {
 		c.SoMark = exitMark // the exit routing sends what carries it to the main table (subnets.go)
 	}
+	if ov.removed() {
+		return cutOff(c) // the cluster no longer knows this node (standing.go)
+	}
 	return c
 }
 
@@ -209,5 +212,9 @@ func (ov *overlay) applyRouting(in desired.Inputs, c mesh.Config) {
 	if c.SoMark != 0 {
 		r = desired.Routes(in, desired.Compute(in))
 	}
-	ov.subnets.apply(in.SelfRoutes, r, ov.log.Warn)
+	own := in.SelfRoutes
+	if ov.removed() {
+		own = nil // cut off: it carries nothing (standing.go)
+	}
+	ov.subnets.apply(own, r, ov.log.Warn)
 }

@@ -67,6 +67,8 @@ func (rt *Runtime) followSteps(duties []followStep) []followStep {
 // owed a rotation, prune old token records.
 func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
+		// First: the steps after it wait on a leader, a removed node's in vain.
+		{"standing", 15 * time.Second, func(ctx context.Context, _ told) bool { rt.followStanding(ctx); return false }}, // standing.go
 		{"CA custody", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.followCustody(ctx); return false }},
 		{"Nebula renewals", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ctl.RenewNebulaCerts(ctx); return false }},
 		{"CA rotation", 10 * time.Second, func(ctx context.Context, _ told) bool { rt.ca.finishCARotation(ctx); return false }},

@@ -30,7 +30,7 @@ func (rt *Runtime) runRelayReport(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		list, ok := rt.cluster.Records()
-		if !ok {
+		if !ok || rt.removed() { // removed: nothing to record (standing.go)
 			continue
 		}
 		for _, n := range list {

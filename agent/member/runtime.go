@@ -86,6 +86,8 @@ type node struct {
 	// copies are a worker's copies (nil on a control node once its raft
 	// opened): its watch stream's counters show in status.
 	copies *fetched.Copies
+	// standing is whether the cluster still knows this node (standing.go).
+	standing *fetched.Standing
 	// fit is the node's fitness to serve: disk and clock (fitness.go).
 	fit *fitCheck
 	// nat is this node's NAT, as its path check saw it (natpath.go): it
@@ -131,6 +133,9 @@ type Runtime struct {
 	stun      *netcheck.Responder // control nodes (netcheck.go)
 	// steps are the follow loop's, decided at start (reconcile.go).
 	steps []followStep
+	// peersAsked is when a control node without a leader last asked its
+	// peers whether they count it a member (standing.go).
+	peersAsked time.Time
 }
 
 // overlay is the node's Nebula: the config it should run (its identity,
@@ -211,6 +216,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
 		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
 	nd.fit = newFitCheck(nd)
+	nd.standing = fetched.NewStanding(o.Now, o.Log)
+	nd.standing.OnChange(nd.standingChanged)
 	nd.nat.set(o.NAT)
 	ov := &overlay{node: nd, meshBase: o.Config.MeshBase(facts.Role, facts.Underlay), inForce: o.Policy, parked: o.Parked}
 	if nd.subnets, err = newSubnets(dir, ov.meshBase.TunDev, facts.Overlay, !ov.meshBase.Userspace); err != nil {
@@ -233,7 +240,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	// Until its raft opens, a control node knows what a worker knows
 	// before its first node list: the seeds and lighthouses its join
 	// named. A worker reads the list it saved before a restart.
-	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, facts.HomeSeed, rt.stateDir, rt.log)
+	copies := fetched.New(rt.client, facts.NodeID, facts.Seeds, facts.HomeSeed, rt.stateDir, rt.standing, rt.log)
 	if facts.Role != pki.RoleControl {
 		if err := copies.Load(); err != nil {
 			return nil, err

@@ -58,7 +58,7 @@ func (rt *Runtime) runTunnelReports(ctx context.Context) {
 		case <-tick.C:
 		}
 		now, down := rt.ov.tunnels(), rt.pairs.unreachable()
-		if time.Now().Before(retry) {
+		if time.Now().Before(retry) || rt.removed() { // removed: nothing to report (standing.go)
 			continue
 		}
 		if !sent.IsZero() && slices.Equal(now, last) && slices.Equal(down, lastDown) && time.Since(sent) < control.TunnelReportMax {

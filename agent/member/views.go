@@ -142,6 +142,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 			s.Warnings = append(s.Warnings, control.QuorumWarnings(q)...)
 		}
 	}
+	rt.removedStatus(s) // standing.go
 }
 
 // staticPeers is how many peers c's static host map holds: its IPv4 keys.
