@@ -195,7 +195,8 @@ func (a *app) statusCommand() *cobra.Command {
 					p.Printf("%s:\t%s\n", k, v)
 				}
 			}
-			row("state", s.State)
+			row("state", stateCell(s)) // removed.go
+			removedRows(row, s)
 			row("cluster", fmt.Sprintf("%s (%s)", s.Cluster, s.ClusterID))
 			row("node", fmt.Sprintf("%s (%s)", s.Node, s.NodeID))
 			row("role", s.Role)
