@@ -80,6 +80,7 @@ func TestRemovedWorkerSaysSo(t *testing.T) {
 	if err := c1.Client.Remove(t.Context(), "w1"); err != nil {
 		t.Fatalf("remove w1: %v", err)
 	}
+	removed := time.Now()
 	var st *apitype.Status
 	agenttest.WaitFor(t, t.Context(), 20*time.Second, func() error {
 		var err error
@@ -94,6 +95,7 @@ func TestRemovedWorkerSaysSo(t *testing.T) {
 	if st.Error == nil || st.Error.ErrCode != codes.RemovedByCluster || st.Error.Remedy == "" || st.Removed == nil {
 		t.Fatalf("w1's status says removed without the code and remedy: %+v", st)
 	}
+	t.Logf("w1 says removed %s after `remove` returned (%s)", time.Since(removed).Round(time.Millisecond), st.Error.Detail)
 	agenttest.WaitFor(t, t.Context(), 5*time.Second, func() error {
 		if got := aOf(dnsAddr, "c1.alpha.mesh"); got != "REFUSED" {
 			return fmt.Errorf("w1 still answers c1.alpha.mesh: %s", got)
@@ -172,6 +174,7 @@ func TestRemovedControlNodeSaysSo(t *testing.T) {
 	if err := c1.Client.Remove(t.Context(), "c2"); err != nil {
 		t.Fatalf("remove c2: %v", err)
 	}
+	removed := time.Now()
 	agenttest.WaitFor(t, t.Context(), 20*time.Second, func() error {
 		st, err := c2.Client.Status(t.Context())
 		if err != nil {
@@ -185,6 +188,7 @@ func TestRemovedControlNodeSaysSo(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("c2 says removed and refuses names %s after `remove` returned", time.Since(removed).Round(time.Millisecond))
 	if all, coded := errorLines(c2.Logs(), codes.RemovedByCluster); coded != 1 {
 		t.Fatalf("c2 logged %d errors, %d with %s; want exactly one with the code:\n%s", all, coded, codes.RemovedByCluster, c2.Logs())
 	}

@@ -221,7 +221,7 @@ func (ph *pairHealth) fillStatus(s *apitype.Status) {
 // visible as such already), at its gossip address on the overlay.
 func (rt *Runtime) pairTargets() []pairTarget {
 	records, ok := rt.cluster.Records()
-	if !ok || rt.gossip == nil {
+	if !ok || rt.gossip == nil || rt.removed() { // removed: its overlay is cut off (standing.go)
 		return nil
 	}
 	view := rt.members.gossipView()
