@@ -124,6 +124,18 @@ func (e *ephemeralDown) down(id string, now time.Time) (time.Duration, bool) {
 	return now.Sub(t), true
 }
 
+// up notes node id up as of now (it answered a direct probe): its down
+// time, if any, is gone, and a gossip time from before now describes an
+// earlier episode.
+func (e *ephemeralDown) up(id string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.seen[id]; ok {
+		e.seen[id] = now
+	}
+	delete(e.since, id)
+}
+
 // removedFor is how long node id has been seen removed here as of now.
 func (e *ephemeralDown) removedFor(id string, now time.Time) time.Duration {
 	e.mu.Lock()
