@@ -22,8 +22,11 @@ import (
 // record's overlay address has failed: reachOverlay, a TCP connection to
 // the member's gossip port through Nebula, which completes only with the
 // certificate issued for that address (the probe a key rotation and `ca
-// restore` make, and pair health). Until a probe ends the member shows
-// suspect; one whose probe answers shows alive.
+// restore` make, and pair health, within pair health's bound: 2 s with
+// `timers: lan`, 500 ms with fast). Until a probe ends the member shows
+// suspect; one whose probe answers shows alive. A node that is really
+// dead shows failed once its probe has timed out: that bound after
+// gossip's own detection.
 //
 // The work follows what gossip says changed, never the cluster: only the
 // members gossip shows down are probed (desired.Doubted), at most
@@ -47,9 +50,6 @@ const (
 	// evidenceParallel bounds the probes under way at once; a member past
 	// it shows suspect until a later look finds room.
 	evidenceParallel = 8
-	// evidenceBound bounds one probe (control.reachBound: Nebula's
-	// handshake with a peer that is up takes well under a second).
-	evidenceBound = 2 * time.Second
 	// evidenceFresh is how long an answer stands.
 	evidenceFresh = 5 * time.Second
 	// evidenceKeep is how long an entry outlives the member's last doubt.
@@ -61,6 +61,7 @@ const (
 // close ends and waits for.
 type evidence struct {
 	reach func(ctx context.Context, addr netip.Addr) error
+	bound time.Duration    // one probe's: the timers' (config.PairProbe's Timeout)
 	now   func() time.Time // the clock gossip.LastSeen reads: the wall clock
 	log   *slog.Logger
 
@@ -86,9 +87,12 @@ type probe struct {
 	told    bool          // an answer against gossip was logged (once per entry)
 }
 
-func newEvidence(reach func(context.Context, netip.Addr) error, now func() time.Time, log *slog.Logger) *evidence {
+// newEvidence probes with reach, each probe within bound: long enough
+// for a node that is up to answer through Nebula, a handshake included;
+// a dead node never answers, so its failure shows bound after gossip's.
+func newEvidence(reach func(context.Context, netip.Addr) error, bound time.Duration, now func() time.Time, log *slog.Logger) *evidence {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &evidence{reach: reach, now: now, log: log, ctx: ctx, cancel: cancel, probes: map[string]*probe{}}
+	return &evidence{reach: reach, bound: bound, now: now, log: log, ctx: ctx, cancel: cancel, probes: map[string]*probe{}}
 }
 
 // judge is this node's evidence about the doubted records (desired.Doubted),
@@ -143,7 +147,7 @@ func (e *evidence) start(id string, p *probe) {
 	p.busy = true
 	addr, began := p.addr, e.now()
 	e.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(e.ctx, evidenceBound)
+		ctx, cancel := context.WithTimeout(e.ctx, e.bound)
 		err := e.reach(ctx, addr)
 		cancel()
 		e.done(id, p, began, err)

@@ -77,7 +77,7 @@ func (f *probeFake) Write(p []byte) (int, error) {
 func (f *probeFake) logged() string { f.logsMu.Lock(); defer f.logsMu.Unlock(); return f.logs.String() }
 
 func (f *probeFake) evidence() *evidence {
-	return newEvidence(f.reach, f.clock, slog.New(slog.NewTextHandler(f, nil)))
+	return newEvidence(f.reach, 2*time.Second, f.clock, slog.New(slog.NewTextHandler(f, nil)))
 }
 
 // settle waits until e has no probe under way.
