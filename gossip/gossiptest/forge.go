@@ -4,9 +4,9 @@
 // as memberlist encrypts one (issue 52 item 8: any member's machine holds
 // the key, and neither message says who first said it).
 //
-// Import rule (deps_test.go): nothing of meshd, and none of memberlist's
-// or serf's code: the wire format is written out here, so the forgery
-// does not lean on the libraries it fools.
+// Import rule (deps_test.go): may import no meshd package. Nor does it
+// link memberlist or serf: the wire format is written out here, so the
+// forgery does not lean on the libraries it fools.
 package gossiptest
 
 import (
