@@ -19,11 +19,12 @@ import (
 // active as failed, left or leaving (its gossip view, desired.View:
 // `meshctl nodes`, the console, status, metrics, and the control plane's
 // decisions that read the view) only once its own direct probe of the
-// record's overlay address has failed: reachOverlay, a TCP connection to
+// record's overlay address has failed: gossipListens, a TCP connection to
 // the member's gossip port through Nebula, which completes only with the
 // certificate issued for that address (the probe a key rotation and `ca
-// restore` make, and pair health, within pair health's bound: 2 s with
-// `timers: lan`, 500 ms with fast). Until a probe ends the member shows
+// restore` make, reachOverlay, read strictly: a reset, the node's overlay
+// up and its gossip not, confirms the claim), within pair health's bound
+// (2 s with `timers: lan`, 500 ms with fast). Until a probe ends the member shows
 // suspect; one whose probe answers shows alive. A node that is really
 // dead shows failed once its probe has timed out: that bound after
 // gossip's own detection.

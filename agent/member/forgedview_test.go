@@ -67,7 +67,7 @@ func TestForgedDeathNotShown(t *testing.T) {
 		ports:  config.Ports{Gossip: forgedViewPort},
 		gossip: a}
 	ms := &membership{node: nd, ov: &overlay{node: nd}, keys: &keyring{node: nd},
-		evidence: newEvidence(nd.reachOverlay, 2*time.Second, time.Now, log)} // reachOverlay: a TCP connection to b's gossip port
+		evidence: newEvidence(nd.gossipListens, 2*time.Second, time.Now, log)} // a TCP connection to b's gossip port
 	t.Cleanup(ms.evidence.close)
 	waitUntil(t, 5*time.Second, "a sees b alive", func() bool { return ms.gossipView()["b"] == gossip.StatusAlive })
 

@@ -224,7 +224,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
 		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
 	rt.pairs = newPairHealth(o.Config.PairProbe(), rt.pairTargets, nd.reachAddr, o.Log, o.Now)
-	rt.members.evidence = newEvidence(nd.reachOverlay, o.Config.PairProbe().Timeout, time.Now, o.Log) // time.Now: gossip.LastSeen's clock
+	rt.members.evidence = newEvidence(nd.gossipListens, o.Config.PairProbe().Timeout, time.Now, o.Log) // time.Now: gossip.LastSeen's clock
 	boot := o.Boot
 	defer func() {
 		if err != nil {
