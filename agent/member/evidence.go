@@ -45,7 +45,10 @@ import (
 //
 // A member gossip no longer doubts keeps its entry for evidenceKeep, so a
 // forged claim the node refutes and the forger makes again is not probed
-// again at each turn.
+// again at each turn. A look that finds a member with no probe result yet
+// waits up to evidenceSettle for its probe: a node that is up answers
+// over its tunnel within a round trip, so a claim about it never shows,
+// not even to the look that saw it first.
 
 const (
 	// evidenceParallel bounds the probes under way at once; a member past
@@ -55,6 +58,10 @@ const (
 	evidenceFresh = 5 * time.Second
 	// evidenceKeep is how long an entry outlives the member's last doubt.
 	evidenceKeep = time.Minute
+	// evidenceSettle is how long a look waits for the first probes of
+	// the members it doubts (a dead node's, which never answers, costs a
+	// look this much, once per look while the probe runs).
+	evidenceSettle = 100 * time.Millisecond
 )
 
 // evidence holds this node's direct probes of the members gossip doubts.
@@ -84,6 +91,7 @@ type probe struct {
 	began   time.Time     // when that probe began
 	ended   time.Time     // and ended
 	busy    bool          // a probe is under way
+	settled chan struct{} // closed when the probe under way ends
 	doubted time.Time     // when a look last found gossip doubting it
 	told    bool          // an answer against gossip was logged (once per entry)
 }
@@ -100,10 +108,37 @@ func newEvidence(reach func(context.Context, netip.Addr) error, bound time.Durat
 // by name, for desired.Inputs.Probes; it starts the probes that are due.
 // lastSeen is gossip's: when this node learned a member failed or left.
 func (e *evidence) judge(doubted []desired.Record, lastSeen func(string) (time.Time, bool)) map[string]desired.Probe {
-	now := e.now()
+	if len(doubted) == 0 && e.idle() {
+		return nil
+	}
+	e.settle(e.look(doubted, lastSeen))
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make(map[string]desired.Probe, len(doubted))
+	for _, r := range doubted {
+		if p := e.probes[r.ID]; p != nil && p.addr == r.Overlay {
+			out[r.Name] = p.result
+		}
+	}
+	return out
+}
+
+// idle reports whether e holds nothing: a look with nothing doubted has
+// nothing to do.
+func (e *evidence) idle() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.probes) == 0
+}
+
+// look notes the doubted records, starts the probes that are due, forgets
+// the entries past evidenceKeep, and returns the probes under way of the
+// members with no result yet.
+func (e *evidence) look(doubted []desired.Record, lastSeen func(string) (time.Time, bool)) []chan struct{} {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var first []chan struct{}
 	for _, r := range doubted {
 		p := e.probes[r.ID]
 		if p == nil || p.addr != r.Overlay || p.name != r.Name {
@@ -114,14 +149,32 @@ func (e *evidence) judge(doubted []desired.Record, lastSeen func(string) (time.T
 		if p.due(lastSeen, now) {
 			e.start(r.ID, p)
 		}
-		out[r.Name] = p.result
+		if p.busy && p.result == desired.ProbeUnknown {
+			first = append(first, p.settled)
+		}
 	}
 	for id, p := range e.probes {
 		if !p.busy && now.Sub(p.doubted) > evidenceKeep {
 			delete(e.probes, id)
 		}
 	}
-	return out
+	return first
+}
+
+// settle waits up to evidenceSettle for the probes to end.
+func (e *evidence) settle(probes []chan struct{}) {
+	if len(probes) == 0 {
+		return
+	}
+	t := time.NewTimer(evidenceSettle)
+	defer t.Stop()
+	for _, c := range probes {
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // due reports whether p is to be probed now.
@@ -145,7 +198,7 @@ func (e *evidence) start(id string, p *probe) {
 		return
 	}
 	e.running++
-	p.busy = true
+	p.busy, p.settled = true, make(chan struct{})
 	addr, began := p.addr, e.now()
 	e.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(e.ctx, e.bound)
@@ -162,6 +215,7 @@ func (e *evidence) done(id string, p *probe, began time.Time, err error) {
 	defer e.mu.Unlock()
 	e.running--
 	p.busy = false
+	defer close(p.settled)
 	if e.ctx.Err() != nil {
 		return
 	}

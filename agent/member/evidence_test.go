@@ -100,8 +100,8 @@ func TestEvidence(t *testing.T) {
 		f.up[w1.Overlay] = true
 		e := f.evidence()
 		defer e.close()
-		if got := e.judge([]desired.Record{w1}, f.lastSeen)["w1"]; got != desired.ProbeUnknown {
-			t.Fatalf("first look: %v, want unknown while the probe runs", got)
+		if got := e.judge([]desired.Record{w1}, f.lastSeen)["w1"]; got != desired.ProbeAnswered {
+			t.Fatalf("first look: %v, want answered: the look waits for the first probe of a node that is up", got)
 		}
 		settle(t, e)
 		for range 10 { // a forger's stream: the member flaps, every look doubts it anew
@@ -185,7 +185,13 @@ func TestEvidence(t *testing.T) {
 		for i := range 3 * evidenceParallel {
 			many = append(many, rec(fmt.Sprintf("w%d", i), fmt.Sprintf("10.42.1.%d", i+1)))
 		}
-		e.judge(many, f.lastSeen)
+		start := time.Now()
+		if got := e.judge(many, f.lastSeen)["w0"]; got != desired.ProbeUnknown {
+			t.Fatalf("a probe that does not end: %v, want unknown", got)
+		}
+		if took := time.Since(start); took < evidenceSettle || took > 10*evidenceSettle {
+			t.Fatalf("the look waited %s for probes that do not end, want about evidenceSettle (%s)", took, evidenceSettle)
+		}
 		e.judge(many, f.lastSeen)
 		probed := func() int {
 			n := 0

@@ -109,7 +109,7 @@ func TestForgedDeathNotShown(t *testing.T) {
 			t.Fatalf("a's view showed live b %s in %d of 60 samples on forged gossip (%v)", st, shown[st], shown)
 		}
 	}
-	if shown[gossip.StatusSuspect] > 2 { // while the first probe runs, at most
+	if shown[gossip.StatusSuspect] > 1 { // the first look waits for the first probe (evidenceSettle); once on a busy machine
 		t.Fatalf("a's view showed live b suspect in %d of 60 samples: its probe's answer did not count", shown[gossip.StatusSuspect])
 	}
 }
