@@ -41,7 +41,8 @@ func TestReapEphemeralNeedsProbe(t *testing.T) {
 	}
 	for _, n := range []state.Node{failed, left} {
 		if got, ok := origin.p.Raft().FSM().Node(n.ID); !ok || got.State != state.NodeActive {
-			t.Fatalf("%s, answering the leader's probe, is %+v after gossip showed it down for twice the window", n.Name, got.State)
+			t.Fatalf("%s, answering the leader's probe, is %q (on record: %v) after gossip showed it down for twice the window",
+				n.Name, got.State, ok)
 		}
 	}
 	for _, r := range origin.p.Raft().FSM().Revocations() {
@@ -70,7 +71,7 @@ func TestReapEphemeralNeedsProbe(t *testing.T) {
 	})
 	awaitSweeps(t, origin, 2)
 	if got, ok := origin.p.Raft().FSM().Node(failed.ID); !ok || got.State != state.NodeActive {
-		t.Fatalf("failed, still answering, is %+v", got.State)
+		t.Fatalf("failed, still answering, is %q (on record: %v)", got.State, ok)
 	}
 	if origin.p.EphemeralReaped() != 1 {
 		t.Fatalf("%d nodes reaped, want left alone", origin.p.EphemeralReaped())
