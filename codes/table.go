@@ -151,7 +151,11 @@ const (
 	// GossipMemberIgnored: a gossip member with no active record, or whose
 	// tags disagree with its record, contributes nothing (a warning).
 	GossipMemberIgnored Code = "X200505GSPIGN"
-	KeyRotationStalled  Code = "X504506KEYSTL"
+	// GossipContradicted: gossip said a member with an active record
+	// failed or left, and this node's direct probe of its overlay address
+	// answered: it is shown, and kept, alive (a warning; issue 52 item 8).
+	GossipContradicted Code = "X200740GSPCTR"
+	KeyRotationStalled Code = "X504506KEYSTL"
 	// CA rotation (issue 13 item 4).
 	CARotationStalled Code = "X504239CAROTS"
 	RevocationPending Code = "X200507RVKPND"
@@ -423,6 +427,7 @@ var table = map[Code]Info{
 	GossipJoin:          {503, "no gossip peer could be reached", "gossip rides the overlay: check that Nebula reaches the control nodes (UDP 4242 on the underlay)"},
 	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+	GossipContradicted:  {200, "gossip says a member failed or left, but this node's direct probe of the member's overlay address (through Nebula, answered only with that node's certificate) answered: the member is shown alive and is not counted down for anything (an ephemeral node is not removed)", "none needed once (a brief outage gossip saw first); if it repeats for a node that is up, a member's machine holding the gossip key forges gossip about it: nothing is decided on that gossip, but find the member (its overlay address sends the packets), remove it and run `meshctl keys rotate`"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
 	CARotationStalled:   {504, "a CA rotation cannot take its next step yet: some live member does not report the step, or something still depends on the old CA (the message names them)", "check the members or certificates named (`meshctl ca status`), then run `meshctl ca rotate` again; it resumes where it stopped"},
 	KeyRotationStalled:  {504, "a gossip key rotation step was not reported done by every live member in time; the rotation stopped at that step", "check the members named in the message (`meshctl status` on them), then run `meshctl keys rotate` again"},

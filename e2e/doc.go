@@ -4,9 +4,10 @@
 // through `meshctl -o json`. Run it with `make e2e` (as root).
 //
 // Import rule (deps_test.go): may import agent/apitype, agent/localclient,
-// bench/benchrec, codes, crash and stocknebula; nothing else of meshd. It never links the
+// bench/benchrec, codes, crash, gossip/gossiptest and stocknebula; nothing else of meshd. It never links the
 // daemon's packages. The gossip trust test links serf and memberlist for its
 // forged member (the test binary re-executed in a namespace, see runForger),
-// and gossipFailBound reads memberlist's LAN defaults for the bounds meshd's
+// the forged-death test forges gossip packets with gossip/gossiptest, and
+// gossipFailBound reads memberlist's LAN defaults for the bounds meshd's
 // gossip timers give.
 package e2e

@@ -32,6 +32,14 @@ import (
 // its revocations stay until the certificates expire. A node that comes
 // back alive within the window (a restart) is not removed: its time
 // starts again when it next goes down.
+//
+// Gossip's word is not enough (issue 52 item 8): any member's machine
+// holds the gossip key and can forge memberlist's dead messages and
+// serf's leave intents about a live node. The view the sweep times shows
+// such a node down only once this node's own direct probe of its overlay
+// address failed (agent/member/evidence.go), and before an active node is
+// removed the leader probes it once more (confirmDown): one that answers
+// is kept and timed afresh.
 
 // DefaultEphemeralAfter is how long gossip must have seen an ephemeral
 // node failed or left before the cluster removes it.
@@ -143,11 +151,7 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		p.log.Warn("this leader's gossip sees no other control node alive: no ephemeral node is removed until it does")
 	}
 	cl, _ := p.raft.FSM().Cluster()
-	type due struct {
-		n    state.Node
-		down time.Duration // for a removed node, how long it has been removed here
-	}
-	var todo []due
+	var todo []reapDue
 	for _, n := range nodes {
 		if !ephemeralWorker(n) || n.ID == p.cfg.NodeID || n.ID == cl.CAHolder {
 			continue
@@ -155,16 +159,17 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		switch n.State {
 		case state.NodeActive, state.NodeLeft:
 			if d, ok := r.down.down(n.ID, now); ok && d >= window && !cutOff {
-				todo = append(todo, due{n, d})
+				todo = append(todo, reapDue{n, d})
 			}
 		case state.NodeRemoved:
 			d := r.down.removedFor(n.ID, now)
 			if _, acked := p.raft.FSM().RevocationAck(n.ID); acked || d >= forgetGrace {
-				todo = append(todo, due{n, d})
+				todo = append(todo, reapDue{n, d})
 			}
 		}
 	}
-	slices.SortStableFunc(todo, func(a, b due) int { return cmp.Compare(b.down, a.down) })
+	slices.SortStableFunc(todo, func(a, b reapDue) int { return cmp.Compare(b.down, a.down) })
+	todo = p.confirmDown(ctx, todo[:min(len(todo), reapsPerSweep)], now, window)
 	reaped := 0
 	for i, d := range todo {
 		if i == reapsPerSweep || ctx.Err() != nil || !p.raft.IsLeader() {
@@ -180,6 +185,40 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		}
 	}
 	return reaped
+}
+
+// reapDue is a record a sweep acts on: an ephemeral node down past its
+// window (active, or recorded left), or a removed one to forget.
+type reapDue struct {
+	n    state.Node
+	down time.Duration // for a removed node, how long it has been removed here
+}
+
+// confirmDown keeps, of todo, the records to forget, the nodes recorded
+// left (the node said so itself, over mTLS), and the active nodes that do
+// not answer this node's direct probe of their record's overlay address
+// now (Hooks.Reach, all at once, each within reachBound: reachCache, as a
+// key rotation probes). Gossip alone never removes a node (issue 52 item
+// 8): anyone holding the gossip key can say any node failed or left. A
+// node that answers is up, whatever gossip says: its down time starts
+// again.
+func (p *Plane) confirmDown(ctx context.Context, todo []reapDue, now time.Time, window time.Duration) []reapDue {
+	reach := newReachCache(ctx, p.hooks.Reach, p.log)
+	for _, d := range todo {
+		if d.n.State == state.NodeActive {
+			reach.get(d.n.OverlayIP)
+		}
+	}
+	reach.wait()
+	return slices.DeleteFunc(todo, func(d reapDue) bool {
+		if d.n.State != state.NodeActive || reach.get(d.n.OverlayIP) != reachUp {
+			return false
+		}
+		p.reaper.down.up(d.n.ID, now)
+		p.log.Warn("gossip shows an ephemeral node down past its window, but it answers a direct probe over the overlay: not removed, its time starts again",
+			"code", codes.GossipContradicted, "node", d.n.Name, "node_id", d.n.ID, "down", d.down, "window", window)
+		return true
+	})
 }
 
 // reap removes n, an ephemeral worker down for down (past window), and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -67,6 +68,18 @@ func setGossip(m *member, view map[string]string, lastSeen map[string]time.Time)
 	m.hooks.mu.Lock()
 	defer m.hooks.mu.Unlock()
 	m.hooks.gossip, m.hooks.lastSeen = view, lastSeen
+}
+
+// setSilent has nodes not answer m's direct probes of their overlay
+// addresses (Hooks.Reach), as nodes that are down do not; every other
+// node answers.
+func setSilent(m *member, nodes ...state.Node) {
+	m.hooks.mu.Lock()
+	defer m.hooks.mu.Unlock()
+	m.hooks.silent = map[netip.Addr]bool{}
+	for _, n := range nodes {
+		m.hooks.silent[n.OverlayIP] = true
+	}
 }
 
 // answerRevocations has every active member answer m's revocation
@@ -169,6 +182,7 @@ func TestReapEphemeral(t *testing.T) {
 		t.Fatal(err)
 	}
 	long := t1.Add(-time.Hour)
+	setSilent(origin, killed, brief, back, lasting) // down: no answer to the leader's probe either
 	setGossip(origin, map[string]string{"origin": "failed", "killed": "failed", "brief": "alive", "back": "failed",
 		"leaver": "left", "lasting": "failed"},
 		map[string]time.Time{"origin": long, "killed": t1, "back": t1, "leaver": t1, "lasting": long})
@@ -294,6 +308,7 @@ func TestReapEphemeralLeaderOnly(t *testing.T) {
 	setGossip(c2, up, nil)
 	awaitSweeps(t, c2, 2)
 
+	setSilent(c2, w)
 	setGossip(c2, map[string]string{"origin": "alive", "c2": "alive", "w1": "failed"}, map[string]time.Time{"w1": clk.Now()})
 	awaitSweeps(t, c2, 2)
 	clk.Add(2 * window)
@@ -376,6 +391,7 @@ func TestReapEphemeralRate(t *testing.T) {
 		seen[n.Name] = clk.Now().Add(-time.Duration(total-i) * time.Second) // ci00 down longest
 	}
 	setGossip(origin, view, seen)
+	setSilent(origin, nodes...)
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute)
 	clk.Add(time.Minute)
 	if n := origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute); n != reapsPerSweep {
@@ -410,12 +426,18 @@ func TestReapEphemeralRotationStalls(t *testing.T) {
 	b := c.admitWorker(t, origin, "b", true)
 	ctx := within(t, 30*time.Second)
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute)
+	setSilent(origin, a, b)
 	setGossip(origin, map[string]string{"origin": "alive", "a": "failed", "b": "failed"},
 		map[string]time.Time{"a": clk.Now(), "b": clk.Now().Add(time.Second)})
 	// b, still active while a is removed, shows alive in the keyring
-	// reports and never reports a new keyring: a's rotation stalls.
+	// reports and never reports a new keyring: a's rotation stalls. (b
+	// runs the previous release, whose tags are waited for without a
+	// probe: b does not answer the leader's probes, which let the sweep
+	// remove it.)
 	origin.hooks.mu.Lock()
-	origin.hooks.reports = func() []KeyReport { return []KeyReport{{Name: "b", ID: b.ID, Alive: true, Keyring: "old"}} }
+	origin.hooks.reports = func() []KeyReport {
+		return []KeyReport{{Name: "b", ID: b.ID, Alive: true, Keyring: "old", Legacy: true}}
+	}
 	origin.hooks.mu.Unlock()
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute)
 	clk.Add(2 * time.Minute)
@@ -456,6 +478,7 @@ func TestReapEphemeralGossipCutOff(t *testing.T) {
 	leadOn(t, origin, c2)
 	ctx := within(t, 60*time.Second)
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute) // every record seen
+	setSilent(origin, w)
 	setGossip(origin, map[string]string{"origin": "alive", "c2": "failed", "w1": "failed"},
 		map[string]time.Time{"c2": clk.Now(), "w1": clk.Now()})
 	origin.p.ReapEphemeral(ctx, clk.Now(), time.Minute)

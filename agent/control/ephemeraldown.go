@@ -40,8 +40,12 @@ func ephemeralWorker(n state.Node) bool { return n.Ephemeral && n.Role == pki.Ro
 // (the gossip view by name, desired.View's statuses) and lastSeen (this
 // node's gossip: when it learned a member failed or left), and forgets
 // the records that are gone or no longer ephemeral workers. An active
-// node alive or suspect in the view is up: a restart within the window
-// clears its time. One failed, left or leaving in the view, absent from
+// node alive in the view is up: a restart within the window clears its
+// time. One suspect in the view is gossip's bad news that this node's
+// own direct probe has not judged yet (agent/member/evidence.go; serf's
+// suspicions show alive): nothing is decided about it until the probe
+// ends, so a node the probe finds down is timed from gossip's lastSeen
+// as before. One failed, left or leaving in the view, absent from
 // it while the view holds another member, or with a lastSeen time is
 // down: since the lastSeen time when that is after this node last saw
 // it up (or first saw its record), else since this node first saw it
@@ -84,10 +88,12 @@ func (e *ephemeralDown) observe(nodes []state.Node, view map[string]string, last
 			e.seen[n.ID] = now
 		}
 		st, inView := view[n.Name]
-		up := inView && (st == "alive" || st == "suspect") // gossip.StatusAlive, StatusSuspect (not imported here)
-		if n.State == state.NodeActive && up {
+		if n.State == state.NodeActive && inView && st == "alive" { // gossip.StatusAlive (not imported here)
 			e.seen[n.ID] = now
 			delete(e.since, n.ID)
+			continue
+		}
+		if n.State == state.NodeActive && inView && st == "suspect" { // gossip.StatusSuspect: the probe is under way
 			continue
 		}
 		at, seenDown := lastSeen(n.Name)
@@ -122,6 +128,18 @@ func (e *ephemeralDown) down(id string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return now.Sub(t), true
+}
+
+// up notes node id up as of now (it answered a direct probe): its down
+// time, if any, is gone, and a gossip time from before now describes an
+// earlier episode.
+func (e *ephemeralDown) up(id string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.seen[id]; ok {
+		e.seen[id] = now
+	}
+	delete(e.since, id)
 }
 
 // removedFor is how long node id has been seen removed here as of now.

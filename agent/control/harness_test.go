@@ -67,6 +67,11 @@ type hooks struct {
 	tunnels []apitype.Tunnel // this node's Nebula tunnels
 	// unreachable are the members this node's probes cannot reach.
 	unreachable []string
+	// silent are the overlay addresses that do not answer this node's
+	// direct probe (Reach); every other address answers.
+	silent map[netip.Addr]bool
+	// reached counts the direct probes of each address.
+	reached map[netip.Addr]int
 	// lastSeen is when this node's gossip learned a member failed or
 	// left, by name (gossip.Gossip.LastSeen).
 	lastSeen map[string]time.Time
@@ -131,7 +136,18 @@ func (h *hooks) hooks() Hooks {
 			defer h.mu.Unlock()
 			return h.unreachable
 		},
-		Reach: func(context.Context, netip.Addr) error { return nil }, // every member answers through the overlay
+		Reach: func(_ context.Context, a netip.Addr) error { // every member answers through the overlay, but the silent
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.reached == nil {
+				h.reached = map[netip.Addr]int{}
+			}
+			h.reached[a]++
+			if h.silent[a] {
+				return errors.New("i/o timeout")
+			}
+			return nil
+		},
 		KeyReports: func() []KeyReport {
 			h.mu.Lock()
 			f := h.reports

@@ -91,6 +91,9 @@ type Inputs struct {
 	SelfUnderlay netip.Addr
 	Exit         string
 	Seeds        []netip.Addr
+	// Probes are this node's direct probes of the members Doubted lists,
+	// by name: what View shows of gossip's bad news about them.
+	Probes map[string]Probe
 }
 
 // Overlay is the part of the Nebula config that depends on the others.

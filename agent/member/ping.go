@@ -100,6 +100,20 @@ func (nd *node) reachOverlay(ctx context.Context, addr netip.Addr) error {
 	return nd.reachAddr(ctx, netip.AddrPortFrom(addr, uint16(nd.ports.Gossip)))
 }
 
+// gossipListens is reachOverlay read strictly, for gossip's bad news
+// about a member (evidence.go): only an accepted connection counts, since
+// that claim is about the member's gossip. A reset says the node's
+// overlay is up but nothing listens on its gossip port: its gossip is
+// down indeed (a runtime stopped in a meshd that keeps running, whose
+// userspace Nebula is parked, answers so).
+func (nd *node) gossipListens(ctx context.Context, addr netip.Addr) error {
+	c, err := nd.dialOverlay(ctx, netip.AddrPortFrom(addr, uint16(nd.ports.Gossip)).String())
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
 // reachAddr is reachOverlay's probe of one overlay address and port.
 func (nd *node) reachAddr(ctx context.Context, ap netip.AddrPort) error {
 	c, err := nd.dialOverlay(ctx, ap.String())

@@ -163,6 +163,9 @@ type membership struct {
 	*node
 	ov   *overlay
 	keys *keyring
+	// evidence is this node's direct probes of the members gossip says
+	// are down: what the gossip view shows of that (evidence.go).
+	evidence *evidence
 }
 
 // keyring is the gossip keyring this node runs and reports (keyring.go).
@@ -228,6 +231,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
 		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
 	rt.pairs = newPairHealth(o.Config.PairProbe(), rt.pairTargets, nd.reachAddr, o.Log, o.Now)
+	rt.members.evidence = newEvidence(nd.gossipListens, o.Config.PairProbe().Timeout, time.Now, o.Log) // time.Now: gossip.LastSeen's clock
 	boot := o.Boot
 	defer func() {
 		if err != nil {
@@ -440,6 +444,7 @@ func (rt *Runtime) Stop() {
 			rt.log.Warn("raft shutdown", "err", err)
 		}
 	}
+	rt.members.evidence.close() // its probes ride the overlay: before gossip and Nebula stop
 	if rt.gossip != nil {
 		if err := rt.gossip.Shutdown(); err != nil {
 			rt.log.Warn("gossip shutdown", "err", err)

@@ -17,9 +17,16 @@ import (
 
 // gossipView is this node's gossip view (desired.View): the members that count,
 // with those raft records as gone (left, removed, failed) shown left at
-// once. `meshctl status` counts it, `meshctl nodes` and the metrics show it.
+// once, and gossip's word that a member is down shown only once this
+// node's own direct probe of it failed (evidence.go). `meshctl status`
+// counts it, `meshctl nodes` and the metrics show it, and the control
+// plane decides on it (control.Hooks.Gossip).
 func (ms *membership) gossipView() map[string]gossip.Status {
-	return desired.View(ms.overlayInputs())
+	in := ms.overlayInputs()
+	if ms.gossip != nil {
+		in.Probes = ms.evidence.judge(desired.Doubted(in), ms.gossip.LastSeen)
+	}
+	return desired.View(in)
 }
 
 // gossipMembers is the gossip view as text, by node name.
