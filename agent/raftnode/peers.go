@@ -12,26 +12,42 @@ import (
 // tracks it until it is closed.
 type peerConn struct {
 	*tls.Conn
-	leaf  *x509.Certificate
-	layer *TLSStreamLayer
-	once  sync.Once
+	leaf    *x509.Certificate
+	layer   *TLSStreamLayer
+	untrack sync.Once
+	closed  sync.Once
+	// served: Accept handed it to raft, whose handler closes it when it
+	// is done with it (TLSStreamLayer.served counts those not closed).
+	served bool
 }
 
-// Close closes the connection and stops tracking it.
+// Close closes the connection and stops tracking it: its owner is done
+// with it.
 func (c *peerConn) Close() error {
-	c.once.Do(func() {
-		c.layer.mu.Lock()
-		delete(c.layer.open, c)
-		c.layer.mu.Unlock()
+	c.forget()
+	c.closed.Do(func() {
+		if c.served {
+			c.layer.served.Done()
+		}
 	})
 	return c.Conn.Close()
 }
 
+// forget stops tracking the connection.
+func (c *peerConn) forget() {
+	c.untrack.Do(func() {
+		c.layer.mu.Lock()
+		delete(c.layer.open, c)
+		c.layer.mu.Unlock()
+	})
+}
+
 // cut closes the connection under raft's feet: the raw socket, so a
-// writer blocked on it does not hold the close up.
+// writer blocked on it does not hold the close up. Its owner still
+// closes it once its read fails.
 func (c *peerConn) cut() {
 	_ = c.NetConn().Close()
-	_ = c.Close()
+	c.forget()
 }
 
 // admit checks tc's peer with Verify and tracks it; a refused connection

@@ -47,6 +47,10 @@ type TLSStreamLayer struct {
 
 	slots handshakeSlots
 
+	// served counts the connections Accept handed to raft that raft's
+	// handler has not closed yet (peerConn.Close).
+	served sync.WaitGroup
+
 	mu      sync.Mutex
 	pending map[net.Conn]struct{}
 	verify  Verify                 // guarded by mu; nil accepts every handshake
@@ -164,6 +168,10 @@ func (s *TLSStreamLayer) handshake(raw net.Conn, sl slot) {
 func (s *TLSStreamLayer) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.ready:
+		if pc, ok := c.(*peerConn); ok {
+			s.served.Add(1)
+			pc.served = true
+		}
 		return c, nil
 	case <-s.closed:
 		return nil, ErrStreamClosed
@@ -195,9 +203,25 @@ func (s *TLSStreamLayer) Close() error {
 			c.cut()
 		}
 		s.wg.Wait()
+		// And wait for raft's handlers to be done with the connections
+		// Accept gave them: a heartbeat being handled when the socket was
+		// cut still ran raft's fast path after Shutdown (the same panic,
+		// again in control's tests after the first fix). Bounded: a
+		// handler that never closes its connection costs a few seconds of
+		// shutdown, never a hang.
+		drained := make(chan struct{})
+		go func() { s.served.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(drainBound):
+		}
 	})
 	return err
 }
+
+// drainBound is how long Close waits for raft's handlers to close the
+// connections they were given.
+const drainBound = 5 * time.Second
 
 // ListenAddr is the address the layer listens on.
 func (s *TLSStreamLayer) ListenAddr() net.Addr { return s.ln.Addr() }

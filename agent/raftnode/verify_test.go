@@ -139,3 +139,49 @@ func TestStreamLayerVerify(t *testing.T) {
 		t.Fatal("the no longer passing peer connected again")
 	}
 }
+
+// TestCloseWaitsForRaftsHandler: Close cuts an accepted connection under
+// raft's handler and returns only once that handler has closed it, so the
+// store behind raft is never closed while a heartbeat is being handled
+// (raft's fast path saved its term into a closed store: "failed to save
+// current term: database not open", a panic seen twice in control's
+// tests).
+func TestCloseWaitsForRaftsHandler(t *testing.T) {
+	ca := pkitest.NewCA(t, "alpha")
+	a, b := layer(t, ca, "c1"), layer(t, ca, "c2")
+	dialed, err := b.Dial(raftAddress(a.ListenAddr().String()), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialed.Close()
+	served, err := a.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFailed, release := make(chan struct{}), make(chan struct{})
+	var handlerClosed atomic.Bool
+	go func() { // raft's handleConn: read until the connection fails, finish the command, close
+		_, _ = served.Read(make([]byte, 1))
+		close(readFailed)
+		<-release
+		handlerClosed.Store(true)
+		_ = served.Close()
+	}()
+	closed := make(chan struct{})
+	go func() { _ = a.Close(); close(closed) }()
+	<-readFailed // Close cut the socket under the handler
+	select {
+	case <-closed:
+		t.Fatal("Close returned while raft's handler still held the connection")
+	case <-time.After(300 * time.Millisecond): // a bounded look for what must not happen
+	}
+	close(release)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return once the handler closed the connection")
+	}
+	if !handlerClosed.Load() {
+		t.Fatal("Close returned before the handler closed its connection")
+	}
+}
