@@ -296,6 +296,16 @@ const (
 	// meshd stops its overlay and its names, says so in `meshctl status`,
 	// and asks again at most once a minute.
 	RemovedByCluster Code = "X410750REMOVD"
+	// JoinUndone: a join the cluster had admitted failed on the joining
+	// machine before it confirmed, and the cluster undid the admission
+	// (issue 52 item 10): the token can be used again.
+	JoinUndone Code = "X500760JNUNDO"
+	// JoinSpent: the same failure, but undoing the admission failed too:
+	// the token stays used, and the cluster marks the join failed.
+	JoinSpent Code = "X500761JNSPNT"
+	// EventJoinAborted: a joiner undid its own admission after it failed
+	// before confirming; its certificates are revoked, its token unused.
+	EventJoinAborted Code = "X100762JNABRT"
 )
 
 var table = map[Code]Info{
@@ -327,6 +337,9 @@ var table = map[Code]Info{
 	NebulaKeyInUse:           {409, "another node of the cluster holds this Nebula public key; nothing was spent", "give each device its own key: make a new one with `nebula-cert keygen` or `meshctl nebula-bundle --generate`"},
 	NebulaRenewRefused:       {409, "the renewal names no active stock Nebula member, or brings another key than the one the member's certificate holds; nothing was spent", "renew with the member's own public key (`--pubkey host.pub` or the bundle's host.key); a member that lost its key is removed and admitted again (`meshctl remove NAME`, then `meshctl admit NAME --nebula-only`)"},
 	EventNebulaMemberRenewed: {100, "a stock Nebula member's certificate was renewed with a renewal token", "copy the new host.crt to the device and restart or reload its nebula"},
+	JoinUndone:               {500, "the join failed on this machine after the cluster had admitted it; the cluster undid the admission (the certificates it signed are revoked) and the token can be used again until it expires", "fix what the message names (the setting and why, or the step that failed), then run the same `meshctl join` again; `meshctl join --plan TOKEN` checks this machine first"},
+	JoinSpent:                {500, "the join failed on this machine after the cluster had admitted it, and undoing the admission failed too: the token stays used", "fix what the message names; run the same `meshctl join` again to finish this join before the cluster marks it failed (join_bound), or, once `meshctl nodes` shows it failed, mint a new token (`meshctl admit NAME`) and join with it"},
+	EventJoinAborted:         {100, "a joiner undid its own admission after its join failed on its machine before it confirmed: its certificates are revoked and its token is unused again", "none needed; the joiner's `meshctl join` says what failed"},
 	CarrierUnreachable:       {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
 	EventRoutesRequested:     {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},
 	EventRouteApproved:       {100, "a prefix was approved for a node; its Nebula certificate is reissued to hold it", "none needed"},
@@ -425,7 +438,7 @@ var table = map[Code]Info{
 
 	GossipKey:           {401, "the gossip layer could not decrypt peers' messages with this node's key", "rejoin the node with a fresh token so it receives the cluster's gossip key"},
 	GossipJoin:          {503, "no gossip peer could be reached", "gossip rides the overlay: check that Nebula reaches the control nodes (UDP 4242 on the underlay)"},
-	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "see the message for the rejected setting"},
+	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "the message names the rejected setting (its meshd.yaml key, e.g. ports.nebula or tun_device) and why: fix it, or free what another process holds, and try again"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
 	GossipContradicted:  {200, "gossip says a member failed or left, but this node's direct probe of the member's overlay address (through Nebula, answered only with that node's certificate) answered: the member is shown alive and is not counted down for anything (an ephemeral node is not removed)", "none needed once (a brief outage gossip saw first); if it repeats for a node that is up, a member's machine holding the gossip key forges gossip about it: nothing is decided on that gossip, but find the member (its overlay address sends the packets), remove it and run `meshctl keys rotate`"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},

@@ -159,27 +159,10 @@ func (c AbortAdmission) applyTo(s *Snapshot) error {
 	if n.TLSFingerprint != "" || n.NebulaFingerprint != "" {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("abort admission: node %s has certificates recorded", n.Name))
 	}
-	for h, rec := range s.Tokens {
-		// A record that names its token frees that one only (a reused
-		// record's id consumed earlier tokens too); older ones free every
-		// token the id consumed.
-		if rec.ConsumedBy == n.ID && (n.Token == enroll.TokenHash{} || n.Token == h) {
-			rec.ConsumedAt, rec.ConsumedBy = time.Time{}, ""
-			s.Tokens[h] = rec
-		}
-		// A key gives back the use the admission took.
-		if rec.IsKey() && n.Token == h && rec.Key.Used > 0 {
-			rec.Key.Used--
-			s.Tokens[h] = rec
-		}
-	}
-	// A join by identity gives its JWT back: the same JWT may be used
-	// again while it is valid (nothing was certified).
-	for k, u := range s.JTIs {
-		if u.NodeID == n.ID {
-			delete(s.JTIs, k)
-		}
-	}
+	// Its token is unused again, a key's use and a JWT's jti given back:
+	// the same token or JWT may be used again while it is valid (nothing
+	// was certified).
+	s.giveBack(n)
 	if n.Prior != "" {
 		// A reused record: back to the former node it was, without keys
 		// (the certificates it held were revoked when it was reused).

@@ -50,6 +50,8 @@ const (
 	typeSetCarrier      cmdType = 83
 	// 90-99: issue 35's stock Nebula members (nebulamember.go).
 	typeRenewNebulaMember cmdType = 90
+	// 110-119: issue 52's joins that spend nothing (abortjoin.go).
+	typeAbortJoin cmdType = 110
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -57,7 +59,8 @@ const (
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
 // ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode,
-// AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier and Tracked.
+// AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier, AbortJoin and
+// Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -199,6 +202,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[SetCarrier](b[1:])
 	case typeRenewNebulaMember:
 		c, err = decodeAs[RenewNebulaMember](b[1:])
+	case typeAbortJoin:
+		c, err = decodeAs[AbortJoin](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

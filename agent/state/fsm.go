@@ -106,7 +106,7 @@ func changesNodes(c Command) bool {
 		c = inner
 	}
 	switch c.(type) {
-	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin,
+	case Bootstrap, Admit, SetNodeState, RenewNebula, RenewTLS, RecordCerts, AbortAdmission, ConfirmJoin, FailJoin, AbortJoin,
 		SetCAHolder, // custody follows the record: the old holder releases its copy
 		RotateCA,    // the trust bundles every node follows
 		ForgetNode,  // an ephemeral node's record deleted

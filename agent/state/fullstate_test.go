@@ -246,6 +246,16 @@ func fullHistory(t testing.TB) []fullStep {
 			Issued: t0.Add(21 * time.Minute), Expires: t0.Add(31 * 24 * time.Hour), At: t0.Add(21 * time.Minute), Actor: originID}},
 		{cmd: RenewNebulaMember{Token: secret(72).Hash(), NodeID: "n-phone", Cert: []byte("nebula-pem-phone-3"), Fingerprint: "ee-phone-3",
 			Issued: t0.Add(22 * time.Minute), Expires: t0.Add(32 * 24 * time.Hour), At: t0.Add(22 * time.Minute)}, want: codes.TokenConsumed},
+		// Issue 52: a joiner undoes its own certified join after it failed
+		// on its machine (its certificates revoked, its token unused
+		// again); another's leaf, or an active node, is refused.
+		{cmd: MintToken{Record: tokenRecord(73, "w73", pki.RoleWorker), Actor: "uid:0"}},
+		{cmd: joinCmd(73, "n-w73", "w73", pki.RoleWorker)},
+		{cmd: joiningCertsCmd("n-w73")},
+		{cmd: AbortJoin{NodeID: "n-w73", Leaf: "aa01", At: t0.Add(23 * time.Minute)}, want: codes.NotMember},
+		{cmd: AbortJoin{NodeID: "n-w11", Leaf: "aa-n-w11", At: t0.Add(23 * time.Minute)}, want: codes.BadRequest},
+		{cmd: track("req-abort-join", AbortJoin{NodeID: "n-w73", Leaf: "aa-n-w73", Cause: "start overlay: ports.nebula",
+			At: t0.Add(23 * time.Minute), Actor: "node:n-w73"})},
 	}
 }
 
