@@ -26,6 +26,7 @@ var eventNames = map[codes.Code]string{
 	codes.EventCertRenewed:      "nebula cert renewed",
 	codes.EventTLSRenewed:       "tls cert renewed",
 	codes.EventAdmissionAborted: "admission aborted",
+	codes.EventJoinAborted:      "join undone",
 	codes.EventRevocationAcks:   "revocation acks",
 	// approval.go
 	codes.EventApprovalRequested: "approval wait",

@@ -32,10 +32,10 @@ func TestGateJoiningNode(t *testing.T) {
 	// This test's own list of the routes a join needs.
 	// The CA bundle: a CA rotation may begin while a node joins.
 	joinNeeds := map[string]bool{PathNodes: true, PathWatch: true, PathRevocations: true, PathGossipKeys: true, PathCABundle: true,
-		PathRaftJoin: true, PathRaftStats: true, PathIndex: true, PathConfirm: true, PathLeft: true}
+		PathRaftJoin: true, PathRaftStats: true, PathIndex: true, PathConfirm: true, PathAbortJoin: true, PathLeft: true}
 	for _, rt := range Routes() {
-		if !containsRole(rt.Roles, pki.RoleWorker) || rt.Path == PathConfirm || rt.Path == PathLeft {
-			continue // the two writes are called below / would end the join
+		if !containsRole(rt.Roles, pki.RoleWorker) || rt.Path == PathConfirm || rt.Path == PathLeft || rt.Path == PathAbortJoin {
+			continue // the writes are called below / would end the join
 		}
 		var in any
 		if rt.Method == http.MethodPost {

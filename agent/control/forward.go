@@ -46,7 +46,8 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.AdvertiseRoutes]():      advertiseRoutesRule,
 	reflect.TypeFor[state.ApproveRoute]():         anyControl, // issue 33: an operator's, on any control node
 	reflect.TypeFor[state.WithdrawRoute]():        anyControl,
-	reflect.TypeFor[state.SetCarrier]():           anyControl, // the leader's failover, or an operator's move
+	reflect.TypeFor[state.SetCarrier]():           anyControl,    // the leader's failover, or an operator's move
+	reflect.TypeFor[state.AbortJoin]():            abortJoinRule, // issue 52: a joiner undoes its own join through a follower
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -115,10 +115,12 @@ func mayLag(fsm *state.FSM, leaf *x509.Certificate, err error) bool {
 // servedToJoining: the routes a node whose certificates are recorded but
 // whose join is not yet confirmed may call, the ones its join needs: the
 // node list, revocations and gossip keys (its overlay and gossip), the
-// raft join and read index (a control node), its confirmation, and leave.
+// raft join and read index (a control node), its confirmation or its undo
+// (abortjoin.go), and leave.
 func servedToJoining(rt Route) bool {
 	switch rt.Path {
-	case PathNodes, PathWatch, PathRevocations, PathGossipKeys, PathCABundle, PathRaftJoin, PathRaftStats, PathIndex, PathConfirm, PathLeft:
+	case PathNodes, PathWatch, PathRevocations, PathGossipKeys, PathCABundle, PathRaftJoin, PathRaftStats, PathIndex, PathConfirm,
+		PathAbortJoin, PathLeft:
 		return true
 	}
 	return false
