@@ -52,7 +52,9 @@ type Mesh struct {
 // newNetstack, which starts it. Before returning it verifies the running
 // instance against c (see Verify).
 //
-// Errors carry codes.ConfigInvalid (Validate) or codes.OverlayApply. A
+// Errors carry codes.ConfigInvalid (Validate) or codes.OverlayApply; a
+// setting Nebula refused at start (a UDP port taken, a TUN device it
+// cannot create) is named by a *ConfigError (startRefusal). A
 // userspace instance whose start fails after Nebula was started cannot be
 // stopped (see Stop) and is left running, unreachable.
 func Start(c Config, log *slog.Logger) (*Mesh, error) {
@@ -83,7 +85,7 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 	}
 	ctrl, err := nebula.Main(nc, false, "", ll, factory)
 	if err != nil {
-		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", err))
+		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", startRefusal(c, err)))
 	}
 	m := &Mesh{
 		log: log, bridge: bridge, nc: nc, ctrl: ctrl,

@@ -260,6 +260,9 @@ func TestForwardedWritesAuthorised(t *testing.T) {
 			CAFingerprint: c.cluster.CAFingerprint, At: now}, codes.CAHolderChanged},
 		{"another node's CA backup", state.RecordCABackup{NodeID: origin.nodeID, At: now}, codes.ForwardRefused},
 		{"its own CA backup, not the holder", state.RecordCABackup{NodeID: c2.nodeID, At: now}, codes.NotCAHolder},
+		// Issue 52: a join is undone only while raft's configuration does
+		// not list the node (the FSM judges the rest).
+		{"undo the join of a raft member", state.AbortJoin{NodeID: c3.nodeID, Leaf: "f", At: now}, codes.ForwardRefused},
 	} {
 		nodes, revs := fsm.Nodes(), len(fsm.Revocations())
 		if err := forward("req-"+tc.name, tc.cmd, ""); codes.Of(err) != tc.want {

@@ -39,7 +39,8 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	return c
 }
 
-// startMesh starts Nebula with the config the node knows at start.
+// startMesh starts Nebula with the config the node knows at start. A
+// refused setting is named by its meshd.yaml key and why.
 // In userspace mode it takes over the overlay an earlier runtime of this
 // process parked (see Parked).
 func (ov *overlay) startMesh() error {
@@ -56,7 +57,9 @@ func (ov *overlay) startMesh() error {
 	}
 	m, err := mesh.Start(c, ov.log)
 	if err != nil {
-		return fmt.Errorf("start overlay: %w", err)
+		// A setting Nebula refused (a UDP port taken, a TUN device it
+		// cannot create) is named by its meshd.yaml key (issue 52).
+		return ov.cfg.NameMeshSetting("start overlay", err)
 	}
 	ov.mesh, ov.meshApplied = m, c
 	return nil
