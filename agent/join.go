@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -23,9 +24,12 @@ import (
 type joiner struct{ a *Agent }
 
 // Join runs DESIGN §6's join on this machine. Everything reversible comes
-// first (token checks, address choice, key generation, the pinned enroll
-// call); the state dir is written only after the cluster has recorded this
-// node, and node.json last. emit receives each step as it happens.
+// first (token checks, address choice, the host checks a plan makes, key
+// generation, the pinned enroll call); the state dir is written only
+// after the cluster has recorded this node, and node.json last. A failure
+// after the cluster admitted the node and before it confirmed asks the
+// cluster to undo the admission (joinabort.go). emit receives each step
+// as it happens.
 func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(apitype.JoinLine)) (*apitype.JoinResult, error) {
 	done, err := j.a.beginOp()
 	if err != nil {
@@ -83,6 +87,16 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	step("underlay address %s: %s", underlay, u.Why)
 	crash.At(crash.JoinAfterUnderlay)
 
+	// The host checks a plan makes (preflight.CheckHost): the ports this
+	// role listens on free, the TUN device creatable, the state dir
+	// writable with room. Failing, the join stops here, its token unsent.
+	_, notRunning := j.a.running()
+	found, err := j.a.preflight().CheckHost(tok.Role, existing != nil && notRunning == nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w; nothing was sent: the token is unused", err)
+	}
+	step("this machine can run the node: %s", strings.Join(found, "; "))
+
 	// The path check (preflight/netcheck.go): with outbound UDP blocked
 	// the overlay cannot come up, so the join stops here, its token
 	// unspent, rather than at step 10's confirmation timeout.
@@ -128,9 +142,12 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	crash.At(crash.JoinAfterEnroll)
 
 	// 9. persist atomically, node.json last; start what this role runs.
-	rt, err := j.commitJoin(ctx, keys, resp, underlay.String(), nat)
+	// From here until the confirmation a failure asks the cluster to undo
+	// the admission (joinabort.go): the token can be used again.
+	id := joinIdentity(keys, resp)
+	rt, err := j.commitJoin(ctx, id, resp, underlay.String(), nat)
 	if err != nil {
-		return nil, err
+		return nil, j.undoJoin(ctx, tok, id, resp, underlay, err, step)
 	}
 	j.a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
@@ -138,7 +155,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 	// 10. confirm, not merely configure (finishJoin).
 	if err := j.finishJoin(ctx, rt, step); err != nil {
-		return nil, err
+		return nil, j.undoUnconfirmed(ctx, tok, id, resp, underlay, err, step)
 	}
 	return joinResult(rt.Facts()), nil
 }
@@ -232,10 +249,10 @@ func (j joiner) ports() enroll.Ports {
 	return enroll.Ports{Gossip: p.Gossip, Nebula: p.Nebula, Control: p.Control, Raft: p.Raft}
 }
 
-// commitJoin saves the identity and facts the cluster gave and starts the
-// runtime; nat is what the join's path check found (empty when it did
+// commitJoin saves the identity (id: what the cluster gave, with this
+// machine's keys) and facts and starts the runtime; nat is what the join's path check found (empty when it did
 // not run): the runtime's NAT until its own first check.
-func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Response, underlay string,
+func (j joiner) commitJoin(ctx context.Context, id *pki.Identity, resp *enroll.Response, underlay string,
 	nat member.NAT) (_ *member.Runtime, err error) {
 	facts := &statedir.Facts{
 		NodeID: resp.NodeID, Name: resp.Name, Role: resp.Role, ClusterID: resp.ClusterID,
@@ -246,8 +263,6 @@ func (j joiner) commitJoin(ctx context.Context, keys *pki.Keys, resp *enroll.Res
 	if err := facts.Underlay.UnmarshalText([]byte(underlay)); err != nil {
 		return nil, err
 	}
-	id := &pki.Identity{CACert: resp.CACert, Cert: resp.TLSCert, Key: keys.TLSKeyPEM,
-		NebulaCACert: resp.NebulaCACert, NebulaCert: resp.NebulaCert, NebulaKey: keys.NebulaKeyPEM}
 	j.a.stopRuntime()
 	j.a.setPhase(phaseUnjoined, nil)
 	if err := statedir.Wipe(j.a.cfg.StateDir); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/meshd/meshd/agent/agenttest"
+	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 )
 
@@ -55,80 +57,88 @@ func fill(t *testing.T, path string, free int) {
 	}
 }
 
-// TestJoinOnFullDisk: a joiner whose state dir (a small tmpfs) is full.
-// With no room at all, the join fails before anything is sent, with
-// DiskFull naming the pending keys' file, and the token stays usable. With
-// room for the pending keys but not the identity, the join is recorded by
-// the cluster but fails here with DiskFull naming the identity's path and
-// takes back what it wrote (no identity, no node.json, no temp files).
-// Once space is freed the same command succeeds, resuming the join.
+// TestJoinOnFullDisk: a joiner whose state dir (a small tmpfs) has less
+// room than a join needs is refused by the join's own state-dir check (the
+// one `join --plan` makes, issue 52) before anything is written or sent:
+// StateDir, the token unused. A disk that fills after that check (here
+// while the join waits for an operator's approval, its keys written) fails
+// the identity's write with DiskFull naming its path; the cluster undoes
+// the admission (JoinUndone), the joiner takes back everything it wrote,
+// and the token stays usable: once space is freed it joins.
 func TestJoinOnFullDisk(t *testing.T) {
-	origin := agenttest.NewProc(t, "origin")
-	origin.Start(t)
-	w1 := agenttest.NewProc(t, "w1")
-	mountTmpfs(t, w1.Dir, 256<<10)
-	w1.Start(t)
-	if r := origin.Ctl(t, "init", "--cluster", "alpha"); r.Exit != 0 {
-		t.Fatalf("init: %s", r.Stderr)
+	if testing.Short() {
+		t.Skip("mounts a tmpfs")
 	}
-	r := origin.Ctl(t, "admit", "w1")
-	if r.Exit != 0 {
-		t.Fatalf("admit: %s", r.Stderr)
-	}
-	tok := strings.TrimSpace(r.Stdout[strings.LastIndex(strings.TrimSpace(r.Stdout), "\n")+1:])
-	filler := filepath.Join(w1.Dir, "filler")
+	clock := &agenttest.Clock{}
+	origin := agenttest.NewNode(t, "origin", clock)
+	origin.Init(t, "alpha")
+	dir := filepath.Join(t.TempDir(), "w1")
+	mountTmpfs(t, dir, 20<<20) // a worker's join needs 16 MiB free
+	w1 := agenttest.NewNodeAt(t, "w1", agenttest.TakeIP(t), clock, func(c *config.File) { c.StateDir = dir })
+	tok := origin.Admit(t, apitype.AdmitRequest{Name: "w1", Approve: true})
+	filler := filepath.Join(dir, "filler")
 
-	wantLeftovers := func(t *testing.T, allowed ...string) {
+	wantLeftovers := func(t *testing.T) {
 		t.Helper()
-		ents, err := os.ReadDir(w1.Dir)
+		ents, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range ents {
-			ok := e.Name() == "filler" || e.Name() == "meshd.pid"
-			for _, a := range allowed {
-				ok = ok || e.Name() == a
-			}
-			if !ok {
+			if e.Name() != "filler" && e.Name() != "meshd.pid" {
 				t.Errorf("the failed join left %s in the state dir", e.Name())
 			}
 		}
 	}
 
-	t.Run("no-room", func(t *testing.T) {
-		fill(t, filler, 0)
-		r := w1.Ctl(t, "join", tok)
-		if r.Exit == 0 || !strings.Contains(r.Stderr, string(codes.DiskFull)) ||
-			!strings.Contains(r.Stderr, filepath.Join(w1.Dir, "pending-join.json")) {
-			t.Fatalf("join on a full disk: exit %d, want %s naming pending-join.json:\n%s%s", r.Exit, codes.DiskFull, r.Stdout, r.Stderr)
+	t.Run("below-the-minimum", func(t *testing.T) {
+		fill(t, filler, 2)
+		_, err := w1.Join(t, tok)
+		if codes.Of(err) != codes.StateDir || !strings.Contains(err.Error(), "MiB free") {
+			t.Fatalf("join on a nearly full disk: %v, want %s saying how much is free", err, codes.StateDir)
 		}
 		wantLeftovers(t)
-	})
-	t.Run("room-for-keys-only", func(t *testing.T) {
-		fill(t, filler, 2)
-		r := w1.Ctl(t, "join", tok)
-		if r.Exit == 0 || !strings.Contains(r.Stderr, string(codes.DiskFull)) ||
-			!strings.Contains(r.Stderr, filepath.Join(w1.Dir, "identity")) {
-			t.Logf("%s", r.Stderr)
-			t.Fatalf("join with room for its keys only: exit %d, want %s naming the identity:\n%s%s", r.Exit, codes.DiskFull, r.Stdout, r.Stderr)
+		if st := tokenState(t, origin, "w1"); st != apitype.TokenUnused {
+			t.Fatalf("token %s after a join its state-dir check refused", st)
 		}
-		// The pending keys stay: they are what lets the same join resume.
-		wantLeftovers(t, "pending-join.json")
-		if r := w1.Ctl(t, "status"); r.Exit != 0 || !strings.Contains(r.Stdout, "has not joined") {
-			t.Fatalf("status after the failed join: %s%s", r.Stdout, r.Stderr)
+	})
+	t.Run("fills-after-the-check", func(t *testing.T) {
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+		shown, done := approvalJoin(t, w1, tok)
+		a := waitShown(t, shown, done) // checks passed, keys written
+		fill(t, filler, 0)
+		if _, err := origin.Client.Approve(t.Context(), apitype.ApproveRequest{Name: "w1", Code: a.Code}); err != nil {
+			t.Fatal(err)
+		}
+		err := waitDone(t, done)
+		if codes.Of(err) != codes.JoinUndone || !strings.Contains(err.Error(), string(codes.DiskFull)) ||
+			!strings.Contains(err.Error(), filepath.Join(dir, "identity")) {
+			t.Fatalf("join whose disk filled after its check: %v, want %s with %s naming the identity", err, codes.JoinUndone, codes.DiskFull)
+		}
+		wantLeftovers(t)
+		if st := tokenState(t, origin, "w1"); st != apitype.TokenUnused {
+			t.Fatalf("token %s after the undone join", st)
+		}
+		if st, _ := w1.Client.Status(t.Context()); st.State != "unjoined" {
+			t.Fatalf("w1 is %q after the undone join", st.State)
 		}
 	})
 	t.Run("space-freed", func(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		r := w1.Ctl(t, "join", tok)
-		if r.Exit != 0 {
-			t.Fatalf("the same join after space was freed: exit %d\n%s%s", r.Exit, r.Stdout, r.Stderr)
+		shown, done := approvalJoin(t, w1, tok)
+		a := waitShown(t, shown, done)
+		if _, err := origin.Client.Approve(t.Context(), apitype.ApproveRequest{Name: "w1", Code: a.Code}); err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("join:\n%s", r.Stdout)
-		if r := origin.Ctl(t, "nodes"); !strings.Contains(r.Stdout, "w1") {
-			t.Fatalf("nodes does not list w1:\n%s", r.Stdout)
+		if err := waitDone(t, done); err != nil {
+			t.Fatalf("the same token after space was freed: %v", err)
+		}
+		if r := nodeRow(t, origin, "w1"); r.State != "active" {
+			t.Fatalf("w1 is %s", r.State)
 		}
 	})
 }

@@ -43,6 +43,19 @@ func (p *Parked) park(m *mesh.Mesh, applied mesh.Config, log interface{ Warn(str
 	p.mu.Unlock()
 }
 
+// Holds reports whether an overlay is parked here: its Nebula port stays
+// bound in this process until the next runtime takes it over (a join's
+// host checks count the port as this meshd's). Nil-safe: a kernel-mode
+// meshd parks nothing.
+func (p *Parked) Holds() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.m != nil
+}
+
 // take returns the parked Nebula reloaded to c, or nil when none is
 // parked. A reload Nebula cannot do live leaves it parked and is
 // codes.RestartNeeded.

@@ -24,6 +24,10 @@ type Env struct {
 	Config config.File
 	Now    func() time.Time
 	Log    *slog.Logger
+	// OverlayParked: a userspace overlay of this meshd's earlier
+	// membership still runs in the process (agent/member.Parked) and holds
+	// the Nebula port, which the next runtime takes over.
+	OverlayParked bool
 }
 
 // EnrollDeps are the enroll client's collaborators for a join from

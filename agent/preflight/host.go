@@ -8,12 +8,82 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
-// The host checks of a join's plan: ports free, state dir writable with
-// room. (The TUN check is mesh.CheckTUN.)
+// The host checks of a join, which its plan lists and the join itself
+// makes before it spends its token: ports free, the TUN device
+// creatable (mesh.CheckTUN), state dir writable with room.
+
+// hostCheck is one host check: its name in a plan, and the check, which
+// says what it found or fails with a code.
+type hostCheck struct {
+	name string
+	run  func() (string, error)
+}
+
+// hostChecks are the host checks of a join with a token of role: every
+// port that role listens on free on bind_addr, the TUN device creatable
+// (kernel mode), the state dir writable with room. ownRuntime says this
+// meshd runs a member now, whose ports and TUN device a join with --force
+// frees first: those are not bound again.
+func (a Env) hostChecks(role pki.Role, ownRuntime bool) []hostCheck {
+	var out []hostCheck
+	for _, pt := range a.listenPorts(role) {
+		out = append(out, hostCheck{name: "port " + pt.name, run: func() (string, error) {
+			switch {
+			case ownRuntime:
+				return fmt.Sprintf("%s held by this meshd's running node, which a join with --force stops first", pt), nil
+			case pt.name == "nebula" && a.OverlayParked:
+				return fmt.Sprintf("%s held by this meshd's userspace overlay of its earlier membership, which the join takes over", pt), nil
+			}
+			if err := pt.free(a.Config.BindAddr); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s free on %s", pt, a.Config.BindAddr), nil
+		}})
+	}
+	out = append(out, hostCheck{name: "tun", run: func() (string, error) {
+		switch {
+		case a.Config.OverlayMode == config.OverlayUserspace:
+			return "overlay_mode is userspace: no TUN device needed", nil
+		case ownRuntime:
+			return fmt.Sprintf("%s held by this meshd's running node, which a join with --force stops first", a.Config.TunDevice), nil
+		}
+		if err := mesh.CheckTUN(a.Config.TunDevice); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("TUN device %s can be created (and was removed again)", a.Config.TunDevice), nil
+	}})
+	out = append(out, hostCheck{name: "state-dir", run: func() (string, error) {
+		free, err := checkStateDir(a.Config.StateDir, minFree(role))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%s is writable, %d MiB free", a.Config.StateDir, free>>20), nil
+	}})
+	return out
+}
+
+// CheckHost is a join's host checks (hostChecks), made again by the join
+// itself before it spends its token: a taken port, a TUN device this
+// process cannot create or a full state dir stops the join with the
+// check's code, nothing sent. It returns what each check found, each as
+// "name: detail".
+func (a Env) CheckHost(role pki.Role, ownRuntime bool) ([]string, error) {
+	var found []string
+	for _, c := range a.hostChecks(role, ownRuntime) {
+		detail, err := c.run()
+		if err != nil {
+			return found, fmt.Errorf("%s: %w", c.name, err)
+		}
+		found = append(found, c.name+": "+detail)
+	}
+	return found, nil
+}
 
 // listenPort is one port meshd listens on, and on which protocols.
 type listenPort struct {

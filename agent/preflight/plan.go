@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
-	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
-	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -112,54 +110,24 @@ func (p *planner) run(ctx context.Context, req apitype.JoinRequest) {
 		p.ok("underlay", "%s: %s", u.Addr, u.Why)
 	}
 
-	p.ports(tok.Role, ownRuntime)
-	p.tun(ownRuntime)
-	p.stateDir(tok.Role)
+	p.host(tok.Role, ownRuntime)
 	seed := p.seeds(ctx, tok, u.Addr)
 	p.netcheck(ctx, tok, u.Addr, seed) // netcheck.go
 	p.admission(ctx, tok, u.Addr, seed)
 }
 
-// ports checks that every port the token's role listens on is free.
-func (p *planner) ports(role pki.Role, ownRuntime bool) {
-	for _, pt := range p.a.listenPorts(role) {
-		name := "port " + pt.name
-		if ownRuntime {
-			p.ok(name, "%s held by this meshd's running node, which a join with --force stops first", pt)
+// host runs the host checks (hostChecks: the ports, the TUN device, the
+// state dir), the same a real join makes before it spends its token
+// (CheckHost).
+func (p *planner) host(role pki.Role, ownRuntime bool) {
+	for _, c := range p.a.hostChecks(role, ownRuntime) {
+		detail, err := c.run()
+		if err != nil {
+			p.fail(c.name, err)
 			continue
 		}
-		if err := pt.free(p.a.Config.BindAddr); err != nil {
-			p.fail(name, err)
-			continue
-		}
-		p.ok(name, "%s free on %s", pt, p.a.Config.BindAddr)
+		p.ok(c.name, "%s", detail)
 	}
-}
-
-// tun checks that the overlay's TUN device can be created (kernel mode).
-func (p *planner) tun(ownRuntime bool) {
-	switch {
-	case p.a.Config.OverlayMode == config.OverlayUserspace:
-		p.ok("tun", "overlay_mode is userspace: no TUN device needed")
-	case ownRuntime:
-		p.ok("tun", "%s held by this meshd's running node, which a join with --force stops first", p.a.Config.TunDevice)
-	default:
-		if err := mesh.CheckTUN(p.a.Config.TunDevice); err != nil {
-			p.fail("tun", err)
-			return
-		}
-		p.ok("tun", "TUN device %s can be created (and was removed again)", p.a.Config.TunDevice)
-	}
-}
-
-// stateDir checks that the state dir takes a file and has room.
-func (p *planner) stateDir(role pki.Role) {
-	free, err := checkStateDir(p.a.Config.StateDir, minFree(role))
-	if err != nil {
-		p.fail("state-dir", err)
-		return
-	}
-	p.ok("state-dir", "%s is writable, %d MiB free", p.a.Config.StateDir, free>>20)
 }
 
 // seeds checks every seed of the token (reachable, pinned to its CA) and
