@@ -66,7 +66,11 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 			if rt, err := j.a.running(); err == nil {
 				step("this join was interrupted before it was confirmed; %s runs, finishing its confirmation", existing)
 				if err := j.finishJoin(ctx, rt, step); err != nil {
-					return nil, err
+					a, aerr := j.admittedOf(tok, rt.Facts())
+					if aerr != nil {
+						return nil, err
+					}
+					return nil, j.undoUnconfirmed(ctx, a, rt.Facts().Underlay, err, step)
 				}
 				return joinResult(rt.Facts()), nil
 			}
@@ -144,10 +148,10 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// 9. persist atomically, node.json last; start what this role runs.
 	// From here until the confirmation a failure asks the cluster to undo
 	// the admission (joinabort.go): the token can be used again.
-	id := joinIdentity(keys, resp)
-	rt, err := j.commitJoin(ctx, id, resp, underlay.String(), nat)
+	adm := admittedBy(tok, keys, resp)
+	rt, err := j.commitJoin(ctx, adm.id, resp, underlay.String(), nat)
 	if err != nil {
-		return nil, j.undoJoin(ctx, tok, id, resp, underlay, err, step)
+		return nil, j.undoJoin(ctx, adm, underlay, err, step)
 	}
 	j.a.setPhase(phaseRunning, rt)
 	step("identity saved; meshd runs as %s %s", resp.Role, resp.Name)
@@ -155,7 +159,7 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 	// 10. confirm, not merely configure (finishJoin).
 	if err := j.finishJoin(ctx, rt, step); err != nil {
-		return nil, j.undoUnconfirmed(ctx, tok, id, resp, underlay, err, step)
+		return nil, j.undoUnconfirmed(ctx, adm, underlay, err, step)
 	}
 	return joinResult(rt.Facts()), nil
 }

@@ -306,6 +306,9 @@ const (
 	// EventJoinAborted: a joiner undid its own admission after it failed
 	// before confirming; its certificates are revoked, its token unused.
 	EventJoinAborted Code = "X100762JNABRT"
+	// JoinConfirmed: an undo asked of a join the cluster confirmed
+	// already; an active node's admission is never undone.
+	JoinConfirmed Code = "X409763JNCNFD"
 )
 
 var table = map[Code]Info{
@@ -339,6 +342,7 @@ var table = map[Code]Info{
 	EventNebulaMemberRenewed: {100, "a stock Nebula member's certificate was renewed with a renewal token", "copy the new host.crt to the device and restart or reload its nebula"},
 	JoinUndone:               {500, "the join failed on this machine after the cluster had admitted it; the cluster undid the admission (the certificates it signed are revoked) and the token can be used again until it expires", "fix what the message names (the setting and why, or the step that failed), then run the same `meshctl join` again; `meshctl join --plan TOKEN` checks this machine first"},
 	JoinSpent:                {500, "the join failed on this machine after the cluster had admitted it, and undoing the admission failed too: the token stays used", "fix what the message names; run the same `meshctl join` again to finish this join before the cluster marks it failed (join_bound), or, once `meshctl nodes` shows it failed, mint a new token (`meshctl admit NAME`) and join with it"},
+	JoinConfirmed:            {409, "the join was confirmed already (the node is active): its admission cannot be undone", "nothing to undo: the node is a member (`meshctl status` on it); `meshctl leave` on it, or `meshctl remove NAME` on a control node, ends its membership"},
 	EventJoinAborted:         {100, "a joiner undid its own admission after its join failed on its machine before it confirmed: its certificates are revoked and its token is unused again", "none needed; the joiner's `meshctl join` says what failed"},
 	CarrierUnreachable:       {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
 	EventRoutesRequested:     {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},

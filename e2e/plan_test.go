@@ -137,7 +137,8 @@ func startLiar(t testing.TB, host *Host, id *pki.Identity, offset time.Duration)
 
 // TestJoinPlan: `meshctl join --plan` with real binaries in namespaces.
 // Green on a good token (real TUN, real ports); red with the right code
-// on a taken port, a seed whose clock is ten minutes off (a seed of this
+// on a taken port (the real join refuses with it too, before it sends the
+// token: issue 52), a seed whose clock is ten minutes off (a seed of this
 // cluster that lies about its time: the real join refuses too, before it
 // sends the secret), a seed of another cluster (its CA is not the one the
 // token pins) and a used token. After every plan the token is unused on
@@ -183,9 +184,16 @@ func TestJoinPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, code, errs = runPlan(t, w1, file)
-	_ = pc.Close()
 	wantRed(t, res, code, errs, "port nebula", codes.PortInUse)
 	unused("a plan with a taken port")
+	// The real join makes the same check before it sends the token
+	// (issue 52): refused with the same code, the token unused.
+	out, errs, code := w1.Ctl(t.Context(), "join", "--token-file", file)
+	_ = pc.Close()
+	if first, _, _ := strings.Cut(errs, "\n"); code != 1 || !strings.HasPrefix(first, string(codes.PortInUse)+": ") {
+		t.Fatalf("join with Nebula's port taken: exit %d\n%s%s", code, out, errs)
+	}
+	unused("a join with a taken port")
 
 	// A seed of this cluster whose clock is ten minutes ahead.
 	lh := n.AddHost("liar")
@@ -199,7 +207,7 @@ func TestJoinPlan(t *testing.T) {
 	if c := planCheck(t, res, "admission"); c.Status != apitype.CheckSkip {
 		t.Errorf("admission asked of a seed whose clock is off: %+v", c)
 	}
-	out, errs, code := w1.Ctl(t.Context(), "join", "--token-file", liarFile)
+	out, errs, code = w1.Ctl(t.Context(), "join", "--token-file", liarFile)
 	if first, _, _ := strings.Cut(errs, "\n"); code != 1 || !strings.HasPrefix(first, string(codes.ClockSkew)+": ") {
 		t.Fatalf("join through the lying seed: exit %d\n%s%s", code, out, errs)
 	}

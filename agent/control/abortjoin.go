@@ -37,14 +37,21 @@ type AbortJoinRequest struct {
 // a longer one).
 const maxAbortCause = 512
 
-// handleAbortJoin undoes the calling joiner's admission. A control node
-// that got into raft's configuration cannot be undone this way (the
-// join bound fails it and takes it out of raft); anything but a joining
-// record presenting its own recorded leaf is refused by the FSM.
+// handleAbortJoin undoes the calling joiner's admission. An active
+// member is refused (codes.JoinConfirmed); a control node that got into
+// raft's configuration cannot be undone this way (the join bound fails it
+// and takes it out of raft); anything but a joining record presenting its
+// own recorded leaf is refused by the FSM.
 func (p *Plane) handleAbortJoin(w http.ResponseWriter, r *http.Request, c Caller) {
 	var req AbortJoinRequest
 	if err := apitype.DecodeBody(r, &req); err != nil {
 		writeError(w, err)
+		return
+	}
+	// An active record never goes back to joining: this node's view
+	// suffices to say so.
+	if n, ok := p.raft.FSM().Node(c.NodeID); ok && n.State == state.NodeActive {
+		writeError(w, codes.Wrap(codes.JoinConfirmed, fmt.Errorf("%s is active: its join was confirmed and is never undone", c.Name)))
 		return
 	}
 	if p.raft.IsMember(c.NodeID) {

@@ -15,7 +15,8 @@ import (
 // was taken between the join's check and its use). Only a joining record
 // whose recorded TLS leaf is Leaf, the leaf the caller presented (the
 // internal API's guard reads it from the handshake, never from a body),
-// takes it; an active record never does, nor a failed or a former one.
+// takes it; an active record never does (codes.JoinConfirmed), nor a
+// failed or a former one.
 //
 // Applied, every certificate the record holds is revoked (as FailJoin
 // does: a certificate signed for the attempt is never left valid), the
@@ -51,6 +52,8 @@ func (c AbortJoin) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("abort join: a cause of %d bytes (at most %d)", len(c.Cause), maxAbortCause))
 	case !ok:
 		return codes.Wrap(codes.NodeUnknown, fmt.Errorf("abort join: no node with id %q", c.NodeID))
+	case n.State == NodeActive:
+		return codes.Wrap(codes.JoinConfirmed, fmt.Errorf("abort join: node %s is active; a confirmed join is never undone", n.Name))
 	case n.State != NodeJoining:
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("abort join: node %s is %s; only a join not yet confirmed can be undone", n.Name, n.State))
 	case n.TLSFingerprint == "" || n.NebulaFingerprint == "":
