@@ -309,6 +309,9 @@ const (
 	// JoinConfirmed: an undo asked of a join the cluster confirmed
 	// already; an active node's admission is never undone.
 	JoinConfirmed Code = "X409763JNCNFD"
+	// JoinUndoLimit: the token, key or JWT gave back as many failed joins
+	// as the cluster gives back; this one is not undone.
+	JoinUndoLimit Code = "X409764JNUNLM"
 )
 
 var table = map[Code]Info{
@@ -343,6 +346,7 @@ var table = map[Code]Info{
 	JoinUndone:               {500, "the join failed on this machine after the cluster had admitted it; the cluster undid the admission (the certificates it signed are revoked) and the token can be used again until it expires", "fix what the message names (the setting and why, or the step that failed), then run the same `meshctl join` again; `meshctl join --plan TOKEN` checks this machine first"},
 	JoinSpent:                {500, "the join failed on this machine after the cluster had admitted it, and undoing the admission failed too: the token stays used", "fix what the message names; run the same `meshctl join` again to finish this join before the cluster marks it failed (join_bound), or, once `meshctl nodes` shows it failed, mint a new token (`meshctl admit NAME`) and join with it"},
 	JoinConfirmed:            {409, "the join was confirmed already (the node is active): its admission cannot be undone", "nothing to undo: the node is a member (`meshctl status` on it); `meshctl leave` on it, or `meshctl remove NAME` on a control node, ends its membership"},
+	JoinUndoLimit:            {409, "the token (or key, or JWT) has given back as many joins that failed on their machine as the cluster gives back (3, a key as many as its uses); this join's admission is not undone", "fix what makes the join fail on this machine (`meshctl join --plan` checks it); the cluster marks this join failed within join_bound; then mint a new token (`meshctl admit NAME`)"},
 	EventJoinAborted:         {100, "a joiner undid its own admission after its join failed on its machine before it confirmed: its certificates are revoked and its token is unused again", "none needed; the joiner's `meshctl join` says what failed"},
 	CarrierUnreachable:       {503, "the router named does not answer over the overlay: the prefix stays with the router carrying it", "check the router is running and reachable (`meshctl ping NODE`), then run `meshctl routes prefer` again"},
 	EventRoutesRequested:     {100, "a node asked to carry a set of prefixes", "approve them on a control node: `meshctl routes approve NODE CIDR`"},

@@ -71,6 +71,10 @@ type TokenRecord struct {
 	// member it admits or renews lives (`admit --nebula-only
 	// --cert-lifetime`); zero: the cluster's default for such members.
 	CertLifetime time.Duration `json:"cert_lifetime,omitempty"`
+	// Undone counts the joins it admitted that their joiner undid after
+	// they failed on its machine (issue 52), each giving the token (or a
+	// key's use) back; the cluster gives back a bounded number.
+	Undone int `json:"undone,omitempty"`
 }
 
 // KeyLimits are what bounds a reusable enrolment key, and how far it has

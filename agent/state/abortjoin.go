@@ -23,8 +23,9 @@ import (
 // gossip keys it was given are owed a rotation, and the admission is
 // given back as AbortAdmission gives it back: the token is unused again
 // (a key's use returned, a JWT's jti freed) for the rest of its
-// lifetime, and an --approve token waits for a fresh approval (the one
-// given was for keys whose certificates are now revoked). The record is
+// lifetime, at most MaxUndone times, and an --approve token waits for a
+// fresh approval (the one given was for keys whose certificates are now
+// revoked). The record is
 // deleted and its overlay IP freed, or, a reused record, goes back to the
 // former state it was in (left, removed, failed), keeping its id and IP.
 type AbortJoin struct {
@@ -42,6 +43,26 @@ func (AbortJoin) commandType() cmdType { return typeAbortJoin }
 // maxAbortCause bounds the cause a joiner gives (it lands in the audit
 // ring).
 const maxAbortCause = 512
+
+// MaxUndone is how many joins that failed on their joiner a one-time
+// token or a JWT gives back (a key: as many as its uses, if more). Each
+// undone join adds its certificates to the revocation list, which every
+// member's Nebula blocks until they expire, and owes a gossip key
+// rotation: without a bound, a token's holder could grow both for as long
+// as the token lives. The undo past it is refused (codes.JoinUndoLimit);
+// the join bound then fails the join.
+const MaxUndone = 3
+
+// jtiOf is the JWT replay record of the join by identity that admitted
+// node id, if any.
+func (s *Snapshot) jtiOf(id string) (string, JTIUse, bool) {
+	for k, u := range s.JTIs {
+		if u.NodeID == id {
+			return k, u, true
+		}
+	}
+	return "", JTIUse{}, false
+}
 
 func (c AbortJoin) applyTo(s *Snapshot) error {
 	n, ok := s.Nodes[c.NodeID]
@@ -61,15 +82,31 @@ func (c AbortJoin) applyTo(s *Snapshot) error {
 	case c.Leaf != n.TLSFingerprint:
 		return codes.Wrap(codes.NotMember, fmt.Errorf("abort join: the caller's leaf is not the one recorded for node %s; only the joiner undoes its own join", n.Name))
 	}
+	rec, hasToken := s.Tokens[n.Token]
+	hasToken = hasToken && n.Token != (enroll.TokenHash{})
+	jti, use, hasJTI := s.jtiOf(n.ID)
+	switch {
+	case hasToken && rec.Undone >= max(MaxUndone, rec.Key.Uses):
+		return codes.Wrap(codes.JoinUndoLimit, fmt.Errorf("abort join: the token that admitted %s gave back %d failed joins already", n.Name, rec.Undone))
+	case hasJTI && use.Undone >= MaxUndone:
+		return codes.Wrap(codes.JoinUndoLimit, fmt.Errorf("abort join: the JWT that admitted %s gave back %d failed joins already", n.Name, use.Undone))
+	}
 	s.revoke(n, c.At)
 	s.oweKeys(n.ID) // it got the gossip keys with its join response
+	if hasJTI {
+		// Free, and counted: the record stays (with no node) until the JWT
+		// expires and PruneTokens drops it.
+		s.JTIs[jti] = JTIUse{Expires: use.Expires, Undone: use.Undone + 1}
+	}
 	s.giveBack(n)
-	if h := n.Token; h != (enroll.TokenHash{}) {
-		if rec, ok := s.Tokens[h]; ok && rec.Approve {
+	if hasToken {
+		rec = s.Tokens[n.Token] // as giveBack left it
+		rec.Undone++
+		if rec.Approve {
 			rec.Approval.Approved, rec.Approval.ApprovedAt, rec.Approval.ApprovedBy = enroll.PendingJoin{}, time.Time{}, ""
 			rec.Approval.Pending = nil
-			s.Tokens[h] = rec
 		}
+		s.Tokens[n.Token] = rec
 	}
 	revoked := len(everyFingerprint(n))
 	if n.Prior != "" {

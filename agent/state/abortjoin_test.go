@@ -217,3 +217,55 @@ func TestAbortJoinNeedsApprovalAgain(t *testing.T) {
 	mustApply(t, f, approveCmd(14, "c"))
 	mustApply(t, f, joinCmd(14, "n-w14", "w14", pki.RoleWorker))
 }
+
+// TestAbortJoinUndoLimit: a one-time token and a JWT give back MaxUndone
+// failed joins, a key as many as its uses (when more); the next undo is
+// refused with JoinUndoLimit and changes nothing, so the join bound fails
+// that join (its token stays used): a token's holder cannot grow the
+// revocation list and owe key rotations for as long as the token lives.
+func TestAbortJoinUndoLimit(t *testing.T) {
+	cycle := func(t *testing.T, f *FSM, admit Admit, i int) error {
+		t.Helper()
+		admit.Admission.At = t0.Add(time.Duration(i) * time.Minute)
+		mustApply(t, f, admit)
+		id := admit.Admission.NodeID
+		mustApply(t, f, joiningCertsCmd(id))
+		return apply(t, f, abortOf(id))
+	}
+	refusedLast := func(t *testing.T, f *FSM, admit Admit, limit int) {
+		t.Helper()
+		for i := range limit {
+			if err := cycle(t, f, admit, i+1); err != nil {
+				t.Fatalf("undo %d of %d: %v", i+1, limit, err)
+			}
+		}
+		admit.Admission.At = t0.Add(time.Duration(limit+1) * time.Minute)
+		mustApply(t, f, admit)
+		id := admit.Admission.NodeID
+		mustApply(t, f, joiningCertsCmd(id))
+		before := stateBytes(t, f)
+		if err := apply(t, f, abortOf(id)); codes.Of(err) != codes.JoinUndoLimit {
+			t.Fatalf("undo %d: %v, want %s", limit+1, err, codes.JoinUndoLimit)
+		}
+		if !bytes.Equal(before, stateBytes(t, f)) {
+			t.Fatal("a refused undo changed the state")
+		}
+	}
+	t.Run("one-time-token", func(t *testing.T) {
+		f := bootstrapped(t)
+		mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker)})
+		refusedLast(t, f, joinCmd(1, "n-w1", "w1", pki.RoleWorker), MaxUndone)
+		if rec, _ := f.Token(secret(1).Hash()); !rec.Consumed() || rec.Undone != MaxUndone {
+			t.Fatalf("token after the refused undo: consumed %t, undone %d", rec.Consumed(), rec.Undone)
+		}
+	})
+	t.Run("key-of-five-uses", func(t *testing.T) {
+		f := bootstrapped(t)
+		mustApply(t, f, MintToken{Record: keyRecord(43, 5, "w-"), Actor: "uid:0"})
+		refusedLast(t, f, keyJoinCmd(43, "a", ""), 5)
+	})
+	t.Run("jwt", func(t *testing.T) {
+		f := bootstrapped(t)
+		refusedLast(t, f, identityJoinCmd(t, testIdentity("run-1"), "a"), MaxUndone)
+	})
+}

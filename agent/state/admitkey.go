@@ -94,7 +94,7 @@ func (s *Snapshot) identityRecord(a enroll.Admission) (enroll.TokenRecord, error
 	switch use, seen := s.JTIs[id.JTI]; {
 	case a.Token != enroll.TokenHash{}:
 		return enroll.TokenRecord{}, codes.Wrap(codes.BadRequest, errors.New("admit: a join by identity carries no token"))
-	case seen:
+	case seen && use.NodeID != "": // none: the joins it admitted were undone (AbortJoin)
 		return enroll.TokenRecord{}, codes.Wrap(codes.JWTReplayed, fmt.Errorf("admit: the JWT of %s for %s admitted node %s already", id.Issuer, id.Subject, use.NodeID))
 	case !a.At.Before(id.Expires):
 		return enroll.TokenRecord{}, codes.Wrap(codes.JWTExpired, fmt.Errorf("admit: the JWT of %s for %s expired at %s", id.Issuer, id.Subject, id.Expires.UTC().Format(time.RFC3339)))

@@ -279,7 +279,7 @@ func (c Admit) applyTo(s *Snapshot) error {
 		if s.JTIs == nil {
 			s.JTIs = map[string]JTIUse{}
 		}
-		s.JTIs[id.JTI] = JTIUse{NodeID: n.ID, Expires: id.Expires}
+		s.JTIs[id.JTI] = JTIUse{NodeID: n.ID, Expires: id.Expires, Undone: s.JTIs[id.JTI].Undone}
 		detail = fmt.Sprintf(", by a JWT of %s for %s (rule %d)", id.Issuer, id.Subject, id.Rule)
 	case key:
 		rec.Key.Used++

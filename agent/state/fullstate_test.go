@@ -48,6 +48,9 @@ func fullHistory(t testing.TB) []fullStep {
 	c1.Node.TLSCert, c1.Node.NebulaCert = []byte("c1-tls-pem"), []byte("c1-nebula-pem")
 	c1.Node.NebulaIssued = c1.Admission.At
 
+	fullJWTJoin := identityJoinCmd(t, testIdentity("full-52"), "j52")
+	fullJWTJoin.Admission.At = t0.Add(23 * time.Minute)
+
 	fleetKey := keyRecord(60, 2, "fleet-")
 	fleetKey.Key.NameFromHost, fleetKey.Ephemeral = true, true
 
@@ -256,6 +259,12 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: AbortJoin{NodeID: "n-w11", Leaf: "aa-n-w11", At: t0.Add(23 * time.Minute)}, want: codes.JoinConfirmed},
 		{cmd: track("req-abort-join", AbortJoin{NodeID: "n-w73", Leaf: "aa-n-w73", Cause: "start overlay: ports.nebula",
 			At: t0.Add(23 * time.Minute), Actor: "node:n-w73"})},
+		// The same undone by a join by JWT: its replay record stays, free
+		// and counted.
+		{cmd: fullJWTJoin},
+		{cmd: joiningCertsCmd(fullJWTJoin.Admission.NodeID)},
+		{cmd: AbortJoin{NodeID: fullJWTJoin.Admission.NodeID, Leaf: "aa-" + fullJWTJoin.Admission.NodeID, At: t0.Add(24 * time.Minute),
+			Actor: "node:" + fullJWTJoin.Admission.NodeID}},
 	}
 }
 

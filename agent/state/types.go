@@ -162,6 +162,9 @@ type Node struct {
 type JTIUse struct {
 	NodeID  string    `json:"node_id"`
 	Expires time.Time `json:"expires"`
+	// Undone counts the joins with this JWT that their joiner undid
+	// (AbortJoin); such a record with no NodeID is free again.
+	Undone int `json:"undone,omitempty"`
 }
 
 // Revocation is a certificate every Nebula instance (and every mTLS check)
