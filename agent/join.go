@@ -94,8 +94,8 @@ func (j joiner) Join(ctx context.Context, req apitype.JoinRequest, emit func(api
 	// The host checks a plan makes (preflight.CheckHost): the ports this
 	// role listens on free, the TUN device creatable, the state dir
 	// writable with room. Failing, the join stops here, its token unsent.
-	_, notRunning := j.a.running()
-	found, err := j.a.preflight().CheckHost(tok.Role, existing != nil && notRunning == nil)
+	_, rtErr := j.a.running() // a member runs: join --force stops it first, freeing what it holds
+	found, err := j.a.preflight().CheckHost(tok.Role, existing != nil && rtErr == nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w; nothing was sent: the token is unused", err)
 	}
@@ -254,8 +254,9 @@ func (j joiner) ports() enroll.Ports {
 }
 
 // commitJoin saves the identity (id: what the cluster gave, with this
-// machine's keys) and facts and starts the runtime; nat is what the join's path check found (empty when it did
-// not run): the runtime's NAT until its own first check.
+// machine's keys) and facts and starts the runtime; nat is what the
+// join's path check found (empty when it did not run): the runtime's NAT
+// until its own first check.
 func (j joiner) commitJoin(ctx context.Context, id *pki.Identity, resp *enroll.Response, underlay string,
 	nat member.NAT) (_ *member.Runtime, err error) {
 	facts := &statedir.Facts{
