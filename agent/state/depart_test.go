@@ -14,8 +14,8 @@ import (
 
 // TestDepartureInvariant (issue 52 item 1): over random sequences of the
 // commands that move a record (admissions and reuses, certificates,
-// confirmations, failed and aborted joins, leaves, removals, renewals,
-// forgetting), every fingerprint of every former record is revoked after
+// confirmations, failed, aborted and undone joins, leaves, removals,
+// renewals, forgetting), every fingerprint of every former record is revoked after
 // every entry, and so is every fingerprint a record held before it was
 // forgotten. On main a leave kept every certificate valid.
 func TestDepartureInvariant(t *testing.T) {
@@ -75,8 +75,14 @@ func (g *lifeGen) next() Command {
 	case 5:
 		return ConfirmJoin{NodeID: id, At: at}
 	case 6:
-		if g.rng.IntN(2) == 0 {
+		switch g.rng.IntN(3) {
+		case 0:
 			return FailJoin{NodeID: id, Cause: "never confirmed", At: at}
+		case 1:
+			// The joiner undoes its own join (issue 52 item 10), by the
+			// leaf on record.
+			n, _ := g.f.Node(id)
+			return AbortJoin{NodeID: id, Leaf: n.TLSFingerprint, At: at}
 		}
 		return AbortAdmission{NodeID: id, At: at}
 	case 7:
