@@ -1,6 +1,7 @@
 package agenttest_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
@@ -93,7 +95,10 @@ func TestJoinOnFullDisk(t *testing.T) {
 
 	t.Run("below-the-minimum", func(t *testing.T) {
 		fill(t, filler, 2)
-		_, err := w1.Join(t, tok)
+		// Refused before it is sent, so before it could wait for approval.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		_, err := w1.Client.Join(ctx, apitype.JoinRequest{Token: tok}, func(l apitype.JoinLine) { t.Logf("w1 join: %s", l.Step) })
 		if codes.Of(err) != codes.StateDir || !strings.Contains(err.Error(), "MiB free") {
 			t.Fatalf("join on a nearly full disk: %v, want %s saying how much is free", err, codes.StateDir)
 		}

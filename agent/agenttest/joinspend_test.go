@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/agent/agenttest"
 	"github.com/meshd/meshd/agent/apitype"
@@ -115,11 +116,13 @@ func TestJoinOverlayFailsSpendsNothing(t *testing.T) {
 	shown, done := approvalJoin(t, w1, tok)
 	a := waitShown(t, shown, done) // the join passed its host checks and waits
 	release := takeUDP(t, w1.IP, "4242")
+	approved := time.Now()
 	if _, err := origin.Client.Approve(t.Context(), apitype.ApproveRequest{Name: "w1", Code: a.Code}); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
 	err := waitDone(t, done)
-	t.Logf("the join failed: %v", err)
+	t.Logf("the join failed %s after the approval (admitted, certified, Nebula refused, undone): %v",
+		time.Since(approved).Round(time.Millisecond), err)
 	if codes.Of(err) != codes.JoinUndone {
 		t.Fatalf("join whose overlay cannot start: %v (%s), want %s", err, codes.Of(err), codes.JoinUndone)
 	}
