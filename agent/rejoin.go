@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/meshd/meshd/agent/statedir"
@@ -55,7 +56,14 @@ func (j joiner) departForRejoin(ctx context.Context, tok enroll.Token, underlay 
 		return codes.Wrap(codes.OrInternal(err), fmt.Errorf("join --force: control node %s cannot tell whether it is still in cluster %s, so it cannot leave raft cleanly: %w "+
 			"(if that cluster is gone for good, stop meshd, remove its state dir and join again)", rt.Facts().Name, rt.Facts().ClusterName, err))
 	}
-	if err := rt.Depart(ctx, operatorOn(ctx, rt.Facts().Name)); err != nil {
+	// A control node is one of the seeds a token minted while it was
+	// active names: its departure would revoke the very token it joins
+	// with again, so it asks the cluster to keep that one.
+	var keep enroll.TokenHash
+	if slices.Contains(tok.SeedIDs, rt.Facts().NodeID) && !tok.Secret.IsZero() {
+		keep = tok.Secret.Hash()
+	}
+	if err := rt.DepartKeeping(ctx, operatorOn(ctx, rt.Facts().Name), keep); err != nil {
 		return fmt.Errorf("join --force: %s must leave cluster %s first and cannot: %w", rt.Facts().Name, rt.Facts().ClusterName, err)
 	}
 	// As `meshctl leave`: stop and wipe, so that nothing of the old

@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/crash"
 )
 
 // Issue 11: a node's life in raft. These drive the real binaries through
@@ -135,12 +136,19 @@ func TestLifecycleRejoin(t *testing.T) {
 	})
 }
 
-// TestLifecycleFailedJoin: a join that is admitted and certified but
-// never confirms (the joiner's Nebula port is taken, so its overlay never
-// starts) is recorded failed with its cause by the leader, not active;
-// its token stays used. Admitting the name again reuses the failed record
-// and a join --force then keeps its id and overlay IP.
+// TestLifecycleFailedJoin: a join whose machine cannot run the overlay
+// (its Nebula port is taken) is refused before its token is sent (issue
+// 52 item 10: on main it was admitted first, then failed, leaving a used
+// token and a joining record). A join that is admitted and certified but
+// never confirms (its meshd dies right after the certificates arrive) is
+// recorded failed with its cause by the leader, not active; its token
+// stays used. Admitting the name again reuses the failed record and a
+// join --force then keeps its id and overlay IP.
 func TestLifecycleFailedJoin(t *testing.T) {
+	bin, err := crashBin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	n := NewNet(t)
 	nodes := cluster(t, n)
 	origin := nodes[0]
@@ -153,16 +161,28 @@ func TestLifecycleFailedJoin(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	defer hold.Close()
+	tok1 := origin.Admit(t, "w1")
+	_, errs, code := w1.Ctl(t.Context(), "join", tok1)
+	hold.Close()
+	if code != 1 || !strings.Contains(errs, "4242") {
+		t.Fatalf("join with the Nebula port taken: exit %d, want 1 naming the port\n%s", code, errs)
+	}
+	if s := tokenState(t, origin, "w1"); s != "unused" {
+		t.Fatalf("the join refused on its machine left its token %s, want unused", s)
+	}
+	if r, ok := nodeRow(t, origin, "w1"); ok {
+		t.Fatalf("the join refused on its machine left a record: %+v", r)
+	}
 
-	_, errs, code := w1.Ctl(t.Context(), "join", origin.Admit(t, "w1"))
-	if code != 1 {
-		t.Fatalf("join with the Nebula port taken: exit %d, want 1\n%s", code, errs)
+	// The same token, unused, on a joiner that dies once its
+	// certificates arrived: the leader's join bound records it failed.
+	w1.Stop(t)
+	w1.Bin, w1.Env = bin, []string{"MESHD_CRASH_AT=" + crash.JoinAfterEnroll}
+	w1.Start(t)
+	if _, _, code := w1.Ctl(t.Context(), "join", tok1); code == 0 {
+		t.Fatal("join completed though its meshd was armed to die after the enrollment")
 	}
-	r, _ := nodeRow(t, origin, "w1")
-	if r.State == "active" {
-		t.Fatalf("w1 is active though its join never confirmed: %+v", r)
-	}
+	var r apitype.Node
 	took := Eventually(t, 40*time.Second, "w1's join recorded failed", func() error {
 		r, _ = nodeRow(t, origin, "w1")
 		if r.State != "failed" || r.Cause == "" {
@@ -170,19 +190,18 @@ func TestLifecycleFailedJoin(t *testing.T) {
 		}
 		return nil
 	})
-	t.Logf("w1 failed %s after its join returned: %s", took.Round(time.Millisecond), r.Cause)
-	if s := tokenState(t, origin, "w1"); s != "used" {
-		t.Fatalf("the failed join's token is %s, want used", s)
-	}
+	t.Logf("w1 failed %s after its meshd died: %s", took.Round(time.Millisecond), r.Cause)
 	var toks []apitype.Token
 	if err := origin.CtlJSON(t.Context(), &toks, "tokens"); err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(toks, func(tk apitype.Token) bool { return tk.Name == "w1" }); i < 0 || toks[i].ConsumedBy != "w1" {
-		t.Fatalf("tokens does not show w1's token consumed by w1: %+v", toks)
+	if i := slices.IndexFunc(toks, func(tk apitype.Token) bool { return tk.Name == "w1" && tk.State == "used" }); i < 0 || toks[i].ConsumedBy != "w1" {
+		t.Fatalf("tokens does not show w1's token used, consumed by w1: %+v", toks)
 	}
 
-	hold.Close()
+	w1.Kill()
+	w1.Env = nil
+	w1.Start(t)
 	tok, reuses := admitJSON(t, origin, "w1")
 	if !strings.Contains(reuses, "failed") {
 		t.Fatalf("admit of a failed node says %q", reuses)

@@ -251,7 +251,7 @@ func TestLeave(t *testing.T) {
 	if err := c2.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.p.RecordLeft(ctx, "uid=0@c2"); err != nil {
+	if _, err := c2.p.RecordLeft(ctx, "uid=0@c2", enroll.TokenHash{}); err != nil {
 		t.Fatal(err)
 	}
 	// Asked of origin, which records c2's operator, relayed by itself.

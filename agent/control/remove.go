@@ -10,6 +10,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -131,8 +132,9 @@ func (p *Plane) LeaveVoterCheck() error {
 // /v1/self/left, as a worker does): that node revokes every certificate
 // this one held and asks the members to acknowledge they block it, which
 // this node, cut off by its own revocation, could not ask itself. actor
-// is the operator who asked (an Actor's text).
-func (p *Plane) RecordLeft(ctx context.Context, actor string) (apitype.RemoveResponse, error) {
+// is the operator who asked (an Actor's text); keep, if set, the token
+// this node's own `join --force` will use (LeftRequest.Keep).
+func (p *Plane) RecordLeft(ctx context.Context, actor string, keep enroll.TokenHash) (apitype.RemoveResponse, error) {
 	var others []string
 	leader := ""
 	for _, n := range p.raft.FSM().Nodes() {
@@ -147,7 +149,7 @@ func (p *Plane) RecordLeft(ctx context.Context, actor string) (apitype.RemoveRes
 	// configuration already says this node is out (a follower that has
 	// not applied the change yet would refuse the leave as premature).
 	var out apitype.RemoveResponse
-	err := p.client.PostSeeds(ctx, HomeFirst(others, leader, p.cfg.NodeID), PathLeft, LeftRequest{NodeID: p.cfg.NodeID, Actor: actor}, &out)
+	err := p.client.PostSeeds(ctx, HomeFirst(others, leader, p.cfg.NodeID), PathLeft, LeftRequest{NodeID: p.cfg.NodeID, Actor: actor, Keep: keep}, &out)
 	return out, err
 }
 
@@ -285,7 +287,11 @@ func (p *Plane) handleLeft(w http.ResponseWriter, r *http.Request, c Caller) {
 		writeError(w, codes.Wrap(codes.NodeUnknown, fmt.Errorf("no record of %s", c.Name)))
 		return
 	}
-	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor}); err != nil {
+	keep := enroll.TokenHash{}
+	if c.Role == pki.RoleControl {
+		keep = req.Keep // a worker is named by no token as a seed: nothing to keep
+	}
+	if err := p.Write(r.Context(), &state.SetNodeState{NodeID: c.NodeID, State: state.NodeLeft, At: p.now(), Actor: actor, Keep: keep}); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -32,15 +32,19 @@ const seedRevoker = "meshd (seed %s gone)"
 func (p *Plane) RevokeSeedTokens(ctx context.Context) (int, error) {
 	active := map[string]bool{} // may be named: not removed, failed or unknown
 	names := map[string]string{}
+	kept := map[enroll.TokenHash]bool{} // a control node that left to join again joins with it
 	for _, n := range p.raft.FSM().Nodes() {
 		active[n.ID] = seedStands(n)
 		names[n.ID] = n.Name
+		if n.State == state.NodeLeft && n.KeptToken != (enroll.TokenHash{}) {
+			kept[n.KeptToken] = true
+		}
 	}
 	toks := p.raft.FSM().Tokens()
 	slices.SortFunc(toks, func(a, b enroll.TokenRecord) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
 	revoked := 0
 	for _, r := range toks {
-		if r.Consumed() || r.Revoked() {
+		if r.Consumed() || r.Revoked() || kept[r.Hash] {
 			continue
 		}
 		i := slices.IndexFunc(r.SeedIDs, func(id string) bool { return !active[id] })

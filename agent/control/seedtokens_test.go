@@ -75,7 +75,8 @@ func TestSeedTokensRevoked(t *testing.T) {
 // leaves is a departed seed like a removed one: the unused token naming
 // it (here a control token for c4, the one a copy of c2 would harvest) is
 // revoked with its leave. On main a node that left "in good standing"
-// revoked nothing, and the copy joined as c4.
+// revoked nothing, and the copy joined as c4. The one token the leaving
+// node keeps for its own `join --force` (c5's) stays usable.
 func TestSeedTokensRevokedOnLeave(t *testing.T) {
 	c, origin := newCluster(t)
 	c2 := c.joinControl(t, origin, "c2")
@@ -87,15 +88,27 @@ func TestSeedTokensRevokedOnLeave(t *testing.T) {
 	if tok, err := enroll.ParseToken(c4.Token); err != nil || !slices.Contains(tok.SeedIDs, c2.nodeID) {
 		t.Fatalf("c4's token names %v (%v), want c2 among them", tok.SeedIDs, err)
 	}
+	c5, err := origin.p.Admit(ctx, admitReq("c5", pki.RoleControl), "uid:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, err := enroll.ParseToken(c5.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c2.p.LeaveRaft(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c2.p.RecordLeft(ctx, "uid=0@c2"); err != nil {
+	if _, err := c2.p.RecordLeft(ctx, "uid=0@c2", keep.Secret.Hash()); err != nil {
 		t.Fatal(err)
 	}
+	origin.p.SweepSeedTokens(ctx) // the leader's pass leaves the kept token alone too
 	for _, r := range origin.p.Raft().FSM().Tokens() {
 		if r.Name == "c4" && (!r.Revoked() || r.RevokedBy != "meshd (seed c2 gone)") {
 			t.Fatalf("c4's token naming c2, which left: revoked %v by %q", r.RevokedAt, r.RevokedBy)
+		}
+		if r.Name == "c5" && r.Revoked() {
+			t.Fatal("the token c2 kept for its join --force was revoked")
 		}
 	}
 	// And a joiner asking origin's time learns c2's leaf is revoked.

@@ -37,6 +37,10 @@ type ApplyResponse struct {
 type LeftRequest struct {
 	NodeID string `json:"node_id"`
 	Actor  string `json:"actor,omitempty"`
+	// Keep is the hash of the unused token a control node that leaves to
+	// join again (`join --force`) joins with: it names the node as a seed,
+	// and the seed sweep leaves it alone (state.Node.KeptToken).
+	Keep enroll.TokenHash `json:"keep,omitzero"`
 }
 
 // IndexResponse is the leader's FSM index, for a follower's read index.

@@ -8,6 +8,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 )
 
 // Depart takes rt's node out of its cluster, leaving the runtime
@@ -20,6 +21,13 @@ import (
 // it departs at once, and so does a worker whose request to be recorded
 // left is refused as not a member's. The caller then wipes its state.
 func (rt *Runtime) Depart(ctx context.Context, actor string) (err error) {
+	return rt.DepartKeeping(ctx, actor, enroll.TokenHash{})
+}
+
+// DepartKeeping is Depart for `join --force`: keep is the token the new
+// join uses, which a control node's departure would otherwise revoke as
+// naming a departed seed (control.LeftRequest.Keep).
+func (rt *Runtime) DepartKeeping(ctx context.Context, actor string, keep enroll.TokenHash) (err error) {
 	if rt.HoldsCA() {
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("%s holds the CA", rt.facts.Name))
 	}
@@ -46,7 +54,7 @@ func (rt *Runtime) Depart(ctx context.Context, actor string) (err error) {
 			return fmt.Errorf("leave raft: %w", err)
 		}
 	}
-	if err := rt.recordLeft(ctx, actor); codes.Of(err) == codes.NotMember && rt.ctl == nil {
+	if err := rt.recordLeft(ctx, actor, keep); codes.Of(err) == codes.NotMember && rt.ctl == nil {
 		rt.log.Info("leaving: the cluster refuses this node as not a member; nothing to leave", "code", codes.NotMember, "err", err)
 		return nil
 	} else if err != nil {
@@ -66,13 +74,13 @@ func (rt *Runtime) Depart(ctx context.Context, actor string) (err error) {
 // it): every certificate it held is revoked, and the answer says which
 // members acknowledged they block it. actor is the operator who asked;
 // the control node records it only as this node's.
-func (rt *Runtime) recordLeft(ctx context.Context, actor string) error {
+func (rt *Runtime) recordLeft(ctx context.Context, actor string, keep enroll.TokenHash) error {
 	var (
 		acks apitype.RemoveResponse
 		err  error
 	)
 	if rt.ctl != nil {
-		acks, err = rt.ctl.RecordLeft(ctx, actor)
+		acks, err = rt.ctl.RecordLeft(ctx, actor, keep)
 	} else {
 		err = rt.client.PostSeeds(ctx, rt.seeds(), control.PathLeft, control.LeftRequest{NodeID: rt.facts.NodeID, Actor: actor}, &acks)
 	}

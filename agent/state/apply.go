@@ -332,6 +332,8 @@ func (c SetNodeState) applyTo(s *Snapshot) error {
 		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s is %s; it comes back only by a new admission", n.Name, n.State))
 	case c.State.Former() && s.Cluster != nil && s.Cluster.CAHolder == n.ID:
 		return codes.Wrap(codes.CAHolderStays, fmt.Errorf("node %s holds the CA", n.Name))
+	case c.Keep != enroll.TokenHash{} && (c.State != NodeLeft || n.Role != pki.RoleControl):
+		return codes.Wrap(codes.BadRequest, fmt.Errorf("node %s: only a control node that leaves keeps a token", n.Name))
 	}
 
 	detail := fmt.Sprintf("node %s", n.ID)
@@ -341,6 +343,7 @@ func (c SetNodeState) applyTo(s *Snapshot) error {
 			// not revoked yet is revoked now.
 			detail += fmt.Sprintf(" (already %s; %d more certificates revoked)", c.State, s.revoke(n, c.At))
 		}
+		n.KeptToken = c.Keep
 		n = s.depart(n, c.State, "", c.At, c.Actor)
 	} else {
 		n.Updated = c.At

@@ -115,6 +115,9 @@ type SetNodeState struct {
 	State  NodeState `json:"state"`
 	At     time.Time `json:"at"`
 	Actor  string    `json:"actor,omitempty"`
+	// Keep is, with State left, the token the leaving node's own `join
+	// --force` uses (Node.KeptToken); zero otherwise.
+	Keep enroll.TokenHash `json:"keep,omitzero"`
 }
 
 func (Bootstrap) commandType() cmdType    { return typeBootstrap }

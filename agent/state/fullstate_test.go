@@ -265,6 +265,14 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: joiningCertsCmd(fullJWTJoin.Admission.NodeID)},
 		{cmd: AbortJoin{NodeID: fullJWTJoin.Admission.NodeID, Leaf: "aa-" + fullJWTJoin.Admission.NodeID, At: t0.Add(24 * time.Minute),
 			Actor: "node:" + fullJWTJoin.Admission.NodeID}},
+		// Issue 52: a control node leaves to join again with a token that
+		// names it as a seed, which it keeps; only a control node's leave
+		// keeps a token.
+		{cmd: MintToken{Record: tokenRecord(74, "c74", pki.RoleControl), Actor: "uid:0"}},
+		{cmd: admitCmd(74, "n-c74", "c74", pki.RoleControl, "10.42.0.74")},
+		{cmd: MintToken{Record: tokenRecord(75, "c75", pki.RoleControl), Actor: "uid:0"}},
+		{cmd: SetNodeState{NodeID: "n-w18", State: NodeRemoved, At: t0.Add(25 * time.Minute), Keep: secret(75).Hash()}, want: codes.BadRequest},
+		{cmd: SetNodeState{NodeID: "n-c74", State: NodeLeft, At: t0.Add(25 * time.Minute), Actor: "node:n-c74", Keep: secret(75).Hash()}},
 	}
 }
 

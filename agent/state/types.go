@@ -133,6 +133,11 @@ type Node struct {
 	// reused it (left, removed or failed); an abort puts it back. Empty
 	// for a record admitted fresh.
 	Prior NodeState `json:"prior,omitempty"`
+	// KeptToken is, for a control node that left to join again (`join
+	// --force`), the unused token its new join uses: the token names the
+	// node as a seed, and the seed sweep that revokes every token naming a
+	// departed control node leaves that one alone (SetNodeState.Keep).
+	KeptToken enroll.TokenHash `json:"kept_token,omitzero"`
 	// Groups are the node groups from the token that admitted it: its
 	// Nebula certificates carry its role, then these (pki.NebulaGroups).
 	Groups []string `json:"groups,omitempty"`
