@@ -75,11 +75,9 @@ type File struct {
 	// to 24h, default 1m). Control nodes read it; a change takes effect
 	// at the next start.
 	EphemeralAfter time.Duration `yaml:"ephemeral_after"`
-	// FormerRetention is how long `meshctl nodes` (and the console) keep
-	// showing a node that left, was removed or failed its join; `nodes
-	// --all` shows every record, and `meshctl forget NAME` drops one
-	// (issue 52; 0 to 8760h, default 24h). Display only: nothing is
-	// deleted, and every revocation stays.
+	// FormerRetention is how long `meshctl nodes` and the console show a
+	// former node (issue 52; 0-8760h, default 24h; display only: `nodes
+	// --all` shows every record, `meshctl forget NAME` drops one).
 	FormerRetention time.Duration `yaml:"former_retention"`
 	// MetricsAddr, when set, serves Prometheus text at /metrics on this
 	// host:port: a loopback IP, or this node's overlay IP (kernel overlay
