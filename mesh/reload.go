@@ -116,7 +116,7 @@ func (m *Mesh) Reload(c Config) error {
 		return m.tunAddrs(id)
 	}
 	done := m.bridge.capture()
-	err = m.nc.ReloadConfigString(text)
+	err = m.nc.ReloadConfigString(text).Err
 	logged := done()
 	if err != nil { // a YAML error: Nebula changed nothing
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: Nebula refused the rendered config: %w", err))
@@ -149,7 +149,7 @@ func (m *Mesh) rollback(cause error, logged []string) error {
 	if len(logged) > 0 {
 		said = " (Nebula logged: " + strings.Join(logged, "; ") + ")"
 	}
-	if err := m.nc.ReloadConfigString(m.yaml); err != nil {
+	if err := m.nc.ReloadConfigString(m.yaml).Err; err != nil {
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; restoring the previous config failed: %v", cause, said, err))
 	}
 	if err := m.verify(m.applied, m.fp); err != nil {

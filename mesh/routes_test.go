@@ -193,7 +193,7 @@ func TestRenderFirewallFollowsCertRoutes(t *testing.T) {
 			if err := nc.LoadString(from); err != nil {
 				t.Fatal(err)
 			}
-			if err := nc.ReloadConfigString(to); err != nil {
+			if err := nc.ReloadConfigString(to).Err; err != nil {
 				t.Fatal(err)
 			}
 			if got := nc.HasChanged("firewall"); got != tc.fwChanged {

@@ -1,7 +1,11 @@
 package nebula
 
 import (
+	"bytes"
+	"crypto/fips140"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,15 +53,30 @@ type CertState struct {
 	myVpnBroadcastAddrsTable *bart.Lite
 }
 
+// errCertNeedsRestart marks a new cert that is refused on reload because only a restart can apply it
+var errCertNeedsRestart = errors.New("a restart is required to use the new cert")
+
 func NewPKIFromConfig(l *slog.Logger, c *config.C) (*PKI, error) {
 	pki := &PKI{l: l}
-	err := pki.reload(c, true)
+	err := pki.reload(c, true, nil)
 	if err != nil {
 		return nil, err
 	}
 
-	c.RegisterReloadCallback(func(c *config.C) {
-		rErr := pki.reload(c, false)
+	c.RegisterReloadCallback(func(c *config.C, r *config.Reload) {
+		// Compare with the running cipher, not the last config. A restart with one we can't run would fail, so say that
+		// now rather than ask for one, and going back to the running one after a bad reload needs no restart
+		if cipher := c.GetString("cipher", "aes"); !validCipher(cipher) {
+			l.Error("Unknown cipher, a restart with it would fail", "cipher", cipher)
+			r.Failed()
+		} else if cipher == "chachapoly" && fipsOnly() {
+			// newCipherSuite refuses it at startup
+			l.Error("ChaChaPoly is not allowed in FIPS 140-only mode, a restart with it would fail", "cipher", cipher)
+			r.Failed()
+		} else if cipher != pki.getCertState().cipher {
+			r.RestartRequiredIfChanged("cipher")
+		}
+		rErr := pki.reload(c, false, r)
 		if rErr != nil {
 			util.LogWithContextIfNeeded("Failed to reload PKI from config", rErr, l)
 		}
@@ -74,13 +93,30 @@ func (p *PKI) getCertState() *CertState {
 	return p.cs.Load()
 }
 
-func (p *PKI) reload(c *config.C, initial bool) error {
+// r is nil on the initial load
+func (p *PKI) reload(c *config.C, initial bool, r *config.Reload) error {
+	before := p.cs.Load()
 	err := p.reloadCerts(c, initial)
 	if err != nil {
 		if initial {
 			return err
 		}
 		err.Log(p.l)
+		if errors.Is(err, errCertNeedsRestart) {
+			r.RestartRequired()
+		} else {
+			r.Failed()
+		}
+	} else if !initial {
+		// A cert for a version we weren't running is accepted without comparing its networks to ours.
+		// meshd patch: the Interface and the lighthouse read our networks from the cert state where they use them,
+		// so they follow this one and no restart is required; the tun device's addresses are the embedder's to add
+		// (meshd's mesh.addTunAddrs). Upstream warns that a restart is required and marks the reload so.
+		after := p.cs.Load()
+		if !slices.Equal(before.myVpnNetworks, after.myVpnNetworks) {
+			p.l.Info("The new cert changes our networks, the interface and lighthouse follow it",
+				"oldNetworks", before.myVpnNetworks, "newNetworks", after.myVpnNetworks)
+		}
 	}
 
 	err = p.reloadCAPool(c)
@@ -89,9 +125,19 @@ func (p *PKI) reload(c *config.C, initial bool) error {
 			return err
 		}
 		err.Log(p.l)
+		r.Failed()
 	}
 
 	return nil
+}
+
+// fipsOnly is fips140.Enforced, a variable so a test can run the FIPS 140-only reload check without GODEBUG
+var fipsOnly = fips140.Enforced
+
+// validCipher is true for the ciphers nebula can run. Each post-handshake CipherState in noiseutil hardcodes its own
+// nonce endianness, so there's nothing to set up for either.
+func validCipher(cipher string) bool {
+	return cipher == "aes" || cipher == "chachapoly"
 }
 
 func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
@@ -99,11 +145,7 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 	var currentState *CertState
 	if initial {
 		cipher = c.GetString("cipher", "aes")
-		switch cipher {
-		case "aes", "chachapoly":
-			// Each post-handshake CipherState in noiseutil hardcodes its own
-			// nonce endianness now, so there's nothing to set up here.
-		default:
+		if !validCipher(cipher) {
 			return util.NewContextualError(
 				"unknown cipher",
 				m{"cipher": cipher},
@@ -116,7 +158,7 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 		cipher = currentState.cipher
 	}
 
-	newState, err := newCertStateFromConfig(c, cipher)
+	newState, err := newCertStateFromConfig(p.l, c, cipher)
 	if err != nil {
 		return util.NewContextualError("Could not load client cert", nil, err)
 	}
@@ -130,16 +172,16 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 				if !slices.Equal(currentState.v1Cert.Networks(), newState.v1Cert.Networks()) {
 					return util.NewContextualError(
 						"Networks in new cert was different from old",
-						m{"new_networks": newState.v1Cert.Networks(), "old_networks": currentState.v1Cert.Networks(), "cert_version": cert.Version1},
-						nil,
+						m{"newNetworks": newState.v1Cert.Networks(), "oldNetworks": currentState.v1Cert.Networks(), "certVersion": cert.Version1},
+						errCertNeedsRestart,
 					)
 				}
 
 				if currentState.v1Cert.Curve() != newState.v1Cert.Curve() {
 					return util.NewContextualError(
 						"Curve in new v1 cert was different from old",
-						m{"new_curve": newState.v1Cert.Curve(), "old_curve": currentState.v1Cert.Curve(), "cert_version": cert.Version1},
-						nil,
+						m{"newCurve": newState.v1Cert.Curve(), "oldCurve": currentState.v1Cert.Curve(), "certVersion": cert.Version1},
+						errCertNeedsRestart,
 					)
 				}
 			}
@@ -153,16 +195,16 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 				if !slices.Equal(currentState.v2Cert.Networks(), newState.v2Cert.Networks()) {
 					return util.NewContextualError(
 						"Networks in new cert was different from old",
-						m{"new_networks": newState.v2Cert.Networks(), "old_networks": currentState.v2Cert.Networks(), "cert_version": cert.Version2},
-						nil,
+						m{"newNetworks": newState.v2Cert.Networks(), "oldNetworks": currentState.v2Cert.Networks(), "certVersion": cert.Version2},
+						errCertNeedsRestart,
 					)
 				}
 
 				if currentState.v2Cert.Curve() != newState.v2Cert.Curve() {
 					return util.NewContextualError(
 						"Curve in new cert was different from old",
-						m{"new_curve": newState.v2Cert.Curve(), "old_curve": currentState.v2Cert.Curve(), "cert_version": cert.Version2},
-						nil,
+						m{"newCurve": newState.v2Cert.Curve(), "oldCurve": currentState.v2Cert.Curve(), "certVersion": cert.Version2},
+						errCertNeedsRestart,
 					)
 				}
 			}
@@ -176,8 +218,8 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 			if !slices.Equal(currentState.v2Cert.Networks(), newState.v1Cert.Networks()) {
 				return util.NewContextualError(
 					"Removing a V2 cert is not permitted unless it has identical networks to the new V1 cert",
-					m{"new_v1_networks": newState.v1Cert.Networks(), "old_v2_networks": currentState.v2Cert.Networks()},
-					nil,
+					m{"newV1Networks": newState.v1Cert.Networks(), "oldV2Networks": currentState.v2Cert.Networks()},
+					errCertNeedsRestart,
 				)
 			}
 		}
@@ -195,12 +237,14 @@ func (p *PKI) reloadCerts(c *config.C, initial bool) *util.ContextualError {
 
 func (p *PKI) reloadCAPool(c *config.C) *util.ContextualError {
 	caPool, err := loadCAPoolFromConfig(p.l, c)
+	if caPool != nil {
+		p.caPool.Store(caPool)
+		p.l.Debug("Trusted CA fingerprints", "fingerprints", caPool.GetFingerprints())
+	}
 	if err != nil {
 		return util.NewContextualError("Failed to load ca from config", nil, err)
 	}
 
-	p.caPool.Store(caPool)
-	p.l.Debug("Trusted CA fingerprints", "fingerprints", caPool.GetFingerprints())
 	return nil
 }
 
@@ -237,10 +281,17 @@ func (cs *CertState) getCertificate(v cert.Version) cert.Certificate {
 	return nil
 }
 
-func newCipherSuite(curve cert.Curve, pkcs11backed bool, cipher string) (noise.CipherSuite, error) {
+// newCipherSuite builds the noise.CipherSuite for the given curve and cipher.
+// When fips140Enforced is true (FIPS 140-only mode), non-approved algorithms
+// (Curve25519 and ChaChaPoly) are rejected with an error. Callers pass
+// fips140.Enforced() for fips140Enforced.
+func newCipherSuite(curve cert.Curve, pkcs11backed bool, cipher string, fips140Enforced bool) (noise.CipherSuite, error) {
 	var dhFunc noise.DHFunc
 	switch curve {
 	case cert.Curve_CURVE25519:
+		if fips140Enforced {
+			return nil, errors.New("pki: use of Curve25519 is not allowed in FIPS 140-only mode")
+		}
 		dhFunc = noise.DH25519
 	case cert.Curve_P256:
 		if pkcs11backed {
@@ -253,6 +304,9 @@ func newCipherSuite(curve cert.Curve, pkcs11backed bool, cipher string) (noise.C
 	}
 
 	if cipher == "chachapoly" {
+		if fips140Enforced {
+			return nil, errors.New("pki: use of ChaChaPoly is not allowed in FIPS 140-only mode")
+		}
 		return noise.NewCipherSuite(dhFunc, noise.CipherChaChaPoly, noise.HashSHA256), nil
 	}
 	return noise.NewCipherSuite(dhFunc, noiseutil.CipherAESGCM, noise.HashSHA256), nil
@@ -287,7 +341,7 @@ func (cs *CertState) MarshalJSON() ([]byte, error) {
 	return json.Marshal(msg)
 }
 
-func newCertStateFromConfig(c *config.C, cipher string) (*CertState, error) {
+func newCertStateFromConfig(l *slog.Logger, c *config.C, cipher string) (*CertState, error) {
 	var err error
 
 	privPathOrPEM := c.GetString("pki.key", "")
@@ -318,12 +372,23 @@ func newCertStateFromConfig(c *config.C, cipher string) (*CertState, error) {
 		}
 	}
 
-	var crt, v1, v2 cert.Certificate
-	for {
+	var v1, v2 cert.Certificate
+	var skipped []error
+	scanner := cert.NewPEMScanner(bytes.NewReader(rawCert))
+	for i := 1; scanner.Scan(); i++ {
 		// Load the certificate
-		crt, rawCert, err = loadCertificate(rawCert)
-		if err != nil {
+		crt, _, err := loadCertificate(scanner.Bytes())
+		if errors.Is(err, cert.ErrUnknownVersion) || errors.Is(err, cert.ErrUnknownCurve) {
+			err = fmt.Errorf("certificate %d: %w", i, err)
+			l.Warn("Skipping a certificate in pki.cert that this version of nebula does not support", "error", err)
+			skipped = append(skipped, err)
+			continue
+		} else if err != nil {
 			return nil, err
+		}
+
+		if fips140.Enforced() && crt.Curve() != cert.Curve_P256 {
+			return nil, fmt.Errorf("pki: use of %s is not allowed in FIPS 140-only mode", crt.Curve())
 		}
 
 		switch crt.Version() {
@@ -340,13 +405,15 @@ func newCertStateFromConfig(c *config.C, cipher string) (*CertState, error) {
 		default:
 			return nil, fmt.Errorf("unknown certificate version %v", crt.Version())
 		}
-
-		if len(rawCert) == 0 || strings.TrimSpace(string(rawCert)) == "" {
-			break
-		}
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, fmt.Errorf("error while unmarshaling pki.cert: %w: %w", cert.ErrInvalidPEMBlock, err)
 	}
 
 	if v1 == nil && v2 == nil {
+		if len(skipped) > 0 {
+			return nil, fmt.Errorf("no valid certificates found in pki.cert, skipped: %w", errors.Join(skipped...))
+		}
 		return nil, errors.New("no certificates found in pki.cert")
 	}
 
@@ -405,7 +472,7 @@ func newCertState(dv cert.Version, v1, v2 cert.Certificate, pkcs11backed bool, p
 			//NOTE: We do not currently have a method to verify a public private key pair when the private key is in an hsm
 		} else {
 			if err := v1.VerifyPrivateKey(privateKeyCurve, privateKey); err != nil {
-				return nil, fmt.Errorf("private key is not a pair with public key in nebula cert")
+				return nil, fmt.Errorf("private key is not a pair with public key in nebula cert: %w", err)
 			}
 		}
 
@@ -413,7 +480,7 @@ func newCertState(dv cert.Version, v1, v2 cert.Certificate, pkcs11backed bool, p
 		if err != nil {
 			return nil, fmt.Errorf("error marshalling v1 certificate for handshake: %w", err)
 		}
-		ncs, err := newCipherSuite(v1.Curve(), pkcs11backed, cipher)
+		ncs, err := newCipherSuite(v1.Curve(), pkcs11backed, cipher, fips140.Enforced())
 		if err != nil {
 			return nil, err
 		}
@@ -430,7 +497,7 @@ func newCertState(dv cert.Version, v1, v2 cert.Certificate, pkcs11backed bool, p
 			//NOTE: We do not currently have a method to verify a public private key pair when the private key is in an hsm
 		} else {
 			if err := v2.VerifyPrivateKey(privateKeyCurve, privateKey); err != nil {
-				return nil, fmt.Errorf("private key is not a pair with public key in nebula cert")
+				return nil, fmt.Errorf("private key is not a pair with public key in nebula cert: %w", err)
 			}
 		}
 
@@ -438,7 +505,7 @@ func newCertState(dv cert.Version, v1, v2 cert.Certificate, pkcs11backed bool, p
 		if err != nil {
 			return nil, fmt.Errorf("error marshalling v2 certificate for handshake: %w", err)
 		}
-		ncs, err := newCipherSuite(v2.Curve(), pkcs11backed, cipher)
+		ncs, err := newCipherSuite(v2.Curve(), pkcs11backed, cipher, fips140.Enforced())
 		if err != nil {
 			return nil, err
 		}
@@ -503,8 +570,14 @@ func loadPrivateKey(privPathOrPEM string) (rawKey []byte, curve cert.Curve, isPk
 
 func loadCertificate(b []byte) (cert.Certificate, []byte, error) {
 	c, b, err := cert.UnmarshalCertificateFromPEM(b)
-	if err != nil {
+	if errors.Is(err, cert.ErrUnknownVersion) {
+		return nil, b, err
+	} else if err != nil {
 		return nil, b, fmt.Errorf("error while unmarshaling pki.cert: %w", err)
+	}
+
+	if err := cert.CheckKnownCurve(c); err != nil {
+		return nil, b, err
 	}
 
 	if c.Expired(time.Now()) {
@@ -542,7 +615,15 @@ func loadCAPoolFromConfig(l *slog.Logger, c *config.C) (*cert.CAPool, error) {
 	defer caReader.Close()
 
 	caPool, err := cert.NewCAPoolFromPEMReader(caReader)
-	if errors.Is(err, cert.ErrExpired) {
+	if caPool == nil {
+		return nil, fmt.Errorf("error while adding CA certificate to CA trust store: %w", err)
+	}
+
+	if err != nil {
+		for _, e := range cert.SkippedCertificates(err) {
+			l.Warn("Skipping a CA certificate that this version of nebula does not support", "error", e)
+		}
+
 		var expired int
 		for _, crt := range caPool.CAs {
 			if crt.Certificate.Expired(time.Now()) {
@@ -554,18 +635,26 @@ func loadCAPoolFromConfig(l *slog.Logger, c *config.C) (*cert.CAPool, error) {
 		if expired >= len(caPool.CAs) {
 			return nil, errors.New("no valid CA certificates present")
 		}
-
-	} else if err != nil {
-		return nil, fmt.Errorf("error while adding CA certificate to CA trust store: %s", err)
 	}
 
 	bl := c.GetStringSlice("pki.blocklist", []string{})
 	if len(bl) > 0 {
-		for _, fp := range bl {
+		var bad []string
+		for i, raw := range bl {
+			// Fingerprints are compared as lowercase hex strings, a malformed entry would silently block nothing
+			fp := strings.ToLower(strings.TrimSpace(raw))
+			if b, err := hex.DecodeString(fp); err != nil || len(b) != sha256.Size {
+				bad = append(bad, fmt.Sprintf("entry %d %q", i+1, raw))
+				continue
+			}
 			caPool.BlocklistFingerprint(fp)
 		}
 
-		l.Info("Blocklisted certificates", "fingerprintCount", len(bl))
+		l.Info("Blocklisted certificates", "fingerprintCount", len(bl)-len(bad))
+		if len(bad) > 0 {
+			// The valid entries are still returned so a failed reload blocks them, startup refuses the error
+			return caPool, fmt.Errorf("pki.blocklist entries are not hex certificate fingerprints: %s", strings.Join(bad, ", "))
+		}
 	}
 
 	return caPool, nil

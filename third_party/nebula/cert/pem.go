@@ -1,15 +1,26 @@
 package cert
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"golang.org/x/crypto/ed25519"
 )
 
 var ErrTruncatedPEMBlock = errors.New("truncated PEM block")
+
+// NewPEMScanner returns a bufio.Scanner over each PEM block in r, with room for a certificate of MaxCertificateSize.
+func NewPEMScanner(r io.Reader) *bufio.Scanner {
+	s := bufio.NewScanner(r)
+	s.Buffer(nil, 2*MaxCertificateSize)
+	s.Split(SplitPEM)
+	return s
+}
 
 // SplitPEM is a split function for bufio.Scanner that returns each PEM block.
 func SplitPEM(data []byte, atEOF bool) (advance int, token []byte, err error) {
@@ -101,7 +112,8 @@ func UnmarshalCertificateFromPEM(b []byte) (Certificate, []byte, error) {
 }
 
 // unmarshalCertificateBlock decodes a single PEM block into a certificate.
-// It expects a Nebula certificate banner and returns ErrInvalidPEMCertificateBanner otherwise.
+// It returns ErrUnknownVersion for a "NEBULA CERTIFICATE V" banner it does not know, a newer version most likely, and
+// ErrInvalidPEMCertificateBanner for anything else.
 func unmarshalCertificateBlock(block *pem.Block) (Certificate, error) {
 	switch block.Type {
 	// Implementations must validate the resulting certificate contains valid information
@@ -110,8 +122,18 @@ func unmarshalCertificateBlock(block *pem.Block) (Certificate, error) {
 	case CertificateV2Banner:
 		return unmarshalCertificateV2(block.Bytes, nil, Curve_CURVE25519)
 	default:
-		return nil, ErrInvalidPEMCertificateBanner
+		if strings.HasPrefix(block.Type, CertificateBanner+" V") {
+			return nil, fmt.Errorf("%w: %s", ErrUnknownVersion, quoteBanner(block.Type))
+		}
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPEMCertificateBanner, quoteBanner(block.Type))
 	}
+}
+
+// maxBannerLen caps how much of an unrecognized PEM banner goes into an error, the input may not be trusted.
+const maxBannerLen = 64
+
+func quoteBanner(banner string) string {
+	return quoteCapped(banner, maxBannerLen)
 }
 
 func marshalCertPublicKeyToPEM(c Certificate) []byte {
