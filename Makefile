@@ -4,6 +4,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 GO ?= go
+# The Go toolchain go.mod's `toolchain` line names (DESIGN §12): every go
+# command run from here, and every one a test starts (stocknebula, the
+# e2e builds, the previous release of TestRollingUpgrade), inherits it, and
+# the go on the PATH (any release since 1.21) fetches it from the module
+# proxy on first use, whatever GOTOOLCHAIN the machine's go.env sets. The
+# scripts under scripts/ that run go set it the same way.
+export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 BIN := build
 FUZZTIME ?= 20000x
 

@@ -10,6 +10,9 @@
 # in any run. On a shared machine: flock /tmp/meshd-e2e.lock make flaky.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Go toolchain go.mod's toolchain line names (DESIGN §12), fetched by
+# the go on the PATH on first use whatever its go.env says (Makefile).
+export GOTOOLCHAIN=$(sed -n 's/^toolchain //p' go.mod)
 n=${1:-3}
 run=${2:-.}
 [ "$(id -u)" = 0 ] || { echo "flaky: needs root (the e2e suite makes namespaces and TUN devices)" >&2; exit 2; }

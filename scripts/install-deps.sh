@@ -4,7 +4,11 @@
 # packages the namespace e2e suite and the package test use. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v go >/dev/null || { echo "install-deps: Go 1.26 is required (go not found)" >&2; exit 1; }
+# The Go toolchain go.mod's toolchain line names (DESIGN §12), fetched by
+# the go on the PATH on first use whatever its go.env says (Makefile).
+export GOTOOLCHAIN=$(sed -n 's/^toolchain //p' go.mod)
+command -v go >/dev/null || { echo "install-deps: a go command is required (go not found): any Go release since 1.21 fetches $GOTOOLCHAIN itself" >&2; exit 1; }
+go version # fetches the toolchain from the module proxy on first use
 go mod download
 
 if [ "$(id -u)" = 0 ]; then

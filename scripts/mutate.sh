@@ -12,6 +12,9 @@
 # their reasons in docs/testing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Go toolchain go.mod's toolchain line names (DESIGN §12), fetched by
+# the go on the PATH on first use whatever its go.env says (Makefile).
+export GOTOOLCHAIN=$(sed -n 's/^toolchain //p' go.mod)
 root=$(pwd)
 
 GREMLINS_VERSION=v0.6.0

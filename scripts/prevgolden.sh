@@ -12,6 +12,9 @@
 set -euo pipefail
 commit=${1:?usage: scripts/prevgolden.sh COMMIT}
 root=$(git rev-parse --show-toplevel)
+# The Go toolchain this tree's go.mod names (DESIGN §12; Makefile), also
+# for the older tree: the toolchain line is newer than any release before it.
+export GOTOOLCHAIN=$(sed -n 's/^toolchain //p' "$root/go.mod")
 short=$(git -C "$root" rev-parse --short=7 "$commit")
 for d in "$root/agent/testdata/state-$short" "$root/agent/state/testdata/raftlog-$short.hex" "$root/agent/raftnode/testdata/raft-$short"; do
 	if [ -e "$d" ]; then echo "prevgolden: $d exists; golden sets are never rewritten" >&2; exit 1; fi
