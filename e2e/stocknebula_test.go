@@ -138,7 +138,7 @@ func ping6(ctx context.Context, h *Host, ip string) error {
 }
 
 // TestStockNebulaMember (issue 35), with `timers: lan` (meshd's default):
-// two devices run stock nebula v1.11.0 (built by the test from the module
+// two devices run stock nebula v1.12.0 (built by the test from the module
 // proxy, not meshd's code), each configured only from the bundle `meshctl
 // nebula-bundle --generate` wrote on its host (the bundle passes stock
 // `nebula -test`). The phone pings every meshd member over both overlays

@@ -12,7 +12,7 @@ import (
 	"github.com/meshd/meshd/trust"
 )
 
-// The PEM block types of a Nebula public key (Nebula v1.11.0 cert/pem.go).
+// The PEM block types of a Nebula public key (Nebula v1.11.0 and v1.12.0 cert/pem.go).
 const (
 	nebulaX25519Public = "NEBULA X25519 PUBLIC KEY"
 	nebulaP256Public   = "NEBULA P256 PUBLIC KEY"

@@ -407,7 +407,7 @@ func pemBlocks(b []byte, types []string) (int, error) {
 	return n, nil
 }
 
-// restartFields lists the fields whose change Nebula (v1.10.3; v1.11.0 too) cannot apply
+// restartFields lists the fields whose change Nebula (v1.10.3; v1.12.0 too) cannot apply
 // live (research §1): the listener, the TUN device, the lighthouse role,
 // the device kind, the timers and the routines (read once by nebula.Main). The own overlay address is checked from
 // the certificates by Reload.

@@ -1,4 +1,4 @@
-// Package mesh embeds Nebula (github.com/slackhq/nebula v1.11.0, the
+// Package mesh embeds Nebula (github.com/slackhq/nebula v1.12.0, the
 // patched copy in third_party/nebula) in meshd:
 // the overlay config rendered from a typed struct, start, reload with
 // read-back verification, the certificate blocklist, and tunnel state; and
@@ -22,11 +22,13 @@
 //
 // Config is plain data; Render turns it into the Nebula YAML
 // (testdata/*.yaml are the golden files, `go test ./mesh -run Render
-// -update` rewrites them). Nebula's ReloadConfigString returns only YAML
-// errors and merely logs a rejected setting (v1.11.0 config/config.go:175),
-// so every Start and Reload reads the state back (Verify) and a reload
-// that does not verify is undone; see Verify for what can and cannot be
-// read back.
+// -update` rewrites them). Nebula's ReloadConfigString reports a YAML
+// error (ReloadResult.Err, the only part Reload reads) and, since v1.12,
+// that some setting failed or needs a restart (Failed, RestartRequired,
+// RestartKeys; config/reload.go), but not which setting was refused: it
+// merely logs that. So every Start and Reload reads the state back
+// (Verify) and a reload that does not verify is undone; see Verify for
+// what can and cannot be read back.
 //
 // # Config and the Nebula keys it becomes
 //
@@ -79,56 +81,59 @@
 //
 // # Nebula caveats this package works around or documents
 //
-// Listed for v1.10.3 and re-checked against v1.11.0; the lines cited are
-// upstream v1.11.0's, in files meshd does not patch.
+// Listed for v1.10.3 and re-checked against v1.11.0 and v1.12.0; the
+// lines cited are upstream v1.12.0's.
 //
-// Still so in v1.11.0:
+// Still so in v1.12.0:
 //
 //   - Nebula has data races of its own: a reload swaps the firewall with a
 //     plain pointer write the packet path reads without a lock
-//     (interface.go:426, f.firewall = fw). This package's tests that run
+//     (interface.go:585, f.firewall = fw). This package's tests that run
 //     Nebula therefore run WITHOUT -race: the Makefile leaves mesh out of
 //     the -race run, and under -race those tests skip themselves (the
 //     Render and Validate tests still run). (v1.10.3's other race, the
 //     nonce endianness global in noise.go, is gone: see below.)
 //   - Userspace mode runs meshd's own gvisor stack on Nebula's user device
 //     (netstack.go, built as Nebula's service package builds its own),
-//     since the service package offers no UDP socket (service/service.go:208,
+//     since the service package offers no UDP socket (service/service.go:274,
 //     "Currently only TCP"): Listen and ListenPacket bind the certificate's
 //     first network's address (or the unspecified one standing for it) at
 //     a non-zero port.
 //   - Peers accept a packet from a node whose source address lies in one
-//     of its certificate's unsafe networks (firewall.go:445,
-//     NetworkTypeUnsafe; hostmap.go:844). An exit node (0.0.0.0/0) can
-//     therefore send packets from any address, overlay addresses
-//     included, that its peers take as its own: a cidr firewall rule does
-//     not tell it from the node whose address it uses (host and group
-//     rules do). pki.CheckRoute refuses every other prefix that overlaps
-//     the overlay. (1.12 drops a source inside the receiver's own overlay
-//     networks; v1.11.0 does not.)
+//     of its certificate's unsafe networks (firewall.go:465,
+//     NetworkTypeUnsafe; hostmap.go:913), other than in the receiver's own
+//     overlay networks: since v1.12 the part of an unsafe network inside
+//     them is marked (NetworkTypeUnsafeVPNOverlap, hostmap.go:906-916)
+//     and an inbound packet from it dropped (firewall.go:467-472, #1986).
+//     An exit node (0.0.0.0/0) can therefore send packets from any
+//     address outside the overlay that its peers take as its own (on
+//     v1.11.0, overlay addresses included); pki.CheckRoute refuses every
+//     other prefix that overlaps the overlay.
 //   - Nebula installs an unsafe route's kernel route with RouteReplace and
 //     removes it with RouteDel, keyed by prefix, table and metric
-//     (overlay/tun_linux.go:652-656, 691-695), so Render gives installed
+//     (overlay/tun_linux.go:564-570, 614, 654), so Render gives installed
 //     routes UnsafeRouteMetric: at metric 0 they replaced and then deleted
 //     a host's own route to the same prefix (TestKernelUnsafeRoutes'
 //     a-connected-route-survives).
 //   - A reload may replace a v1 certificate with a v2 one holding more
 //     networks (a cluster moving to a dual-stack overlay, issue 34), but
 //     the Interface and the LightHouse copy the first certificate's
-//     networks at start (interface.go:193-197, lighthouse.go:105-106), the
-//     firewall is rebuilt only for other unsafe networks (interface.go:395)
-//     and the TUN device is addressed only at start: meshd's Nebula patch 3
-//     reads the networks from the current cert state (PATCHES.md), and
-//     Reload adds the new network to the device (addTunAddrs). A
+//     networks at start (interface.go:243-247, lighthouse.go:118-120;
+//     v1.12.0 logs that a restart is required to use the new ones,
+//     pki.go:115) and the TUN device is addressed only at start: meshd's
+//     Nebula patch 3 reads the networks from the current cert state
+//     (PATCHES.md), and Reload adds the new network to the device
+//     (addTunAddrs). The firewall is rebuilt for the new networks
+//     (interface.go:553-554; on v1.11.0 only patch 3 did that). A
 //     dual-stack peer is found by either address, so Tunnels lists each
 //     tunnel once by its index.
 //
-// Gone in v1.11.0:
+// Gone since v1.11.0 (and still gone in v1.12.0):
 //
 //   - Stopping a userspace instance no longer exits the process: v1.10.3's
-//     reader called os.Exit(2) on the device pipe's io.EOF; v1.11.0's ends
-//     quietly after Close and otherwise shuts Nebula down
-//     (interface.go:339-356, onFatal), and the library calls os.Exit
+//     reader called os.Exit(2) on the device pipe's io.EOF; since v1.11.0
+//     it ends quietly after Close and otherwise shuts Nebula down
+//     (interface.go:372-381, onFatal), and the library calls os.Exit
 //     nowhere. The workaround stays for now: Stop still leaves a userspace
 //     instance running (and agent parks it), because stopping one also
 //     needs netstack.go's own gvisor stack and goroutines torn down, which
@@ -136,19 +141,20 @@
 //     restart nodes run them as subprocesses.
 //   - Stopping a kernel instance no longer leaves reader threads blocked
 //     holding the TUN device and the UDP port (upstream issue #975):
-//     Interface.Close (interface.go:555) wakes the TUN readers through an
-//     eventfd they poll (overlay/tun_linux.go:29, 872-882) and the UDP
-//     reader with shutdown(2) (udp/udp_linux.go:304-310). The "kick" (a
+//     Interface.Close (interface.go:707) wakes the TUN readers through an
+//     eventfd they poll (overlay/tio/queueset_poll_linux.go:24, 63) and the
+//     UDP reader with shutdown(2) (udp/udp_linux.go:478-481), and since
+//     v1.12 waits for them before it closes their fds (#1979). The "kick" (a
 //     packet into the overlay route and a datagram to the listen port)
 //     that woke them is gone; Stop still waits until both are released
 //     (TestKernelTUN passes without the kick).
-//   - The cipher is no longer a package global (pki.go:103-105: each
+//   - The cipher is no longer a package global (pki.go:136-137: each
 //     post-handshake CipherState carries its own nonce endianness), so
 //     instances in one process could differ. Render writes "aes" all the
 //     same: it is meshd's choice, not a constraint any more.
 //   - A reload rebuilds the firewall when the certificate's unsafe
 //     networks change, not only when the firewall section changed
-//     (interface.go:393-397). Render no longer writes the certificate's
+//     (interface.go:553-555). Render no longer writes the certificate's
 //     unsafe networks into firewall.meshd_routable (a key Nebula ignores,
 //     there only to change the section): TestKernelUnsafeRoutes'
 //     certificate-routes-reach-the-firewall, which failed without that

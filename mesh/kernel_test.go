@@ -53,7 +53,7 @@ func inNetns(t *testing.T) bool {
 // TestKernelTUN starts a kernel-TUN lighthouse in a fresh network
 // namespace, checks the device, reloads its MTU live, stops it, and starts
 // it again on the same device name and port: Stop must release both
-// (Nebula v1.10.3 alone did not; v1.11.0 does). It needs root (see inNetns).
+// (Nebula v1.10.3 alone did not; v1.11.0 and v1.12.0 do). It needs root (see inNetns).
 func TestKernelTUN(t *testing.T) {
 	if !inNetns(t) {
 		return

@@ -189,7 +189,7 @@ func (m *Mesh) netstack() (*netstack, error) {
 //
 // Userspace mode: Stop does NOT stop Nebula. In v1.10.3 stopping a
 // userspace instance exited the process (its reader called os.Exit(2) on
-// the device pipe's io.EOF); v1.11.0 no longer does, but meshd's own gvisor
+// the device pipe's io.EOF); since v1.11.0 it no longer does, but meshd's own gvisor
 // stack on the device (netstack.go) has no teardown yet. Stop logs a
 // warning and returns; the instance keeps running until the process
 // exits, and its methods keep working.

@@ -29,8 +29,9 @@ import (
 
 // netstack is a userspace overlay's network stack: gvisor's TCP/IP on
 // Nebula's user device, with the node's overlay address. It is what
-// Nebula's own service package builds (service.New, v1.10.3 and v1.11.0: the same NIC,
-// MTU and packet pumps), with what meshd's gossip needs that the service
+// Nebula's own service package builds (service.New, v1.10.3 to v1.12.0: the same NIC,
+// MTU and packet pumps; v1.12.0's also routes IPv6 and adds every network's
+// address), with what meshd's gossip needs that the service
 // package keeps private: a UDP socket and a TCP listener on the overlay
 // address, so gossip rides the overlay in userspace mode as it does on a
 // kernel TUN device.

@@ -8,8 +8,8 @@ import (
 )
 
 // Nebula's host listings (Control.ListHostmapHosts and
-// ListHostmapIndexes; v1.10.3, and v1.11.0 still: control.go:384, 405-410,
-// hostmap.go:704) copy each tunnel's remote list while they hold the
+// ListHostmapIndexes; v1.10.3, and v1.12.0 still: control.go:404-409,
+// 430-446, hostmap.go:714) copy each tunnel's remote list while they hold the
 // host map's read lock, and the copy takes the remote list's write lock.
 // A lighthouse answering a query holds a remote list's read lock and then
 // takes the host map's read lock. With a writer waiting on the host map

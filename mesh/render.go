@@ -12,7 +12,7 @@ import (
 )
 
 // The typed shape of the Nebula config meshd writes (written for v1.10.3;
-// v1.11.0 reads the same keys). Only the keys
+// v1.11.0 and v1.12.0 read the same keys). Only the keys
 // meshd sets are here; Nebula's defaults cover the rest. Field order is the
 // order in the YAML, and yaml.v3 sorts map keys, so Render is
 // deterministic.
@@ -84,7 +84,7 @@ type nebulaTun struct {
 }
 
 // nebulaUnsafeRoute is one entry of tun.unsafe_routes, with the keys
-// Nebula reads (overlay/route.go parseUnsafeRoutes, v1.10.3 and v1.11.0). install is
+// Nebula reads (overlay/route.go parseUnsafeRoutes, v1.10.3 to v1.12.0). install is
 // always written: Nebula's default is true.
 type nebulaUnsafeRoute struct {
 	Route   string `yaml:"route"`
@@ -110,14 +110,15 @@ type nebulaHandshakes struct {
 }
 
 // QueryBuffer is handshakes.query_buffer, the queue of lighthouse queries:
-// Nebula 1.12's default. The default of 1.10.3 and 1.11.0, 64, blocks
-// whoever queues a query once it is full (v1.11.0 lighthouse.go:111, 512), the overlay's send path included (a packet for a peer
-// with no tunnel starts a handshake, which queries the lighthouses): in a
-// 50-join burst each node starts some 50 handshakes at once, and on a
-// starved box a worker's sends stalled while its peers' handshakes still
-// got answers (docs/performance.md). 1.12 raised the default to 1024 and
-// drops a query rather than block (nebula #1910); with 1.11.0 a full
-// queue of 1024 still blocks, as with 1.10.3.
+// Nebula 1.12's default, written all the same. The default of 1.10.3 and
+// 1.11.0, 64, blocked whoever queued a query once it was full (v1.11.0
+// lighthouse.go:111, 512), the overlay's send path included (a packet for
+// a peer with no tunnel starts a handshake, which queries the
+// lighthouses): in a 50-join burst each node starts some 50 handshakes at
+// once, and on a starved box a worker's sends stalled while its peers'
+// handshakes still got answers (docs/performance.md). 1.12 raised the
+// default to 1024 and drops a query rather than block, counting it in
+// lighthouse.query.dropped (nebula #1910).
 const QueryBuffer = 1024
 
 type nebulaLogging struct {
@@ -132,7 +133,7 @@ type nebulaLogging struct {
 // this node may handle (its overlay address and its certificate's unsafe
 // networks) from the certificate, and since v1.11 rebuilds the firewall
 // when a reload brings a certificate with others (Interface.reloadFirewall,
-// v1.11.0 interface.go:395-397); v1.10.3 did so only when this section
+// v1.12.0 interface.go:553-555); v1.10.3 did so only when this section
 // changed, so meshd wrote the unsafe networks into it
 // (firewall.meshd_routable) until the move to v1.11.0.
 func firewall(c Config) nebulaFirewall {

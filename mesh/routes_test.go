@@ -151,7 +151,7 @@ func TestValidateRoutes(t *testing.T) {
 // TestRenderFirewallFollowsCertRoutes: which sections of the rendered config a change
 // of routes changes, as Nebula's config sees it. A certificate with other
 // unsafe networks changes neither the firewall section nor
-// tun.unsafe_routes: Nebula v1.11 rebuilds its firewall from the
+// tun.unsafe_routes: Nebula (since v1.11) rebuilds its firewall from the
 // certificate a reload brings (Interface.reloadFirewall compares its
 // networks; TestKernelUnsafeRoutes/certificate-routes-reach-the-firewall
 // checks the traffic), where v1.10.3 needed the section to change and

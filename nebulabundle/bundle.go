@@ -87,7 +87,7 @@ const (
 	ConfigFile = "config.yml"
 )
 
-// PEM block types Nebula v1.11.0 reads (cert/pem.go).
+// PEM block types Nebula v1.11.0 and v1.12.0 read (cert/pem.go).
 var (
 	certBlocks = []string{"NEBULA CERTIFICATE", "NEBULA CERTIFICATE V2"}
 	keyBlocks  = []string{"NEBULA X25519 PRIVATE KEY", "NEBULA P256 PRIVATE KEY"}
@@ -110,8 +110,8 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// Validate checks b as stock Nebula v1.11.0 would read it, and more
-// strictly; the first problem is a *FieldError.
+// Validate checks b as stock Nebula (v1.12.0, the version meshd embeds)
+// would read it, and more strictly; the first problem is a *FieldError.
 func (b Bundle) Validate() error {
 	bad := func(field, value, format string, a ...any) error {
 		return &FieldError{Field: field, Value: value, Err: fmt.Errorf(format, a...)}

@@ -66,7 +66,8 @@ type stockFirewall struct {
 	Inbound  []Rule `yaml:"inbound"`
 }
 
-// ConfigYAML returns config.yml for stock Nebula v1.11.0, after Validate.
+// ConfigYAML returns config.yml for stock Nebula (v1.12.0, the version
+// meshd embeds), after Validate.
 // The same Bundle always renders the same text. It names the key file but
 // never holds a key or certificate: the pki entries are file paths.
 func (b Bundle) ConfigYAML() ([]byte, error) {
@@ -110,8 +111,8 @@ func (b Bundle) ConfigYAML() ([]byte, error) {
 		PKI:           stockPKI{CA: file(CAFile), Cert: file(CertFile), Key: file(KeyFile)},
 		StaticHostMap: static,
 		Lighthouse:    stockLighthouse{AmLighthouse: false, Hosts: hosts},
-		// "::" is both families; v1.11.0's example writes it so ("[::]"
-		// is older guidance it still accepts).
+		// "::" is both families; v1.11.0's and v1.12.0's examples write it
+		// so ("[::]" is older guidance they still accept).
 		Listen:   stockListen{Host: "::", Port: b.ListenPort},
 		Punchy:   stockPunchy{Punch: true, Respond: true},
 		Relay:    stockRelay{Relays: relays, AmRelay: false, UseRelays: true},

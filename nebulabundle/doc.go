@@ -1,6 +1,6 @@
 // Package nebulabundle renders what a member that runs stock Nebula needs
 // to join the overlay (issue 35): a phone, a router or any system that
-// runs the nebula binary of the version meshd embeds (v1.11.0) instead of
+// runs the nebula binary of the version meshd embeds (v1.12.0) instead of
 // meshd. It is pure: no network, no raft, no clock. Callers (later: the
 // enroll flow that spends a `--nebula-only` token, `meshctl
 // nebula-bundle`) decide what goes in; this package writes it.
@@ -25,7 +25,7 @@
 // writes anything; it never replaces a host.key with a different one
 // (ErrKeyExists): a device that keeps its own key keeps it.
 //
-// # config.yml (keys as in Nebula v1.11.0's examples/config.yml)
+// # config.yml (keys as in Nebula v1.11.0's and v1.12.0's examples/config.yml)
 //
 //	Bundle field                 Nebula key
 //	PKIDir ("" = bare names)     pki.ca, pki.cert, pki.key (file paths, never inline PEM)

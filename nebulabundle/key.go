@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// PEM banners of a Nebula X25519 key pair (Nebula v1.11.0 cert/pem.go,
+// PEM banners of a Nebula X25519 key pair (Nebula v1.11.0 and v1.12.0 cert/pem.go,
 // X25519PublicKeyBanner and X25519PrivateKeyBanner).
 const (
 	x25519PublicBanner  = "NEBULA X25519 PUBLIC KEY"

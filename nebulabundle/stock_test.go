@@ -69,7 +69,7 @@ func stockBundle(in issued, dualStack bool) Bundle {
 }
 
 // TestStockNebulaAcceptsBundle: the directory WriteDir makes, and nothing
-// else, is a config stock Nebula v1.11.0 (built from the module proxy by
+// else, is a config stock Nebula v1.12.0 (built from the module proxy by
 // stocknebula, not meshd's patched copy) accepts with `nebula -test`:
 // an IPv4-only cluster's v1 certificate and a dual-stack cluster's v2
 // one. A key that is not the certificate's is refused, so the check can

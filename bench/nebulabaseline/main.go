@@ -1,6 +1,6 @@
 // Command nebulabaseline is the yardstick meshd's overlay is measured
-// against (docs/performance.md): one Nebula v1.11.0 instance, the version
-// meshd pins, embedded in a process that does nothing else. No agent, no
+// against (docs/performance.md): one Nebula v1.12.0 instance, the patched
+// copy meshd pins, embedded in a process that does nothing else. No agent, no
 // raft, no gossip, no log bridge: nebula.Main with a kernel TUN device and
 // a slog logger (Nebula's logging package) on stderr.
 //

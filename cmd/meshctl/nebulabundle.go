@@ -36,7 +36,7 @@ const maxKeyFile = 16 << 10
 // QR code, for Mobile Nebula's "scan a certificate".
 const QRFile = "host.crt.png"
 
-// Nebula's PEM banners of an X25519 key pair (Nebula v1.11.0 cert/pem.go),
+// Nebula's PEM banners of an X25519 key pair (Nebula v1.11.0 and v1.12.0 cert/pem.go),
 // as nebulabundle.GenerateKey and `nebula-cert keygen` write them.
 const (
 	x25519PublicBanner  = "NEBULA X25519 PUBLIC KEY"
