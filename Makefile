@@ -103,7 +103,9 @@ e2e:
 # (join, failure detection at 0/25/50/100 ms one-way delay and with
 # `timers: lan`, a removed node leaving every member's gossip view with
 # fast and lan timers, idle RSS and CPU, control plane, the overlay against
-# Nebula alone and raw veth with iperf3, a real meshd's DNS answer latency,
+# Nebula alone, wireguard-go (built from the module proxy, set up with wg)
+# and raw veth with iperf3, 1 and 4 streams, RTT and CPU per GB (issue 53),
+# a real meshd's DNS answer latency,
 # BenchmarkDNSAnswer); the gossip simulation (no root needed); the names
 # server's answer latency and queries a second on one core (-cpu 1, no
 # root); TestJoinBurst50 (50 joins at once, three rounds, each bound to

@@ -140,11 +140,27 @@ func startIperfServer(t testing.TB, h *Host) {
 // receiver counted, in Mbit/s.
 func iperfTCP(t testing.TB, h *Host, dst string) float64 {
 	t.Helper()
-	out, err := h.Exec(t.Context(), "iperf3", "-c", dst, "-t", strconv.Itoa(iperfSeconds), "-O", "1", "-J").Output()
+	mbps, _ := iperfFlows(t, h, dst, 1)
+	return mbps
+}
+
+// iperfFlows runs iperf3 from h to dst with streams parallel TCP flows
+// (-P) and returns what the receiver counted, in Mbit/s, and the bytes
+// the sender wrote over the whole run, the warm-up second included (what
+// crossed the overlay while its processes' CPU was being counted).
+func iperfFlows(t testing.TB, h *Host, dst string, streams int) (mbps, sent float64) {
+	t.Helper()
+	out, err := h.Exec(t.Context(), "iperf3", "-c", dst, "-t", strconv.Itoa(iperfSeconds), "-O", "1",
+		"-P", strconv.Itoa(streams), "-J").Output()
 	if err != nil {
 		t.Fatalf("iperf3 from %s to %s: %v\n%s", h.Name, dst, err, out)
 	}
 	var r struct {
+		Intervals []struct {
+			Sum struct {
+				Bytes float64 `json:"bytes"`
+			} `json:"sum"`
+		} `json:"intervals"`
 		End struct {
 			SumReceived struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
@@ -157,7 +173,10 @@ func iperfTCP(t testing.TB, h *Host, dst string) float64 {
 	if r.End.SumReceived.BitsPerSecond <= 0 {
 		t.Fatalf("iperf3 from %s to %s received nothing:\n%s", h.Name, dst, out)
 	}
-	return r.End.SumReceived.BitsPerSecond / 1e6
+	for _, iv := range r.Intervals { // the omitted warm-up's intervals are listed too
+		sent += iv.Sum.Bytes
+	}
+	return r.End.SumReceived.BitsPerSecond / 1e6, sent
 }
 
 // measureRTT is the mean RTT in ms of 50 pings from h to dst, 20 ms apart;

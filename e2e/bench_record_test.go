@@ -38,7 +38,8 @@ import (
 // that runs other timers names them, in a sub-benchmark
 // ("timers=lan") or its parameters. Metric names
 // are what the figure is, without the unit ("join", "detect", "rss-worker");
-// the unit is one of ms, µs, s, MB, KiB, %, Mbit/s, /s (a rate), count, x (a ratio).
+// the unit is one of ms, µs, s, MB, KiB, %, Mbit/s, s/GB (CPU-seconds per
+// GB moved), /s (a rate), count, x (a ratio).
 //
 // bench/report knows these names (see its figures table); a new metric
 // still lands in the page's table of everything recorded, so recording

@@ -16,6 +16,7 @@ if [ "$(id -u)" = 0 ]; then
 	command -v ip >/dev/null || need+=(iproute2)
 	command -v ping >/dev/null || need+=(iputils-ping)
 	command -v iperf3 >/dev/null || need+=(iperf3) # BenchmarkOverlayThroughput (make bench)
+	command -v wg >/dev/null || need+=(wireguard-tools) # BenchmarkOverlayThroughput: wg configures its wireguard-go path
 	command -v curl >/dev/null || need+=(curl)     # e2e TestMetricsScrape scrapes from inside a namespace
 	command -v nft >/dev/null || need+=(nftables)  # e2e TestPairHealthOneWayCut: a one-way cut inside a namespace
 	command -v dig >/dev/null || need+=(bind9-dnsutils) # e2e TestNames: dig asks each node's meshd for PTR, REFUSED, NXDOMAIN

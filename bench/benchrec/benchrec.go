@@ -10,7 +10,7 @@
 //	benchrec.Add(benchrec.Result{
 //		Name:   "BenchmarkOverlayThroughput", // benchmark or test, without "-2"
 //		Metric: "meshd",                      // what was measured
-//		Unit:   "Mbit/s",                     // ms, µs, s, MB, KiB, %, Mbit/s, /s (a rate), count, x (a ratio)
+//		Unit:   "Mbit/s",                     // ms, µs, s, MB, KiB, %, Mbit/s, s/GB (CPU per GB), /s (a rate), count, x (a ratio)
 //		Value:  351.2,                        // the figure the table shows
 //		Samples: []float64{...},              // optional: every observation, same unit
 //		Params: map[string]string{"mtu": "1300"}, // optional: what distinguishes runs

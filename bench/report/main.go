@@ -81,7 +81,7 @@ func run(in string, gotest []string, doc, plotDir string) error {
 		return fmt.Errorf("no results in %s %v: nothing to report", in, gotest)
 	}
 	set := newResults(rs)
-	table := renderTable(set)
+	table := renderTable(set) + "\n" + renderOverlayComparison(set)
 	fmt.Print(table)
 	if doc == "" {
 		return nil
@@ -122,7 +122,8 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)
 // readGoTest takes every b.ReportMetric figure (not ns/op, B/op,
 // allocs/op) from `go test -bench` output. A metric ending in a unit
 // loses it to the unit: "join-all-ms" is metric "join-all" in ms,
-// "meshd-Mbps" metric "meshd" in Mbit/s, "p99-µs" metric "p99" in µs,
+// "meshd-Mbps" metric "meshd" in Mbit/s, "wireguard-go-cpu-per-gb-s/GB"
+// metric "wireguard-go-cpu-per-gb" in s/GB, "p99-µs" metric "p99" in µs,
 // "queries/s" metric "queries" in /s (a rate).
 func readGoTest(path string) ([]benchrec.Result, error) {
 	f, err := os.Open(path)
@@ -167,7 +168,7 @@ func readGoTest(path string) ([]benchrec.Result, error) {
 
 // splitUnit splits a b.ReportMetric unit into metric and unit.
 func splitUnit(m string) (string, string) {
-	for _, u := range []struct{ suffix, unit string }{{"-Mbps", "Mbit/s"}, {"-ms", "ms"}, {"-µs", "µs"}, {"-s", "s"}, {"-MB", "MB"}, {"-KiB", "KiB"}} {
+	for _, u := range []struct{ suffix, unit string }{{"-Mbps", "Mbit/s"}, {"-s/GB", "s/GB"}, {"-ms", "ms"}, {"-µs", "µs"}, {"-s", "s"}, {"-MB", "MB"}, {"-KiB", "KiB"}} {
 		if base, ok := strings.CutSuffix(m, u.suffix); ok && base != "" {
 			return base, u.unit
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // The plots of BenchmarkOverlayThroughput: each path's throughput, and
-// each round's ratio of meshd to Nebula alone.
+// each round's ratio of meshd to Nebula alone (versus.go has the tables).
 
 const overlayBench = "BenchmarkOverlayThroughput"
 
@@ -22,6 +22,7 @@ var overlayPaths = []struct{ metric, name string }{
 	{"installed", "meshd as installed"},
 	{"harness", "meshd, e2e harness"},
 	{"baseline", "Nebula alone"},
+	{"wireguard-go", "wireguard-go"},
 	{"raw", "raw veth"},
 }
 
@@ -34,7 +35,7 @@ type spread struct {
 func (s spread) YError(i int) (float64, float64) { return s.low[i], s.high[i] }
 
 func throughputPlot(s *results) (*plot.Plot, figure, error) {
-	fig := figure{title: "TCP throughput: meshd vs Nebula alone vs raw veth", file: "throughput.png"}
+	fig := figure{title: "TCP throughput: meshd vs Nebula alone vs wireguard-go vs raw veth", file: "throughput.png"}
 	p := newPlot(fig.title, "", "Mbit/s (iperf3, one TCP flow; log scale)")
 	var names []string
 	var bars spread
@@ -89,7 +90,7 @@ func throughputPlot(s *results) (*plot.Plot, figure, error) {
 	p.X.Min, p.X.Max = -0.6, float64(len(overlayPaths))-0.4
 	p.Y.Min, p.Y.Max = 100, max(p.Y.Max*2, 1000)
 	fig.caption = "`" + overlayBench + "`: the same bridge, the same rounds: meshd as installed (the packaged meshd.yaml), meshd with the e2e harness's settings, " +
-		"the baseline program (a minimal standalone Nebula of the same module version) and the veth path without an overlay; the median of the rounds, the bar their range."
+		"the baseline program (a minimal standalone Nebula of the same module version), wireguard-go (userspace, over TUN) and the veth path without an overlay; the median of the rounds, the bar their range."
 	return p, fig, nil
 }
 

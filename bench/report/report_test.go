@@ -124,6 +124,7 @@ func TestSplitUnit(t *testing.T) {
 		{"p99-µs", "p99", "µs"},
 		{"formation-s", "formation", "s"},
 		{"meshd-Mbps", "meshd", "Mbit/s"},
+		{"wireguard-go-p4-cpu-per-gb-s/GB", "wireguard-go-p4-cpu-per-gb", "s/GB"},
 		{"queries/s", "queries", "/s"},
 		{"direct-Mbit/s", "direct-Mbit/s", "count"},
 		{"heap-KiB/member", "heap-KiB/member", "KiB"},
