@@ -155,6 +155,9 @@ const (
 	// failed or left, and this node's direct probe of its overlay address
 	// answered: it is shown, and kept, alive (a warning; issue 52 item 8).
 	GossipContradicted Code = "X200740GSPCTR"
+	// OffloadRefused: the kernel or the device refused a Nebula offload
+	// the overlay asked for (a warning; issue 53 item 2).
+	OffloadRefused     Code = "X200780OFFLDN"
 	KeyRotationStalled Code = "X504506KEYSTL"
 	// CA rotation (issue 13 item 4).
 	CARotationStalled Code = "X504239CAROTS"
@@ -448,6 +451,7 @@ var table = map[Code]Info{
 	GossipJoin:          {503, "no gossip peer could be reached", "gossip rides the overlay: check that Nebula reaches the control nodes (UDP 4242 on the underlay)"},
 	OverlayApply:        {500, "the overlay configuration could not be applied; the running overlay is unchanged", "the message names the rejected setting (its meshd.yaml key, e.g. ports.nebula or tun_device) and why: fix it, or free what another process holds, and try again"},
 	OverlayUnreach:      {504, "no lighthouse could be reached over the overlay", "check that UDP 4242 is open between the nodes"},
+	OffloadRefused:      {200, "the kernel or the TUN device refused one or more of the overlay's offloads (TUN TSO/USO, UDP GRO/GSO): the overlay runs without them, one packet per system call, at more CPU per gigabyte; nothing else changes", "none needed for the overlay to work; for its speed run a newer kernel (USO needs Linux 6.2, TSO a TUN device with virtio headers, GSO a route whose device has TX checksum offload), or set overlay_offloads: false to stop the warning"},
 	GossipContradicted:  {200, "gossip says a member failed or left, but this node's direct probe of the member's overlay address (through Nebula, answered only with that node's certificate) answered: the member is shown alive and is not counted down for anything (an ephemeral node is not removed)", "none needed once (a brief outage gossip saw first); if it repeats for a node that is up, a member's machine holding the gossip key forges gossip about it: nothing is decided on that gossip, but find the member (its overlay address sends the packets), remove it and run `meshctl keys rotate`"},
 	GossipMemberIgnored: {200, "a gossip member has no active record in raft, or its tags (id, role, overlay IP) disagree with its record; it is ignored", "if it is a node of this cluster, check `meshctl nodes`; otherwise someone holds the gossip key: run `meshctl keys rotate` on a control node"},
 	CARotationStalled:   {504, "a CA rotation cannot take its next step yet: some live member does not report the step, or something still depends on the old CA (the message names them)", "check the members or certificates named (`meshctl ca status`), then run `meshctl ca rotate` again; it resumes where it stopped"},

@@ -11,10 +11,17 @@ import (
 	"strings"
 
 	"github.com/slackhq/nebula/cert"
+	"github.com/slackhq/nebula/overlay"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
 )
+
+// MaxMTU bounds Config.MTU: Nebula v1.12 caps tun.mtu at the largest
+// datagram it reads (9001) less its largest overhead (64 bytes), with only
+// a log line (overlay/tun.go getMTU), so a larger MTU would run as 8937
+// while meshd believed otherwise; v1.11 took up to 9001.
+const MaxMTU = overlay.MaxMTU
 
 // MaxRoutines bounds Config.Routines: more reader/writer pairs than this
 // would only contend for the same cores.
@@ -142,6 +149,12 @@ type Config struct {
 	// needs a restart.
 	Routines int
 
+	// Offloads asks Nebula for its Linux offloads (offload.go): TUN TSO
+	// and USO (kernel mode) and UDP GRO and GSO. One the kernel refuses
+	// is left out with a warning, never a failed start. A change needs a
+	// restart. DefaultConfig sets it.
+	Offloads bool
+
 	// SoMark sets SO_MARK on Nebula's UDP socket (listen.so_mark), so
 	// that policy routing can keep the underlay packets out of a route
 	// into the overlay (an exit node's 0.0.0.0/0). 0 leaves the socket
@@ -188,6 +201,7 @@ func DefaultConfig() Config {
 		TunDev:       DefaultTunDev,
 		MTU:          DefaultMTU,
 		Routines:     DefaultRoutines,
+		Offloads:     true,
 		SocketBuffer: DefaultSocketBuffer,
 		Inbound:      AnyAny(),
 		Outbound:     AnyAny(),
@@ -306,8 +320,8 @@ func (c Config) validate() error {
 			return bad("TunDev", c.TunDev, "want an interface name of 1-15 characters")
 		}
 	}
-	if c.MTU < 576 || c.MTU > 9001 {
-		return bad("MTU", fmt.Sprint(c.MTU), "out of range 576-9001")
+	if c.MTU < 576 || c.MTU > MaxMTU {
+		return bad("MTU", fmt.Sprint(c.MTU), "out of range 576-%d (Nebula's largest)", MaxMTU)
 	}
 	if c.Routines < 1 || c.Routines > MaxRoutines {
 		return bad("Routines", fmt.Sprint(c.Routines), "out of range 1-%d", MaxRoutines)
@@ -436,6 +450,9 @@ func restartFields(old, new Config) []string {
 	}
 	if old.Routines != new.Routines {
 		out = append(out, "Routines")
+	}
+	if old.Offloads != new.Offloads {
+		out = append(out, "Offloads")
 	}
 	return out
 }

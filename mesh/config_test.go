@@ -27,7 +27,8 @@ func TestValidate(t *testing.T) {
 		{"ok/ipv6-listen", func(c *Config) { c.ListenHost = "::" }, ""},
 		{"ok/ca-bundle", func(c *Config) { c.CACert = []byte(fakeCA + fakeCA) }, ""},
 		{"ok/mtu-range", func(c *Config) { c.MTU = 576 }, ""},
-		{"ok/mtu-jumbo", func(c *Config) { c.MTU = 9001 }, ""},
+		{"ok/mtu-jumbo", func(c *Config) { c.MTU = MaxMTU }, ""},
+		{"fail/mtu-past-nebulas-cap", func(c *Config) { c.MTU = 9001 }, "MTU"},
 		{"ok/routines-max", func(c *Config) { c.Routines = MaxRoutines }, ""},
 		{"fail/no-ca", func(c *Config) { c.CACert = nil }, "CACert"},
 		{"fail/ca-is-key", func(c *Config) { c.CACert = []byte(fakeKey) }, "CACert"},
@@ -116,6 +117,7 @@ func TestRestartFields(t *testing.T) {
 		{"restart/userspace", func(c *Config) { c.Userspace = true }, []string{"Userspace"}},
 		{"restart/timers", func(c *Config) { c.Fast = true }, []string{"Fast"}},
 		{"restart/routines", func(c *Config) { c.Routines = 2 }, []string{"Routines"}},
+		{"restart/offloads", func(c *Config) { c.Offloads = !c.Offloads }, []string{"Offloads"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -32,10 +32,10 @@ const maxCaptured = 5
 // to the logger it is given, so the bridge's handler does). A value that
 // looks like PEM is replaced by "[redacted]".
 //
-// It also watches the stream for two things Nebula's Control API does not
-// expose: the UDP address the listener actually bound (for port 0), and,
-// while a reload runs, the warnings and errors Nebula logs instead of
-// returning them.
+// It also watches the stream for what Nebula's Control API does not
+// expose: the UDP address the listener actually bound (for port 0), the
+// offloads it got (offload.go), and, while a reload runs, the warnings
+// and errors Nebula logs instead of returning them.
 type logBridge struct {
 	log *slog.Logger
 
@@ -43,6 +43,7 @@ type logBridge struct {
 	udp       netip.AddrPort
 	capturing bool
 	captured  []string
+	offload   offloadSeen // offload.go
 }
 
 // newNebulaLogger returns a fresh *slog.Logger for one Nebula instance
@@ -142,6 +143,7 @@ func appendFlat(attrs []slog.Attr, prefix string, a slog.Attr) []slog.Attr {
 func (b *logBridge) observe(msg string, attrs []slog.Attr, level slog.Level) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.offload.observe(msg, attrs)
 	if msg == "Nebula interface is active" {
 		for _, a := range attrs {
 			if a.Key == "udpAddr" {

@@ -106,6 +106,7 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 		m.Stop()
 		return nil, err
 	}
+	m.warnRefusedOffloads(c) // offload.go
 	log.Info("overlay started", keyOverlayIP, id.ip, keyUDP, m.udpAddr(),
 		"lighthouse", c.AmLighthouse, "userspace", c.Userspace,
 		"lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),

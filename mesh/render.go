@@ -53,6 +53,7 @@ type nebulaListen struct {
 	ReadBuffer  int    `yaml:"read_buffer,omitempty"`
 	WriteBuffer int    `yaml:"write_buffer,omitempty"`
 	SoMark      int    `yaml:"so_mark,omitempty"`
+	UDPOffloads bool   `yaml:"udp_offloads,omitempty"` // GRO and GSO (offload.go)
 }
 
 type nebulaPunchy struct {
@@ -80,6 +81,7 @@ type nebulaRelay struct {
 type nebulaTun struct {
 	Dev          string              `yaml:"dev,omitempty"`
 	MTU          int                 `yaml:"mtu,omitempty"`
+	UseOffloads  bool                `yaml:"use_offloads,omitempty"` // TSO/USO with virtio headers (offload.go)
 	UnsafeRoutes []nebulaUnsafeRoute `yaml:"unsafe_routes,omitempty"`
 }
 
@@ -193,7 +195,7 @@ func Render(c Config) (string, error) {
 	}
 	var tun *nebulaTun
 	if !c.Userspace {
-		tun = &nebulaTun{Dev: c.TunDev, MTU: c.MTU, UnsafeRoutes: unsafeRoutes(c)}
+		tun = &nebulaTun{Dev: c.TunDev, MTU: c.MTU, UseOffloads: c.Offloads, UnsafeRoutes: unsafeRoutes(c)}
 	} else if len(c.UnsafeRoutes) > 0 {
 		tun = &nebulaTun{UnsafeRoutes: unsafeRoutes(c)} // Nebula's user device reads none of it
 	}
@@ -230,7 +232,7 @@ func Render(c Config) (string, error) {
 		Listen: nebulaListen{
 			Host: addrOf(c.ListenHost).String(), Port: c.ListenPort,
 			ReadBuffer: c.SocketBuffer, WriteBuffer: c.SocketBuffer,
-			SoMark: c.SoMark,
+			SoMark: c.SoMark, UDPOffloads: c.Offloads,
 		},
 		Punchy:     nebulaPunchy{Punch: true, Respond: true, Delay: PunchDelay.String()},
 		Relay:      nebulaRelay{Relays: relays(c), AmRelay: c.AmRelay, UseRelays: true},

@@ -87,6 +87,11 @@ const (
 	ConfigFile = "config.yml"
 )
 
+// MaxMTU is the largest tun.mtu stock Nebula v1.12 takes as it is
+// (overlay/tun.go: a larger one is capped with a log line; v1.11 took up
+// to 9001). TestMaxMTUIsMeshs checks it against mesh.MaxMTU.
+const MaxMTU = 8937
+
 // PEM block types Nebula v1.11.0 and v1.12.0 read (cert/pem.go).
 var (
 	certBlocks = []string{"NEBULA CERTIFICATE", "NEBULA CERTIFICATE V2"}
@@ -180,8 +185,8 @@ func (b Bundle) Validate() error {
 	if b.ListenPort < 0 || b.ListenPort > 65535 {
 		return bad("listen_port", strconv.Itoa(b.ListenPort), "out of range 0-65535")
 	}
-	if b.MTU != 0 && (b.MTU < 576 || b.MTU > 9001) {
-		return bad("mtu", strconv.Itoa(b.MTU), "out of range 576-9001 (0: Nebula's default)")
+	if b.MTU != 0 && (b.MTU < 576 || b.MTU > MaxMTU) {
+		return bad("mtu", strconv.Itoa(b.MTU), "out of range 576-%d (0: Nebula's default)", MaxMTU)
 	}
 	return nil
 }

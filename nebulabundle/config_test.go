@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshd/meshd/mesh"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.yml from ConfigYAML")
@@ -142,6 +144,7 @@ func TestValidate(t *testing.T) {
 		{"fail/rule-cidr", func(b *Bundle) { b.Inbound = []Rule{{Port: "any", Proto: "any", CIDR: "10.42.0.0"}} }, "firewall.inbound[0].cidr"},
 		{"fail/listen-port", func(b *Bundle) { b.ListenPort = 70000 }, "listen_port"},
 		{"fail/mtu", func(b *Bundle) { b.MTU = 100 }, "mtu"},
+		{"fail/mtu-past-nebulas-cap", func(b *Bundle) { b.MTU = MaxMTU + 1 }, "mtu"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -189,5 +192,13 @@ func TestErrorsHoldNoSecrets(t *testing.T) {
 		if strings.Contains(err.Error(), body) || strings.Contains(err.Error(), "tail") {
 			t.Fatalf("%s: the error holds the key: %v", name, err)
 		}
+	}
+}
+
+// TestMaxMTUIsMeshs: a stock member's largest MTU is the one meshd's own
+// Nebula takes (both v1.12.0's overlay.MaxMTU).
+func TestMaxMTUIsMeshs(t *testing.T) {
+	if MaxMTU != mesh.MaxMTU {
+		t.Fatalf("nebulabundle.MaxMTU %d, mesh.MaxMTU %d", MaxMTU, mesh.MaxMTU)
 	}
 }

@@ -200,6 +200,11 @@ type Overlay struct {
 	CertExpires     time.Time `json:"cert_expires"`
 	Tunnels         []Tunnel  `json:"tunnels"`
 	Error           *Error    `json:"error,omitempty"` // the last refused reload, if any
+	// Offloads are the Nebula offloads in use (tso, uso, gro, gso; issue
+	// 53), empty when overlay_offloads is off; OffloadsRefused those
+	// asked for that the kernel or device refused (absent when none).
+	Offloads        []string `json:"offloads"`
+	OffloadsRefused []string `json:"offloads_refused,omitempty"`
 	// Unreachable are the members this node cannot reach over the
 	// overlay by its own probes (pair health: several in a row failed),
 	// though gossip may show them alive; sorted, absent when none.

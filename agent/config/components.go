@@ -24,7 +24,7 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 	m.AmLighthouse = role == pki.RoleControl
 	m.AmRelay = role == pki.RoleControl || c.Relay // every control node relays for nodes that cannot meet directly; a volunteer too
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
-	m.Routines = c.OverlayRoutines
+	m.Routines, m.Offloads = c.OverlayRoutines, c.OverlayOffloads
 	m.GossipPort = c.Ports.Gossip // gossip rides the overlay: its port stays open whatever the firewall says
 	c.Policy().Apply(&m)          // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never

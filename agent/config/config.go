@@ -36,23 +36,22 @@ type File struct {
 
 	OverlayMode OverlayMode `yaml:"overlay_mode"` // kernel (a TUN device) or userspace (no privileges)
 	TunDevice   string      `yaml:"tun_device"`   // kernel TUN device name
-	// OverlayMTU is the TUN device's MTU (kernel mode): 576-9001, default
-	// 1300. It must leave room for Nebula's 60 bytes of overhead inside
-	// the underlay's MTU. A reload applies a change (firewall.go).
+	// OverlayMTU is the TUN device's MTU (kernel mode): 576-8937, default
+	// 1300, Nebula's 60 bytes inside the underlay's MTU; reload applies it.
 	OverlayMTU int `yaml:"overlay_mtu"`
-	// OverlayRoutines is Nebula's routines, the reader/writer pairs on
-	// the TUN device and the UDP socket: 1-64 (mesh.MaxRoutines), default
-	// 1. A change takes effect at the next start.
+	// OverlayRoutines is Nebula's routines, the reader/writer pairs on the
+	// TUN device and the UDP socket: 1-64, default 1; next start.
 	OverlayRoutines int `yaml:"overlay_routines"`
-	// Relay offers this node as a Nebula relay (DESIGN §11): peers that
-	// cannot reach each other directly (symmetric NAT on both ends, UDP
-	// between them blocked) may carry their tunnel through it. It is
-	// recorded in raft on the node's record (at the join, and by the node
-	// itself when it starts with another setting) and every node lists it
-	// among its relays. Worth it only on a node others reach: a public
-	// address or a forwarded UDP port. Control nodes relay anyway. Default
-	// false; a change takes effect at the next start (Nebula reads
-	// am_relay once).
+	// OverlayOffloads asks Nebula for TUN TSO/USO and UDP GRO/GSO (a
+	// refused one: a warning, no failed start); default true; next start.
+	OverlayOffloads bool `yaml:"overlay_offloads"`
+	// Relay offers this node as a Nebula relay (DESIGN §11) to peers that
+	// cannot reach each other directly. It is recorded in raft on the
+	// node's record (at the join, and by the node itself when it starts
+	// with another setting) and every node lists it among its relays.
+	// Worth it only on a node others reach: a public address or a
+	// forwarded UDP port. Control nodes relay anyway. Default false; a
+	// change takes effect at the next start (Nebula reads am_relay once).
 	Relay             bool          `yaml:"relay"`
 	Timers            TimerProfile  `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
@@ -158,6 +157,7 @@ func Default() File {
 		TunDevice:         "meshd0",
 		OverlayMTU:        mesh.DefaultMTU,
 		OverlayRoutines:   mesh.DefaultRoutines,
+		OverlayOffloads:   true,
 		Firewall:          DefaultFirewall(),
 		Timers:            TimersLAN,
 		ReconcileInterval: 30 * time.Second,
@@ -281,8 +281,8 @@ func (c File) Validate() error {
 	if c.TunDevice == "" || len(c.TunDevice) > 15 {
 		bad("tun_device", c.TunDevice, errors.New("must be 1-15 characters"))
 	}
-	if c.OverlayMTU < 576 || c.OverlayMTU > 9001 {
-		bad("overlay_mtu", fmt.Sprint(c.OverlayMTU), errors.New("must be between 576 and 9001"))
+	if c.OverlayMTU < 576 || c.OverlayMTU > mesh.MaxMTU {
+		bad("overlay_mtu", fmt.Sprint(c.OverlayMTU), fmt.Errorf("must be between 576 and %d (Nebula's largest)", mesh.MaxMTU))
 	}
 	if c.OverlayRoutines < 1 || c.OverlayRoutines > mesh.MaxRoutines {
 		bad("overlay_routines", fmt.Sprint(c.OverlayRoutines), fmt.Errorf("must be between 1 and %d", mesh.MaxRoutines))

@@ -21,6 +21,7 @@ var meshKeys = map[string]string{
 	"Userspace":  "overlay_mode",
 	"Fast":       "timers",
 	"Routines":   "overlay_routines",
+	"Offloads":   "overlay_offloads",
 	"GossipPort": "ports.gossip",
 	"AmRelay":    "relay",
 	"MTU":        "overlay_mtu",

@@ -29,6 +29,7 @@ func TestMeshKeys(t *testing.T) {
 		"overlay_mode":      func(c *File) { c.OverlayMode = OverlayUserspace },
 		"timers":            func(c *File) { c.Timers = TimersFast },
 		"overlay_routines":  func(c *File) { c.OverlayRoutines = 3 },
+		"overlay_offloads":  func(c *File) { c.OverlayOffloads = !c.OverlayOffloads },
 		"ports.gossip":      func(c *File) { c.Ports.Gossip = 8000 },
 		"relay":             func(c *File) { c.Relay = !c.Relay },
 		"overlay_mtu":       func(c *File) { c.OverlayMTU = 1280 },

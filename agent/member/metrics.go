@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 
+	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/metrics"
 	"github.com/meshd/meshd/codes"
 )
@@ -66,6 +67,7 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 	if o := rt.ov.overlayStatus(); o != nil {
 		st.OverlayKnown, st.Tunnels, st.Blocklist, st.NebulaExpires = true, len(o.Tunnels), o.Blocklist, o.CertExpires
 		st.Unreachable = len(rt.pairs.unreachable())
+		st.Offloads = offloadGauges(o)
 		for _, t := range o.Tunnels {
 			if t.Relayed {
 				st.Relayed++
@@ -81,4 +83,20 @@ func (rt *Runtime) FillMetrics(st *metrics.State) {
 		st.DNS = &metrics.DNS{Queries: s.Queries, Limited: s.Limited, Malformed: s.Malformed, Rcodes: s.Rcodes,
 			LatencyBounds: s.Latency.Bounds, LatencyCounts: s.Latency.Counts, LatencySum: s.Latency.Sum, LatencyCount: s.Latency.Count}
 	}
+}
+
+// offloadGauges are meshd_overlay_offload's values: each offload asked
+// for, in use or refused; nil when none was asked for.
+func offloadGauges(o *apitype.Overlay) map[string]bool {
+	if len(o.Offloads)+len(o.OffloadsRefused) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, n := range o.Offloads {
+		out[n] = true
+	}
+	for _, n := range o.OffloadsRefused {
+		out[n] = false
+	}
+	return out
 }

@@ -72,6 +72,8 @@ func (ov *overlay) overlayStatus() *apitype.Overlay {
 		}
 	}
 	o.Tunnels = append(o.Tunnels, ov.tunnels()...) // tunnels.go
+	off := ov.mesh.Offloads()
+	o.Offloads, o.OffloadsRefused = append([]string{}, off.InUse()...), off.Refused(applied.Userspace)
 	if b, ok := ov.overlayErr.Load().(errBox); ok && b.err != nil {
 		o.Error = apitype.NewError(codes.OrInternal(b.err), b.err)
 	}

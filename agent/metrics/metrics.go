@@ -52,6 +52,9 @@ type State struct {
 	// Relayed are the established tunnels that go through a relay (of
 	// Tunnels; the rest are direct).
 	Relayed int
+	// Offloads are the Nebula offloads asked for, each with whether it
+	// is in use (nil when overlay_offloads is off).
+	Offloads map[string]bool
 
 	// The path upgrader (agent/pathup), since the runtime started: tries
 	// that moved a relayed tunnel onto a direct path, tries in which no
@@ -104,6 +107,7 @@ var (
 	descBlocklist      = prometheus.NewDesc("meshd_overlay_blocklist", "Revoked certificates the overlay refuses.", nil, nil)
 	descRelayed        = prometheus.NewDesc("meshd_overlay_tunnels_relayed", "Established Nebula tunnels that go through a relay, not a direct path (of meshd_overlay_tunnels).", nil, nil)
 	descPathUpTries    = prometheus.NewDesc("meshd_pathup_tries_total", "Tries to move a relayed tunnel onto a direct path since the runtime started, by outcome: direct (moved), failed (no candidate address answered; the tunnel was rebuilt) or skipped (not tried: both nodes behind NATs, one symmetric; once per peer each time it begins to be skipped).", []string{"outcome"}, nil)
+	descOffload        = prometheus.NewDesc("meshd_overlay_offload", "1 for each Nebula offload overlay_offloads asked for that is in use (tso, uso, gro, gso), 0 for one the kernel or device refused; absent when overlay_offloads is off.", []string{"offload"}, nil)
 	descUnreachable    = prometheus.NewDesc("meshd_overlay_unreachable_peers", "Members this node's own probes cannot reach over the overlay, though gossip may show them alive (a broken pair).", nil, nil)
 	descNebulaExpires  = prometheus.NewDesc("meshd_nebula_cert_expiry_timestamp_seconds", "Unix time the Nebula host certificate the overlay runs with expires.", nil, nil)
 	descTLSExpires     = prometheus.NewDesc("meshd_tls_cert_expiry_timestamp_seconds", "Unix time the TLS leaf this node presents (ports 7300, 7301) expires.", nil, nil)
@@ -119,7 +123,7 @@ var (
 	descReaped         = prometheus.NewDesc("meshd_ephemeral_reaped_total", "Ephemeral nodes this control node removed since its runtime started, each down (failed or left in gossip) for ephemeral_after (control nodes only).", nil, nil)
 	metricsDescriptors = []*prometheus.Desc{descDNSQueries, descDNSAnswers, descDNSDropped, descDNSLatency, descUp, descNodes, descRaftLeader, descRaftVoters, descRaftCommit, descRaftApplied,
 		descRaftContact, descGossip, descKeyErrors, descTunnels, descBlocklist, descNebulaExpires, descTLSExpires, descBuildInfo,
-		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries, descReaped}
+		descDiskOK, descDiskFailures, descClockDeviation, descClockUntrusted, descUnreachable, descRelayed, descPathUpTries, descReaped, descOffload}
 )
 
 func (m collector) Describe(ch chan<- *prometheus.Desc) {
@@ -175,6 +179,9 @@ func (m collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBlocklist, prometheus.GaugeValue, float64(st.Blocklist))
 		ch <- prometheus.MustNewConstMetric(descUnreachable, prometheus.GaugeValue, float64(st.Unreachable))
 		ch <- prometheus.MustNewConstMetric(descRelayed, prometheus.GaugeValue, float64(st.Relayed))
+		for name, on := range st.Offloads {
+			ch <- prometheus.MustNewConstMetric(descOffload, prometheus.GaugeValue, bool01(on), name)
+		}
 		if st.PathUpKnown {
 			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpDirect), PathUpDirect)
 			ch <- prometheus.MustNewConstMetric(descPathUpTries, prometheus.CounterValue, float64(st.PathUpFailed), PathUpFailed)

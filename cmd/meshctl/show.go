@@ -256,6 +256,7 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("overlay mode", mode)
 				row("lighthouses", strings.Join(o.Lighthouses, ", "))
+				row("offloads", offloadsCell(o))
 				row("unreachable", strings.Join(o.Unreachable, ", ")) // pair health: its own probes fail
 				if o.Error != nil {
 					row("overlay error", fmt.Sprintf("%s: %s (%s)", o.Error.ErrCode, o.Error.Cause, o.Error.Detail))

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"testing"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -32,9 +33,9 @@ func versionMeshd(t *testing.T, b apitype.Build, old bool) string {
 }
 
 func TestVersion(t *testing.T) {
-	same := apitype.Build{Version: "1.4.0", Commit: "0123abcd4567", Go: "go1.26.8"}
+	same := apitype.Build{Version: "1.4.0", Commit: "0123abcd4567", Go: runtime.Version()} // the client's own toolchain
 	older := apitype.Build{Version: "1.3.0", Commit: "89ab01234567", Go: "go1.25.1"}
-	dirty := apitype.Build{Version: "1.4.0", Commit: "0123abcd4567-dirty", Go: "go1.26.8"}
+	dirty := apitype.Build{Version: "1.4.0", Commit: "0123abcd4567-dirty", Go: runtime.Version()}
 	tests := []struct {
 		name      string
 		socket    func(t *testing.T) string
