@@ -59,7 +59,8 @@ func TestOffloadsSeen(t *testing.T) {
 // TestKernelOffloads: on this kernel (TUN with virtio headers, USO since
 // Linux 6.2, UDP GRO and GSO) a kernel-TUN instance asked for offloads
 // gets all four and warns of none; one not asked for uses none and
-// reports none refused. It needs root (see inNetns).
+// reports none refused; ProbeOffloads (check-config's) says what Start
+// got. It needs root (see inNetns).
 func TestKernelOffloads(t *testing.T) {
 	if !inNetns(t) {
 		return
@@ -87,6 +88,9 @@ func TestKernelOffloads(t *testing.T) {
 		}
 		if o != want {
 			t.Errorf("offloads %v: %+v, want %+v", on, o, want)
+		}
+		if probed, err := ProbeOffloads(true); on && (probed != o || err != nil) {
+			t.Errorf("check-config's probe says %+v (%v), the started overlay got %+v", probed, err, o)
 		}
 		if strings.Contains(logged.String(), string(codes.OffloadRefused)) {
 			t.Errorf("offloads %v: warned %q", on, logged.String())

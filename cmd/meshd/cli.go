@@ -131,14 +131,16 @@ func checkConfig(fs *flag.FlagSet, fl *flags, args []string, stdout, stderr io.W
 		return 2
 	}
 	fs.Visit(func(f *flag.Flag) { *fl.explicitConfig = *fl.explicitConfig || f.Name == "config" })
-	if _, err := fl.readConfig(); err != nil {
+	cfg, err := fl.readConfig()
+	if err != nil {
 		return fail(stderr, err)
 	}
 	if !*fl.explicitConfig && !fileExists(*fl.config) {
 		fmt.Fprintf(stdout, "%s: no such file; meshd runs on the defaults, which are valid\n", *fl.config)
-		return 0
+	} else {
+		fmt.Fprintf(stdout, "%s: valid\n", *fl.config)
 	}
-	fmt.Fprintf(stdout, "%s: valid\n", *fl.config)
+	fmt.Fprintln(stdout, offloadsLine(cfg)) // offloads.go
 	return 0
 }
 
