@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/stocknebula"
 )
 
 // BenchmarkIdleAgainstStockNebula puts meshd's idle cost beside Nebula's
@@ -39,7 +41,7 @@ func BenchmarkIdleAgainstStockNebula(b *testing.B) {
 		nodes = append(nodes, w)
 	}
 	allPairsPing(b, nodes, 20*time.Second)
-	phone := newStockMember(b, n, origin, "phone")
+	phone := newStockMember(b, n, origin, stocknebula.Version, "phone")
 	ips := overlayIPs(b, origin)
 	Eventually(b, 30*time.Second, "the stock member reaches every node", func() error {
 		return reachBoth(b.Context(), phone, ips["phone"], "", nodes, ips, nil)

@@ -50,12 +50,12 @@ func (l *syncLog) String() string {
 // newStockMember mints a --nebula-only token for name on via (extra
 // flags appended), writes it to a 0600 file on a new host, runs `meshctl
 // nebula-bundle --generate` there (no meshd on that host, no socket),
-// checks the bundle with stock `nebula -test`, and starts stock nebula
+// checks the bundle with stock `nebula -test` of version, and starts it
 // from the bundle directory. The process is killed, and its log shown on
 // failure, when the test ends.
-func newStockMember(t testing.TB, n *Net, via *Node, name string, extra ...string) *stockMember {
+func newStockMember(t testing.TB, n *Net, via *Node, version, name string, extra ...string) *stockMember {
 	t.Helper()
-	bin := stocknebula.Binary(t)
+	bin := stocknebula.BinaryAt(t, version)
 	h := n.AddHost(name)
 	var adm struct{ Token string }
 	if err := via.CtlJSON(t.Context(), &adm, append([]string{"admit", name, "--nebula-only"}, extra...)...); err != nil {
@@ -138,8 +138,9 @@ func ping6(ctx context.Context, h *Host, ip string) error {
 }
 
 // TestStockNebulaMember (issue 35), with `timers: lan` (meshd's default):
-// two devices run stock nebula v1.12.0 (built by the test from the module
-// proxy, not meshd's code), each configured only from the bundle `meshctl
+// two devices run stock nebula, the phone v1.12.0 (the version meshd
+// embeds) and the tablet v1.11.0 (issue 53 item 4), both built by the
+// test from the module proxy, not meshd's code, each configured only from the bundle `meshctl
 // nebula-bundle --generate` wrote on its host (the bundle passes stock
 // `nebula -test`). The phone pings every meshd member over both overlays
 // and each pings it; it resolves names with a member's DNS over the
@@ -155,8 +156,8 @@ func TestStockNebulaMember(t *testing.T) {
 	origin := nodes[0]
 	allPairsPing(t, nodes, 30*time.Second)
 
-	phone := newStockMember(t, n, origin, "phone", "--group", "mobile")
-	tablet := newStockMember(t, n, origin, "tablet", "--cert-lifetime", "40s")
+	phone := newStockMember(t, n, origin, stocknebula.Version, "phone", "--group", "mobile")
+	tablet := newStockMember(t, n, origin, "v1.11.0", "tablet", "--cert-lifetime", "40s")
 	tabletBundled := time.Now()
 	ips, ips6 := overlayIPs(t, origin), map[string]string{}
 	var rows = map[string]apitype.Node{}

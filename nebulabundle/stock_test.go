@@ -69,7 +69,7 @@ func stockBundle(in issued, dualStack bool) Bundle {
 }
 
 // TestStockNebulaAcceptsBundle: the directory WriteDir makes, and nothing
-// else, is a config stock Nebula v1.12.0 (built from the module proxy by
+// else, is a config stock Nebula v1.12.0 and v1.11.0 (issue 53 item 4; built from the module proxy by
 // stocknebula, not meshd's patched copy) accepts with `nebula -test`:
 // an IPv4-only cluster's v1 certificate and a dual-stack cluster's v2
 // one. A key that is not the certificate's is refused, so the check can
@@ -78,14 +78,18 @@ func TestStockNebulaAcceptsBundle(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		dualStack bool
-	}{{"v1", false}, {"dualstack-v2", true}} {
+		version   string
+	}{
+		{"v1", false, stocknebula.Version}, {"dualstack-v2", true, stocknebula.Version},
+		{"v1/nebula-v1.11.0", false, "v1.11.0"}, {"dualstack-v2/nebula-v1.11.0", true, "v1.11.0"},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := issue(t, c.dualStack)
 			dir := filepath.Join(t.TempDir(), "bundle")
 			if err := stockBundle(in, c.dualStack).WriteDir(dir); err != nil {
 				t.Fatal(err)
 			}
-			out, err := stocknebula.Test(t, ConfigFile, dir)
+			out, err := stocknebula.TestAt(t, c.version, ConfigFile, dir)
 			if err != nil {
 				t.Fatalf("nebula -test refused the bundle: %v\n%s", err, out)
 			}
