@@ -140,7 +140,7 @@ func checkConfig(fs *flag.FlagSet, fl *flags, args []string, stdout, stderr io.W
 	} else {
 		fmt.Fprintf(stdout, "%s: valid\n", *fl.config)
 	}
-	fmt.Fprintln(stdout, offloadsLine(cfg)) // offloads.go
+	fmt.Fprintln(stdout, cfg.OffloadsLine()) // agent/config/offloads.go
 	return 0
 }
 

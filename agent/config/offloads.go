@@ -1,23 +1,22 @@
-package main
+package config
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/mesh"
 )
 
-// offloadsLine is check-config's line on Nebula's offloads (issue 53): off,
+// OffloadsLine is `meshd check-config`'s line on Nebula's offloads (issue 53): off,
 // or asked for and which of them this kernel grants (mesh.ProbeOffloads,
 // as Nebula would at start); `meshctl status` shows what the running
 // overlay got.
-func offloadsLine(c config.File) string {
+func (c File) OffloadsLine() string {
 	if !c.OverlayOffloads {
 		return "overlay offloads: off (overlay_offloads: false)"
 	}
-	kernel := c.OverlayMode != config.OverlayUserspace
+	kernel := c.OverlayMode != OverlayUserspace
 	o, err := mesh.ProbeOffloads(kernel)
 	line := fmt.Sprintf("overlay offloads: asked for; this kernel grants: %s", orNone(o.InUse()))
 	if refused := o.Refused(!kernel); len(refused) > 0 {
