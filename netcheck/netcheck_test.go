@@ -133,6 +133,12 @@ func TestCheckLoopback(t *testing.T) {
 	if !rep.UDP || rep.NAT || rep.Mapping != MappingPortPreserving || !rep.Direct || rep.Relay != "c1" || rep.Err() != nil {
 		t.Errorf("report %+v", rep)
 	}
+	// The responder counts an answer once its write returned, which may be
+	// after the client read it: wait for the count, with a deadline.
+	deadline := time.Now().Add(2 * time.Second)
+	for r1.Stats().Answered < 1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	if s := r1.Stats(); s.Answered < 1 || s.Malformed != 0 {
 		t.Errorf("stats %+v", s)
 	}
