@@ -26,6 +26,7 @@ type options struct {
 	sockBuf      int
 	cipher       string
 	fast         bool
+	offloads     bool // tun.use_offloads and listen.udp_offloads, as meshd renders them by default
 }
 
 type m = map[string]any
@@ -45,6 +46,10 @@ func (o options) render() (string, error) {
 	if o.sockBuf > 0 {
 		listen["read_buffer"], listen["write_buffer"] = o.sockBuf, o.sockBuf
 	}
+	tun := m{"dev": o.dev, "mtu": o.mtu}
+	if o.offloads {
+		listen["udp_offloads"], tun["use_offloads"] = true, true
+	}
 	all := []m{{"port": "any", "proto": "any", "host": "any"}}
 	interval := 10
 	s := m{
@@ -52,7 +57,7 @@ func (o options) render() (string, error) {
 		"static_host_map": static,
 		"listen":          listen,
 		"punchy":          m{"punch": true, "respond": true},
-		"tun":             m{"dev": o.dev, "mtu": o.mtu},
+		"tun":             tun,
 		"firewall":        m{"outbound": all, "inbound": all},
 		"routines":        o.routines,
 		"cipher":          o.cipher,

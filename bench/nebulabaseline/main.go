@@ -6,12 +6,12 @@
 //
 // It is built and run only by the e2e benchmark BenchmarkOverlayThroughput
 // (`make bench`), which gives it the settings meshd renders: MTU, routines,
-// socket buffers, cipher, firewall any/any, timers.
+// socket buffers, cipher, offloads, firewall any/any, timers.
 //
 //	nebulabaseline -gencerts DIR -nodes lh=10.42.0.1/16,a=10.42.0.2/16
 //	nebulabaseline -certs DIR -name a -listen 0.0.0.0:4242 \
 //	    -lighthouses 10.42.0.1=10.99.0.1:4242 [-am-lighthouse] [-dev nebula1] \
-//	    [-mtu 1300] [-routines 1] [-sockbuf 8388608] [-cipher aes] [-fast] \
+//	    [-mtu 1300] [-routines 1] [-sockbuf 8388608] [-cipher aes] [-fast] [-offloads=false] \
 //	    [-cpuprofile FILE]
 //
 // A node runs until SIGTERM or SIGINT, then stops Nebula and writes the CPU
@@ -56,6 +56,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.routines, "routines", 1, "Nebula routines")
 	fs.IntVar(&o.sockBuf, "sockbuf", 8<<20, "listen.read_buffer and write_buffer in bytes (0: kernel default)")
 	fs.StringVar(&o.cipher, "cipher", "aes", "aes or chachapoly")
+	fs.BoolVar(&o.offloads, "offloads", true, "Nebula's offloads (TUN TSO/USO, UDP GRO/GSO), as meshd asks for them by default")
 	fs.BoolVar(&o.fast, "fast", false, "meshd's fast timers: lighthouse interval 1 s, connection timers 2 s")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run here")
 	if err := fs.Parse(args); err != nil {
