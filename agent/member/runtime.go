@@ -430,6 +430,9 @@ func (rt *Runtime) Stop() {
 	if rt.loops != nil {
 		rt.loops()
 	}
+	if rt.ctl != nil {
+		rt.ctl.EndStreams() // else the server's shutdown waits on every worker's stream
+	}
 	if rt.control != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = rt.control.Shutdown(ctx)
