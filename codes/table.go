@@ -186,6 +186,7 @@ const (
 	NetcheckNoNAT               Code = "X100539NATNON"
 	NetcheckUnreachable         Code = "X503540STUNDN"
 	NetcheckNotServed           Code = "X200541STUNNS"
+	NetcheckSlow                Code = "X200542UDPSLW"
 	// Names (issue 30): warnings of `meshctl status` about the DNS.
 	DNSNotServed    Code = "X200550DNSLSN"
 	ResolvedNotUsed Code = "X200551RSLVNU"
@@ -473,6 +474,7 @@ var table = map[Code]Info{
 	NetcheckRelayed:             {200, "no direct path to nodes behind NATs is possible from here; the control node named relays that traffic", "none needed; for direct paths see the symmetric NAT code's remedy"},
 	NetcheckUnreachable:         {503, "no control node answered the path check, neither over UDP (STUN) nor on its TCP control port", "check that the control nodes run and are reachable from here (`meshctl nodes` on one of them); then run the check again"},
 	NetcheckNotServed:           {200, "the path check could not be made against a control node: its control port answered (pinned, clock in bound) but it does not say it serves STUN on the port asked (a release without the STUN responder, or another ports.stun), so its silence over UDP proves nothing; a join goes on", "none needed: the join's confirmation shows whether the overlay comes up; upgrade the control nodes (or use the cluster's ports.stun) to have the path checked"},
+	NetcheckSlow:                {200, "no control node answered over UDP within the check's first 2 s while its TCP port did, and one answered in the second try: UDP works, a control node was slow (busy)", "none needed: the join goes on; if it repeats, look at the control nodes' load"},
 	DNSNotServed:                {200, "this node does not answer the cluster's names on an address it should (dns.loopback or its overlay address): the port is taken by another server, or meshd may not bind it; the rest of meshd runs", "free the address's port (dns.port, 53 by default: `ss -lunp 'sport = 53'`), or give meshd CAP_NET_BIND_SERVICE (the packaged unit does), or set dns.loopback/dns.port to a free one, then restart meshd"},
 	ResolvedNotUsed:             {200, "systemd-resolved does not route the cluster's domain to this node's DNS: it is not running here, refused meshd's request, or serves another network namespace; the host resolves every other name as before", "without resolved, point a resolver at dns.loopback (`meshctl status` says where), e.g. a dnsmasq `server=/CLUSTER.mesh/127.0.77.53`; meshd never rewrites /etc/resolv.conf. With resolved, see the reason in `meshctl status`: \"refused\" for access means polkitd is missing (the packages recommend it and ship the rule /usr/share/polkit-1/rules.d/50-meshd.rules that lets user meshd set the overlay link's DNS)"},
 	NetcheckNoNAT:               {100, "the control nodes see this node's own address and port: no NAT between them", "none needed"},
