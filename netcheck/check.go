@@ -30,6 +30,11 @@ type Options struct {
 	Timeout time.Duration
 	// Retry is how often an unanswered request is sent again. Zero: 250 ms.
 	Retry time.Duration
+	// Again bounds a second UDP exchange, run when the first ended
+	// Blocked (a target that serves STUN answered on TCP, none over UDP):
+	// a busy control node answers late, and late is not blocked (issue 54
+	// item 5). Zero: 3 s.
+	Again time.Duration
 	// ProbeTCP asks a target's TCP control address, when no target
 	// answered over UDP, whether it answers and which STUN port it
 	// serves. Nil: a plain TCP dial, which learns no STUN port, so it
@@ -109,6 +114,10 @@ type Report struct {
 	// Relay is the control node that would carry the traffic that takes
 	// no direct path: the first target that answered over UDP, by name.
 	Relay string
+	// Late is how long after the check began UDP first answered, when it
+	// did only in the second exchange (Options.Again): UDP works, a
+	// control node was slow. Zero otherwise.
+	Late time.Duration
 }
 
 // Judge is the mapping the answered targets' mapped addresses show, for
@@ -145,6 +154,9 @@ func Check(ctx context.Context, targets []Target, o Options) (*Report, error) {
 	if o.Retry <= 0 {
 		o.Retry = 250 * time.Millisecond
 	}
+	if o.Again <= 0 {
+		o.Again = 3 * time.Second
+	}
 	if len(targets) == 0 {
 		return nil, errors.New("no control node to check against")
 	}
@@ -161,10 +173,19 @@ func Check(ctx context.Context, targets []Target, o Options) (*Report, error) {
 	for i, t := range targets {
 		rep.Answers[i].Target = t
 	}
+	began := time.Now()
 	exchange(ctx, conn, rep, o)
 	judge(rep)
 	if !rep.UDP {
 		probeTCP(ctx, rep, o.ProbeTCP)
+	}
+	if rep.Blocked && ctx.Err() == nil {
+		again := o
+		again.Timeout = o.Again
+		exchange(ctx, conn, rep, again)
+		if judge(rep); rep.UDP {
+			rep.Blocked, rep.Unchecked, rep.Late = false, false, time.Since(began)
+		}
 	}
 	return rep, nil
 }

@@ -60,6 +60,10 @@ func (r *Report) Lines() []Line {
 	if !r.UDP {
 		return out
 	}
+	if r.Late > 0 {
+		out = append(out, Line{"udp", StatusWarn, codes.NetcheckSlow,
+			fmt.Sprintf("UDP answered only %s after the check began, while TCP answered at once: a busy control node, not blocked UDP", r.Late.Round(time.Millisecond))})
+	}
 	switch r.Mapping {
 	case MappingPortPreserving:
 		if !r.NAT {

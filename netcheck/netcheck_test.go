@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -176,7 +177,7 @@ func TestCheckBlocked(t *testing.T) {
 	defer ln.Close()
 	tcp := ln.Addr().(*net.TCPAddr).AddrPort()
 	stunAt := silent.LocalAddr().(*net.UDPAddr).AddrPort()
-	o := Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, ProbeTCP: served(stunAt.Port())}
+	o := Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, Again: 300 * time.Millisecond, ProbeTCP: served(stunAt.Port())}
 	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: stunAt, TCP: tcp}}, o)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func TestCheckNotServed(t *testing.T) {
 			for _, n := range tc.targets {
 				targets = append(targets, Target{Name: n, STUN: stunAt, TCP: tcp})
 			}
-			rep, err := Check(t.Context(), targets, Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, ProbeTCP: tc.probe})
+			rep, err := Check(t.Context(), targets, Options{Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond, Again: 300 * time.Millisecond, ProbeTCP: tc.probe})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,5 +314,55 @@ func TestResponderBounded(t *testing.T) {
 	}
 	if s := r.Stats(); s.Malformed != 3 || s.Limited != 2 || s.Answered != 3 {
 		t.Errorf("stats %+v, want 3 malformed, 2 limited, 3 answered", s)
+	}
+}
+
+// TestCheckSlowIsNotBlocked (issue 54 item 5): a control node that
+// answers STUN only after its first second (busy) while its TCP port
+// answers at once is late, not blocked: the second exchange hears it,
+// the check has no error and says NetcheckSlow with the time. On main
+// before, the same answered OverlayUDPBlocked, and a join failed.
+func TestCheckSlowIsNotBlocked(t *testing.T) {
+	slow, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	busyUntil := time.Now().Add(time.Second)
+	go func() { // answers nothing for a second, then as the responder does
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := slow.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			req := &stun.Message{Raw: append([]byte(nil), buf[:n]...)}
+			if time.Now().Before(busyUntil) || req.Decode() != nil {
+				continue
+			}
+			resp, err := stun.Build(stun.NewTransactionIDSetter(req.TransactionID), stun.BindingSuccess,
+				&stun.XORMappedAddress{IP: from.Addr().AsSlice(), Port: int(from.Port())}, stun.Fingerprint)
+			if err == nil {
+				_, _ = slow.WriteToUDPAddrPort(resp.Raw, from)
+			}
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stunAt := slow.LocalAddr().(*net.UDPAddr).AddrPort()
+	o := Options{Bind: netip.MustParseAddr("127.0.0.1"), Timeout: 300 * time.Millisecond, Retry: 100 * time.Millisecond,
+		Again: 3 * time.Second, ProbeTCP: served(stunAt.Port())}
+	rep, err := Check(t.Context(), []Target{{Name: "c1", STUN: stunAt, TCP: ln.Addr().(*net.TCPAddr).AddrPort()}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.UDP || rep.Blocked || rep.Err() != nil || rep.Late < 900*time.Millisecond {
+		t.Fatalf("report %+v, err %v; want UDP working, not blocked, late by about a second", rep, rep.Err())
+	}
+	if !slices.ContainsFunc(rep.Lines(), func(l Line) bool { return l.Code == codes.NetcheckSlow }) {
+		t.Fatalf("lines %+v lack %s", rep.Lines(), codes.NetcheckSlow)
 	}
 }

@@ -44,23 +44,24 @@ type carrierWatch struct {
 }
 
 // WatchCarriers runs the failover until ctx ends (the runtime spawns it on
-// every control node; it acts while this node leads).
+// every control node): it ticks only while this node leads
+// (raftnode.WhileLeader), each term with a fresh count of misses.
 func (p *Plane) WatchCarriers(ctx context.Context) {
-	tick := time.NewTicker(CarrierEvery)
-	defer tick.Stop()
-	w := &carrierWatch{misses: map[string]int{}, stuck: map[netip.Prefix]bool{}}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	p.raft.WhileLeader(ctx, func(ctx context.Context) {
+		tick := time.NewTicker(CarrierEvery)
+		defer tick.Stop()
+		w := &carrierWatch{misses: map[string]int{}, stuck: map[netip.Prefix]bool{}}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if p.hooks.Reach != nil {
+				p.checkCarriers(ctx, w)
+			}
 		}
-		if !p.raft.IsLeader() || p.hooks.Reach == nil {
-			clear(w.misses)
-			continue
-		}
-		p.checkCarriers(ctx, w)
-	}
+	})
 }
 
 // haPrefix is a prefix with a second approved router: its carrier and the

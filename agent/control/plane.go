@@ -143,6 +143,7 @@ type Plane struct {
 	table    *watch.Table   // what workers copy, by the index that changed it (watch.go)
 	records  recordCache    // the table's encoded records, kept between rebuilds (watch.go)
 	leaders  *leaderWatch   // ends the streams of a node without a raft leader (watch.go)
+	streams  streamsEnd     // ends every stream at once when the node stops (watch.go)
 	reports  *gate          // tunnel reports a second (gates.go)
 	lists    *gate          // node lists a second (gates.go)
 	strict   *gate          // strict changes a second (gates.go)
@@ -211,6 +212,7 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
 		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones), leaders: newLeaderWatch(watchLeaderless, time.Second),
+		streams: streamsEnd{end: make(chan struct{})},
 		reports: newGate("tunnel reports", reportLimits(), nil, d.Log), lists: newGate("node lists", listLimits(), nil, d.Log),
 		strict: newGate("strict changes", strictLimits(), nil, d.Log)}
 	p.setCA(ca)

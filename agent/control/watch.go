@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
@@ -203,6 +204,8 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 		case <-p.leaders.gone():
 			p.log.Debug("ended a watch: no raft leader", "node", c.Name, "for", watchLeaderless)
 			return
+		case <-p.streams.end:
+			return // the node stops: its server's shutdown must not wait on streams
 		}
 	}
 }
@@ -260,3 +263,18 @@ func Gone(list []NodeRecord) []string {
 	}
 	return out
 }
+
+// streamsEnd ends every watch stream at once (issue 54 item 4): a
+// stopping control node's HTTP server waits for its handlers, and a
+// stream's handler runs until its worker goes away, so SIGTERM of a
+// control node that workers streamed from took 3.0 s (the runtime's
+// bound on the server's shutdown) and admissions stalled meanwhile. The
+// workers' streams fail over to another control node.
+type streamsEnd struct {
+	once sync.Once
+	end  chan struct{}
+}
+
+// EndStreams ends every watch stream this node serves, and any opened
+// after: the runtime calls it before it shuts the control server down.
+func (p *Plane) EndStreams() { p.streams.once.Do(func() { close(p.streams.end) }) }

@@ -303,3 +303,33 @@ func TestLeaderWatch(t *testing.T) {
 	leader.Store("c2")
 	waitFor(t, 5*time.Second, "an open channel once a leader is back", func() bool { return !isClosed(l.gone()) })
 }
+
+// TestWatchEndsOnStop (issue 54 item 4): EndStreams, which a stopping
+// runtime calls before it shuts its control server down, ends an open
+// stream at once, where the stream used to hold the server's shutdown
+// for its whole 3 s bound.
+func TestWatchEndsOnStop(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	c.admitLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	cl, err := NewClient(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	s := openWatch(t, cl, origin.addr, 0)
+	s.next(t)
+	start := time.Now()
+	origin.p.EndStreams()
+	for {
+		select {
+		case <-s.lines:
+			continue
+		case <-s.ended:
+			t.Logf("the stream ended %s after EndStreams", time.Since(start).Round(time.Millisecond))
+			return
+		case <-time.After(2 * time.Second):
+			t.Fatal("the stream is still open 2 s after EndStreams")
+		}
+	}
+}

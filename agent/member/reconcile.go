@@ -175,6 +175,6 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 			retry.Reset(wait)
 			held = true
 		}
-		rt.ov.reportIgnored(in)
+		rt.reportIgnored(in) // ignored.go
 	}
 }

@@ -1,13 +1,10 @@
 package member
 
 import (
-	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
-	"github.com/meshd/meshd/codes"
 )
 
 // records are the other nodes' active records for desired.Compute (the
@@ -37,26 +34,3 @@ func (nd *node) records() ([]desired.Record, bool) {
 
 // seeds are the control nodes this node asks, in the order it asks them.
 func (nd *node) seeds() []string { return nd.cluster.Seeds() }
-
-// reportIgnored logs each gossip member desired ignored, once per member
-// per change of what it claims, with codes.GossipMemberIgnored.
-func (ov *overlay) reportIgnored(in desired.Inputs) {
-	if !in.RecordsKnown {
-		return
-	}
-	now := map[string]string{}
-	for _, ig := range desired.Unmatched(in) {
-		now[ig.Name] = fmt.Sprintf("%s|%s", ig.ID, ig.Reason)
-	}
-	ov.ignoredMu.Lock()
-	defer ov.ignoredMu.Unlock()
-	for name, why := range now {
-		if ov.ignored[name] == why {
-			continue
-		}
-		id, reason, _ := strings.Cut(why, "|")
-		ov.log.Warn("gossip member ignored: raft decides, gossip only reports liveness", "code", codes.GossipMemberIgnored,
-			"member", name, "member_id", id, "reason", reason)
-	}
-	ov.ignored = now
-}

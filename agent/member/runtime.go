@@ -153,7 +153,8 @@ type overlay struct {
 	overlayErr  atomic.Value  // errBox: the last reload refusal, for status
 	parked      *Parked       // userspace mode: where Stop parks the overlay it cannot stop
 	ignoredMu   sync.Mutex
-	ignored     map[string]string // gossip members reported ignored, and why (logged once per change)
+	ignored     map[string]ignoredSeen // gossip members not matched to a record (ignored.go)
+	ignoredDue  time.Time              // when the pending warning's poke fires
 }
 
 // membership is the node's gossip: joining and rejoining its peers, the
@@ -428,6 +429,9 @@ func (nd *node) Spawn(f func(ctx context.Context)) {
 func (rt *Runtime) Stop() {
 	if rt.loops != nil {
 		rt.loops()
+	}
+	if rt.ctl != nil {
+		rt.ctl.EndStreams() // else the server's shutdown waits on every worker's stream
 	}
 	if rt.control != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
