@@ -1,0 +1,18 @@
+package mesh
+
+// TunnelChanges says how many times this instance's established tunnels
+// changed since it started (a tunnel added, deleted or made primary, a new
+// current remote, a changed relay list: what Tunnels, TunnelTo and
+// RelayedPeers show) and returns a channel closed at the next change
+// (meshd's Nebula patch 4, third_party/nebula/PATCHES.md). A loop that
+// reads the tunnels waits on it instead of listing every known peer on a
+// timer (issue 54). A stopped instance returns a channel that never
+// closes.
+func (m *Mesh) TunnelChanges() (uint64, <-chan struct{}) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.stopped {
+		return 0, nil
+	}
+	return m.ctrl.TunnelChanges()
+}
