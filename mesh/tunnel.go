@@ -34,17 +34,34 @@ type Tunnel struct {
 // Tunnels lists the established tunnels (Nebula's main host map, not the
 // pending handshakes), sorted by overlay address. A stopped instance has
 // none.
+//
+// The list is computed once per change of the tunnels (Nebula patch 4's
+// count, tunnelchanges.go) and of the peers this instance knows; until
+// either changes, a call copies the last list instead of looking up every
+// known peer (issue 54: the relay and path loops call it four times a
+// second).
 func (m *Mesh) Tunnels() []Tunnel {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.stopped {
 		return nil
 	}
-	var out []Tunnel
-	for _, h := range m.hosts() {
-		out = append(out, tunnelOf(h))
+	gen, _ := m.ctrl.TunnelChanges() // read before the lookups: a change during them is seen next time
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	if !m.cache.ok || m.cache.gen != gen {
+		var out []Tunnel
+		for _, h := range m.hosts() {
+			out = append(out, tunnelOf(h))
+		}
+		slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
+		m.cache.tunnels, m.cache.gen, m.cache.ok = out, gen, true
 	}
-	slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
+	out := make([]Tunnel, len(m.cache.tunnels))
+	for i, t := range m.cache.tunnels {
+		t.Relays = slices.Clone(t.Relays)
+		out[i] = t
+	}
 	return out
 }
 

@@ -1,5 +1,7 @@
 package mesh
 
+import "sync"
+
 // TunnelChanges says how many times this instance's established tunnels
 // changed since it started (a tunnel added, deleted or made primary, a new
 // current remote, a changed relay list: what Tunnels, TunnelTo and
@@ -15,4 +17,19 @@ func (m *Mesh) TunnelChanges() (uint64, <-chan struct{}) {
 		return 0, nil
 	}
 	return m.ctrl.TunnelChanges()
+}
+
+// tunnelCache is Tunnels' last answer and the change count it was made
+// at; forget drops it when the known peers change (a reload).
+type tunnelCache struct {
+	mu      sync.Mutex
+	ok      bool
+	gen     uint64
+	tunnels []Tunnel
+}
+
+func (c *tunnelCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ok, c.tunnels = false, nil
 }

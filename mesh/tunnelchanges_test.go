@@ -50,4 +50,53 @@ func TestTunnelChanges(t *testing.T) {
 	if g, _ := a.TunnelChanges(); g < gen+2 {
 		t.Fatalf("count %d after a close and a new tunnel, want at least %d", g, gen+2)
 	}
+	// Tunnels, cached by the count, follows: the new tunnel is listed.
+	if ts := a.Tunnels(); len(ts) != 1 || ts[0].OverlayIP != lhIP {
+		t.Fatalf("Tunnels after the rebuild: %+v, want the one to the lighthouse", ts)
+	}
+
+}
+
+// BenchmarkTunnels: Tunnels on an instance that knows 1,000 peers (static
+// hosts, no tunnel to any) and holds one tunnel, to its lighthouse: as
+// the relay and path loops call it while nothing changes (cached: one
+// copy), and with the cache dropped each time (every known peer looked
+// up, as before Nebula patch 4).
+func BenchmarkTunnels(b *testing.B) {
+	ca := testCA(b)
+	lhCert, lhKey := hostCert(b, ca, "lh", 1)
+	aCert, aKey := hostCert(b, ca, "a", 2)
+	lhIP := overlayIP(1).Addr()
+	_, lhPort := startLighthouse(b, userspaceConfig(ca, lhCert, lhKey), testLogger("lh"))
+	aCfg := userspaceConfig(ca, aCert, aKey)
+	aCfg.Lighthouses = []Lighthouse{{OverlayIP: lhIP, Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(lhPort))}}}
+	aCfg.StaticHosts = map[netip.Addr][]netip.AddrPort{}
+	for i := range 1000 {
+		peer := netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
+		aCfg.StaticHosts[peer] = []netip.AddrPort{netip.AddrPortFrom(ip("192.0.2.1"), 4242)}
+	}
+	a, err := Start(aCfg, testLogger("a"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.WaitTunnel(ctx, lhIP); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			if len(a.Tunnels()) != 1 {
+				b.Fatal("want the one tunnel")
+			}
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		for b.Loop() {
+			a.cache.forget()
+			if len(a.Tunnels()) != 1 {
+				b.Fatal("want the one tunnel")
+			}
+		}
+	})
 }
