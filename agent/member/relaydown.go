@@ -109,8 +109,14 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 		if rt.gossip == nil {
 			continue
 		}
-		status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
+		// Tunnels is a copy of a list made once per tunnel change (mesh
+		// patch 4): cheap. Gossip's statuses copy every member, so they are
+		// read only when a relayed tunnel needs them (issue 54).
 		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
+		if !slices.ContainsFunc(tunnels, func(t mesh.Tunnel) bool { return t.Relayed }) {
+			continue
+		}
+		status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
 		relays := rt.ov.applied().Relays
 		for _, ip := range short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays)) {
 			rt.mesh.RebuildTunnel(ip)
