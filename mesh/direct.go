@@ -12,10 +12,8 @@ import (
 // tunnel goes through a relay now.
 func (m *Mesh) RelayedPeers() []netip.Addr {
 	var out []netip.Addr
-	for _, t := range m.Tunnels() { // the cached list (tunnel.go); none when stopped
-		if t.Relayed {
-			out = append(out, t.OverlayIP)
-		}
+	for _, t := range m.RelayedTunnels() { // the cached list (tunnel.go); none when stopped
+		out = append(out, t.OverlayIP)
 	}
 	return out
 }

@@ -41,6 +41,19 @@ type Tunnel struct {
 // known peer (issue 54: the relay and path loops call it four times a
 // second).
 func (m *Mesh) Tunnels() []Tunnel {
+	return m.cachedTunnels(false)
+}
+
+// RelayedTunnels are the tunnels of Tunnels that go through a relay: a
+// copy of those alone, so a loop that needs only them costs what they
+// are, not what every tunnel is.
+func (m *Mesh) RelayedTunnels() []Tunnel {
+	return m.cachedTunnels(true)
+}
+
+// cachedTunnels is Tunnels, or its relayed part, from the cache, made
+// again when the tunnels' change count moved.
+func (m *Mesh) cachedTunnels(relayedOnly bool) []Tunnel {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.stopped {
@@ -50,15 +63,24 @@ func (m *Mesh) Tunnels() []Tunnel {
 	m.cache.mu.Lock()
 	defer m.cache.mu.Unlock()
 	if !m.cache.ok || m.cache.gen != gen {
-		var out []Tunnel
+		var all, relayed []Tunnel
 		for _, h := range m.hosts() {
-			out = append(out, tunnelOf(h))
+			all = append(all, tunnelOf(h))
 		}
-		slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
-		m.cache.tunnels, m.cache.gen, m.cache.ok = out, gen, true
+		slices.SortFunc(all, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
+		for _, t := range all {
+			if t.Relayed {
+				relayed = append(relayed, t)
+			}
+		}
+		m.cache.tunnels, m.cache.relayed, m.cache.gen, m.cache.ok = all, relayed, gen, true
 	}
-	out := make([]Tunnel, len(m.cache.tunnels))
-	for i, t := range m.cache.tunnels {
+	src := m.cache.tunnels
+	if relayedOnly {
+		src = m.cache.relayed
+	}
+	out := make([]Tunnel, len(src))
+	for i, t := range src {
 		t.Relays = slices.Clone(t.Relays)
 		out[i] = t
 	}

@@ -26,10 +26,11 @@ type tunnelCache struct {
 	ok      bool
 	gen     uint64
 	tunnels []Tunnel
+	relayed []Tunnel // those of tunnels that go through a relay
 }
 
 func (c *tunnelCache) forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ok, c.tunnels = false, nil
+	c.ok, c.tunnels, c.relayed = false, nil, nil
 }

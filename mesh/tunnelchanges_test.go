@@ -54,6 +54,9 @@ func TestTunnelChanges(t *testing.T) {
 	if ts := a.Tunnels(); len(ts) != 1 || ts[0].OverlayIP != lhIP {
 		t.Fatalf("Tunnels after the rebuild: %+v, want the one to the lighthouse", ts)
 	}
+	if rs := a.RelayedTunnels(); len(rs) != 0 {
+		t.Fatalf("RelayedTunnels %+v, want none: the tunnel to the lighthouse is direct", rs)
+	}
 
 }
 
