@@ -11,18 +11,10 @@ import (
 // RelayedPeers lists the overlay addresses of the peers whose established
 // tunnel goes through a relay now.
 func (m *Mesh) RelayedPeers() []netip.Addr {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.stopped {
-		return nil
-	}
 	var out []netip.Addr
-	for _, h := range m.hosts() {
-		if relayed(h) {
-			out = append(out, h.VpnAddrs[0])
-		}
+	for _, t := range m.RelayedTunnels() { // the cached list (tunnel.go); none when stopped
+		out = append(out, t.OverlayIP)
 	}
-	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
 

@@ -55,7 +55,7 @@ func testLogger(name string) *slog.Logger {
 }
 
 // testCA is a cluster CA for one test.
-func testCA(t *testing.T) *pki.CA {
+func testCA(t testing.TB) *pki.CA {
 	t.Helper()
 	ca, err := pki.NewCA("meshtest", overlayNet, time.Now())
 	if err != nil {
@@ -66,7 +66,7 @@ func testCA(t *testing.T) *pki.CA {
 
 // hostCert issues a Nebula host certificate for 10.42.0.n and returns it
 // with its key.
-func hostCert(t *testing.T, ca *pki.CA, name string, n byte) (certPEM, keyPEM []byte) {
+func hostCert(t testing.TB, ca *pki.CA, name string, n byte) (certPEM, keyPEM []byte) {
 	t.Helper()
 	keys, err := pki.NewKeys(name)
 	if err != nil {
@@ -111,7 +111,7 @@ func userspaceConfig(ca *pki.CA, certPEM, keyPEM []byte) Config {
 // startLighthouse starts c as a lighthouse on a port from the locked range,
 // trying the next port when one is taken by another process. It returns
 // the instance and its port.
-func startLighthouse(t *testing.T, c Config, log *slog.Logger) (*Mesh, int) {
+func startLighthouse(t testing.TB, c Config, log *slog.Logger) (*Mesh, int) {
 	t.Helper()
 	dir := filepath.Join(os.TempDir(), "meshd-test-ports")
 	if err := os.MkdirAll(dir, 0o777); err != nil {

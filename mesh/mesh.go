@@ -43,6 +43,7 @@ type Mesh struct {
 	yaml    string       // Render(applied): what Nebula holds
 	fp      string       // fingerprint of applied.Cert
 	known   []netip.Addr // peers looked up by Tunnels and closeBlocked (peers.go)
+	cache   tunnelCache  // the last Tunnels, by the tunnels' change count (tunnel.go)
 	stopped bool
 }
 

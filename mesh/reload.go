@@ -113,6 +113,7 @@ func (m *Mesh) Reload(c Config) error {
 		// A roaming peer (Config.Roaming) renders nothing: a config that
 		// adds one changes no text, and is still tracked from here on.
 		m.applied, m.known = eff, knownPeers(m.known, eff)
+		m.cache.forget()
 		return m.tunAddrs(id)
 	}
 	done := m.bridge.capture()
@@ -126,6 +127,7 @@ func (m *Mesh) Reload(c Config) error {
 	}
 	m.applied, m.yaml, m.fp = eff, text, id.fingerprint
 	m.known = knownPeers(m.known, eff)
+	m.cache.forget()
 	m.closeBlocked(eff.Blocklist)
 	m.log.Info("overlay reloaded", "lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
 		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)

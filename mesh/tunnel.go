@@ -34,17 +34,56 @@ type Tunnel struct {
 // Tunnels lists the established tunnels (Nebula's main host map, not the
 // pending handshakes), sorted by overlay address. A stopped instance has
 // none.
+//
+// The list is computed once per change of the tunnels (Nebula patch 4's
+// count, tunnelchanges.go) and of the peers this instance knows; until
+// either changes, a call copies the last list instead of looking up every
+// known peer (issue 54: the relay and path loops call it four times a
+// second).
 func (m *Mesh) Tunnels() []Tunnel {
+	return m.cachedTunnels(false)
+}
+
+// RelayedTunnels are the tunnels of Tunnels that go through a relay: a
+// copy of those alone, so a loop that needs only them costs what they
+// are, not what every tunnel is.
+func (m *Mesh) RelayedTunnels() []Tunnel {
+	return m.cachedTunnels(true)
+}
+
+// cachedTunnels is Tunnels, or its relayed part, from the cache, made
+// again when the tunnels' change count moved.
+func (m *Mesh) cachedTunnels(relayedOnly bool) []Tunnel {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.stopped {
 		return nil
 	}
-	var out []Tunnel
-	for _, h := range m.hosts() {
-		out = append(out, tunnelOf(h))
+	gen, _ := m.ctrl.TunnelChanges() // read before the lookups: a change during them is seen next time
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	if !m.cache.ok || m.cache.gen != gen {
+		var all, relayed []Tunnel
+		for _, h := range m.hosts() {
+			all = append(all, tunnelOf(h))
+		}
+		slices.SortFunc(all, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
+		for _, t := range all {
+			if t.Relayed {
+				relayed = append(relayed, t)
+			}
+		}
+		m.cache.tunnels, m.cache.relayed, m.cache.gen, m.cache.ok = all, relayed, gen, true
 	}
-	slices.SortFunc(out, func(a, b Tunnel) int { return a.OverlayIP.Compare(b.OverlayIP) })
+	src := m.cache.tunnels
+	if relayedOnly {
+		src = m.cache.relayed
+	}
+	out := make([]Tunnel, len(src))
+	for i, t := range src {
+		t.Relays = slices.Clone(t.Relays)
+		out[i] = t
+	}
 	return out
 }
 

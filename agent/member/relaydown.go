@@ -109,8 +109,14 @@ func (rt *Runtime) runRelayDown(ctx context.Context) {
 		if rt.gossip == nil {
 			continue
 		}
+		// RelayedTunnels is a copy of a list made once per tunnel change
+		// (Nebula patch 4), of the relayed tunnels alone: cheap. Gossip's statuses copy every member, so they are
+		// read only when a relayed tunnel needs them (issue 54).
+		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.RelayedTunnels()
+		if len(tunnels) == 0 {
+			continue
+		}
 		status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
-		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.Tunnels()
 		relays := rt.ov.applied().Relays
 		for _, ip := range short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays)) {
 			rt.mesh.RebuildTunnel(ip)

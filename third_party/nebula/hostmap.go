@@ -70,6 +70,7 @@ type HostMap struct {
 	moreHosts       map[netip.Addr][]*HostInfo
 	preferredRanges atomic.Pointer[[]netip.Prefix]
 	l               *slog.Logger
+	changes         tunnelChanges // meshd patch 4: counts the changes Control's listings show
 }
 
 // For synchronization, treat the pointed-to Relay struct as immutable. To edit the Relay
@@ -82,8 +83,9 @@ type RelayState struct {
 	// For data race avoidance, the contents of a *Relay are treated immutably. To update a *Relay, copy the existing data,
 	// modify what needs to be updated, and store the new modified copy in the relayForByIp and relayForByIdx maps (with
 	// the RelayState Lock held)
-	relayForByAddr map[netip.Addr]*Relay // Maps vpnAddr of peers for which this HostInfo is a relay to some Relay info
-	relayForByIdx  map[uint32]*Relay     // Maps a local index to some Relay info
+	relayForByAddr map[netip.Addr]*Relay         // Maps vpnAddr of peers for which this HostInfo is a relay to some Relay info
+	relayForByIdx  map[uint32]*Relay             // Maps a local index to some Relay info
+	changes        atomic.Pointer[tunnelChanges] // meshd patch 4: the main host map's, once this HostInfo is in it
 }
 
 func (rs *RelayState) DeleteRelay(ip netip.Addr) {
@@ -92,6 +94,7 @@ func (rs *RelayState) DeleteRelay(ip netip.Addr) {
 	for idx, val := range rs.relays {
 		if val == ip {
 			rs.relays = append(rs.relays[:idx], rs.relays[idx+1:]...)
+			rs.changes.Load().bump() // meshd patch 4
 			return
 		}
 	}
@@ -141,6 +144,7 @@ func (rs *RelayState) InsertRelayTo(ip netip.Addr) {
 	defer rs.Unlock()
 	if !slices.Contains(rs.relays, ip) {
 		rs.relays = append(rs.relays, ip)
+		rs.changes.Load().bump() // meshd patch 4
 	}
 }
 
@@ -472,6 +476,7 @@ func (hm *HostMap) unlockedMakePrimary(hostinfo *HostInfo) bool {
 		list := removeHostInfo(hm.unlockedGetHostList(addr), hostinfo)
 		list = append([]*HostInfo{hostinfo}, list...)
 		hm.unlockedSetHostsForAddr(addr, list)
+		hm.changes.bump() // meshd patch 4
 	}
 	return true
 }
@@ -542,6 +547,7 @@ func (hm *HostMap) unlockedDeleteHostInfo(hostinfo *HostInfo) bool {
 	for _, localRelayIdx := range hostinfo.relayState.CopyRelayForIdxs() {
 		delete(hm.Relays, localRelayIdx)
 	}
+	hm.changes.bump() // meshd patch 4
 
 	return final
 }
@@ -671,6 +677,8 @@ func (hm *HostMap) unlockedAddHostInfo(hostinfo *HostInfo, f *Interface) {
 
 	hm.Indexes[hostinfo.localIndexId] = hostinfo
 	hm.RemoteIndexes[hostinfo.remoteIndexId] = hostinfo
+	hostinfo.relayState.changes.Store(&hm.changes) // meshd patch 4
+	hm.changes.bump()
 
 	hostinfo.markOut(f.rebindEpoch.Load())
 	if f.connectionManager != nil { // f.connectionManager is only nil in some unit tests
@@ -851,6 +859,7 @@ func (i *HostInfo) SetRemote(remote netip.AddrPort) {
 	if i.GetRemote() != remote {
 		i.remote.Store(&remote)
 		i.remotes.LearnRemote(i.vpnAddrs[0], remote)
+		i.relayState.changes.Load().bump() // meshd patch 4
 	}
 }
 
