@@ -273,6 +273,7 @@ func (g *Gossip) forward(e serf.Event) {
 	}
 	g.seen.note(ev)
 	g.events.push(ev)
+	g.sink.changes.ring()
 }
 
 // spawn runs f on a goroutine that Shutdown waits for. It reports false,

@@ -37,6 +37,7 @@ type logSink struct {
 	log       *slog.Logger
 	keyErrors atomic.Uint64
 	suspects  *suspicions // this node's own suspicions (suspect.go)
+	changes   *changes    // rung at each member event and new suspicion (changes.go)
 }
 
 // newLogSink returns a sink forwarding to l (nil discards); a suspicion it
@@ -45,7 +46,8 @@ func newLogSink(l *slog.Logger, suspectFor time.Duration) *logSink {
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	return &logSink{log: l, suspects: newSuspicions(suspectFor)}
+	ch := &changes{}
+	return &logSink{log: l, suspects: newSuspicions(suspectFor, ch.ring), changes: ch}
 }
 
 // logger returns a *log.Logger for serf and memberlist that writes here.

@@ -34,10 +34,14 @@ type suspicions struct {
 	at     map[string]time.Time
 	window time.Duration
 	now    func() time.Time
+	fresh  func() // called when a member not suspected within the window is (Gossip.Changes)
 }
 
-func newSuspicions(window time.Duration) *suspicions {
-	return &suspicions{at: map[string]time.Time{}, window: window, now: time.Now}
+func newSuspicions(window time.Duration, fresh func()) *suspicions {
+	if fresh == nil {
+		fresh = func() {}
+	}
+	return &suspicions{at: map[string]time.Time{}, window: window, now: time.Now, fresh: fresh}
 }
 
 // saw records the suspicion a memberlist message reports, if it is one.
@@ -51,8 +55,13 @@ func (s *suspicions) saw(msg string) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.at[name] = s.now()
+	now := s.now()
+	last, ok := s.at[name]
+	s.at[name] = now
+	s.mu.Unlock()
+	if !ok || now.Sub(last) >= s.window {
+		s.fresh()
+	}
 }
 
 // active are the members suspected within the window, by name.

@@ -7,10 +7,12 @@ import (
 
 // TestSuspicions: memberlist's "Suspect NAME has failed, no acks received"
 // marks NAME suspected for the window after its last line; other lines,
-// and a line about this node's refutation, mark nothing.
+// and a line about this node's refutation, mark nothing. A member newly
+// suspected rings Changes once; a line repeating a live suspicion does not.
 func TestSuspicions(t *testing.T) {
 	now := time.Unix(1000, 0)
-	s := newSuspicions(5 * time.Second)
+	fresh := 0
+	s := newSuspicions(5*time.Second, func() { fresh++ })
 	s.now = func() time.Time { return now }
 	for _, msg := range []string{
 		"Suspect c1 has failed, no acks received",
@@ -21,8 +23,8 @@ func TestSuspicions(t *testing.T) {
 	} {
 		s.saw(msg)
 	}
-	if got := s.active(); len(got) != 1 || !got["c1"] {
-		t.Fatalf("active = %v, want only c1", got)
+	if got := s.active(); len(got) != 1 || !got["c1"] || fresh != 1 {
+		t.Fatalf("active = %v, %d fresh suspicions; want only c1, 1", got, fresh)
 	}
 	now = now.Add(4 * time.Second)
 	s.saw("Suspect c1 has failed, no acks received") // probed again, still unanswered
@@ -31,8 +33,12 @@ func TestSuspicions(t *testing.T) {
 		t.Fatalf("8 s after the first line, 4 s after the last: %v, want c1 still suspected", got)
 	}
 	now = now.Add(time.Second)
-	if got := s.active(); len(got) != 0 {
-		t.Fatalf("5 s after the last line: %v, want none", got)
+	if got := s.active(); len(got) != 0 || fresh != 1 {
+		t.Fatalf("5 s after the last line: %v, %d fresh suspicions; want none, 1", got, fresh)
+	}
+	s.saw("Suspect c1 has failed, no acks received")
+	if fresh != 2 {
+		t.Fatalf("c1 suspected again after its window: %d fresh suspicions, want 2", fresh)
 	}
 }
 
@@ -47,8 +53,14 @@ func TestSuspectsLive(t *testing.T) {
 	if st := nodes[0].g.Statuses(); len(st) != 3 || st[cAddr] != StatusAlive {
 		t.Fatalf("a's Statuses with every member up: %v; want 3, c (%s) alive", st, cAddr)
 	}
+	woke := nodes[0].g.Changes()
 	if err := nodes[2].g.Shutdown(); err != nil {
 		t.Fatal(err)
+	}
+	select { // c's suspicion (or its failure) wakes a's loops
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's Changes not closed within 5 s of c stopping")
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !nodes[0].g.Suspects()["c"] || !nodes[1].g.Suspects()["c"] {

@@ -148,7 +148,8 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 		}
 		if rt.nat.set(c) {
 			rt.log.Info("path check: this node's NAT", "nat", string(c), "err", err, "next_in", wait)
-			rt.poke() // whether it offers relays follows (desired.Inputs.SelfNoNAT)
+			rt.poke()          // whether it offers relays follows (desired.Inputs.SelfNoNAT)
+			rt.pathWake.ring() // pathup asks NoDirect again (pathwake.go)
 		}
 		rt.reportNAT(c)
 	}

@@ -130,6 +130,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	ov.appliedMu.Lock()
 	ov.meshApplied = want
 	ov.appliedMu.Unlock()
+	ov.pathWake.ring() // the relay list may have changed (pathwake.go)
 	ov.applyRouting(in, want)
 	ov.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
 		"took", time.Since(start), "next_gap", ov.gap)

@@ -13,6 +13,7 @@ import (
 type meshPaths struct {
 	m        *mesh.Mesh
 	noDirect func(netip.Addr) (string, bool)
+	wake     *bell // rung when the tunnels, a member or this node's NAT changed (pathwake.go)
 }
 
 func (p meshPaths) Relayed() []netip.Addr                     { return p.m.RelayedPeers() }
@@ -22,6 +23,7 @@ func (p meshPaths) UseDirect(ip netip.Addr, a netip.AddrPort) bool {
 }
 func (p meshPaths) Rebuild(ip netip.Addr)                 { p.m.RebuildTunnel(ip) }
 func (p meshPaths) NoDirect(ip netip.Addr) (string, bool) { return p.noDirect(ip) }
+func (p meshPaths) Changes() <-chan struct{}              { return p.wake.wait() }
 
 // newPathUp is the loop that moves this node's relayed tunnels onto a
 // direct path where the NATs allow one (agent/pathup; a pair the NATs
@@ -32,5 +34,5 @@ func (rt *Runtime) newPathUp() *pathup.Upgrader {
 	probe := func(ctx context.Context, ip netip.Addr) error {
 		return rt.reachAddr(ctx, netip.AddrPortFrom(ip, uint16(rt.ports.Gossip)))
 	}
-	return pathup.New(pathup.DefaultConfig(), rt.mesh.OverlayIP(), meshPaths{m: rt.mesh, noDirect: rt.noDirectTo}, probe, rt.log, rt.now)
+	return pathup.New(pathup.DefaultConfig(), rt.mesh.OverlayIP(), meshPaths{m: rt.mesh, noDirect: rt.noDirectTo, wake: &rt.pathWake}, probe, rt.log, rt.now)
 }

@@ -39,10 +39,12 @@ import (
 // saw no reason to rebuild (e2e.TestNATSymmetricRelayed/lan: w2's replies
 // through the killed c1 for the 5 s watched).
 
-// relayDownEvery is how often runRelayDown looks; relayDownAgain is how
-// long a rebuilt peer is left to its new handshake.
+// relayDownAgain is how long a rebuilt peer is left to its new
+// handshake. runRelayDown looks when pathWake rings (a tunnel, a member's
+// status or the relay list changed: pathwake.go) and at the deadlines
+// below, never on a fixed tick (issue 54: it used to look four times a
+// second).
 const (
-	relayDownEvery = 250 * time.Millisecond
 	relayDownAgain = 5 * time.Second
 	// relayShortSettle is how long a tunnel must be seen short of relays
 	// before it is rebuilt: a tunnel whose handshake has just completed
@@ -94,48 +96,83 @@ func relaysShort(self netip.Addr, tunnels []mesh.Tunnel, relays []netip.Addr) []
 // runRelayDown rebuilds the tunnels relaysDown names, each at most once
 // every relayDownAgain, and those relaysShort has named at every look for
 // relayShortSettle, once for each relay list the overlay has applied,
-// until ctx ends.
+// until ctx ends. It looks when pathWake rings and when a deadline of
+// its own comes (a short tunnel's settle, a rebuilt peer's wait); with
+// nothing relayed it sleeps until the next change.
 func (rt *Runtime) runRelayDown(ctx context.Context) {
-	t := time.NewTicker(relayDownEvery)
-	defer t.Stop()
-	rebuilt := map[netip.Addr]time.Time{}
-	short := shortWatch{rebuiltFor: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}
+	rd := relayDown{rebuilt: map[netip.Addr]time.Time{},
+		short: shortWatch{rebuiltFor: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
+		wake := rt.pathWake.wait() // before the look: a change during it wakes the next
+		if next := rt.relayDownLook(&rd); !next.IsZero() {
+			timer.Reset(max(0, next.Sub(rt.now())))
+		} else {
+			timer.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		if rt.gossip == nil {
-			continue
-		}
-		// RelayedTunnels is a copy of a list made once per tunnel change
-		// (Nebula patch 4), of the relayed tunnels alone: cheap. Gossip's statuses copy every member, so they are
-		// read only when a relayed tunnel needs them (issue 54).
-		now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.RelayedTunnels()
-		if len(tunnels) == 0 {
-			continue
-		}
-		status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
-		relays := rt.ov.applied().Relays
-		for _, ip := range short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays)) {
-			rt.mesh.RebuildTunnel(ip)
-			rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
-		}
-		for _, ip := range relaysDown(tunnels, status) {
-			if now.Sub(rebuilt[ip]) < relayDownAgain {
-				continue
-			}
-			rebuilt[ip] = now
-			rt.mesh.RebuildTunnel(ip)
-			rt.log.Info("rebuilt a relayed tunnel whose relay gossip shows suspect or gone", "peer", ip)
-		}
-		for ip, at := range rebuilt {
-			if now.Sub(at) >= time.Minute {
-				delete(rebuilt, ip)
-			}
+		case <-wake:
+		case <-timer.C:
 		}
 	}
+}
+
+// relayDown is what runRelayDown remembers between looks.
+type relayDown struct {
+	rebuilt map[netip.Addr]time.Time // when each peer was last rebuilt for a relay down
+	short   shortWatch
+}
+
+// relayDownLook is one look: it rebuilds what is due and returns when the
+// next look is needed though nothing changes (zero: none).
+func (rt *Runtime) relayDownLook(rd *relayDown) time.Time {
+	if rt.gossip == nil {
+		return time.Time{}
+	}
+	// RelayedTunnels is a copy of a list made once per tunnel change
+	// (Nebula patch 4), of the relayed tunnels alone: cheap. Gossip's
+	// statuses copy every member, so they are read only when a relayed
+	// tunnel needs them (issue 54).
+	now, self, tunnels := rt.now(), rt.mesh.OverlayIP(), rt.mesh.RelayedTunnels()
+	for ip, at := range rd.rebuilt {
+		if now.Sub(at) >= time.Minute {
+			delete(rd.rebuilt, ip)
+		}
+	}
+	if len(tunnels) == 0 {
+		rd.short.due(now, nil, "")
+		return time.Time{}
+	}
+	status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
+	relays := rt.ov.applied().Relays
+	due, next := rd.short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays))
+	for _, ip := range due {
+		rt.mesh.RebuildTunnel(ip)
+		rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
+	}
+	for _, ip := range relaysDown(tunnels, status) {
+		if at, ok := rd.rebuilt[ip]; ok && now.Sub(at) < relayDownAgain {
+			next = earliest(next, at.Add(relayDownAgain)) // still down then: rebuilt again
+			continue
+		}
+		rd.rebuilt[ip] = now
+		rt.mesh.RebuildTunnel(ip)
+		rt.log.Info("rebuilt a relayed tunnel whose relay gossip shows suspect or gone", "peer", ip)
+		next = earliest(next, now.Add(relayDownAgain))
+	}
+	return next
+}
+
+// earliest is the earlier of two deadlines, a zero one being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // shortWatch decides when a tunnel short of relays is rebuilt: once it
@@ -146,10 +183,10 @@ type shortWatch struct {
 	since      map[netip.Addr]time.Time // since when each peer has been seen short
 }
 
-// due takes one look's short peers and returns those to rebuild now.
-func (w shortWatch) due(now time.Time, short []netip.Addr, key string) []netip.Addr {
+// due takes one look's short peers and returns those to rebuild now, and
+// when the first of those still settling is due (zero: none).
+func (w shortWatch) due(now time.Time, short []netip.Addr, key string) (out []netip.Addr, next time.Time) {
 	maps.DeleteFunc(w.since, func(ip netip.Addr, _ time.Time) bool { return !slices.Contains(short, ip) })
-	var out []netip.Addr
 	for _, ip := range short {
 		if w.rebuiltFor[ip] == key {
 			continue
@@ -157,14 +194,16 @@ func (w shortWatch) due(now time.Time, short []netip.Addr, key string) []netip.A
 		since, ok := w.since[ip]
 		if !ok {
 			w.since[ip] = now
+			next = earliest(next, now.Add(relayShortSettle))
 			continue
 		}
 		if now.Sub(since) < relayShortSettle {
+			next = earliest(next, since.Add(relayShortSettle))
 			continue
 		}
 		delete(w.since, ip)
 		w.rebuiltFor[ip] = key
 		out = append(out, ip)
 	}
-	return out
+	return out, next
 }

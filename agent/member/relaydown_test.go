@@ -67,22 +67,30 @@ func TestRelaysShort(t *testing.T) {
 // TestShortWatch: a tunnel short of relays is rebuilt only once it has
 // been seen short at every look for relayShortSettle (one that has just
 // finished its handshake adds relays one answer at a time), once per
-// relay list; a look that does not name it starts its wait again.
+// relay list; a look that does not name it starts its wait again. Each
+// look says when the next one is due though nothing changes: the first
+// settle to end, none when nothing settles (runRelayDown then sleeps
+// until a change, issue 54).
 func TestShortWatch(t *testing.T) {
 	w := shortWatch{rebuiltFor: map[netip.Addr]string{}, since: map[netip.Addr]time.Time{}}
 	a, b := netip.MustParseAddr("10.42.0.4"), netip.MustParseAddr("10.42.0.5")
 	t0 := time.Unix(1000, 0)
-	step := func(at time.Duration, short []netip.Addr, key string, want ...netip.Addr) {
+	const none = -1
+	step := func(at time.Duration, short []netip.Addr, key string, next time.Duration, want ...netip.Addr) {
 		t.Helper()
-		if got := w.due(t0.Add(at), short, key); !slices.Equal(got, want) {
+		got, gotNext := w.due(t0.Add(at), short, key)
+		if !slices.Equal(got, want) {
 			t.Fatalf("at %s, short %v, list %s: due %v, want %v", at, short, key, got, want)
 		}
+		if wantNext := t0.Add(next); (next == none) != gotNext.IsZero() || (next != none && !gotNext.Equal(wantNext)) {
+			t.Fatalf("at %s, short %v, list %s: next look at %v, want %v (none: %d)", at, short, key, gotNext, wantNext, next)
+		}
 	}
-	step(0, []netip.Addr{a, b}, "L1")
-	step(time.Second, []netip.Addr{a}, "L1")                     // b not short any more: its wait ends
-	step(relayShortSettle, []netip.Addr{a, b}, "L1", a)          // a settled; b starts again
-	step(relayShortSettle+time.Second, []netip.Addr{a, b}, "L1") // a done for L1
-	step(2*relayShortSettle, []netip.Addr{a, b}, "L1", b)
-	step(3*relayShortSettle, []netip.Addr{a, b}, "L2") // a new list: each waits again
-	step(4*relayShortSettle, []netip.Addr{a, b}, "L2", a, b)
+	step(0, []netip.Addr{a, b}, "L1", relayShortSettle)
+	step(time.Second, []netip.Addr{a}, "L1", relayShortSettle)                       // b not short any more: its wait ends
+	step(relayShortSettle, []netip.Addr{a, b}, "L1", 2*relayShortSettle, a)          // a settled; b starts again
+	step(relayShortSettle+time.Second, []netip.Addr{a, b}, "L1", 2*relayShortSettle) // a done for L1
+	step(2*relayShortSettle, []netip.Addr{a, b}, "L1", none, b)
+	step(3*relayShortSettle, []netip.Addr{a, b}, "L2", 4*relayShortSettle) // a new list: each waits again
+	step(4*relayShortSettle, []netip.Addr{a, b}, "L2", none, a, b)
 }

@@ -95,6 +95,8 @@ type node struct {
 	nat natState
 	// subnets are the routes and exit node in the kernel (subnets.go).
 	subnets *subnets
+	// paths wakes the loops acting on this node's tunnels (pathwake.go).
+	pathWake bell
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -232,6 +234,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt := &Runtime{node: nd, ov: ov, keys: keys, ca: ca, members: &membership{node: nd, ov: ov, keys: keys},
 		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
 	rt.pairs = newPairHealth(o.Config.PairProbe(), rt.pairTargets, nd.reachAddr, o.Log, o.Now)
+	rt.pairs.flipped = nd.pathWake.ring
 	rt.members.evidence = newEvidence(nd.gossipListens, o.Config.PairProbe().Timeout, time.Now, o.Log) // time.Now: gossip.LastSeen's clock
 	boot := o.Boot
 	defer func() {
@@ -298,6 +301,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.paths.Run)      // pathup.go
 	rt.Spawn(rt.runNATCheck)    // natpath.go
 	rt.Spawn(rt.runRelayDown)   // relaydown.go
+	rt.Spawn(rt.runPathWake)    // pathwake.go: wakes the two above on a change
 	rt.Spawn(rt.runRelayReport) // relay.go
 	if rt.ctl == nil {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go

@@ -9,7 +9,8 @@
 // a direct path by itself. So the pair would stay relayed for the
 // tunnel's life, though a direct path opened a moment later.
 //
-// An Upgrader looks at the relayed tunnels a few times a second. For one
+// An Upgrader looks at the relayed tunnels when they change (and when a
+// try it scheduled is due; never on a fixed tick: issue 54). For one
 // it has not tried lately (and whose peer has a higher overlay address:
 // of two nodes only one tries) it asks the lighthouses about the peer (which
 // also has each lighthouse tell the peer to punch towards this node),

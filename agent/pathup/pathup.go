@@ -32,6 +32,11 @@ type Overlay interface {
 	// moved networks) is tried again; when either side is not known it
 	// must answer false, and the peer is tried as if it were not asked.
 	NoDirect(peer netip.Addr) (reason string, ok bool)
+	// Changes is a channel closed when Relayed's or NoDirect's answer
+	// may have changed (a tunnel changed, a member's NAT report or this
+	// node's): the Upgrader looks then, and at its own deadlines, never
+	// on a fixed tick (issue 54).
+	Changes() <-chan struct{}
 }
 
 // Probe checks that peer answers through its tunnel within ctx.
@@ -39,8 +44,6 @@ type Probe func(ctx context.Context, peer netip.Addr) error
 
 // Config is the Upgrader's timing.
 type Config struct {
-	// Every is how often the relayed tunnels are looked at.
-	Every time.Duration
 	// Settle is how long a try waits after asking the lighthouses, for
 	// the peer's punch to open its NAT towards this node: Nebula punches
 	// punchy.delay (mesh.PunchDelay, 100 ms) after a lighthouse tells it
@@ -65,13 +68,13 @@ type Config struct {
 
 // DefaultConfig is the timing meshd runs with, whatever its timers: a
 // relayed tunnel that can go direct does within about 1 s of being built
-// (seen relayed within 250 ms, the first try at 300 ms, then 400 ms for
+// (seen relayed at its tunnel's change, the first try at 300 ms, then 400 ms for
 // the peer's punch, then a probe that answers in a round trip); a pair that cannot is tried again
 // after 5 s, 30 s, 2 min, then every 10 min. A peer not relayed for a
 // minute (its tunnel gone direct, or closed) starts from the beginning
 // when it is relayed again.
 func DefaultConfig() Config {
-	return Config{Every: 250 * time.Millisecond, Settle: 400 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
+	return Config{Settle: 400 * time.Millisecond, ProbeTimeout: 500 * time.Millisecond,
 		Backoff:       []time.Duration{300 * time.Millisecond, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
 		MaxCandidates: 4, Forget: time.Minute}
 }
@@ -96,7 +99,7 @@ type Upgrader struct {
 type peer struct {
 	next  time.Time // when the next try is due
 	tries int       // tries so far
-	seen  time.Time // when its tunnel was last seen relayed
+	gone  time.Time // when a look first saw its tunnel not relayed (zero: relayed at the last look)
 	// hopeless is set while Overlay.NoDirect says there is no direct
 	// path: the peer is not tried, and the skip was counted and logged
 	// once, when it began.
@@ -117,39 +120,61 @@ func (u *Upgrader) Counts() (upgraded, failed, skipped uint64) {
 	return u.upgraded.Load(), u.failed.Load(), u.skipped.Load()
 }
 
-// Run looks at the relayed tunnels every Config.Every until ctx ends.
+// Run looks at the relayed tunnels at start, whenever Overlay.Changes
+// says they or a NAT changed, and when the next try is due, until ctx
+// ends. With nothing relayed it waits for a change alone.
 func (u *Upgrader) Run(ctx context.Context) {
-	t := time.NewTicker(u.cfg.Every)
-	defer t.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		u.Step(ctx)
+		changed := u.ov.Changes() // before the look: a change during it wakes the next
+		if next := u.Step(ctx); !next.IsZero() {
+			timer.Reset(max(0, next.Sub(u.now())))
+		} else {
+			timer.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-changed:
+		case <-timer.C:
 		}
 	}
 }
 
 // Step is one look: it forgets peers not relayed for Config.Forget
 // (their schedule starts again should they be relayed again) and tries
-// each one due that a direct path can reach (Overlay.NoDirect).
-func (u *Upgrader) Step(ctx context.Context) {
+// each one due that a direct path can reach (Overlay.NoDirect). It
+// returns when the next try is due (zero: none), the time Run must look
+// again though nothing changes. Looks come at every change of the
+// relayed set, so a peer's gone time is when its tunnel stopped being
+// relayed.
+func (u *Upgrader) Step(ctx context.Context) time.Time {
 	now := u.now()
 	relayed := slices.DeleteFunc(u.ov.Relayed(), func(ip netip.Addr) bool { return ip.Compare(u.self) <= 0 })
 	for ip, p := range u.peers {
-		if !slices.Contains(relayed, ip) && now.Sub(p.seen) >= u.cfg.Forget {
+		switch {
+		case !p.gone.IsZero() && now.Sub(p.gone) >= u.cfg.Forget:
 			delete(u.peers, ip)
+		case slices.Contains(relayed, ip):
+			p.gone = time.Time{}
+		case p.gone.IsZero():
+			p.gone = now
 		}
 	}
+	var next time.Time
 	for _, ip := range relayed {
 		p := u.peers[ip]
 		if p == nil {
 			p = &peer{next: now.Add(u.wait(0))}
 			u.peers[ip] = p
 		}
-		p.seen = now
-		if u.hopeless(ip, p) || now.Before(p.next) || ctx.Err() != nil {
+		if u.hopeless(ip, p) || ctx.Err() != nil {
+			continue
+		}
+		if now.Before(p.next) {
+			next = earliest(next, p.next)
 			continue
 		}
 		p.tries++
@@ -158,7 +183,17 @@ func (u *Upgrader) Step(ctx context.Context) {
 			continue
 		}
 		p.next = u.now().Add(u.wait(p.tries))
+		next = earliest(next, p.next)
 	}
+	return next
+}
+
+// earliest is the earlier of two deadlines, a zero one being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // hopeless asks Overlay.NoDirect about ip and keeps p.hopeless in line,

@@ -40,6 +40,7 @@ func (f *fakeOverlay) NoDirect(p netip.Addr) (string, bool) {
 	r, ok := f.noDirect[p]
 	return r, ok
 }
+func (f *fakeOverlay) Changes() <-chan struct{} { return nil } // Step is called by hand
 
 func (f *fakeOverlay) probe(_ context.Context, p netip.Addr) error {
 	if a, ok := f.open[p]; ok && f.pointed[p] == a {
@@ -154,6 +155,7 @@ func TestUpgraderForgetsPeersNoLongerRelayed(t *testing.T) {
 	*now = now.Add(300 * time.Millisecond)
 	u.Step(t.Context()) // a failed try: the next waits 5 s
 	ov.relayed = nil
+	u.Step(t.Context()) // the look at the change (Run looks at each)
 	*now = now.Add(u.cfg.Forget)
 	u.Step(t.Context())
 	if len(u.peers) != 0 {
