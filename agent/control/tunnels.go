@@ -20,15 +20,15 @@ import (
 // The cluster-wide tunnel view (issue 15): which node reaches which, over
 // which underlay path. A control node reports its own tunnels; a worker
 // cannot answer on 7300 (its TLS leaf is a client leaf only), so it pushes
-// its tunnels to a control node (POST PathSelfTunnels, every
-// TunnelReportEvery when they changed, else every TunnelReportMax), which
+// its tunnels to a control node (POST PathSelfTunnels when they changed,
+// at most once every TunnelReportEvery, else every TunnelReportMax), which
 // keeps them in memory and passes them on in GET PathTunnels.
 const (
 	PathTunnels     = "/v1/tunnels"
 	PathSelfTunnels = "/v1/self/tunnels"
 
-	// TunnelReportEvery is how often a worker looks at its tunnels and
-	// reports them when they changed; TunnelReportMax is the longest it
+	// TunnelReportEvery is the least time between two reports of a
+	// worker (it reports when its tunnels change); TunnelReportMax is the longest it
 	// goes without a report; a report older than TunnelReportTTL is
 	// dropped (the worker stopped reporting).
 	TunnelReportEvery = 2 * time.Second

@@ -134,31 +134,53 @@ func (cf *caFollow) wakeCAReport() {
 
 // runCAReports keeps this node's gossip tag "ca" equal to what it runs
 // (control.CAReport of running()), in a goroutine of its own for the
-// reason runKeyReports gives; it looks every second as well as when woken.
+// reason runKeyReports gives. It looks when woken (a CA bundle adopted),
+// when pathWake rings (the overlay applied a config, so perhaps a
+// certificate of another CA: pathwake.go), a second after a report that
+// failed, and every caReportCheck as a safety net. It used to look every
+// second (issue 54).
 func (cf *caFollow) runCAReports(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
+		wake := cf.pathWake.wait()
 		select {
 		case <-ctx.Done():
 			return
 		case <-cf.report:
-		case <-tick.C:
+		case <-wake:
+		case <-timer.C:
 		}
-		want := control.CAReport(cf.ov.running())
-		tags := cf.gossip.LocalMember().Tags
-		if tags[tagCA] == want && tags[tagCASig] != "" {
-			continue
-		}
-		sig, err := cf.identity().Attest(pki.AttestCA, []byte(cf.facts.NodeID), control.CAStatement(want))
-		if err != nil {
-			cf.log.Warn("CA report not signed", "code", codes.OrInternal(err), "err", err)
-			continue
-		}
-		if err := cf.gossip.UpdateTags(map[string]string{tagCA: want, tagCASig: base64.RawStdEncoding.EncodeToString(sig)}); err != nil {
-			cf.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
+		timer.Stop()
+		if cf.reportCA() {
+			timer.Reset(caReportCheck)
+		} else {
+			timer.Reset(time.Second)
 		}
 	}
+}
+
+// caReportCheck is how often runCAReports looks though nothing woke it.
+const caReportCheck = 30 * time.Second
+
+// reportCA makes the tags say what this node runs; false when that
+// failed (tried again a second later).
+func (cf *caFollow) reportCA() bool {
+	want := control.CAReport(cf.ov.running())
+	tags := cf.gossip.LocalMember().Tags
+	if tags[tagCA] == want && tags[tagCASig] != "" {
+		return true
+	}
+	sig, err := cf.identity().Attest(pki.AttestCA, []byte(cf.facts.NodeID), control.CAStatement(want))
+	if err != nil {
+		cf.log.Warn("CA report not signed", "code", codes.OrInternal(err), "err", err)
+		return false
+	}
+	if err := cf.gossip.UpdateTags(map[string]string{tagCA: want, tagCASig: base64.RawStdEncoding.EncodeToString(sig)}); err != nil {
+		cf.log.Warn("CA report not gossiped, or its broadcast not confirmed", "ca", want, "err", err)
+		return false
+	}
+	return true
 }
 
 // finishCARotation, on the CA holder, drops the old CA once nothing

@@ -106,6 +106,10 @@ type pairHealth struct {
 
 	mu   sync.Mutex
 	book pairBook
+	// flipped, if set, is called after a round in which a member became
+	// unreachable or reachable again (the tunnel report follows:
+	// pathwake.go).
+	flipped func()
 }
 
 func newPairHealth(cfg config.PairProbe, targets func() []pairTarget, reach func(context.Context, netip.AddrPort) error,
@@ -167,6 +171,9 @@ func (ph *pairHealth) round(ctx context.Context) {
 	ph.book.keep(probed)
 	down := ph.book.down()
 	ph.mu.Unlock()
+	if len(flipped) > 0 && ph.flipped != nil {
+		ph.flipped()
+	}
 	for _, name := range flipped {
 		i := slices.IndexFunc(down, func(d pairDown) bool { return d.name == name })
 		if i < 0 {
