@@ -90,6 +90,11 @@ func (s *Server) Serve(pc net.PacketConn, ln net.Listener) error {
 	}
 	udp := s.dnsServer()
 	udp.PacketConn = pc
+	// The library's UDP loop sets ReadTimeout as the deadline of each
+	// read and loops on its expiry: at 2 s, two wakeups a second per
+	// listener pair on an idle node (issue 54). A UDP read holds no
+	// client's state, and ShutdownContext unblocks it at once.
+	udp.ReadTimeout = udpReadIdle
 	tcp := s.dnsServer()
 	tcp.Listener = ln
 	s.servers = append(s.servers, udp, tcp)
@@ -113,6 +118,9 @@ func (s *Server) Serve(pc net.PacketConn, ln net.Listener) error {
 	}
 	return nil
 }
+
+// udpReadIdle is the UDP listener's read deadline (Serve).
+const udpReadIdle = time.Hour
 
 // dnsServer is one listener's library server: the handler, the
 // header check that drops what is not a plain query (counted), and the

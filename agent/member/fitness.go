@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/fitness"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
@@ -36,10 +37,19 @@ const handOffEvery = 30 * time.Second
 // peerClockTimeout bounds one clock question to a control node.
 const peerClockTimeout = 2 * time.Second
 
+// workerFitnessEvery is how often a worker checks its state dir with
+// `timers: lan`: it serves no joins, so the verdict only feeds its status
+// and metrics, and a page written and synced every 5 s was the largest
+// source of an idle worker's system calls (issue 54). Fast timers keep
+// FitnessEvery's pace.
+const workerFitnessEvery = 30 * time.Second
+
 func newFitCheck(nd *node) *fitCheck {
 	f := &fitCheck{disk: fitness.NewDisk(nd.stateDir), every: nd.cfg.FitnessEvery()}
 	if nd.facts.Role == pki.RoleControl {
 		f.clocks = fitness.NewClocks(nd.cfg.MaxClockSkew)
+	} else if nd.cfg.Timers != config.TimersFast {
+		f.every = max(f.every, workerFitnessEvery)
 	}
 	return f
 }

@@ -197,27 +197,51 @@ func (ms *membership) missingPeers() []string {
 
 // rejoinFirst is how soon runRejoin looks again after a rejoin that found
 // a peer missing; each further miss doubles it, up to the reconcile
-// interval, and a check that finds none missing starts it over.
+// interval. It is also the least time between two looks.
 const rejoinFirst = time.Second
 
 // runRejoin rejoins missing peers (rejoin) with a backoff from rejoinFirst
 // to most: quickly after a power loss, rarely while a peer stays down.
+// While none is missing it looks when gossip changes (a member failed or
+// left: gossip.Changes), at most once every rejoinFirst, and every most as
+// a safety net; it used to look every second, copying every member and
+// every record each time (issue 54).
 func (ms *membership) runRejoin(ctx context.Context, most time.Duration) {
+	miss := time.Duration(0) // the wait after a look that found a peer missing; 0: none was
 	wait := min(rejoinFirst, most)
+	var last time.Time // the last look
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
+		var changed <-chan struct{} // nil while peers are missing: the backoff paces the looks
+		if miss == 0 {
+			changed = ms.gossip.Changes()
 		}
+		if !pause(ctx, wait, changed) {
+			return
+		}
+		if gap := min(rejoinFirst, most) - time.Since(last); gap > 0 && !pause(ctx, gap, nil) {
+			return // a change soon after a look waits out the least gap
+		}
+		last = time.Now()
 		if ms.rejoin(ctx) {
-			wait = min(2*wait, most)
+			miss = min(max(2*miss, rejoinFirst), most)
+			wait = miss
 		} else {
-			wait = min(rejoinFirst, most)
+			miss, wait = 0, most
 		}
 	}
+}
+
+// pause waits d, or until wake closes; false when ctx ended first.
+func pause(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
 }
 
 // overlayInputs gathers what this node knows about the others for
