@@ -100,8 +100,11 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 			return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", err))
 		}
 		m.stack = ns
-	} else {
-		ctrl.Start()
+	} else if err := ctrl.Start(); err != nil {
+		// Nebula closed the device and its sockets: nothing runs. Said
+		// here, not later as gossip failing to bind the overlay address
+		// (issue 54: three joins under load failed that way).
+		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: Nebula could not bring its TUN device up: %w", err))
 	}
 	if err := m.verify(eff, id.fingerprint); err != nil {
 		m.Stop()

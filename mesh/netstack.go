@@ -52,7 +52,9 @@ const netstackMTU = 1280
 // (v1.11 no longer does), so a userspace overlay runs until the process
 // exits: nothing tears this stack down yet (Mesh.Stop).
 func newNetstack(ctrl *nebula.Control) (*netstack, error) {
-	ctrl.Start()
+	if err := ctrl.Start(); err != nil {
+		return nil, fmt.Errorf("userspace network stack: Nebula did not start: %w", err)
+	}
 	dev, ok := ctrl.Device().(*overlay.UserDevice)
 	if !ok {
 		return nil, errors.New("userspace network stack: Nebula is not running a user device")

@@ -561,26 +561,13 @@ func (t *tun) setDefaultRoute(cidr netip.Prefix) error {
 	if cidr.Addr().Is6() {
 		nr.Priority = 256
 	}
-	err := netlink.RouteReplace(&nr)
+	// meshd patch 6: retried within routeRaceWaits (a loaded machine lost
+	// the race upstream's two retries of 100 ms allow for).
+	err := RetryRouteRace(func() error { return netlink.RouteReplace(&nr) }, routeRaceWaits, time.Sleep, func(err error) {
+		t.l.Warn("Failed to set default route MTU, retrying", "error", err, "cidr", cidr, "mtu", t.DefaultMTU)
+	})
 	if err != nil {
-		t.l.Warn("Failed to set default route MTU, retrying", "error", err, "cidr", cidr)
-		//retry twice more -- on some systems there appears to be a race condition where if we set routes too soon, netlink says `invalid argument`
-		for range 2 {
-			time.Sleep(100 * time.Millisecond)
-			err = netlink.RouteReplace(&nr)
-			if err == nil {
-				break
-			} else {
-				t.l.Warn("Failed to set default route MTU, retrying",
-					"error", err,
-					"cidr", cidr,
-					"mtu", t.DefaultMTU,
-				)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("failed to set mtu %v on the default route %v; %v", t.DefaultMTU, dr, err)
-		}
+		return fmt.Errorf("failed to set mtu %v on the default route %v; %v", t.DefaultMTU, dr, err)
 	}
 
 	return nil
