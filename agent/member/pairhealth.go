@@ -104,8 +104,9 @@ type pairHealth struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	mu   sync.Mutex
-	book pairBook
+	mu     sync.Mutex
+	book   pairBook
+	cursor string // the last member a round probed in name order (pick)
 	// flipped, if set, is called after a round in which a member became
 	// unreachable or reachable again (the tunnel report follows:
 	// pathwake.go).
@@ -135,7 +136,8 @@ func (ph *pairHealth) run(ctx context.Context) {
 // within cfg.Timeout, then counts the outcomes. A round cut short by ctx
 // counts nothing.
 func (ph *pairHealth) round(ctx context.Context) {
-	targets := ph.targets()
+	all := ph.targets()
+	targets := ph.pick(all)
 	errs := make([]error, len(targets))
 	slots := make(chan struct{}, max(1, ph.cfg.Parallel))
 	var wg sync.WaitGroup
@@ -159,16 +161,18 @@ func (ph *pairHealth) round(ctx context.Context) {
 		return
 	}
 	now := ph.now()
-	probed := make(map[string]bool, len(targets))
+	known := make(map[string]bool, len(all))
+	for _, tg := range all {
+		known[tg.name] = true
+	}
 	var flipped []string
 	ph.mu.Lock()
 	for i, tg := range targets {
-		probed[tg.name] = true
 		if ph.book.record(tg.name, errs[i], now) {
 			flipped = append(flipped, tg.name)
 		}
 	}
-	ph.book.keep(probed)
+	ph.book.keep(known)
 	down := ph.book.down()
 	ph.mu.Unlock()
 	if len(flipped) > 0 && ph.flipped != nil {
@@ -184,6 +188,41 @@ func (ph *pairHealth) round(ctx context.Context) {
 		ph.log.Warn("member unreachable over the overlay", "code", codes.PairUnreachable, "peer", name,
 			"failed", d.failed, "since", d.since, "reason", d.reason)
 	}
+}
+
+// pick is the round's share of all: every member with failed probes
+// (its verdict waits on its next probes), then the members after the
+// last one probed, in name order and wrapping, up to cfg.PerRound in all
+// (0: no bound).
+func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
+	n := ph.cfg.PerRound
+	if n <= 0 || len(all) <= n {
+		return all
+	}
+	sorted := slices.SortedFunc(slices.Values(all), func(a, b pairTarget) int { return strings.Compare(a.name, b.name) })
+	ph.mu.Lock()
+	defer ph.mu.Unlock()
+	out := make([]pairTarget, 0, n)
+	for _, tg := range sorted {
+		if ph.book.runs[tg.name] != nil && len(out) < n {
+			out = append(out, tg)
+		}
+	}
+	start, _ := slices.BinarySearchFunc(sorted, ph.cursor, func(tg pairTarget, name string) int {
+		if tg.name <= name {
+			return -1
+		}
+		return 1
+	})
+	for i := 0; i < len(sorted) && len(out) < n; i++ {
+		tg := sorted[(start+i)%len(sorted)]
+		if ph.book.runs[tg.name] != nil {
+			continue
+		}
+		out = append(out, tg)
+		ph.cursor = tg.name
+	}
+	return out
 }
 
 // down are the members this node counts unreachable now.

@@ -2,6 +2,8 @@ package member
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -204,5 +206,53 @@ func TestPairRoundParallel(t *testing.T) {
 	}
 	if got := ph.unreachable(); len(got) != 5 {
 		t.Errorf("unreachable %v, want all five (Misses 1)", got)
+	}
+}
+
+// TestPairPick: a round probes at most PerRound members (issue 54: it
+// probed every member, a tunnel to each): those with failed probes
+// first, every round, then the next ones in name order, wrapping, so
+// every member is probed within N/PerRound rounds.
+func TestPairPick(t *testing.T) {
+	var all []pairTarget
+	for i := range 40 {
+		all = append(all, pairTarget{name: fmt.Sprintf("w%02d", 39-i), addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 42, 1, byte(i)}), 7946)})
+	}
+	ph := newPairHealth(config.PairProbe{PerRound: 16, Misses: 3}, nil, nil, slog.New(slog.DiscardHandler), time.Now)
+	names := func(ts []pairTarget) []string {
+		var out []string
+		for _, tg := range ts {
+			out = append(out, tg.name)
+		}
+		return out
+	}
+	want := func(from, to int, also ...string) []string {
+		out := slices.Clone(also)
+		for i := from; i != to; i = (i + 1) % 40 {
+			if name := fmt.Sprintf("w%02d", i); !slices.Contains(also, name) {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	seen := map[string]int{}
+	for round, w := range [][]string{want(0, 16), want(16, 32), want(32, 8)} {
+		got := names(ph.pick(all))
+		if !slices.Equal(got, w) {
+			t.Fatalf("round %d: %v, want %v", round+1, got, w)
+		}
+		for _, n := range got {
+			seen[n]++
+		}
+	}
+	if len(seen) != 40 {
+		t.Fatalf("3 rounds of 16 probed %d of 40 members, want all", len(seen))
+	}
+	ph.book.record("w20", errors.New("i/o timeout"), time.Now()) // one failed probe: probed every round until it answers
+	if got, w := names(ph.pick(all)), want(8, 24, "w20")[:16]; !slices.Equal(got, w) {
+		t.Fatalf("with w20 failing: %v, want %v", got, w)
+	}
+	if got := ph.pick(all[:10]); len(got) != 10 {
+		t.Fatalf("10 members: %d probed, want all", len(got))
 	}
 }
