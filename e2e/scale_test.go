@@ -19,7 +19,8 @@ import (
 
 // scaleEnv runs TestFormation; MESHD_SCALE_SIZES=5,25 picks the sizes,
 // MESHD_SCALE_BATCH the number of workers joining at once,
-// MESHD_SCALE_TIMERS=lan the production timers instead of fast (the 2 s
+// MESHD_SCALE_TIMERS=lan meshd's defaults instead of the suite's fast
+// timers: gossip at `timers: lan` and raft at its own timing (the 2 s
 // failure target then does not apply).
 const scaleEnv = "MESHD_SCALE"
 
@@ -58,7 +59,10 @@ func TestFormation(t *testing.T) {
 func formation(t *testing.T, size, batch int) {
 	neighbourRoom(t, size)
 	n := NewNet(t)
+	// lan is meshd's default in full: its gossip timers and raft at its
+	// own timing (Net.DefaultRaft), not the suite's 300 ms.
 	n.Timers = cmp.Or(os.Getenv(scaleEnv+"_TIMERS"), "fast")
+	n.DefaultRaft = n.Timers == "lan"
 	params := map[string]string{"batch": strconv.Itoa(batch), "timers": n.Timers}
 	c := formCluster(t, n, size, batch, params, fmt.Sprintf("n=%d", size))
 	all, workers, start := c.all, c.workers, c.start
