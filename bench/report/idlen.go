@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"gonum.org/v1/plot"
@@ -114,10 +115,25 @@ func idleNPlot(s *results, fig figure, kind, unit string) (*plot.Plot, figure, e
 	p.X.Min, p.X.Max = 0, max(xmax, 50)*1.05
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Min = 0
-	p.Y.Max *= 1.1
+	p.Y.Max = roundUp(1.6 * p.Y.Max) // room above the lines for the legend
 	p.Legend.Top, p.Legend.Left = true, true
 	fig.caption = "`" + idleNBench + "`: real clusters of 3 control nodes and N-3 workers (`timers: lan`, raft at its default timing, log level info), " +
 		"each node's " + unit + " over a 60 s window after a 30 s settle, measured from /proc (utime+stime; voluntary and involuntary context switches). " +
 		"Issue 54's target: an idle worker at 50 nodes at most 1.2× its own figure at 10, and a control node likewise (the dashed lines)."
 	return p, fig, nil
+}
+
+// roundUp is v rounded up to a round number (1, 1.5, 2, 2.5, 3, 4, 5, 6
+// or 8 times a power of ten), so the axis gets its ticks.
+func roundUp(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.5, 2, 2.5, 3, 4, 5, 6, 8} {
+		if m*e >= v {
+			return m * e
+		}
+	}
+	return 10 * e
 }
