@@ -108,7 +108,7 @@ e2e:
 # a real meshd's DNS answer latency,
 # BenchmarkDNSAnswer); BenchmarkIdleAgainstN once (-benchtime 1x: each
 # size forms its own cluster; issue 54: idle CPU and wakeups per worker and
-# per control node at 10, 25 and 50 real agents, `timers: lan`, about 8
+# per control node at 10, 25 and 50 real agents, `timers: lan`, about 6
 # minutes); the gossip simulation (no root needed); the names
 # server's answer latency and queries a second on one core (-cpu 1, no
 # root); TestJoinBurst50 (50 joins at once, three rounds, each bound to
