@@ -152,7 +152,7 @@ bench:
 			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|(key)?burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
 	done; \
 	MESHD_SCALE=1 $(GO) test -tags e2e -count=1 -v -run '^TestFormation$$' -timeout 40m ./e2e \
-		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|scale_test\.go:[0-9]+:|^        ' || status=1; \
+		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|(scale|cluster_form)_test\.go:[0-9]+:|^        ' || status=1; \
 	MESHD_SITES_WINDOW=$(SITES_WINDOW) $(GO) test -tags e2e -count=1 -v -run '^TestSitesWindow$$' -timeout 40m ./e2e \
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
