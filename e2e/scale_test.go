@@ -4,21 +4,14 @@ package e2e
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/meshd/meshd/agent/apitype"
-	"github.com/meshd/meshd/agent/localclient"
-	"github.com/meshd/meshd/bench/benchrec"
 )
 
 // Formation time as the cluster grows, and issue 10's 100-agent run
@@ -26,7 +19,8 @@ import (
 
 // scaleEnv runs TestFormation; MESHD_SCALE_SIZES=5,25 picks the sizes,
 // MESHD_SCALE_BATCH the number of workers joining at once,
-// MESHD_SCALE_TIMERS=lan the production timers instead of fast (the 2 s
+// MESHD_SCALE_TIMERS=lan meshd's defaults instead of the suite's fast
+// timers: gossip at `timers: lan` and raft at its own timing (the 2 s
 // failure target then does not apply).
 const scaleEnv = "MESHD_SCALE"
 
@@ -52,17 +46,7 @@ func TestFormation(t *testing.T) {
 	if os.Getenv(scaleEnv) != "1" {
 		t.Skip("set " + scaleEnv + "=1 (make bench)")
 	}
-	sizes := []int{5, 25, 50, 100}
-	if v := os.Getenv(scaleEnv + "_SIZES"); v != "" {
-		sizes = nil
-		for _, f := range strings.Split(v, ",") {
-			k, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || k < 4 || k > 250 {
-				t.Fatalf("%s_SIZES: %q: want sizes between 4 and 250", scaleEnv, f)
-			}
-			sizes = append(sizes, k)
-		}
-	}
+	sizes := scaleSizes(t, scaleEnv+"_SIZES", []int{5, 25, 50, 100})
 	batch := 10
 	if v, err := strconv.Atoi(os.Getenv(scaleEnv + "_BATCH")); err == nil && v > 0 {
 		batch = v
@@ -75,81 +59,17 @@ func TestFormation(t *testing.T) {
 func formation(t *testing.T, size, batch int) {
 	neighbourRoom(t, size)
 	n := NewNet(t)
+	// lan is meshd's default in full: its gossip timers and raft at its
+	// own timing (Net.DefaultRaft), not the suite's 300 ms.
 	n.Timers = cmp.Or(os.Getenv(scaleEnv+"_TIMERS"), "fast")
+	n.DefaultRaft = n.Timers == "lan"
 	params := map[string]string{"batch": strconv.Itoa(batch), "timers": n.Timers}
-	setupStart := time.Now()
-	var all []*Node
-	add := func(name string) *Node {
-		nd := n.NewNode(name)
-		infoLogs(t, nd)
-		all = append(all, nd)
-		return nd
-	}
-	origin := add("origin")
-	origin.Start(t)
-	origin.MustCtl(t, "init", "--cluster", "e2e")
-	controls := []*Node{origin, add("c2"), add("c3")}
-	workers := make([]*Node, size-3)
-	for i := range workers {
-		workers[i] = add(fmt.Sprintf("w%03d", i+1))
-	}
-	keepLogs(t, all, size)
-	for _, nd := range all[1:] {
-		nd.Start(t)
-	}
-	ctlTokens := []string{origin.Admit(t, "c2", "--role", "control"), origin.Admit(t, "c3", "--role", "control")}
-	tokens := make([]string, len(workers))
-	for i, w := range workers {
-		tokens[i] = origin.Admit(t, w.NodeName)
-	}
-	t.Logf("n=%d: %d meshd started and %d tokens minted in %s; load %.2f",
-		size, size, size-1, time.Since(setupStart).Round(time.Millisecond), benchrec.Load())
-
-	// The clock starts at the first join.
-	start := time.Now()
-	for i, c := range controls[1:] {
-		c.MustCtl(t, "join", ctlTokens[i])
-	}
-	ctlDone := time.Now()
-	joinTook := make([]time.Duration, len(workers))
-	for lo := 0; lo < len(workers); lo += batch {
-		hi := min(lo+batch, len(workers))
-		bStart := time.Now()
-		failed := joinAll(t, workers[lo:hi], tokens[lo:hi], joinTook[lo:hi])
-		t.Logf("n=%d: workers %d-%d joined in %s", size, lo+1, hi, time.Since(bStart).Round(time.Millisecond))
-		if len(failed) > 0 {
-			RecordWith(t, params, "joined", "count", float64(3+hi-len(failed)))
-			t.Fatalf("n=%d: %d of the batch of workers %d-%d failed to join:\n%s", size, len(failed), lo+1, hi, strings.Join(failed, "\n"))
-		}
-	}
-	lastJoin := time.Now()
-	RecordWith(t, params, "joined", "count", float64(size))
-
-	seen, rounds := sweep(t, all, lastJoin.Add(convergeBound), func(nd *Node) error {
-		return ownViewAllAlive(t.Context(), nd, size)
-	})
-	RecordWith(t, params, "seeing-all", "count", float64(len(seen)))
-	if len(seen) < len(all) {
-		reportStalled(t, all, seen, size)
-		t.Fatalf("n=%d: %d of %d nodes did not see all %d alive within %s of the last join (joins took %s)",
-			size, len(all)-len(seen), len(all), size, convergeBound, lastJoin.Sub(start).Round(time.Millisecond))
-	}
-	formed := latest(seen)
-	// The same through meshctl on every node, once.
-	if ok, _ := sweep(t, all, time.Now().Add(10*time.Second), func(nd *Node) error {
-		return seesAllAlive(t.Context(), nd, size, ctlNodes)
-	}); len(ok) < len(all) {
-		reportStalled(t, all, ok, size)
-		t.Fatalf("n=%d: the local API said all alive everywhere, but meshctl nodes did not on %d nodes", size, len(all)-len(ok))
-	}
-	t.Logf("n=%d: formed in %s (control joins %s, worker joins %s, then all alive everywhere %s later; %d polling rounds)",
-		size, formed.Sub(start).Round(time.Millisecond), ctlDone.Sub(start).Round(time.Millisecond),
-		lastJoin.Sub(ctlDone).Round(time.Millisecond), formed.Sub(lastJoin).Round(time.Millisecond), rounds)
-	slices.Sort(joinTook)
-	RecordWith(t, params, "formation", "s", formed.Sub(start).Seconds())
-	RecordWith(t, params, "joins", "s", lastJoin.Sub(start).Seconds())
-	RecordWith(t, params, "converge", "s", formed.Sub(lastJoin).Seconds())
-	RecordWith(t, params, "worker-join", "ms", ms(rank(joinTook, 50)), msOf(joinTook)...)
+	c := formCluster(t, n, size, batch, params, fmt.Sprintf("n=%d", size))
+	all, workers, start := c.all, c.workers, c.start
+	RecordWith(t, params, "formation", "s", c.formed.Sub(start).Seconds())
+	RecordWith(t, params, "joins", "s", c.lastJoin.Sub(start).Seconds())
+	RecordWith(t, params, "converge", "s", c.formed.Sub(c.lastJoin).Seconds())
+	RecordWith(t, params, "worker-join", "ms", ms(rank(c.joinTook, 50)), msOf(c.joinTook)...)
 
 	pingSample(t, params, all, 20, int64(size))
 
@@ -243,166 +163,6 @@ func formation(t *testing.T, size, batch int) {
 	}
 }
 
-// joinAll runs the workers' joins at the same moment and waits for them;
-// it fills took and returns a description of each failed join.
-func joinAll(t *testing.T, ws []*Node, tokens []string, took []time.Duration) []string {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	var mu sync.Mutex
-	var failed []string
-	var wg sync.WaitGroup
-	for i, w := range ws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := time.Now()
-			out, errs, code := w.Ctl(ctx, "join", tokens[i])
-			took[i] = time.Since(s)
-			if code != 0 {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("%s: exit %d after %s\n%s%s", w.NodeName, code, took[i].Round(time.Millisecond), out, errs))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return failed
-}
-
-// apiNodes is what `meshctl nodes -o json` prints, read from the same
-// local API straight over nd's socket (a unix socket path works across
-// network namespaces): no process per poll, so a sweep of 100 nodes takes
-// milliseconds and observes state changes that closely.
-func apiNodes(ctx context.Context, nd *Node) ([]apitype.Node, error) {
-	c := localclient.Client{Socket: nd.Socket}
-	return c.Nodes(ctx)
-}
-
-// ctlNodes is `meshctl nodes -o json` on nd.
-func ctlNodes(ctx context.Context, nd *Node) ([]apitype.Node, error) {
-	var ns []apitype.Node
-	err := nd.CtlJSON(ctx, &ns, "nodes")
-	return ns, err
-}
-
-// ownViewAllAlive: nd's own gossip (its status) has want members, all
-// alive. (`meshctl nodes` on a worker shows the gossip view of the control
-// node it asks; this is the worker's own.)
-func ownViewAllAlive(ctx context.Context, nd *Node, want int) error {
-	c := localclient.Client{Socket: nd.Socket}
-	st, err := c.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if st.Gossip == nil {
-		return fmt.Errorf("no gossip yet")
-	}
-	if st.Gossip.Members != want || st.Gossip.Alive != want {
-		return fmt.Errorf("its gossip has %d members, %d alive, want %d", st.Gossip.Members, st.Gossip.Alive, want)
-	}
-	return nil
-}
-
-// seesAllAlive: nd lists want nodes, every one alive in gossip.
-func seesAllAlive(ctx context.Context, nd *Node, want int, list func(context.Context, *Node) ([]apitype.Node, error)) error {
-	ns, err := list(ctx, nd)
-	if err != nil {
-		return err
-	}
-	var bad []string
-	for _, x := range ns {
-		if x.Gossip != "alive" {
-			bad = append(bad, x.Name+" "+x.Gossip)
-		}
-	}
-	if len(ns) != want || len(bad) > 0 {
-		if len(bad) > 8 {
-			bad = append(bad[:8], fmt.Sprintf("and %d more", len(bad)-8))
-		}
-		return fmt.Errorf("lists %d of %d, not alive: %v", len(ns), want, bad)
-	}
-	return nil
-}
-
-// pollers is how many calls sweep makes at once: enough that a sweep of
-// 100 nodes is short, few enough not to starve the meshd processes being
-// measured on 2 cores.
-const pollers = 4
-
-// sweep polls cond on every node, pollers at a time, round after round,
-// until it has held once on each or deadline passes. It returns when each
-// node was first seen to hold (the time its call returned: an upper
-// bound, by up to one round) and the number of rounds. A node that
-// satisfied cond is not polled again.
-func sweep(t *testing.T, nodes []*Node, deadline time.Time, cond func(*Node) error) (map[*Node]time.Time, int) {
-	seen := map[*Node]time.Time{}
-	var mu sync.Mutex
-	rounds := 0
-	for len(seen) < len(nodes) && time.Now().Before(deadline) && t.Context().Err() == nil {
-		rounds++
-		sem := make(chan struct{}, pollers)
-		var wg sync.WaitGroup
-		for _, nd := range nodes {
-			mu.Lock()
-			_, done := seen[nd]
-			mu.Unlock()
-			if done {
-				continue
-			}
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				if cond(nd) == nil {
-					at := time.Now()
-					mu.Lock()
-					seen[nd] = at
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
-		if len(seen) < len(nodes) {
-			time.Sleep(20 * time.Millisecond) // between rounds: not a busy loop on the nodes' sockets
-		}
-	}
-	return seen, rounds
-}
-
-// reportStalled says, for the nodes not in seen (at most 10), what they
-// list and the end of their logs.
-func reportStalled(t *testing.T, nodes []*Node, seen map[*Node]time.Time, size int) {
-	shown := 0
-	var names []string
-	for _, nd := range nodes {
-		if _, ok := seen[nd]; ok {
-			continue
-		}
-		names = append(names, nd.NodeName)
-		if shown == 10 {
-			continue
-		}
-		shown++
-		err := ownViewAllAlive(t.Context(), nd, size)
-		raw, _ := os.ReadFile(nd.LogPath)
-		lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-		t.Logf("stalled %s: %v\nend of its log:\n%s", nd.NodeName, err, strings.Join(lines[max(0, len(lines)-15):], "\n"))
-	}
-	t.Logf("stalled nodes (%d): %s", len(names), strings.Join(names, " "))
-}
-
-// latest is the last of the times in seen.
-func latest(seen map[*Node]time.Time) time.Time {
-	var l time.Time
-	for _, at := range seen {
-		if at.After(l) {
-			l = at
-		}
-	}
-	return l
-}
-
 // pingSample pings over the overlay between k random ordered pairs of
 // nodes (every pair if there are fewer), each within 10 s, over IPv4 and
 // then over IPv6 (issue 34: the cluster is dual-stack by default).
@@ -469,96 +229,10 @@ func loggedFailed(t *testing.T, nd *Node, name string, since time.Time) (time.Ti
 	return time.Time{}, false
 }
 
-// neighbourRoom makes the kernel's ARP table big enough for hosts
-// namespaces on one bridge, each talking to every other, and puts the old
-// limits back when the test ends. The table is one for all network
-// namespaces (gc_thresh* live only in the initial namespace), and the
-// default hard limit, gc_thresh3 = 1024, is exceeded once about 33 hosts
-// all talk to each other (33 × 32 entries): the kernel logs "neighbour:
-// arp_cache: neighbor table overflow!", drops packets to peers it has no
-// entry for, and TCP dials between the hosts time out. Every test that
-// puts more than 32 hosts on a Net needs this (TestJoinBurst50 has 53).
-// It also raises netdev_max_backlog, the per-CPU queue every packet
-// between two namespaces passes through (1,000 by default; it dropped
-// about 4,000 packets in this session's first 100-node runs, counted in
-// /proc/net/softnet_stat): the hosts of a real cluster do not share it.
-func neighbourRoom(t testing.TB, hosts int) {
-	t.Helper()
-	const neigh, backlog = "/proc/sys/net/ipv4/neigh/default/", "/proc/sys/net/core/netdev_max_backlog"
-	want := map[string]int{neigh + "gc_thresh2": hosts * hosts, neigh + "gc_thresh3": 2 * hosts * hosts, backlog: 100 * hosts}
-	for _, path := range []string{neigh + "gc_thresh3", neigh + "gc_thresh2", backlog} { // the hard limit first; restored last
-		name := path
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-		if err != nil {
-			t.Fatalf("%s: %q", path, raw)
-		}
-		if old >= want[name] {
-			continue
-		}
-		if err := os.WriteFile(path, []byte(strconv.Itoa(want[name])), 0o644); err != nil {
-			t.Fatalf("raise %s to %d for %d hosts: %v", path, want[name], hosts, err)
-		}
-		t.Cleanup(func() { _ = os.WriteFile(path, []byte(strconv.Itoa(old)), 0o644) })
-	}
-}
-
 func sum(xs []float64) float64 {
 	s := 0.0
 	for _, x := range xs {
 		s += x
 	}
 	return s
-}
-
-// infoLogs sets a node's log level to info (the production default) before
-// it starts: debug logs of 100 nodes cost CPU the run is measuring.
-func infoLogs(t *testing.T, nd *Node) {
-	raw, err := os.ReadFile(nd.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(raw), "log_level: debug", "log_level: info", 1)
-	if err := os.WriteFile(nd.Config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// keepLogs: when the test fails, every node's log is copied to
-// $MESHD_SCALE_LOGS/n=<size>/ (default build/bench/scale-logs) and cut to
-// its last lines, so that the harness's dump of every log on failure stays
-// readable at 100 nodes. (Cleanups run last-registered first: this runs
-// before the nodes' own.)
-func keepLogs(t *testing.T, nodes []*Node, size int) {
-	dir := os.Getenv(scaleEnv + "_LOGS")
-	if dir == "" {
-		dir = filepath.Join("..", "build", "bench", "scale-logs")
-	}
-	dir = filepath.Join(dir, fmt.Sprintf("n=%d", size))
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		for _, nd := range nodes {
-			nd.Kill()
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Logf("keep logs: %v", err)
-			return
-		}
-		for _, nd := range nodes {
-			raw, err := os.ReadFile(nd.LogPath)
-			if err != nil {
-				continue
-			}
-			_ = os.WriteFile(filepath.Join(dir, nd.NodeName+".log"), raw, 0o644)
-			lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-			_ = os.WriteFile(nd.LogPath, []byte(strings.Join(lines[max(0, len(lines)-5):], "\n")+"\n"), 0o600)
-		}
-		abs, _ := filepath.Abs(dir)
-		t.Logf("full logs of the %d nodes in %s (below: the last 5 lines of each)", len(nodes), abs)
-	})
 }

@@ -22,13 +22,13 @@ type figure struct {
 
 const absent = "not measured in this run"
 
-// writePlots draws the four plots issue 10 asks for and the overlay's
-// ratios per round (issue 25). A plot whose data is absent is still
-// written, titled so, so the page never shows an older run's picture as
-// this one's.
+// writePlots draws the four plots issue 10 asks for, the overlay's
+// ratios per round (issue 25) and idle cost against N (issue 54). A plot
+// whose data is absent is still written, titled so, so the page never
+// shows an older run's picture as this one's.
 func writePlots(s *results, dir string) ([]figure, error) {
 	var figs []figure
-	for _, f := range []func(*results) (*plot.Plot, figure, error){joinPlot, formationPlot, detectionPlot, throughputPlot, overlayRatioPlot, changePlot} {
+	for _, f := range []func(*results) (*plot.Plot, figure, error){joinPlot, formationPlot, detectionPlot, throughputPlot, overlayRatioPlot, changePlot, idleCPUPlot, idleWakeupsPlot} {
 		p, fig, err := f(s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", fig.file, err)
