@@ -41,6 +41,27 @@ const (
 type carrierWatch struct {
 	misses map[string]int        // by node id
 	stuck  map[netip.Prefix]bool // down, no standby answered: said once
+	// ha is haPrefixes of the records at raft index at: a tick reads the
+	// records again only when raft applied something since (issue 54: it
+	// copied every record four times a second).
+	ha []haPrefix
+	at uint64
+	ok bool
+}
+
+// prefixes is haPrefixes of the records now, computed again only when
+// raft's index moved.
+func (w *carrierWatch) prefixes(f fsmReader) []haPrefix {
+	if idx := f.Index(); !w.ok || idx != w.at {
+		w.ha, w.at, w.ok = haPrefixes(f.Nodes()), idx, true
+	}
+	return w.ha
+}
+
+// fsmReader is what carrierWatch reads of the FSM.
+type fsmReader interface {
+	Index() uint64
+	Nodes() []state.Node
 }
 
 // WatchCarriers runs the failover until ctx ends (the runtime spawns it on
@@ -125,7 +146,7 @@ func approvedAt(n state.Node, p netip.Prefix) time.Time {
 // carrier once, however many prefixes it carries), move the prefixes of
 // one that is down.
 func (p *Plane) checkCarriers(ctx context.Context, w *carrierWatch) {
-	ha := haPrefixes(p.raft.FSM().Nodes())
+	ha := w.prefixes(p.raft.FSM())
 	if len(ha) == 0 {
 		clear(w.misses)
 		return
