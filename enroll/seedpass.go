@@ -65,7 +65,7 @@ type passes struct {
 	seeds []string
 	start time.Time
 	until time.Time // no pass starts after it, but the second (again)
-	retry bool      // a budget below zero: one pass only
+	retry bool      // false for a budget below zero: one pass only
 	wait  time.Duration
 	n     int // passes begun
 
