@@ -47,6 +47,9 @@ const (
 	// SeedRevoked: the seed presents the leaf of a control node that
 	// departed (issue 52); the joiner sends it nothing.
 	SeedRevoked Code = "X495716SEEDRV"
+	// SeedSlow: a seed answered a join late (issue 54 item 5); the join
+	// went on. Warning.
+	SeedSlow Code = "X200795SEEDSL"
 	// NodeNotFormer: `meshctl forget` of a node that is still a member.
 	NodeNotFormer Code = "X409717NDNOTF"
 	// UnderlayFamily: the pinned underlay (--advertise-addr or
@@ -377,7 +380,8 @@ var table = map[Code]Info{
 	SeedRevoked:      {495, "the seed presents the certificate of a control node that left or was removed: a copy of it may be running", "nothing was sent to it; join through the token's other seeds, or mint a new token with `meshctl admit` on an active control node"},
 	SeedNotNamed:     {495, "the seed's certificate belongs to another node than the control node the token names at that address (a removed node, or an address that moved)", "mint a new token with `meshctl admit` on an active control node; nothing was sent to the seed"},
 	NameTaken:        {409, "another node, an unused token or a live reusable key already holds this name", "admit the machine under a different name, remove the node that holds it, or revoke the token or key that holds it (`meshctl tokens revoke ID`)"},
-	SeedsUnreachable: {503, "no seed in the token could be reached", "check that a control node is running and its enroll port (7300/tcp) is reachable from here"},
+	SeedsUnreachable: {503, "no seed in the token could be reached, or none answered in time (a join asks its seeds again for a few seconds first; the message says which accepted the connection and answered late: busy or stuck, not down)", "check that a control node is running and its enroll port (7300/tcp) is reachable from here; a seed that accepted the connection and did not answer: look at its load and `meshctl status`"},
+	SeedSlow:         {200, "a seed answered the join late (a second or more from the first connection to its answer, or only when asked again): the control node was busy, not down", "none needed: the join went on; if it repeats, look at the control nodes' load"},
 	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
 	AlreadyJoined:    {409, "this node already has a cluster identity", "run `meshctl leave` first, or pass --force to replace the identity"},
 	AdvertiseAddr:    {400, "the advertise address is not usable on this machine", "pass --advertise-addr with an IP address assigned to one of this machine's interfaces"},

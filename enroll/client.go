@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/meshd/meshd/codes"
@@ -54,6 +53,11 @@ type ClientDeps struct {
 	// time is skipped like one that cannot be reached. Zero means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// SeedBudget is how long Enroll goes on asking the seeds again, in
+	// passes with a jittered wait between them, after a pass in which
+	// none answered or each that did was busy. Zero means
+	// DefaultSeedBudget; below zero, one pass only.
+	SeedBudget time.Duration
 }
 
 // Enroll sends req to the cluster tok names and returns its verified
@@ -70,10 +74,18 @@ type ClientDeps struct {
 // when every seed's is (more than WarnSkew is a
 // codes.ClockSkewWarning to d.Warn).
 //
-// When no seed answers, the error is codes.SeedsUnreachable. If the
-// request went to no seed it wraps ErrNothingSent; if it went to a seed
-// whose answer was lost, the cluster may have recorded the join, and the
-// error says so.
+// A pass over the seeds in which none answered, or each that did said it
+// is busy (no leader, starting, stopping), is followed by another after a
+// jittered wait, within d.SeedBudget (seedpass.go); a seed that accepted
+// the connection and answered late is asked a second time whatever the
+// budget. A seed that took SlowSeedAfter or more to answer is a
+// codes.SeedSlow warning to d.Warn, with the time, and the join goes on.
+//
+// When no seed answers in any pass, the error is codes.SeedsUnreachable;
+// it says which seeds accepted the connection and then answered late. If
+// the request went to no seed it wraps ErrNothingSent; if it went to a
+// seed whose answer was lost, the cluster may have recorded the join, and
+// the error says so.
 //
 // Zero fields of req are filled in: Protocol, Secret, Name and Expires
 // from tok, Clock from d.Now.
@@ -108,111 +120,18 @@ func Enroll(ctx context.Context, tok Token, req Request, d ClientDeps) (*Respons
 	if err != nil {
 		return nil, fmt.Errorf("encode enroll request: %w", err)
 	}
-
-	var failures, sentTo []string
-	var sick error // the last seed that answered it cannot serve joins now
-	for _, seed := range tok.Seeds {
-		resp, err := c.try(ctx, seed, body)
-		var unreachable *seedError
-		switch {
-		case errors.As(err, &unreachable):
-			what := "unreachable"
-			if unreachable.sent {
-				what = "took the request but gave no answer"
-				sentTo = append(sentTo, seed)
-			}
-			c.log.Warn("seed "+what, "seed", seed, "err", unreachable.err)
-			c.step(fmt.Sprintf("seed %s %s: %v", seed, what, unreachable.err))
-			failures = append(failures, fmt.Sprintf("%s: %v", seed, unreachable.err))
-			if err := stopped(ctx); err != nil {
-				return nil, noAnswer(len(tok.Seeds), failures, sentTo, err)
-			}
-			continue
-		case stepsAside(err):
-			// A sick seed answered before or without recording anything
-			// it could not undo (a join it did record resumes at the next
-			// seed: the same request, the same keys). A seed whose clock
-			// is too far off got nothing: the secret is sent only after.
-			c.log.Warn("seed cannot serve the join now; trying the next", "seed", seed, "code", codes.Of(err), "err", err)
-			c.step(fmt.Sprintf("seed %s cannot serve the join now (%s); trying the next", seed, codes.Of(err)))
-			failures, sick = append(failures, fmt.Sprintf("%s: %v", seed, err)), err
-			if c := codes.Of(err); c != codes.ClockSkew && c != codes.SeedRevoked { // refused before the secret went out
-				sentTo = append(sentTo, seed)
-			}
-			if err := stopped(ctx); err != nil {
-				return nil, noAnswer(len(tok.Seeds), failures, sentTo, err)
-			}
-			continue
-		case err != nil:
-			c.log.Warn("enroll failed", "code", codes.OrInternal(err), "seed", seed, "err", err)
-			return nil, err
-		}
-		if err := c.check(resp, csr.PublicKey); err != nil {
-			return nil, err
-		}
-		resp.Seed = seed
-		return resp, nil
-	}
-	if sick != nil { // a seed answered but could not serve: its code says more than "unreachable"
-		msg := fmt.Sprintf("no seed of %d can serve the join now: %s", len(tok.Seeds), strings.Join(failures, "; "))
-		if len(sentTo) > 0 {
-			msg += "; the request went to " + strings.Join(sentTo, ", ") + ", so run the same join again: it resumes a join the cluster recorded"
-		}
-		return nil, codes.Wrap(codes.Of(sick), errors.New(msg))
-	}
-	return nil, noAnswer(len(tok.Seeds), failures, sentTo, nil)
-}
-
-// stepsAside is whether a seed's answer says it cannot serve a join now
-// (no leader, starting or stopping, a full or failing disk, a clock off
-// from the other control nodes'), or its clock is too far from this
-// machine's (the next seed's may agree: if none does, the join ends with
-// codes.ClockSkew), so the joiner asks the token's next seed. A
-// verification failure never does: it ends the join where it happened.
-func stepsAside(err error) bool {
-	switch codes.Of(err) {
-	case codes.NoLeader, codes.DaemonStarting, codes.DaemonStopping, codes.DiskFull, codes.SeedUnfit, codes.ClockSkew, codes.SeedRevoked:
-		return true
-	}
-	return false
-}
-
-// stopped is ctx's error, or context.DeadlineExceeded once its deadline
-// has passed: a connection deadline taken from the context can fire
-// before the context itself is done.
-func stopped(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// noAnswer is the error of an enrollment that no seed answered: nothing
-// was sent, or the request went to sentTo and no answer came back. stopped
-// is why the enrollment stopped early (the context's error), if it did.
-func noAnswer(seeds int, failures, sentTo []string, stopped error) error {
-	var err error
-	if len(sentTo) == 0 {
-		err = fmt.Errorf("no seed of %d could be reached, %w", seeds, ErrNothingSent)
-	} else {
-		err = fmt.Errorf("no seed of %d answered; the request went to %s, so the cluster may have recorded this join: "+
-			"run the same join again to resume it", seeds, strings.Join(sentTo, ", "))
-	}
-	if stopped != nil {
-		err = fmt.Errorf("%w; enroll stopped: %w", err, stopped)
-	}
-	return codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("%w: %s", err, strings.Join(failures, "; ")))
+	return c.enrollSeeds(ctx, body, csr.PublicKey)
 }
 
 // seedError marks a failure to reach or talk to a seed, which moves on to
 // the next seed. Verification failures and the server's answers never do.
-// sent is set once the request may have reached the seed.
+// sent is set once the request may have reached the seed; noConn when not
+// even a TCP connection was made (refused, no route, dial timeout), as
+// against a seed that accepted one and then answered late or not at all.
 type seedError struct {
-	err  error
-	sent bool
+	err    error
+	sent   bool
+	noConn bool
 }
 
 func (e *seedError) Error() string { return e.err.Error() }
@@ -227,18 +146,22 @@ type client struct {
 	warn      func(codes.Code, string)
 	approval  func(ApprovalShown)
 	handshake time.Duration
+	budget    time.Duration // SeedBudget
 	maxSkew   time.Duration
 	seen      seenRevocations // the freshest revocation list the seeds told
 }
 
 func newClient(tok Token, d ClientDeps) *client {
 	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, warn: d.Warn,
-		approval: d.Approval, handshake: d.HandshakeTimeout, maxSkew: d.MaxSkew}
+		approval: d.Approval, handshake: d.HandshakeTimeout, budget: d.SeedBudget, maxSkew: d.MaxSkew}
 	if c.maxSkew <= 0 {
 		c.maxSkew = DefaultMaxSkew
 	}
 	if c.handshake <= 0 {
 		c.handshake = DefaultHandshakeTimeout
+	}
+	if c.budget == 0 {
+		c.budget = DefaultSeedBudget
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -271,8 +194,10 @@ func newClient(tok Token, d ClientDeps) *client {
 func seedDialer() *net.Dialer { return &net.Dialer{Timeout: 5 * time.Second} }
 
 // try enrolls through one seed: connect, verify, compare clocks, then
-// POST body over the verified connection.
-func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, error) {
+// POST body over the verified connection. since is when this enrollment
+// first tried seed, tries how often it has (this time included): a seed
+// that took SlowSeedAfter to answer is said to be slow.
+func (c *client) try(ctx context.Context, seed string, body []byte, since time.Time, tries int) (*Response, error) {
 	s, err := c.open(ctx, seed)
 	if err != nil {
 		return nil, err
@@ -288,6 +213,7 @@ func (c *client) try(ctx context.Context, seed string, body []byte) (*Response, 
 	if err := c.seen.judge(s); err != nil {
 		return nil, err
 	}
+	c.answered(seed, since, tries)
 	// From here on the request may have reached the seed, even when
 	// writing it fails part way. The connection is kept: a join that
 	// waits for approval asks again over it (the code is the session's).

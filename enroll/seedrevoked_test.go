@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/enroll"
@@ -59,7 +60,9 @@ func TestClientRefusesRevokedSeed(t *testing.T) {
 			req, _ := c.request(t, "w1")
 			var st steps
 			var logs bytes.Buffer
-			_, err := enroll.Enroll(t.Context(), c.token(seeds...), req, clientDeps(&st, &logs))
+			d := clientDeps(&st, &logs)
+			d.SeedBudget = 200 * time.Millisecond // the current seed steps aside busy: asked again within it
+			_, err := enroll.Enroll(t.Context(), c.token(seeds...), req, d)
 			if codes.Of(err) != codes.SeedRevoked {
 				t.Fatalf("Enroll = %v (code %q), want %s\nsteps:\n%s", err, codes.Of(err), codes.SeedRevoked, &st)
 			}

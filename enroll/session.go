@@ -44,7 +44,7 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 	c.step("connecting to seed " + seed)
 	raw, err := c.dial(ctx, "tcp", seed)
 	if err != nil {
-		return nil, &seedError{err: err}
+		return nil, &seedError{err: err, noConn: true}
 	}
 	var (
 		leaf      *x509.Certificate // the seed's leaf, as VerifyPinned accepted it

@@ -291,6 +291,14 @@ func (c *testCluster) start(t testing.TB, name string, holdsCA bool) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every read shares the FSM's records (state/records.go): each
+	// caller path these tests run must copy before it changes them.
+	node.FSM().TestOnlyGuardShared(func(err error) { t.Errorf("%s: %v", name, err) })
+	t.Cleanup(func() {
+		if err := node.FSM().TestOnlyCheckShared(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
 	client, err := NewLiveClient(live)
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func joinedWith(edit func(*Node)) func(*testing.T) *FSM {
 		n := f.s.Nodes["n-w1"]
 		edit(&n)
 		f.s.Nodes["n-w1"] = n
-		f.nodes.Store(nil) // as Apply does after a change: Nodes must not serve the list from before the edit
+		f.view.Store(nil) // as Apply does after a change: Nodes must not serve the list from before the edit
 		return f
 	}
 }

@@ -1,8 +1,6 @@
 package state
 
 import (
-	"time"
-
 	"cmp"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -32,13 +31,18 @@ type FSM struct {
 	// applied is signalled like changed, after every command applied
 	// (refused ones too: the index moved) and after a restore.
 	applied chan struct{}
-	// nodes is the node records sorted as Nodes returns them, built by
-	// the first Nodes after a change and shared by every Nodes until the
-	// next: nil after each applied command and restore. A control node
-	// reads the whole list several times per applied command (overlay,
-	// names, revocations, renewals); copying and sorting it for each read
-	// was a third of a 1,000-join burst's CPU (docs/performance.md).
-	nodes atomic.Pointer[[]Node]
+	// view is the node records as Nodes, View, Node and NodeByName read
+	// them (records.go): built by the first read after a change and
+	// shared by every read until the next, nil after each applied
+	// command and restore. A control node reads the whole list several
+	// times per applied command (overlay, names, revocations, renewals)
+	// and a record by id on every call to port 7300; copying and
+	// sorting the list for each read was a third of a 1,000-join
+	// burst's CPU, copying it still 14% (docs/performance.md).
+	view atomic.Pointer[records]
+	// guard, set by TestOnlyGuardShared, is told of a reader that wrote
+	// into the shared records.
+	guard func(error)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -63,9 +67,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 	defer f.mu.Unlock()
 	defer poke(f.applied)
 	defer f.index.Store(max(f.index.Load(), l.Index))
+	f.guardLocked()
 	err = f.s.apply(c) // a Tracked command applies the one it carries, once per request id
 	if err == nil {
-		f.nodes.Store(nil) // any command may touch a record; the next Nodes rebuilds
+		f.view.Store(nil) // any command may touch a record; the next read rebuilds
 	}
 	if err == nil && changesNodes(c) {
 		f.signal()
@@ -138,8 +143,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.guardLocked()
 	f.s = *s
-	f.nodes.Store(nil)
+	f.view.Store(nil)
 	f.index.Store(s.Index)
 	f.signal()
 	poke(f.applied)
@@ -179,20 +185,20 @@ func (f *FSM) Cluster() (Cluster, bool) {
 }
 
 // Nodes returns every node record, removed ones included, sorted by name
-// (then id). The slice is the caller's; the records' byte slices
-// (certificates, keys) and Retired are shared with every other reader of
-// the same state: read them, never write into them.
-func (f *FSM) Nodes() []Node {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.nodesLocked()
-}
+// (then id). The slice and its records are shared with every other
+// reader of the same state (records.go), built once after a change:
+// read them, never write into them. A record taken by value (a range
+// loop's variable) may be changed, but not the arrays of its slices
+// (certificates, keys, Retired, Groups, Routes); to reorder or edit
+// the list, slices.Clone it first.
+func (f *FSM) Nodes() []Node { return f.records().sorted }
 
 // View is what a worker copies from raft, read as of one index: every
-// node record (as Nodes gives them), the revocations, the cluster record
-// (ok is false before Bootstrap) and the index of the state they are.
-// Nothing is applied while it reads, so no part is newer than the index
-// (the watch table stamps items with it: agent/control/watch.go).
+// node record (as Nodes gives them: shared, read-only), the revocations,
+// the cluster record (ok is false before Bootstrap) and the index of the
+// state they are. Nothing is applied while it reads, so no part is newer
+// than the index (the watch table stamps items with it:
+// agent/control/watch.go).
 type View struct {
 	Index       uint64
 	Nodes       []Node
@@ -205,51 +211,33 @@ type View struct {
 func (f *FSM) View() View {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	v := View{Index: f.index.Load(), Nodes: f.nodesLocked(), Revocations: slices.Clone(f.s.Revocations)}
+	v := View{Index: f.index.Load(), Nodes: f.recordsLocked().sorted, Revocations: slices.Clone(f.s.Revocations)}
 	if f.s.Cluster != nil {
 		v.Cluster, v.HasCluster = f.s.Cluster.clone(), true
 	}
 	return v
 }
 
-// nodesLocked is Nodes; the caller holds f.mu (read or write).
-func (f *FSM) nodesLocked() []Node {
-	if v := f.nodes.Load(); v != nil {
-		return slices.Clone(*v)
-	}
-	// Built under the read lock: no Apply runs until it is released, so
-	// readers racing here build the same list and either may store it.
-	out := make([]Node, 0, len(f.s.Nodes))
-	for _, n := range f.s.Nodes {
-		n = n.clone()
-		// A reader's append copies, never writes into the shared arrays.
-		n.NebulaPublicKey, n.NebulaCert, n.TLSCert = slices.Clip(n.NebulaPublicKey), slices.Clip(n.NebulaCert), slices.Clip(n.TLSCert)
-		n.TLSPublicKey, n.Retired = slices.Clip(n.TLSPublicKey), slices.Clip(n.Retired)
-		out = append(out, n)
-	}
-	slices.SortFunc(out, func(a, b Node) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
-	})
-	f.nodes.Store(&out)
-	return slices.Clone(out)
-}
-
-// Node returns the node with the given id.
+// Node returns the node with the given id: from the shared records when
+// they are built (its slices shared and read-only, as Nodes' are), else
+// a copy of the state's record, without building them for one lookup.
 func (f *FSM) Node(id string) (Node, bool) {
+	if r := f.view.Load(); r != nil {
+		return r.node(id)
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if r := f.view.Load(); r != nil { // built meanwhile
+		return r.node(id)
+	}
 	n, ok := f.s.Nodes[id]
 	return n.clone(), ok
 }
 
 // NodeByName returns the node that holds name; former nodes (left,
-// removed, failed) hold none and are ignored.
-func (f *FSM) NodeByName(name string) (Node, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	n, ok := f.s.nodeByName(name)
-	return n.clone(), ok
-}
+// removed, failed) hold none and are ignored. Its slices are shared and
+// read-only, as Nodes' are.
+func (f *FSM) NodeByName(name string) (Node, bool) { return f.records().holder(name) }
 
 // FormerNode returns the record of a former node (left, removed or
 // failed) named name, which the next admission of that name reuses.
