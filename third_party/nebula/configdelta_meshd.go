@@ -2,7 +2,6 @@ package nebula
 
 import (
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -55,10 +54,9 @@ func (c *Control) ApplyConfigDelta(cfg *config.C, d ConfigDelta) error {
 
 func (f *Interface) applyConfigDelta(c *config.C, d ConfigDelta) error {
 	if d.SetLighthouses {
-		static := f.lightHouse.GetStaticHostList()
 		for _, lh := range d.Lighthouses {
 			addrs, changed := d.StaticHosts[lh]
-			if _, ok := static[lh]; (changed && len(addrs) == 0) || (!changed && !ok) {
+			if (changed && len(addrs) == 0) || (!changed && !f.lightHouse.IsStaticHost(lh)) {
 				return fmt.Errorf("lighthouse %s does not have a static_host_map entry", lh)
 			}
 		}
@@ -108,7 +106,7 @@ func (lh *LightHouse) applyStaticDelta(c *config.C, set map[netip.Addr][]string)
 		return err
 	}
 	ourselves := lh.certState().myVpnNetworks[0].Addr()
-	old := *lh.staticList.Load()
+	old := *lh.staticList.Load() // only this changes it, under the reload lock: unchanged until change below
 	lh.RLock()
 	for vpnAddr := range set {
 		if _, ok := old[vpnAddr]; !ok {
@@ -120,15 +118,17 @@ func (lh *LightHouse) applyStaticDelta(c *config.C, set map[netip.Addr][]string)
 	}
 	lh.RUnlock()
 
-	// The list is read without a lock (GetStaticHostList): a copy is
-	// changed and stored in its place.
-	staticList := maps.Clone(old)
+	// The entries to add are collected apart and the set changed in one
+	// step (staticHosts.change): upstream's reload builds a new set and
+	// stores it in the old one's place.
+	added := make(map[netip.Addr]struct{}, len(set))
+	var removed []netip.Addr
 	shm := settingsMap(c.Settings, "static_host_map")
 	i := len(old)
 	for vpnAddr, addrs := range set {
 		k := vpnAddr.String()
 		if len(addrs) == 0 {
-			delete(staticList, vpnAddr)
+			removed = append(removed, vpnAddr)
 			delete(shm, k)
 			continue
 		}
@@ -136,7 +136,7 @@ func (lh *LightHouse) applyStaticDelta(c *config.C, set map[netip.Addr][]string)
 		for j, a := range addrs {
 			v[j] = a
 		}
-		if err := lh.loadStaticEntry(i, cadence, network, lookupTimeout, k, v, staticList); err != nil {
+		if err := lh.loadStaticEntry(i, cadence, network, lookupTimeout, k, v, added); err != nil {
 			return err
 		}
 		shm[k] = v
@@ -144,9 +144,8 @@ func (lh *LightHouse) applyStaticDelta(c *config.C, set map[netip.Addr][]string)
 	}
 
 	lh.RLock()
-	for vpnAddr := range set {
-		_, was := old[vpnAddr]
-		if _, still := staticList[vpnAddr]; !was || still {
+	for _, vpnAddr := range removed {
+		if _, was := old[vpnAddr]; !was {
 			continue
 		}
 		if am, ok := lh.addrMap[vpnAddr]; ok && am != nil {
@@ -155,7 +154,7 @@ func (lh *LightHouse) applyStaticDelta(c *config.C, set map[netip.Addr][]string)
 	}
 	lh.RUnlock()
 
-	lh.staticList.Store(&staticList)
+	lh.staticList.change(added, removed)
 	lh.l.Info("static_host_map has changed", "entries", len(set))
 	return nil
 }

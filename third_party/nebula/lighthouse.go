@@ -71,7 +71,7 @@ type LightHouse struct {
 
 	// staticList exists to avoid having a bool in each addrMap entry
 	// since static should be rare
-	staticList  atomic.Pointer[map[netip.Addr]struct{}]
+	staticList  staticHosts // meshd patch 5: was an atomic.Pointer to a map that is never changed, only replaced
 	lighthouses atomic.Pointer[[]netip.Addr]
 
 	interval     atomic.Int64
@@ -164,8 +164,15 @@ func NewLightHouseFromConfig(ctx context.Context, l *slog.Logger, c *config.C, c
 	return &h, nil
 }
 
+// GetStaticHostList returns a copy of the static host set (meshd patch 5: a copy, as ApplyConfigDelta changes the
+// set in place; look an address up with IsStaticHost).
 func (lh *LightHouse) GetStaticHostList() map[netip.Addr]struct{} {
-	return *lh.staticList.Load()
+	return lh.staticList.clone()
+}
+
+// IsStaticHost reports whether vpnAddr has a static_host_map entry (meshd patch 5).
+func (lh *LightHouse) IsStaticHost(vpnAddr netip.Addr) bool {
+	return lh.staticList.has(vpnAddr)
 }
 
 func (lh *LightHouse) GetLighthouses() []netip.Addr {
@@ -450,9 +457,8 @@ func (lh *LightHouse) parseLighthouses(c *config.C) ([]netip.Addr, error) {
 		lh.l.Warn("No lighthouse.hosts configured, this host will only be able to initiate tunnels with static_host_map entries")
 	}
 
-	staticList := lh.GetStaticHostList()
 	for i := range out {
-		if _, ok := staticList[out[i]]; !ok {
+		if !lh.IsStaticHost(out[i]) { // meshd patch 5
 			return nil, fmt.Errorf("lighthouse %s does not have a static_host_map entry", out[i])
 		}
 	}
@@ -616,9 +622,8 @@ func (lh *LightHouse) queryAndPrepMessage(vpnAddr netip.Addr, f func(*cache) (in
 
 func (lh *LightHouse) DeleteVpnAddrs(allVpnAddrs []netip.Addr) {
 	// First we check the static host map. If any of the VpnAddrs to be deleted are present, do nothing.
-	staticList := lh.GetStaticHostList()
 	for _, addr := range allVpnAddrs {
-		if _, ok := staticList[addr]; ok {
+		if lh.IsStaticHost(addr) { // meshd patch 5
 			return
 		}
 	}
