@@ -73,7 +73,7 @@ func (m *Mesh) applyDelta(c Config, d delta, id identity) error {
 	}
 	m.yaml = "" // Render(m.applied) when a rollback needs it (appliedText)
 	m.learnPeers(d, next)
-	m.closeBlocked(d.block)
+	m.closeBlockedTunnels(d.block)
 	m.log.Debug("overlay updated", "static_host_map", len(d.static), "lighthouses", d.lighthouses, "relays", d.relays,
 		"blocked", len(d.block), "unblocked", len(d.unblock))
 	if m.tunRetry {
@@ -235,5 +235,31 @@ func (m *Mesh) learnPeers(d delta, next Config) {
 	}
 	if stale {
 		m.cache.forget()
+	}
+}
+
+// closeBlockedTunnels is closeBlocked for the fingerprints a delta
+// blocks: Nebula patch 5 finds their tunnels, and those relayed through
+// them, among the tunnels this node holds (Control.TunnelsWithCerts),
+// where closeBlocked looks up every known peer and marshals each one's
+// certificate. The caller holds m.mu.
+func (m *Mesh) closeBlockedTunnels(fingerprints []string) {
+	if len(fingerprints) == 0 {
+		return
+	}
+	blocked, relayed := m.ctrl.TunnelsWithCerts(fingerprints)
+	for _, ip := range blocked {
+		closed := 0
+		for closed < maxTunnelsPerPeer && m.ctrl.CloseTunnel(ip, true) {
+			closed++
+		}
+		if closed > 0 {
+			m.log.Info("closed the tunnel of a revoked certificate", keyOverlayIP, ip, "tunnels", closed)
+		}
+	}
+	for _, ip := range relayed {
+		m.ctrl.CloseTunnel(ip, true)
+		m.ctrl.CreateTunnel(ip)
+		m.log.Info("rebuilt a tunnel relayed through a revoked node", keyOverlayIP, ip, "relays", blocked)
 	}
 }
