@@ -84,24 +84,3 @@ func processCPU() time.Duration {
 func benchPeer(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
 }
-
-// BenchmarkDiffConfig: the comparison Reload makes of a whole Config with
-// the applied one, one static host added among hosts.
-func BenchmarkDiffConfig(b *testing.B) {
-	for _, hosts := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("hosts=%d", hosts), func(b *testing.B) {
-			old := Config{StaticHosts: map[netip.Addr][]netip.AddrPort{}}
-			for i := range hosts {
-				old.StaticHosts[benchPeer(i)] = []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 4242)}
-			}
-			next := old.withoutSelf(netip.Addr{})
-			next.StaticHosts[benchPeer(hosts)] = []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, 1}), 4242)}
-			b.ReportAllocs()
-			for b.Loop() {
-				if d, ok := diffConfig(old, next, overlayIP(1).Addr()); !ok || len(d.static) != 1 {
-					b.Fatal("want one entry")
-				}
-			}
-		})
-	}
-}
