@@ -46,7 +46,9 @@ func TestDiffConfig(t *testing.T) {
 		{"lighthouse also a static host", change(func(c *Config) { c.StaticHosts[lhIP] = []netip.AddrPort{ap("192.0.2.8:4242")} }), true,
 			map[netip.Addr][]netip.AddrPort{lhIP: {ap("192.0.2.2:4242"), ap("192.0.2.8:4242")}}, func(d delta) bool { return !d.lighthouses }},
 		{"blocked and unblocked", change(func(c *Config) { c.Blocklist = []string{fp2} }), true, nil,
-			func(d delta) bool { return slices.Equal(d.block, []string{fp2}) && slices.Equal(d.unblock, []string{fp1}) }},
+			func(d delta) bool {
+				return slices.Equal(d.block, []string{fp2}) && slices.Equal(d.unblock, []string{fp1})
+			}},
 		{"relay", change(func(c *Config) { c.Relays = []netip.Addr{q, self} }), true, nil, func(d delta) bool { return d.relays }},
 		{"roaming", change(func(c *Config) { c.Roaming = []netip.Addr{q} }), true, nil, func(d delta) bool { return d.roaming }},
 		{"firewall", change(func(c *Config) { c.Inbound = nil }), false, nil, nil},
