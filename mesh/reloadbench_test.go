@@ -84,3 +84,46 @@ func processCPU() time.Duration {
 func benchPeer(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
 }
+
+// BenchmarkReloadOneRemoval: one membership change of the other kind, a
+// peer removed from the static hosts and its certificate blocked, on a
+// worker holding hosts static hosts, by Apply and by Reload (the full
+// reload's cost does not depend on the change: BenchmarkReloadOneChange).
+// Each op removes another peer; run with a fixed -benchtime below hosts.
+func BenchmarkReloadOneRemoval(b *testing.B) {
+	for _, path := range []string{"apply", "delta"} {
+		for _, hosts := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("path=%s/hosts=%d", path, hosts), func(b *testing.B) {
+				ca := testCA(b)
+				crt, key := hostCert(b, ca, "n", 1)
+				c := userspaceConfig(ca, crt, key)
+				c.StaticHosts = make(map[netip.Addr][]netip.AddrPort, hosts)
+				for i := range hosts {
+					c.StaticHosts[benchPeer(i)] = []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), 4242)}
+				}
+				m, err := Start(c, testLogger("n"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				i := 0
+				cpu := processCPU()
+				for b.Loop() {
+					peer, fp := benchPeer(i), fmt.Sprintf("%064x", i+1)
+					i++
+					if path == "apply" {
+						err = m.Apply(Change{StaticHosts: map[netip.Addr][]netip.AddrPort{peer: nil}, Block: []string{fp}})
+					} else {
+						delete(c.StaticHosts, peer)
+						c.Blocklist = append(c.Blocklist, fp)
+						err = m.Reload(c)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
