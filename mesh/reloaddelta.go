@@ -72,6 +72,7 @@ func (m *Mesh) applyDelta(c Config, d delta, id identity) error {
 		m.applied.Roaming = slices.Clone(c.Roaming)
 	}
 	m.yaml = "" // Render(m.applied) when a rollback needs it (appliedText)
+	m.id = id   // inspected again when the last inspection expired
 	m.learnPeers(d, next)
 	m.closeBlockedTunnels(d.block)
 	m.log.Debug("overlay updated", "static_host_map", len(d.static), "lighthouses", d.lighthouses, "relays", d.relays,
