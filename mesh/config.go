@@ -298,11 +298,8 @@ func (c Config) validate() error {
 		}
 	}
 	for ip, underlay := range c.StaticHosts {
-		if !ip.IsValid() {
-			return bad("StaticHosts", "", "invalid overlay address")
-		}
-		if err := checkUnderlay(underlay); err != nil {
-			return bad("StaticHosts["+ip.String()+"]", "", "%v", err)
+		if err := checkStaticHost(ip, underlay); err != nil {
+			return err
 		}
 	}
 	for i, r := range c.Relays {
@@ -311,8 +308,8 @@ func (c Config) validate() error {
 		}
 	}
 	for i, fp := range c.Blocklist {
-		if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
-			return bad(fmt.Sprintf("Blocklist[%d]", i), fp, "want a lower-case hex SHA-256 fingerprint")
+		if err := checkFingerprint(i, fp); err != nil {
+			return err
 		}
 	}
 	if !c.Userspace {
@@ -382,6 +379,25 @@ func checkUnsafeRoutes(routes []UnsafeRoute, crt cert.Certificate) error {
 		if slices.ContainsFunc(crt.Networks(), func(n netip.Prefix) bool { return n.Addr() == r.Via }) {
 			return &ConfigError{Field: field + ".Via", Value: r.Via.String(), Err: errors.New("this node's own overlay address")}
 		}
+	}
+	return nil
+}
+
+// checkStaticHost checks one entry of Config.StaticHosts.
+func checkStaticHost(ip netip.Addr, underlay []netip.AddrPort) error {
+	if !ip.IsValid() {
+		return &ConfigError{Field: "StaticHosts", Err: errors.New("invalid overlay address")}
+	}
+	if err := checkUnderlay(underlay); err != nil {
+		return &ConfigError{Field: "StaticHosts[" + ip.String() + "]", Err: err}
+	}
+	return nil
+}
+
+// checkFingerprint checks Config.Blocklist[i].
+func checkFingerprint(i int, fp string) error {
+	if b, err := hex.DecodeString(fp); err != nil || len(b) != 32 || strings.ToLower(fp) != fp {
+		return &ConfigError{Field: fmt.Sprintf("Blocklist[%d]", i), Value: fp, Err: errors.New("want a lower-case hex SHA-256 fingerprint")}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@
 //
 //	m, err := mesh.Start(cfg, log)   // Validate, inspect the certificate, Render, nebula.Main, Start, Verify
 //	err = m.Reload(next)             // RestartNeeded, or reload + Verify, rolled back on mismatch
+//	err = m.Apply(change)            // a membership change alone: the delta Reload would apply
 //	err = m.WaitTunnel(ctx, lighthouseIP)
 //	m.Stop()                         // kernel mode only; see below
 //
@@ -28,14 +29,18 @@
 // RestartKeys; config/reload.go), but not which setting was refused: it
 // merely logs that. So every Start and Reload reads the state back
 // (Verify) and a reload that does not verify is undone; see Verify for
-// what can and cannot be read back.
+// what can and cannot be read back. A config that differs only in the
+// static hosts, lighthouses, relays, blocklist or roaming peers is applied
+// as a delta instead (Nebula patch 5, reloaddelta.go): only the changed
+// entries, read back and undone the same way; Apply takes such a change
+// without the whole config.
 //
 // # Config and the Nebula keys it becomes
 //
 //	Config field      Nebula key                              on Reload
 //	CACert            pki.ca                                  live
 //	Cert, Key         pki.cert, pki.key                       live if the overlay address and curve stay
-//	Blocklist         pki.blocklist (sorted, de-duplicated)   live; tunnels drop within connection_alive_interval
+//	Blocklist         pki.blocklist (sorted, de-duplicated)   live; tunnels closed at once
 //	Lighthouses       lighthouse.hosts + static_host_map      live
 //	StaticHosts       static_host_map (merged, sorted)        live
 //	Roaming           nothing (tracked: tunnels listed, closed when blocked)   live

@@ -40,11 +40,17 @@ type Mesh struct {
 
 	mu      sync.RWMutex // Reload and Stop write; everything else reads
 	applied Config       // the config running now, own address already dropped
-	yaml    string       // Render(applied): what Nebula holds
+	yaml    string       // Render(applied): what Nebula holds; "" after a delta (appliedText)
 	fp      string       // fingerprint of applied.Cert
+	id      identity     // what inspect found in applied's certificate
 	known   []netip.Addr // peers looked up by Tunnels and closeBlocked (peers.go)
 	cache   tunnelCache  // the last Tunnels, by the tunnels' change count (tunnel.go)
 	stopped bool
+
+	tunRetry bool // the last addTunAddrs failed: a delta tries again (reload.go)
+	// testOnlyFullReload makes Reload reload in full where it would apply
+	// a delta: what the delta saves is measured against it.
+	testOnlyFullReload bool
 }
 
 // Start validates c, checks its certificate against its CA and key, and
@@ -92,7 +98,7 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 		log: log, bridge: bridge, nc: nc, ctrl: ctrl,
 		self: id.ip, net: id.network, kernel: !c.Userspace, tunDev: c.TunDev,
 		listen:  netip.AddrPortFrom(addrOf(c.ListenHost), uint16(c.ListenPort)),
-		applied: eff, yaml: text, fp: id.fingerprint, known: knownPeers(nil, eff),
+		applied: eff, yaml: text, fp: id.fingerprint, id: id, known: knownPeers(nil, eff),
 	}
 	if c.Userspace {
 		ns, err := newNetstack(ctrl) // calls ctrl.Start

@@ -23,6 +23,9 @@ type identity struct {
 	// networks are all of the certificate's networks, IPv4 first: a
 	// dual-stack (v2) certificate's IPv6 address with its prefix second.
 	networks []netip.Prefix
+	// until is when the first of the certificate and the CAs expires:
+	// the inspection holds for the same PEM until then (inspectDelta).
+	until time.Time
 }
 
 // inspect checks what Nebula would accept without complaint but cannot
@@ -63,7 +66,13 @@ func inspect(c Config, now time.Time) (identity, error) {
 	if err := crt.VerifyPrivateKey(curve, key); err != nil {
 		return identity{}, fmt.Errorf("the private key does not match certificate %s: %w", fp, err)
 	}
-	return identity{fingerprint: fp, expires: expires, ip: nets[0].Addr(), network: nets[0].Masked(), networks: nets}, nil
+	until := crt.NotAfter()
+	for _, ca := range pool.CAs {
+		if na := ca.Certificate.NotAfter(); na.Before(until) {
+			until = na
+		}
+	}
+	return identity{fingerprint: fp, expires: expires, ip: nets[0].Addr(), network: nets[0].Masked(), networks: nets, until: until}, nil
 }
 
 // Reload applies c to the running instance.
@@ -71,22 +80,37 @@ func inspect(c Config, now time.Time) (identity, error) {
 // A change Nebula cannot apply live (ListenHost, ListenPort, TunDev,
 // AmLighthouse, Userspace, Fast, or a certificate for another overlay
 // address) is refused with codes.RestartNeeded and nothing is applied.
-// Otherwise the full rendered config goes to ReloadConfigString, which
-// reports only YAML errors, and Verify reads the result back. If it does
-// not match, the previous config is reloaded and the error carries
+// A config that differs only in what a membership change touches (the
+// static hosts, lighthouses, relays, blocklist and roaming peers) is
+// applied as a delta: only the changed entries, through Nebula patch 5,
+// read back and undone on a mismatch (applyDelta). Otherwise the full
+// rendered config goes to ReloadConfigString, which reports only YAML
+// errors, and Verify reads the result back. If it does not match, the
+// previous config is reloaded. Either way the error then carries
 // codes.OverlayApply: a config that cannot be applied leaves the running
 // overlay as it was. Invalid input gets codes.ConfigInvalid, a certificate
 // that fails inspection codes.OverlayApply, both before anything changes.
 func (m *Mesh) Reload(c Config) error {
-	if err := c.Validate(); err != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d, deltaOnly := diffConfig(m.applied, c, m.self)
+	deltaOnly = deltaOnly && !m.testOnlyFullReload
+	var id identity
+	var err error
+	if deltaOnly {
+		// The certificate, CA bundle and key are the applied ones, and
+		// every static host and fingerprint but the delta's passed
+		// before: only what changed is checked again.
+		id, err = m.inspectDelta(c, d)
+	} else if err = c.Validate(); err == nil {
+		id, err = inspect(c, time.Now())
+	}
+	if codes.Of(err) != "" {
 		return err
 	}
-	id, err := inspect(c, time.Now())
 	if err != nil {
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w", err))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.stopped {
 		return codes.Wrap(codes.OverlayApply, errors.New("reload overlay: the overlay is stopped"))
 	}
@@ -97,7 +121,13 @@ func (m *Mesh) Reload(c Config) error {
 	if len(fields) > 0 {
 		return codes.Wrap(codes.RestartNeeded, fmt.Errorf("reload overlay: Nebula cannot change %s while it runs", strings.Join(fields, ", ")))
 	}
+	if deltaOnly && !d.empty() {
+		return m.applyDelta(c, d, id)
+	}
 	eff := c.withoutSelf(m.self)
+	if deltaOnly && d.empty() {
+		return m.unchanged(eff, id)
+	}
 	if dropped := m.dropsStatic(eff); len(dropped) > 0 {
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: Nebula would drop static_host_map entries %s: "+
 			"an underlay address inside the overlay network %s", strings.Join(dropped, ", "), m.net))
@@ -106,15 +136,8 @@ func (m *Mesh) Reload(c Config) error {
 	if err != nil {
 		return err
 	}
-	if text == m.yaml { // nothing to apply; still confirm nothing drifted
-		if err := m.verify(eff, id.fingerprint); err != nil {
-			return codes.Wrap(codes.OverlayApply, err)
-		}
-		// A roaming peer (Config.Roaming) renders nothing: a config that
-		// adds one changes no text, and is still tracked from here on.
-		m.applied, m.known = eff, knownPeers(m.known, eff)
-		m.cache.forget()
-		return m.tunAddrs(id)
+	if text == m.yaml {
+		return m.unchanged(eff, id)
 	}
 	done := m.bridge.capture()
 	err = m.nc.ReloadConfigString(text).Err
@@ -125,7 +148,7 @@ func (m *Mesh) Reload(c Config) error {
 	if err := m.verify(eff, id.fingerprint); err != nil {
 		return m.rollback(err, logged)
 	}
-	m.applied, m.yaml, m.fp = eff, text, id.fingerprint
+	m.applied, m.yaml, m.fp, m.id = eff, text, id.fingerprint, id
 	m.known = knownPeers(m.known, eff)
 	m.cache.forget()
 	m.closeBlocked(eff.Blocklist)
@@ -134,11 +157,25 @@ func (m *Mesh) Reload(c Config) error {
 	return m.tunAddrs(id)
 }
 
+// unchanged is Reload of a config with nothing to apply: it still
+// confirms that nothing drifted. A field Nebula is not given (Roaming, an
+// MTU in userspace mode) is tracked from here on.
+func (m *Mesh) unchanged(eff Config, id identity) error {
+	if err := m.verify(eff, id.fingerprint); err != nil {
+		return codes.Wrap(codes.OverlayApply, err)
+	}
+	m.applied, m.known = eff, knownPeers(m.known, eff)
+	m.cache.forget()
+	return m.tunAddrs(id)
+}
+
 // tunAddrs is addTunAddrs for the certificate a reload applied; a failure
 // is codes.OverlayApply (the config stays applied: the IPv4 overlay works,
 // the address is tried again on the next reload).
 func (m *Mesh) tunAddrs(id identity) error {
-	if err := m.addTunAddrs(id.networks); err != nil {
+	err := m.addTunAddrs(id.networks)
+	m.tunRetry = err != nil
+	if err != nil {
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w", err))
 	}
 	return nil
@@ -151,7 +188,11 @@ func (m *Mesh) rollback(cause error, logged []string) error {
 	if len(logged) > 0 {
 		said = " (Nebula logged: " + strings.Join(logged, "; ") + ")"
 	}
-	if err := m.nc.ReloadConfigString(m.yaml).Err; err != nil {
+	prev, err := m.appliedText()
+	if err == nil {
+		err = m.nc.ReloadConfigString(prev).Err
+	}
+	if err != nil {
 		return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; restoring the previous config failed: %v", cause, said, err))
 	}
 	if err := m.verify(m.applied, m.fp); err != nil {
@@ -159,6 +200,15 @@ func (m *Mesh) rollback(cause error, logged []string) error {
 	}
 	m.log.Warn("overlay reload rolled back", keyCode, codes.OverlayApply, keyErr, cause)
 	return codes.Wrap(codes.OverlayApply, fmt.Errorf("reload overlay: %w%s; the previous config is running again", cause, said))
+}
+
+// appliedText is Render(m.applied): m.yaml, or rendered again when a delta
+// (applyDelta) applied since the last full reload left it empty.
+func (m *Mesh) appliedText() (string, error) {
+	if m.yaml != "" {
+		return m.yaml, nil
+	}
+	return Render(m.applied)
 }
 
 // Verify reads the running instance's state back and compares it with c,

@@ -71,7 +71,7 @@ type LightHouse struct {
 
 	// staticList exists to avoid having a bool in each addrMap entry
 	// since static should be rare
-	staticList  atomic.Pointer[map[netip.Addr]struct{}]
+	staticList  staticHosts // meshd patch 5: was an atomic.Pointer to a map that is never changed, only replaced
 	lighthouses atomic.Pointer[[]netip.Addr]
 
 	interval     atomic.Int64
@@ -164,8 +164,15 @@ func NewLightHouseFromConfig(ctx context.Context, l *slog.Logger, c *config.C, c
 	return &h, nil
 }
 
+// GetStaticHostList returns a copy of the static host set (meshd patch 5: a copy, as ApplyConfigDelta changes the
+// set in place; look an address up with IsStaticHost).
 func (lh *LightHouse) GetStaticHostList() map[netip.Addr]struct{} {
-	return *lh.staticList.Load()
+	return lh.staticList.clone()
+}
+
+// IsStaticHost reports whether vpnAddr has a static_host_map entry (meshd patch 5).
+func (lh *LightHouse) IsStaticHost(vpnAddr netip.Addr) bool {
+	return lh.staticList.has(vpnAddr)
 }
 
 func (lh *LightHouse) GetLighthouses() []netip.Addr {
@@ -354,59 +361,74 @@ func (lh *LightHouse) reload(c *config.C, initial bool, r *config.Reload) error 
 	}
 
 	if initial || c.HasChanged("lighthouse.hosts") {
-		lhList, err := lh.parseLighthouses(c)
-		if err != nil {
+		if err := lh.reloadLighthouses(c, initial); err != nil { // meshd patch 5: the block, moved
 			return err
-		}
-
-		lh.lighthouses.Store(&lhList)
-		if !initial {
-			//NOTE: we are not tearing down existing lighthouse connections because they might be used for non lighthouse traffic
-			lh.l.Info("lighthouse.hosts has changed")
-			lh.TriggerUpdate()
 		}
 	}
 
 	// am_relay decides whether relay.relays applies to us at all
 	if initial || c.HasChanged("relay.relays") || c.HasChanged("relay.am_relay") {
-		var before []netip.Addr
-		if !initial {
-			before = lh.GetRelaysForMe()
-		}
-
-		switch c.GetBool("relay.am_relay", false) {
-		case true:
-			// Relays aren't allowed to specify other relays
-			if len(c.GetStringSlice("relay.relays", nil)) > 0 {
-				lh.l.Info("Ignoring relays from config because am_relay is true")
-			}
-			relaysForMe := []netip.Addr{}
-			lh.relaysForMe.Store(&relaysForMe)
-		case false:
-			relaysForMe := []netip.Addr{}
-			for _, v := range c.GetStringSlice("relay.relays", nil) {
-				configRIP, err := netip.ParseAddr(v)
-				if err != nil {
-					lh.l.Warn("Parse relay from config failed",
-						"relay", v,
-						"error", err,
-					)
-					r.Failed()
-				} else {
-					lh.l.Info("Read relay from config", "relay", v)
-					relaysForMe = append(relaysForMe, configRIP)
-				}
-			}
-			lh.relaysForMe.Store(&relaysForMe)
-		}
-
-		// Tell the lighthouses now rather than at the next interval, but only when what we advertise changed
-		if !initial && !slices.Equal(before, lh.GetRelaysForMe()) {
-			lh.TriggerUpdate()
-		}
+		lh.reloadRelays(c, initial, r) // meshd patch 5: the block, moved
 	}
 
 	return nil
+}
+
+// reloadLighthouses applies lighthouse.hosts (meshd patch 5: reload's block, moved here so that
+// Control.ApplyConfigDelta applies a new list through the same code).
+func (lh *LightHouse) reloadLighthouses(c *config.C, initial bool) error {
+	lhList, err := lh.parseLighthouses(c)
+	if err != nil {
+		return err
+	}
+
+	lh.lighthouses.Store(&lhList)
+	if !initial {
+		//NOTE: we are not tearing down existing lighthouse connections because they might be used for non lighthouse traffic
+		lh.l.Info("lighthouse.hosts has changed")
+		lh.TriggerUpdate()
+	}
+	return nil
+}
+
+// reloadRelays applies relay.relays and relay.am_relay (meshd patch 5: reload's block, moved here so that
+// Control.ApplyConfigDelta applies a new list through the same code).
+func (lh *LightHouse) reloadRelays(c *config.C, initial bool, r *config.Reload) {
+	var before []netip.Addr
+	if !initial {
+		before = lh.GetRelaysForMe()
+	}
+
+	switch c.GetBool("relay.am_relay", false) {
+	case true:
+		// Relays aren't allowed to specify other relays
+		if len(c.GetStringSlice("relay.relays", nil)) > 0 {
+			lh.l.Info("Ignoring relays from config because am_relay is true")
+		}
+		relaysForMe := []netip.Addr{}
+		lh.relaysForMe.Store(&relaysForMe)
+	case false:
+		relaysForMe := []netip.Addr{}
+		for _, v := range c.GetStringSlice("relay.relays", nil) {
+			configRIP, err := netip.ParseAddr(v)
+			if err != nil {
+				lh.l.Warn("Parse relay from config failed",
+					"relay", v,
+					"error", err,
+				)
+				r.Failed()
+			} else {
+				lh.l.Info("Read relay from config", "relay", v)
+				relaysForMe = append(relaysForMe, configRIP)
+			}
+		}
+		lh.relaysForMe.Store(&relaysForMe)
+	}
+
+	// Tell the lighthouses now rather than at the next interval, but only when what we advertise changed
+	if !initial && !slices.Equal(before, lh.GetRelaysForMe()) {
+		lh.TriggerUpdate()
+	}
 }
 
 func (lh *LightHouse) parseLighthouses(c *config.C) ([]netip.Addr, error) {
@@ -435,9 +457,8 @@ func (lh *LightHouse) parseLighthouses(c *config.C) ([]netip.Addr, error) {
 		lh.l.Warn("No lighthouse.hosts configured, this host will only be able to initiate tunnels with static_host_map entries")
 	}
 
-	staticList := lh.GetStaticHostList()
 	for i := range out {
-		if _, ok := staticList[out[i]]; !ok {
+		if !lh.IsStaticHost(out[i]) { // meshd patch 5
 			return nil, fmt.Errorf("lighthouse %s does not have a static_host_map entry", out[i])
 		}
 	}
@@ -491,36 +512,41 @@ func (lh *LightHouse) loadStaticMap(c *config.C, staticList map[netip.Addr]struc
 	i := 0
 
 	for k, v := range shm {
-		vpnAddr, err := netip.ParseAddr(fmt.Sprintf("%v", k))
-		if err != nil {
-			return util.NewContextualError("Unable to parse static_host_map entry", m{"host": k, "entry": i + 1}, err)
-		}
-
-		if !lh.certState().myVpnNetworksTable.Contains(vpnAddr) {
-			lh.l.Warn("static_host_map key is not within our networks, layer 3 network traffic to this host will not work",
-				"vpnAddr", vpnAddr,
-				"networks", lh.certState().myVpnNetworks,
-				"entry", i+1,
-			)
-		}
-
-		vals, ok := v.([]any)
-		if !ok {
-			vals = []any{v}
-		}
-		remoteAddrs := []string{}
-		for _, v := range vals {
-			remoteAddrs = append(remoteAddrs, fmt.Sprintf("%v", v))
-		}
-
-		err = lh.addStaticRemotes(i, d, network, lookupTimeout, vpnAddr, remoteAddrs, staticList)
-		if err != nil {
+		if err := lh.loadStaticEntry(i, d, network, lookupTimeout, k, v, staticList); err != nil {
 			return err
 		}
 		i++
 	}
 
 	return nil
+}
+
+// loadStaticEntry adds static_host_map entry i, k: v, to the cache and to staticList (meshd patch 5: loadStaticMap's
+// loop body, moved here so that Control.ApplyConfigDelta adds an entry through the same code).
+func (lh *LightHouse) loadStaticEntry(i int, d time.Duration, network string, lookupTimeout time.Duration, k string, v any, staticList map[netip.Addr]struct{}) error {
+	vpnAddr, err := netip.ParseAddr(fmt.Sprintf("%v", k))
+	if err != nil {
+		return util.NewContextualError("Unable to parse static_host_map entry", m{"host": k, "entry": i + 1}, err)
+	}
+
+	if !lh.certState().myVpnNetworksTable.Contains(vpnAddr) {
+		lh.l.Warn("static_host_map key is not within our networks, layer 3 network traffic to this host will not work",
+			"vpnAddr", vpnAddr,
+			"networks", lh.certState().myVpnNetworks,
+			"entry", i+1,
+		)
+	}
+
+	vals, ok := v.([]any)
+	if !ok {
+		vals = []any{v}
+	}
+	remoteAddrs := []string{}
+	for _, v := range vals {
+		remoteAddrs = append(remoteAddrs, fmt.Sprintf("%v", v))
+	}
+
+	return lh.addStaticRemotes(i, d, network, lookupTimeout, vpnAddr, remoteAddrs, staticList)
 }
 
 func (lh *LightHouse) Query(vpnAddr netip.Addr) *RemoteList {
@@ -596,9 +622,8 @@ func (lh *LightHouse) queryAndPrepMessage(vpnAddr netip.Addr, f func(*cache) (in
 
 func (lh *LightHouse) DeleteVpnAddrs(allVpnAddrs []netip.Addr) {
 	// First we check the static host map. If any of the VpnAddrs to be deleted are present, do nothing.
-	staticList := lh.GetStaticHostList()
 	for _, addr := range allVpnAddrs {
-		if _, ok := staticList[addr]; ok {
+		if lh.IsStaticHost(addr) { // meshd patch 5
 			return
 		}
 	}

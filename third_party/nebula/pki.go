@@ -639,16 +639,7 @@ func loadCAPoolFromConfig(l *slog.Logger, c *config.C) (*cert.CAPool, error) {
 
 	bl := c.GetStringSlice("pki.blocklist", []string{})
 	if len(bl) > 0 {
-		var bad []string
-		for i, raw := range bl {
-			// Fingerprints are compared as lowercase hex strings, a malformed entry would silently block nothing
-			fp := strings.ToLower(strings.TrimSpace(raw))
-			if b, err := hex.DecodeString(fp); err != nil || len(b) != sha256.Size {
-				bad = append(bad, fmt.Sprintf("entry %d %q", i+1, raw))
-				continue
-			}
-			caPool.BlocklistFingerprint(fp)
-		}
+		bad := blocklistFingerprints(caPool, bl) // meshd patch 5: the loop, moved
 
 		l.Info("Blocklisted certificates", "fingerprintCount", len(bl)-len(bad))
 		if len(bad) > 0 {
@@ -658,4 +649,21 @@ func loadCAPoolFromConfig(l *slog.Logger, c *config.C) (*cert.CAPool, error) {
 	}
 
 	return caPool, nil
+}
+
+// blocklistFingerprints adds the pki.blocklist entries bl to caPool's blocklist and returns the malformed ones
+// (meshd patch 5: loadCAPoolFromConfig's loop, moved here so that Control.ApplyConfigDelta blocks through the same
+// code).
+func blocklistFingerprints(caPool *cert.CAPool, bl []string) []string {
+	var bad []string
+	for i, raw := range bl {
+		// Fingerprints are compared as lowercase hex strings, a malformed entry would silently block nothing
+		fp := strings.ToLower(strings.TrimSpace(raw))
+		if b, err := hex.DecodeString(fp); err != nil || len(b) != sha256.Size {
+			bad = append(bad, fmt.Sprintf("entry %d %q", i+1, raw))
+			continue
+		}
+		caPool.BlocklistFingerprint(fp)
+	}
+	return bad
 }
