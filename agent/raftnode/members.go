@@ -160,6 +160,33 @@ func (n *Node) HandOff() error {
 	return n.r.LeadershipTransfer().Error()
 }
 
+// ErrHandOffSlow: a leadership transfer was still under way when the
+// caller's bound ran out.
+var ErrHandOffSlow = errors.New("leadership transfer still under way")
+
+// HandOffWithin is HandOff waiting at most bound (a stopping control
+// node's first step: its stop must not wait on a transfer raft itself
+// bounds only by the election timeout, which a config may set long). A
+// transfer still under way after bound goes on in raft, which ends it
+// at that timeout or at Close (raft resolves every future at Shutdown),
+// and so ends the goroutine waiting on it.
+func (n *Node) HandOffWithin(bound time.Duration) error {
+	if !n.IsLeader() || n.Voters() < 2 {
+		return nil
+	}
+	f := n.r.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w after %s", ErrHandOffSlow, bound)
+	}
+}
+
 // Progress is how far this node's raft has come, for a leader deciding
 // whether to promote it.
 type Progress struct {
