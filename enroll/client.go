@@ -3,6 +3,7 @@ package enroll
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,10 @@ type ClientDeps struct {
 	// time is skipped like one that cannot be reached. Zero means
 	// DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
+	// Sessions, if set, keeps the seeds' TLS sessions for the next
+	// connection to resume (sessions.go; NewSessions); nil: every
+	// connection makes a full handshake.
+	Sessions tls.ClientSessionCache
 }
 
 // Enroll sends req to the cluster tok names and returns its verified
@@ -228,12 +233,16 @@ type client struct {
 	approval  func(ApprovalShown)
 	handshake time.Duration
 	maxSkew   time.Duration
-	seen      seenRevocations // the freshest revocation list the seeds told
+	seen      seenRevocations        // the freshest revocation list the seeds told
+	sessions  tls.ClientSessionCache // nil: none
 }
 
 func newClient(tok Token, d ClientDeps) *client {
 	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, warn: d.Warn,
 		approval: d.Approval, handshake: d.HandshakeTimeout, maxSkew: d.MaxSkew}
+	if d.Sessions != nil {
+		c.sessions = newPinnedSessions(d.Sessions, tok)
+	}
 	if c.maxSkew <= 0 {
 		c.maxSkew = DefaultMaxSkew
 	}
