@@ -123,10 +123,19 @@ func (n *Node) AddVoter(id, addr string) error {
 // not lead (any more) as codes.NoLeader, so the caller can ask the next
 // leader; other errors pass as they are.
 func membershipErr(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	if notLeading(err) {
 		return codes.Wrap(codes.NoLeader, err)
 	}
 	return err
+}
+
+// notLeading: raft refused a write or a membership change because this
+// node does not lead, lost leadership, or is handing it off (a stopping
+// control node's first step, issue 54 item 4: a write it refuses so is
+// asked again of the next leader, never failed).
+func notLeading(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress)
 }
 
 // RemoveServer takes id out of the configuration. Removing the last voter
