@@ -84,7 +84,11 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 	c.follow.mu.Unlock()
 	backoff := watchRetryMin
 	for {
-		c.standing.awaitKnown(ctx)
+		c.standing.awaitKnown(ctx, func() {
+			if onChange != nil {
+				onChange(nil) // wakes the follow pass, whose Refresh asks
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}
