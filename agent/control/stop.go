@@ -17,8 +17,9 @@ import (
 //     forward to the leader.
 //  2. Its watch streams end (EndStreams), and those still waiting for
 //     their first line: each held the server's shutdown until its worker
-//     went away, 3.0 s (the bound below) with streams open. The workers move to another control node, each after its own
-//     random delay (fetched.Copies.Follow).
+//     went away, 3.0 s (the bound below) with streams open. The workers
+//     move to another control node, each after its own random wait
+//     (fetched/retry.go).
 //  3. Port 7300's server shuts down: answers under way are written, for
 //     at most serverStopBound, each connection closed after its answer
 //     (no keep-alive); a connection that has not begun a request is
