@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
+	"github.com/meshd/meshd/enroll"
 )
 
 // Deps are the agent's collaborators.
@@ -75,6 +77,9 @@ type Agent struct {
 	refusedFacts *statedir.Facts
 
 	parked *member.Parked // userspace mode: the overlay a stopped runtime left running
+	// seeds are the seeds' TLS sessions a join's connections resume
+	// (enroll/sessions.go).
+	seeds tls.ClientSessionCache
 	// reloaded is the firewall and MTU of the last reload (firewall.go),
 	// nil before one; guarded by mu.
 	reloaded *config.Policy
@@ -100,7 +105,7 @@ func New(cfg config.File, d Deps) (*Agent, error) {
 	if d.Notify == nil {
 		d.Notify = func(string) {}
 	}
-	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting}
+	a := &Agent{cfg: cfg, log: d.Log, d: d, op: make(chan struct{}, 1), phase: phaseStarting, seeds: enroll.NewSessions()}
 	a.met = metrics.New(d.Version, a.metricsState)
 	if cfg.OverlayMode == config.OverlayUserspace {
 		a.parked = &member.Parked{}

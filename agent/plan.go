@@ -39,5 +39,5 @@ func (j joiner) Plan(ctx context.Context, req apitype.JoinRequest, emit func(api
 
 // preflight is what a join and its plan share (preflight.Env).
 func (a *Agent) preflight() preflight.Env {
-	return preflight.Env{Config: a.cfg, Now: a.d.Now, Log: a.log, OverlayParked: a.parked.Holds()}
+	return preflight.Env{Config: a.cfg, Now: a.d.Now, Log: a.log, OverlayParked: a.parked.Holds(), Sessions: a.seeds}
 }

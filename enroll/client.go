@@ -3,6 +3,7 @@ package enroll
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -58,6 +59,10 @@ type ClientDeps struct {
 	// none answered or each that did was busy. Zero means
 	// DefaultSeedBudget; below zero, one pass only.
 	SeedBudget time.Duration
+	// Sessions, if set, keeps the seeds' TLS sessions for the next
+	// connection to resume (sessions.go; NewSessions); nil: every
+	// connection makes a full handshake.
+	Sessions tls.ClientSessionCache
 }
 
 // Enroll sends req to the cluster tok names and returns its verified
@@ -148,12 +153,16 @@ type client struct {
 	handshake time.Duration
 	budget    time.Duration // SeedBudget
 	maxSkew   time.Duration
-	seen      seenRevocations // the freshest revocation list the seeds told
+	seen      seenRevocations        // the freshest revocation list the seeds told
+	sessions  tls.ClientSessionCache // nil: none
 }
 
 func newClient(tok Token, d ClientDeps) *client {
 	c := &client{tok: tok, log: d.Log, now: d.Now, dial: d.Dial, step: d.Step, warn: d.Warn,
 		approval: d.Approval, handshake: d.HandshakeTimeout, budget: d.SeedBudget, maxSkew: d.MaxSkew}
+	if d.Sessions != nil {
+		c.sessions = newPinnedSessions(d.Sessions, tok)
+	}
 	if c.maxSkew <= 0 {
 		c.maxSkew = DefaultMaxSkew
 	}

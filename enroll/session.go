@@ -67,6 +67,11 @@ func (c *client) open(ctx context.Context, seed string) (*session, error) {
 		// Names the CA the token pins: during a CA rotation a seed whose
 		// leaf was reissued answers with the leaf it holds under it.
 		NextProtos: []string{trust.PinProto(c.tok.CA), "http/1.1"},
+		// A resumed session meets the VerifyConnection above too
+		// (sessions.go); crypto/tls drops one whose seed leaf expired by
+		// the clock the pins are judged at.
+		ClientSessionCache: c.sessions,
+		Time:               c.now,
 	}
 	if host, _, err := net.SplitHostPort(seed); err == nil && net.ParseIP(host) == nil {
 		cfg.ServerName = host

@@ -26,11 +26,13 @@ var ErrUnreachable = errors.New("control node unreachable")
 const forwardedHeader = "Meshd-Forwarded"
 
 // Client calls control nodes' internal API over mTLS with this node's
-// leaf. One per node, so connections (and their TLS sessions) are reused:
-// a follower's forwarded write costs a request, not a handshake.
+// leaf. One per node, so connections are reused and a new one resumes
+// its TLS session (sessions.go): a follower's forwarded write costs a
+// request, not a handshake.
 type Client struct {
-	http  *http.Client
-	check atomic.Pointer[ServerCheck] // see CheckServers
+	http     *http.Client
+	check    atomic.Pointer[ServerCheck] // see CheckServers
+	sessions *sessionCache               // TLS sessions to resume (sessions.go)
 }
 
 // maxConnsPerPeer bounds the connections a node opens to one control
@@ -58,8 +60,9 @@ func NewLiveClient(l *pki.LiveIdentity) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{}
-	conf.VerifyConnection = c.verifyWith(conf.VerifyConnection)
+	c := &Client{sessions: newSessionCache(l)}
+	conf.VerifyConnection = c.verifyWith(conf.VerifyConnection) // on resumed connections too
+	conf.ClientSessionCache = c.sessions                        // sessions.go
 	c.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf,
 		MaxConnsPerHost: maxConnsPerPeer, MaxIdleConnsPerHost: maxConnsPerPeer,
 		IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false}}

@@ -95,3 +95,18 @@ func cut(c net.Conn) {
 	}
 	_ = c.Close()
 }
+
+// cutNew closes every connection that has not begun a request: a
+// stopping server's shutdown counts such a connection busy for up to
+// 5 s (net/http: a client's spare connection that never sends one held
+// a control node's stop 0.5 s and more). Its client meets a closed
+// connection and asks another control node.
+func (s *connSet) cutNew() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c, ci := range s.conns {
+		if ci.state == http.StateNew {
+			cut(c)
+		}
+	}
+}

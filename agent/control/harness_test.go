@@ -184,6 +184,7 @@ type member struct {
 	raftAddr string
 	hooks    *hooks
 	logs     *logRecorder
+	srv      *http.Server // its internal API's server
 }
 
 // testWorkFactor is the scrypt work factor the members seal CA backups
@@ -344,7 +345,7 @@ func (c *testCluster) start(t testing.TB, name string, holdsCA bool) *member {
 		ErrorLog: log.New(io.Discard, "", 0), ConnState: p.TrackConn}
 	go func() { _ = srv.Serve(ln) }()
 	m := &member{name: name, nodeID: "id-" + name, id: id, live: live, keys: keys, p: p, addr: ln.Addr().String(),
-		raftAddr: raftAddr, hooks: h, logs: logs}
+		raftAddr: raftAddr, hooks: h, logs: logs, srv: srv}
 	t.Cleanup(func() {
 		_ = srv.Close()
 		client.CloseIdle()

@@ -212,7 +212,7 @@ func New(cfg Config, raft *raftnode.Node, ca *pki.CA, client *Client, d Deps) *P
 	}
 	p := &Plane{cfg: cfg, raft: raft, client: client, log: d.Log, now: d.Now, hooks: d.Hooks,
 		conns: newConnSet(), stop: make(chan struct{}), table: watch.NewTable(cfg.WatchTombstones), leaders: newLeaderWatch(watchLeaderless, time.Second),
-		streams: streamsEnd{end: make(chan struct{})},
+		streams: newStreamsEnd(),
 		reports: newGate("tunnel reports", reportLimits(), nil, d.Log), lists: newGate("node lists", listLimits(), nil, d.Log),
 		strict: newGate("strict changes", strictLimits(), nil, d.Log)}
 	p.setCA(ca)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
@@ -159,9 +159,14 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 		return
 	}
 	ready, cancel := context.WithTimeout(r.Context(), watchReadyWait)
+	unhook := p.streams.hook(cancel) // a stream not begun yet must not hold the stop either
 	err = p.watchReady(ready, p.raft.FSM().Index())
+	_ = unhook()
 	cancel()
 	if err != nil {
+		if p.streams.ended() {
+			err = codes.Wrap(codes.DaemonStopping, errors.New("watch: this control node is stopping"))
+		}
 		writeError(w, err)
 		return
 	}
@@ -204,7 +209,7 @@ func (p *Plane) handleWatch(w http.ResponseWriter, r *http.Request, c Caller) {
 		case <-p.leaders.gone():
 			p.log.Debug("ended a watch: no raft leader", "node", c.Name, "for", watchLeaderless)
 			return
-		case <-p.streams.end:
+		case <-p.streams.ctx.Done():
 			return // the node stops: its server's shutdown must not wait on streams
 		}
 	}
@@ -271,10 +276,21 @@ func Gone(list []NodeRecord) []string {
 // bound on the server's shutdown) and admissions stalled meanwhile. The
 // workers' streams fail over to another control node.
 type streamsEnd struct {
-	once sync.Once
-	end  chan struct{}
+	ctx context.Context // done once the streams end
+	end func()
 }
+
+func newStreamsEnd() streamsEnd {
+	ctx, cancel := context.WithCancel(context.Background())
+	return streamsEnd{ctx: ctx, end: cancel}
+}
+
+// hook calls f once the streams end; unhook stops that (no goroutine
+// until then: context.AfterFunc).
+func (s *streamsEnd) hook(f func()) (unhook func() bool) { return context.AfterFunc(s.ctx, f) }
+
+func (s *streamsEnd) ended() bool { return s.ctx.Err() != nil }
 
 // EndStreams ends every watch stream this node serves, and any opened
 // after: the runtime calls it before it shuts the control server down.
-func (p *Plane) EndStreams() { p.streams.once.Do(func() { close(p.streams.end) }) }
+func (p *Plane) EndStreams() { p.streams.end() }

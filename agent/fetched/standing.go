@@ -204,13 +204,38 @@ func (s *Standing) Known() <-chan struct{} {
 	return s.known
 }
 
+// removedPoll is how often a node judged removed looks whether its next
+// ask is due.
+const removedPoll = time.Second
+
 // awaitKnown returns once the cluster knows this node again, or when ctx
-// ends.
-func (s *Standing) awaitKnown(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-s.Known():
+// ends. Meanwhile, due (nil: none) is called whenever an ask is due
+// (RemovedRetry after the last, on the node's clock, looked at every
+// removedPoll) and not yet made: it wakes the pass that asks (Refresh),
+// which otherwise waits for the follow loop's tick or a gossip event.
+func (s *Standing) awaitKnown(ctx context.Context, due func()) {
+	tick := time.NewTicker(removedPoll)
+	defer tick.Stop()
+	known := s.Known()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-known:
+			return
+		case <-tick.C:
+			if due != nil && s.isDue() {
+				due()
+			}
+		}
 	}
+}
+
+// isDue is Due without counting an ask.
+func (s *Standing) isDue() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removed && s.now().Sub(s.asked) >= RemovedRetry
 }
 
 // removeLocked judges the node removed and unlocks s: one error line,

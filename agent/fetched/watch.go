@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,39 +47,15 @@ type followState struct {
 	notServed int        // control nodes that served no watch since the last stream that opened (legacy.go)
 	stats     WatchStats
 	onChange  func(sections []string)
+	rnd       func(time.Duration) time.Duration // the retries' random source (retry.go); nil: randN
 	// strict paces the strict fallback as the node list's fetch was.
 	strictMu    sync.Mutex
 	strictAt    time.Time
 	strictTried time.Time
 }
 
-// WatchStats are what the follower has received: for status, metrics and
-// the scale harness.
-type WatchStats struct {
-	Index   uint64 // the last change applied
-	From    string // the control node streaming ("" while none)
-	Streams int    // streams opened
-	Full    int    // full tables received (first contact, or behind a floor)
-	Deltas  int    // changes received that carried something
-	Lines   int    // every line, heartbeats included
-	Bytes   int64  // the lines' bytes
-	Strict  int    // strict changes asked (no healthy stream)
-}
-
-// Stats are the follower's counters.
-func (c *Copies) Stats() WatchStats {
-	c.follow.mu.Lock()
-	defer c.follow.mu.Unlock()
-	return c.follow.stats
-}
-
-// Watch retries: a stream that failed or was refused is opened again on
-// the next control node after watchRetryMin, doubling to watchRetryMax,
-// with jitter, so a thousand workers a restarted control node dropped do
-// not all come back in the same millisecond.
+// Watch timings (the retries' are in retry.go).
 const (
-	watchRetryMin = 200 * time.Millisecond
-	watchRetryMax = 5 * time.Second
 	// watchGrace is how long a refresh leaves a stream that is not healthy
 	// yet (connecting, or moving to another control node) before asking a
 	// strict change itself.
@@ -109,7 +84,11 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 	c.follow.mu.Unlock()
 	backoff := watchRetryMin
 	for {
-		c.standing.awaitKnown(ctx)
+		c.standing.awaitKnown(ctx, func() {
+			if onChange != nil {
+				onChange(nil) // wakes the follow pass, whose Refresh asks
+			}
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -130,15 +109,21 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 		} else {
 			backoff = min(2*backoff, watchRetryMax)
 		}
-		wait := backoff
+		c.follow.mu.Lock()
+		rnd, members := c.follow.rnd, len(c.follow.recs)
+		c.follow.mu.Unlock()
+		if rnd == nil {
+			rnd = randN
+		}
+		wait := retryWait(useful, backoff, members, rnd)
 		if w := c.notServedBy(err, useful); w > 0 {
-			wait = w // no control node serves a watch: legacy.go polls meanwhile
+			wait = w/2 + rnd(w/2) // no control node serves a watch: legacy.go polls meanwhile
 		}
 		c.log.Debug("watch stream ended; asking the next control node", "from", seed, "err", err, "retry", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait/2 + rand.N(wait/2)):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -435,12 +435,9 @@ func (rt *Runtime) Stop() {
 		rt.loops()
 	}
 	if rt.ctl != nil {
-		rt.ctl.EndStreams() // else the server's shutdown waits on every worker's stream
-	}
-	if rt.control != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		_ = rt.control.Shutdown(ctx)
-		cancel()
+		// Raft leadership first, then the watch streams, then port
+		// 7300 (control/stop.go).
+		rt.ctl.StopServing(rt.control)
 	}
 	rt.wg.Wait()
 	rt.dns.stop()

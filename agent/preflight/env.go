@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +29,9 @@ type Env struct {
 	// membership still runs in the process (agent/member.Parked) and holds
 	// the Nebula port, which the next runtime takes over.
 	OverlayParked bool
+	// Sessions are the seeds' TLS sessions, kept from one connection of
+	// a join to the next (enroll.NewSessions); nil: none.
+	Sessions tls.ClientSessionCache
 }
 
 // EnrollDeps are the enroll client's collaborators for a join from
@@ -38,7 +42,8 @@ func (a Env) EnrollDeps(underlay netip.Addr, step func(string), warn func(apityp
 	if underlay.IsValid() && mesh.IsLocal(underlay) {
 		dialer.LocalAddr = &net.TCPAddr{IP: underlay.AsSlice()}
 	}
-	d := enroll.ClientDeps{Log: a.Log, Now: a.Now, Dial: dialer.DialContext, Step: step, MaxSkew: a.Config.MaxClockSkew}
+	d := enroll.ClientDeps{Log: a.Log, Now: a.Now, Dial: dialer.DialContext, Step: step, MaxSkew: a.Config.MaxClockSkew,
+		Sessions: a.Sessions}
 	if warn != nil {
 		d.Warn = func(c codes.Code, detail string) { warn(apitype.Warning{Code: c, Detail: detail}) }
 	}

@@ -123,10 +123,19 @@ func (n *Node) AddVoter(id, addr string) error {
 // not lead (any more) as codes.NoLeader, so the caller can ask the next
 // leader; other errors pass as they are.
 func membershipErr(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	if notLeading(err) {
 		return codes.Wrap(codes.NoLeader, err)
 	}
 	return err
+}
+
+// notLeading: raft refused a write or a membership change because this
+// node does not lead, lost leadership, or is handing it off (a stopping
+// control node's first step, issue 54 item 4: a write it refuses so is
+// asked again of the next leader, never failed).
+func notLeading(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress)
 }
 
 // RemoveServer takes id out of the configuration. Removing the last voter
@@ -158,6 +167,33 @@ func (n *Node) HandOff() error {
 		return nil
 	}
 	return n.r.LeadershipTransfer().Error()
+}
+
+// ErrHandOffSlow: a leadership transfer was still under way when the
+// caller's bound ran out.
+var ErrHandOffSlow = errors.New("leadership transfer still under way")
+
+// HandOffWithin is HandOff waiting at most bound (a stopping control
+// node's first step: its stop must not wait on a transfer raft itself
+// bounds only by the election timeout, which a config may set long). A
+// transfer still under way after bound goes on in raft, which ends it
+// at that timeout or at Close (raft resolves every future at Shutdown),
+// and so ends the goroutine waiting on it.
+func (n *Node) HandOffWithin(bound time.Duration) error {
+	if !n.IsLeader() || n.Voters() < 2 {
+		return nil
+	}
+	f := n.r.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w after %s", ErrHandOffSlow, bound)
+	}
 }
 
 // Progress is how far this node's raft has come, for a leader deciding

@@ -140,6 +140,9 @@ func TestSingleVoterLifecycle(t *testing.T) {
 	if err := n.HandOff(); err != nil {
 		t.Fatalf("hand-off with no other voter: %v", err)
 	}
+	if err := n.HandOffWithin(time.Millisecond); err != nil {
+		t.Fatalf("bounded hand-off with no other voter: %v", err)
+	}
 	if !n.IsLeader() {
 		t.Fatal("a lone voter handed its leadership off")
 	}

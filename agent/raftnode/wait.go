@@ -8,8 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/codes"
 )
@@ -93,7 +91,7 @@ func (n *Node) ApplyAt(ctx context.Context, cmd state.Command) (uint64, error) {
 	f := n.r.Apply(b, timeout)
 	if err := f.Error(); err != nil {
 		switch {
-		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+		case notLeading(err):
 			return 0, codes.Wrap(codes.NoLeader, err)
 		case diskFull(err):
 			return 0, codes.Wrap(codes.DiskFull, err)
