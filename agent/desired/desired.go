@@ -2,7 +2,6 @@ package desired
 
 import (
 	"cmp"
-	"fmt"
 	"net/netip"
 	"slices"
 
@@ -158,12 +157,13 @@ func Peers(in Inputs) map[string]Peer {
 				Overlay: l.Overlay, Underlay: l.Underlay}
 		}
 	}
+	mt := newMatch(in)
 	for _, m := range in.Members {
 		if m.Name == in.SelfName {
 			continue
 		}
 		p, ok := out[m.Name]
-		if !ok || mismatch(in, m) != "" {
+		if !ok || mt.mismatch(m) != "" {
 			continue
 		}
 		p.Gossip = m.Status
@@ -176,44 +176,17 @@ func Peers(in Inputs) map[string]Peer {
 // sorted by name: no active record, or tags that disagree with it.
 func Unmatched(in Inputs) []Ignored {
 	var out []Ignored
+	mt := newMatch(in)
 	for _, m := range in.Members {
 		if m.Name == in.SelfName {
 			continue
 		}
-		if why := mismatch(in, m); why != "" {
+		if why := mt.mismatch(m); why != "" {
 			out = append(out, Ignored{Name: m.Name, ID: m.ID, Reason: why})
 		}
 	}
 	slices.SortFunc(out, func(a, b Ignored) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 	return out
-}
-
-// mismatch is why m matches no active record, or "".
-func mismatch(in Inputs, m Member) string {
-	if !in.RecordsKnown {
-		return "no node list yet"
-	}
-	var rec *Record
-	for i := range in.Records {
-		if in.Records[i].ID == m.ID && !slices.Contains(in.Gone, m.ID) {
-			rec = &in.Records[i]
-		}
-	}
-	switch {
-	case rec == nil:
-		return "no active record with this id"
-	case rec.Name != m.Name:
-		return fmt.Sprintf("record %s is named %q", rec.ID, rec.Name)
-	case rec.Role == pki.RoleNebula:
-		return "a stock Nebula member does not gossip"
-	case rec.Role != m.Role:
-		return fmt.Sprintf("tag role %q, record says %s", m.Role, rec.Role)
-	case rec.Overlay != m.Overlay:
-		return fmt.Sprintf("tag overlay %v, record says %v", m.Overlay, rec.Overlay)
-	case m.Addr != rec.Overlay && (!rec.LegacyGossip.IsValid() || m.Addr != rec.LegacyGossip):
-		return fmt.Sprintf("gossips from %v, not its overlay address %v", m.Addr, rec.Overlay)
-	}
-	return ""
 }
 
 // Compute is the desired overlay: the active records' control nodes are

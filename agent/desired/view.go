@@ -52,13 +52,14 @@ func View(in Inputs) map[string]gossip.Status {
 		gone[id] = true
 	}
 	out := make(map[string]gossip.Status, len(in.Members))
+	mt := newMatch(in)
 	for _, m := range in.Members {
 		st := m.Status
 		switch {
 		case m.ID != "" && gone[m.ID]:
 			st = gossip.StatusLeft
 		case m.Name == in.SelfName:
-		case mismatch(in, m) != "":
+		case mt.mismatch(m) != "":
 			continue
 		case badNews(st):
 			switch in.Probes[m.Name] {
@@ -79,8 +80,9 @@ func View(in Inputs) map[string]gossip.Status {
 // the work follows what gossip says changed, never the whole cluster.
 func Doubted(in Inputs) []Record {
 	var out []Record
+	mt := newMatch(in)
 	for _, m := range in.Members {
-		if m.Name == in.SelfName || !badNews(m.Status) || mismatch(in, m) != "" { // a member gone in raft has no active record
+		if m.Name == in.SelfName || !badNews(m.Status) || mt.mismatch(m) != "" { // a member gone in raft has no active record
 			continue
 		}
 		if i := slices.IndexFunc(in.Records, func(r Record) bool { return r.ID == m.ID }); i >= 0 {
@@ -99,6 +101,5 @@ func badNews(st gossip.Status) bool {
 // Counts reports whether the gossip member m counts (see Member): this
 // node, or a member matching an active record from its overlay address.
 // Its liveness, version and keyring and CA reports are read only then.
-func Counts(in Inputs, m Member) bool {
-	return m.Name == in.SelfName || mismatch(in, m) == ""
-}
+// One call is O(records): for many members use NewMatcher.
+func Counts(in Inputs, m Member) bool { return NewMatcher(in).Counts(m) }

@@ -285,10 +285,10 @@ func (ms *membership) counted() []gossip.Member {
 	if ms.gossip == nil {
 		return nil
 	}
-	in := ms.overlayInputs()
+	counts := desired.NewMatcher(ms.overlayInputs())
 	var out []gossip.Member
 	for _, m := range ms.gossip.Members() {
-		if desired.Counts(in, asMember(m)) {
+		if counts.Counts(asMember(m)) {
 			out = append(out, m)
 		}
 	}
