@@ -189,17 +189,20 @@ func newHistory() *history {
 	return &history{start: time.Now(), known: map[string]bool{}, tokens: map[string]string{}}
 }
 
-// codeOf is the code a failed meshctl call printed first on stderr, or
-// "unknown" when it printed none.
+// codeOf is the code of the error a failed meshctl call printed on
+// stderr (the first line that begins with a code; warnings before it,
+// such as a join's SeedSlow, are "warning CODE: ..."), or "unknown" when
+// it printed none.
 func codeOf(exit int, stderr string) codes.Code {
 	if exit == 0 {
 		return ""
 	}
-	c, _, ok := strings.Cut(stderr, ": ")
-	if !ok || len(c) != 13 || c[0] != 'X' {
-		return "unknown"
+	for line := range strings.SplitSeq(stderr, "\n") {
+		if c, _, ok := strings.Cut(line, ": "); ok && len(c) == 13 && c[0] == 'X' {
+			return codes.Code(c)
+		}
 	}
-	return codes.Code(c)
+	return "unknown"
 }
 
 // do runs op on nd through meshctl, records it, and returns its result.
