@@ -22,7 +22,7 @@ func TestRejoinPick(t *testing.T) {
 		missing = append(missing, fmt.Sprintf("p%04d", i))
 	}
 	probed := map[string]int{}
-	passes := (len(missing)-rejoinLead + rejoinPerPass - rejoinLead - 1) / (rejoinPerPass - rejoinLead)
+	passes := (len(missing) - rejoinLead + rejoinPerPass - rejoinLead - 1) / (rejoinPerPass - rejoinLead)
 	for range passes {
 		got := turn.pick(missing)
 		if len(got) != rejoinPerPass {
