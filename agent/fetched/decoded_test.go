@@ -96,4 +96,3 @@ func BenchmarkApplyOneChange(b *testing.B) {
 		})
 	}
 }
-
