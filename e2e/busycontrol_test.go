@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -20,7 +21,7 @@ import (
 // busy control node's slow answer taken for a blocked network.
 
 // Sizes of TestJoinsOnBusyControl: one control node, busyIdle idle
-// workers, then busyJoiners joining at once.
+// workers, then busyJoiners joining at once, twice.
 const (
 	busyIdle    = 40
 	busyJoiners = 10
@@ -37,44 +38,60 @@ const busyRest = 30 * time.Second
 // a new cluster: 1, or MESHD_SCALE_ROUNDS.
 const busyRoundsEnv = scaleEnv + "_ROUNDS"
 
-// busyRound is what one round of TestJoinsOnBusyControl measured, filled
-// as it goes, so that a round that fails still says how far it got.
-type busyRound struct {
-	formed   time.Duration // first idle worker's join to every node listing all alive
+// busyBurst is what one burst of TestJoinsOnBusyControl measured.
+type busyBurst struct {
 	stats    burstStats
 	failed   map[string]int // failed joins by code
 	warnings map[string]int // warning lines of the joins by code
-	settle   time.Duration  // last exit to the control node listing every joiner alive
+	settle   time.Duration  // last exit to the control node listing every node alive
 	cpu      float64        // the control node's CPU seconds during the burst
 	load     string         // load average when the burst began
 	done     bool           // the burst ran
 }
 
-func (r busyRound) String() string {
-	if !r.done {
-		return fmt.Sprintf("no burst (formation %s)", r.formed.Round(time.Millisecond))
+func (b busyBurst) String() string {
+	if !b.done {
+		return "did not run"
 	}
-	return fmt.Sprintf("%d of %d joins failed %v, warnings %v; %s; control node CPU %.1f s during the burst, load %s; settled %s after the last exit",
-		total(r.failed), busyJoiners, r.failed, r.warnings, r.stats, r.cpu, r.load, r.settle.Round(100*time.Millisecond))
+	return fmt.Sprintf("%d of %d joins failed %v, warnings %v; %s; control node CPU %.1f s during the burst, load %s; all alive on it %s after the last exit",
+		total(b.failed), busyJoiners, b.failed, b.warnings, b.stats, b.cpu, b.load, b.settle.Round(100*time.Millisecond))
 }
+
+// busyRound is one round: the formation, then the two bursts.
+type busyRound struct {
+	formed        time.Duration // first idle worker's join to the control node listing all alive
+	plain, stalls busyBurst
+}
+
+// busyStall is how long the control node is stopped (SIGSTOP) as the
+// second burst's joins start: longer than the path check's first UDP
+// exchange (2 s), so that every join's STUN answer comes late and its
+// TCP probe finds the control node, the case that failed joins with
+// OverlayUDPBlocked before issue 54 item 5; shorter than the path
+// check's second exchange (3 s) and the seed dial's budget (5 s). With
+// 1.5 s (TestJoinWhileSeedStopped's) the stop ended inside the first
+// exchange: every STUN answer came in 1.4 s, no warning.
+const busyStall = 2500 * time.Millisecond
 
 // TestJoinsOnBusyControl: one control node and 40 idle workers, formed
 // with meshd's defaults (`timers: lan`, raft at its own timing, log level
 // info), each node in its own namespace with its own underlay address;
 // after a rest (busyRest), 10 more workers, each from its own namespace,
 // run `meshctl join` at the same moment with tokens minted on the control
-// node. Every join must exit 0 (confirmed) and the control node must list
-// all 51 nodes, the 10 new ones active and alive in gossip, within
+// node; then 10 more the same way while the control node is stopped for
+// busyStall from the moment they start. In each burst every join must
+// exit 0 (confirmed) and the control node must list every node active and
+// alive in gossip, each joiner at the overlay IP its join said, within
 // burstSettle of the last exit. The control node runs at the workers'
 // priority (not prioritize's nice): the busy control node is the case.
 // It prints the joins' times (min, p50, p90, max), where they spent them,
-// the failed joins' codes and every warning code the joins printed
-// (SeedSlow, NetcheckSlow). It runs only with MESHD_SCALE=1 (make bench);
-// MESHD_SCALE_ROUNDS=N runs N rounds, each on a new cluster (about two
-// minutes each here).
+// the slowest join's steps, the failed joins' codes and every warning
+// code the joins printed (SeedSlow, NetcheckSlow). It runs only with
+// MESHD_SCALE=1 (make bench); MESHD_SCALE_ROUNDS=N runs N rounds, each on
+// a new cluster (about two minutes each here).
 func TestJoinsOnBusyControl(t *testing.T) {
 	if os.Getenv(scaleEnv) != "1" {
-		t.Skip("set " + scaleEnv + "=1 (make bench): it starts 51 meshd processes")
+		t.Skip("set " + scaleEnv + "=1 (make bench): it starts 61 meshd processes")
 	}
 	rounds := 1
 	if v, err := strconv.Atoi(os.Getenv(busyRoundsEnv)); err == nil && v > 0 {
@@ -85,16 +102,16 @@ func TestJoinsOnBusyControl(t *testing.T) {
 		t.Run(fmt.Sprintf("round%d", i+1), func(t *testing.T) { joinsOnBusyControl(t, &got[i]) })
 	}
 	for i, r := range got {
-		t.Logf("round %d: %s", i+1, r)
+		t.Logf("round %d: formed in %s\n  10 at once: %s\n  10 at once, control node stopped %s: %s",
+			i+1, r.formed.Round(time.Millisecond), r.plain, busyStall, r.stalls)
 	}
 }
 
 // joinsOnBusyControl is one round; it fills r as it goes.
 func joinsOnBusyControl(t *testing.T, r *busyRound) {
-	neighbourRoom(t, 1+busyIdle+busyJoiners)
+	neighbourRoom(t, 1+busyIdle+2*busyJoiners)
 	n := NewNet(t)
 	n.Timers, n.DefaultRaft = "lan", true
-	params := map[string]string{"timers": "lan", "controls": "1", "idle": strconv.Itoa(busyIdle)}
 	add := func(name string) *Node {
 		nd := n.NewNode(name)
 		setLogLevel(t, nd, "info")
@@ -107,12 +124,11 @@ func joinsOnBusyControl(t *testing.T, r *busyRound) {
 	for i := range idle {
 		idle[i] = add(fmt.Sprintf("w%02d", i+1))
 	}
-	joiners := make([]*Node, busyJoiners)
-	for i := range joiners {
-		joiners[i] = add(fmt.Sprintf("j%02d", i+1))
+	first, second := make([]*Node, busyJoiners), make([]*Node, busyJoiners)
+	for i := range first {
+		first[i], second[i] = add(fmt.Sprintf("j%02d", i+1)), add(fmt.Sprintf("s%02d", i+1))
 	}
-	all := append(append([]*Node{origin}, idle...), joiners...)
-	keepLogs(t, all, strings.ReplaceAll(t.Name(), "/", "-"))
+	keepLogs(t, slices.Concat([]*Node{origin}, idle, first, second), strings.ReplaceAll(t.Name(), "/", "-"))
 
 	// The idle workers join 10 at a time, as TestFormation's do.
 	tokens := make([]string, len(idle))
@@ -150,17 +166,48 @@ func joinsOnBusyControl(t *testing.T, r *busyRound) {
 	complete, _ := sweep(t, formed, time.Now().Add(time.Second), func(nd *Node) error { return ownViewAllAlive(t.Context(), nd, len(formed)) })
 	t.Logf("after the rest, %d of %d nodes' own gossip lists all %d alive", len(complete), len(formed), len(formed))
 
+	busyJoin(t, origin, first, len(formed)+len(first), 0, &r.plain)
+	busyJoin(t, origin, second, len(formed)+len(first)+len(second), busyStall, &r.stalls)
+}
+
+// busyJoin is one burst of joiners through the control node origin,
+// which is stopped for stall as they start (0: not stopped); the cluster
+// has size nodes after it. It fills b, logs and records the figures,
+// and fails the test when a join fails or origin does not list every
+// node alive in time.
+func busyJoin(t *testing.T, origin *Node, joiners []*Node, size int, stall time.Duration, b *busyBurst) {
+	params := map[string]string{"timers": "lan", "controls": "1", "idle": strconv.Itoa(busyIdle)}
+	what := fmt.Sprintf("%d joins at once through 1 control node with %d idle workers", len(joiners), size-1-len(joiners))
+	if stall > 0 {
+		params["stall"] = stall.String()
+		what += fmt.Sprintf(", the control node stopped %s as they start", stall)
+	}
+	joins := make([]*burstJoin, len(joiners))
+	for i, w := range joiners {
+		joins[i] = &burstJoin{w: w, minter: origin, args: []string{origin.Admit(t, w.NodeName)}, out: &stampedLines{}}
+	}
 	cpu := cpuSeconds(t, origin)
-	r.load = loadAvg()
-	joins := joinBurst(t, []*Node{origin}, joiners, 90*time.Second)
-	r.cpu, r.done = cpuSeconds(t, origin)-cpu, true
-	r.stats, r.failed, r.warnings = statsOf(joins), failedCodes(joins), warningCodes(joins)
-	t.Logf("%d joins at once through 1 control node with %d idle workers (timers lan, raft default, load %s when they began): %s\n"+
+	b.load = loadAvg()
+	if stall > 0 {
+		if err := origin.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP origin: %v", err)
+		}
+		cont := time.AfterFunc(stall, func() { _ = origin.cmd.Process.Signal(syscall.SIGCONT) })
+		t.Cleanup(func() {
+			if cont.Stop() { // the test ended first: never leave it stopped
+				_ = origin.cmd.Process.Signal(syscall.SIGCONT)
+			}
+		})
+	}
+	runBurst(t, joins, 90*time.Second)
+	b.cpu, b.done = cpuSeconds(t, origin)-cpu, true
+	b.stats, b.failed, b.warnings = statsOf(joins), failedCodes(joins), warningCodes(joins)
+	t.Logf("%s (timers lan, raft default, load %s when they began): %s\n"+
 		"failed: %v; warnings: %v; the control node's CPU during the burst: %.1f s\nwhere the joins spent their time:\n%s",
-		busyJoiners, busyIdle, r.load, r.stats, r.failed, r.warnings, r.cpu, phaseReport(joins))
-	slowest := slices.MaxFunc(joins, func(a, b *burstJoin) int { return cmp.Compare(a.took(), b.took()) })
+		what, b.load, b.stats, b.failed, b.warnings, b.cpu, phaseReport(joins))
+	slowest := slices.MaxFunc(joins, func(x, y *burstJoin) int { return cmp.Compare(x.took(), y.took()) })
 	t.Logf("the slowest join, %s (%s):\n%s%s", slowest.w.NodeName, slowest.took().Round(time.Millisecond), slowest.out.since(slowest.start), slowest.stderr)
-	recordBusy(t, params, r, joins)
+	recordBusy(t, params, b, joins)
 	for _, j := range joins {
 		if j.code != 0 {
 			t.Errorf("%s: join exit %d after %s\n%s%s", j.w.NodeName, j.code, j.took().Round(time.Millisecond), j.out, j.errs)
@@ -170,8 +217,8 @@ func joinsOnBusyControl(t *testing.T, r *busyRound) {
 		t.FailNow()
 	}
 
-	// Confirmed and alive: the control node lists all 51, the joiners
-	// active and alive in gossip, each at the overlay IP its join said.
+	// Confirmed and alive: the control node lists all size nodes alive,
+	// the joiners active, each at the overlay IP its join said.
 	last := joins[0].end
 	for _, j := range joins {
 		if j.end.After(last) {
@@ -182,15 +229,15 @@ func joinsOnBusyControl(t *testing.T, r *busyRound) {
 		if err := burstAlive(t, origin, joins); err != nil {
 			return err
 		}
-		return seesAllAlive(t.Context(), origin, len(all), ctlNodes)
+		return seesAllAlive(t.Context(), origin, size, ctlNodes)
 	})
-	r.settle = time.Since(last)
-	RecordWith(t, params, "settle", "ms", ms(r.settle))
+	b.settle = time.Since(last)
+	RecordWith(t, params, "settle", "ms", ms(b.settle))
 	if err != nil {
-		t.Fatalf("origin does not list all %d alive %s after the last join exited: %v", len(all), r.settle.Round(100*time.Millisecond), err)
+		t.Fatalf("origin does not list all %d alive %s after the last join exited: %v", size, b.settle.Round(100*time.Millisecond), err)
 	}
-	if r.settle > burstSettle {
-		t.Errorf("origin listed every joiner alive %s after the last exit: the bound is %s", r.settle.Round(100*time.Millisecond), burstSettle)
+	if b.settle > burstSettle {
+		t.Errorf("origin listed every node alive %s after the last exit: the bound is %s", b.settle.Round(100*time.Millisecond), burstSettle)
 	}
 	for _, x := range origin.Nodes(t) {
 		for _, j := range joins {
@@ -230,7 +277,7 @@ func warningCodes(joins []*burstJoin) map[string]int {
 // recordBusy records a round's figures for the bench report: every
 // join's time as samples (the value is the median), the slowest, the
 // first start to the last exit, the failed joins and the warnings.
-func recordBusy(t testing.TB, params map[string]string, r *busyRound, joins []*burstJoin) {
+func recordBusy(t testing.TB, params map[string]string, r *busyBurst, joins []*burstJoin) {
 	t.Helper()
 	ds := make([]time.Duration, len(joins))
 	for i, j := range joins {
