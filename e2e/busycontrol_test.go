@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,7 +90,8 @@ const busyStall = 3500 * time.Millisecond
 // the slowest join's steps, the failed joins' codes and every warning
 // code the joins printed (SeedSlow, NetcheckSlow). It runs only with
 // MESHD_SCALE=1 (make bench); MESHD_SCALE_ROUNDS=N runs N rounds, each on
-// a new cluster (about two minutes each here).
+// a new cluster (about 90 s each here); MESHD_BURST_LOGS=DIR keeps every
+// node's log of every round (keepBurstLogs).
 func TestJoinsOnBusyControl(t *testing.T) {
 	if os.Getenv(scaleEnv) != "1" {
 		t.Skip("set " + scaleEnv + "=1 (make bench): it starts 61 meshd processes")
@@ -129,7 +131,9 @@ func joinsOnBusyControl(t *testing.T, r *busyRound) {
 	for i := range first {
 		first[i], second[i] = add(fmt.Sprintf("j%02d", i+1)), add(fmt.Sprintf("s%02d", i+1))
 	}
-	keepLogs(t, slices.Concat([]*Node{origin}, idle, first, second), strings.ReplaceAll(t.Name(), "/", "-"))
+	all := slices.Concat([]*Node{origin}, idle, first, second)
+	keepLogs(t, all, strings.ReplaceAll(t.Name(), "/", "-"))
+	keepBurstLogs(t, all) // MESHD_BURST_LOGS=DIR: every round's logs, passed or failed
 
 	// The idle workers join 10 at a time, as TestFormation's do.
 	tokens := make([]string, len(idle))
@@ -260,8 +264,9 @@ func failedCodes(joins []*burstJoin) map[string]int {
 	return out
 }
 
-// warningCodes counts the joins' warning lines ("warning X200795SEEDSL:
-// ...") by code.
+// warningCodes counts the joins' warnings by code: meshctl's warning
+// lines ("warning X200795SEEDSL: ...", stderr) and the steps that warn
+// ("• netcheck udp warn X200542UDPSLW: ...", stdout).
 func warningCodes(joins []*burstJoin) map[string]int {
 	out := map[string]int{}
 	for _, j := range joins {
@@ -271,9 +276,15 @@ func warningCodes(joins []*burstJoin) map[string]int {
 				out[code]++
 			}
 		}
+		for _, m := range stepWarning.FindAllStringSubmatch(j.out.String(), -1) {
+			out[m[1]]++
+		}
 	}
 	return out
 }
+
+// stepWarning is a step line of `meshctl join` that warns, with its code.
+var stepWarning = regexp.MustCompile(`(?m)^• .* warn (X[0-9]{6}[A-Z]{6}): `)
 
 // recordBusy records a round's figures for the bench report: every
 // join's time as samples (the value is the median), the slowest, the
