@@ -32,6 +32,7 @@ type burstJoin struct {
 	start, end time.Time
 	code       int
 	errs       string
+	stderr     string        // meshctl's stderr, failed or not (warning lines)
 	out        *stampedLines // stdout, each line with the time it arrived
 }
 
@@ -201,7 +202,7 @@ func runBurst(t testing.TB, joins []*burstJoin, within time.Duration) {
 			j.start = time.Now()
 			err := cmd.Run()
 			j.end = time.Now()
-			j.code = 0
+			j.code, j.stderr = 0, errb.String()
 			if err != nil {
 				j.code = -1
 				if cmd.ProcessState != nil {
@@ -544,15 +545,20 @@ func burstRounds() int {
 // TestJoinBurst50 is issue 10's burst, three times in a row, each on a new
 // cluster: 50 workers join at once through 3 control nodes, every join
 // confirmed within 10 s from the first start to the last exit 0. It prints
-// the latency distribution and where the joins spent their time. It runs
-// only with MESHD_BURST=1 (make bench): it starts 53 meshd processes.
+// the latency distribution and where the joins spent their time, and at
+// the end, for every round, failed or not, how many joins were not
+// confirmed, by code, and the warnings the joins printed (issue 54's
+// target: 0 unconfirmed in 5 rounds with the defaults, `make bench`'s lan
+// run). It runs only with MESHD_BURST=1 (make bench): it starts 53 meshd
+// processes.
 func TestJoinBurst50(t *testing.T) {
 	if os.Getenv(burstEnv) != "1" {
 		t.Skip("set " + burstEnv + "=1 (make bench)")
 	}
 	const workers, bound = 50, 10 * time.Second
-	var rounds []burstStats
-	for round := range burstRounds() {
+	rounds := make([]string, burstRounds())
+	for round := range rounds {
+		rounds[round] = "no burst"
 		t.Run(fmt.Sprintf("round%d", round+1), func(t *testing.T) {
 			neighbourRoom(t, 3+workers) // 53 hosts overflow the kernel's ARP table
 			n, timers := burstNet(t)
@@ -564,7 +570,9 @@ func TestJoinBurst50(t *testing.T) {
 			cpuC, cpuW := cpuOf(t, controls), cpuOf(t, ws)
 			joins := joinBurst(t, controls, ws, 60*time.Second)
 			cpuC, cpuW = cpuOf(t, controls)-cpuC, cpuOf(t, ws)-cpuW
-			s := statsOf(joins)
+			s, failed := statsOf(joins), failedCodes(joins)
+			rounds[round] = fmt.Sprintf("%d of %d not confirmed %v, warnings %v; %s",
+				total(failed), workers, failed, warningCodes(joins), s)
 			t.Logf("%d concurrent joins through 3 control nodes (timers: %s): %s\n"+
 				"CPU used during the burst: control nodes %.1f s, workers %.1f s (%.2f s each)\n"+
 				"Nebula handshakes completed (all nodes' logs): %d; overlay reloads: %d\n"+
@@ -573,15 +581,20 @@ func TestJoinBurst50(t *testing.T) {
 				logCount(t, append(controls, ws...), "Handshake message received"),
 				logCount(t, append(controls, ws...), "overlay reloaded"), phaseReport(joins))
 			recordBurst(t, timers, joins)
-			recordSettle(t, timers, joins, checkBurst(t, controls, joins, burstSettle))
+			head := rounds[round]
+			rounds[round] = head + "; the check after the joins failed (see the round)"
+			settled := checkBurst(t, controls, joins, burstSettle)
+			recordSettle(t, timers, joins, settled)
+			rounds[round] = fmt.Sprintf("%s; every worker alive on every control node %s after the last exit",
+				head, settled.Round(100*time.Millisecond))
 			checkBurstTokens(t, controls, joins)
-			rounds = append(rounds, s)
 			if s.total > bound {
 				t.Fatalf("first start to last exit %s, want at most %s", s.total.Round(time.Millisecond), bound)
 			}
 		})
 	}
+	timers, _ := burstTimers()
 	for i, s := range rounds {
-		t.Logf("round %d: %s", i+1, s)
+		t.Logf("round %d (timers: %s): %s", i+1, timers, s)
 	}
 }

@@ -157,6 +157,13 @@ var rows = []row{
 	{what: "50 machines with one key file at once: joins not confirmed", name: "TestKeyBurst50", metric: "failed", target: "0", ok: eq(0)},
 	{what: "50 machines with one key file at once: per join, median", name: "TestKeyBurst50", metric: "join"},
 	{what: "50 machines with one key file at once: last exit to every worker alive on every control node", name: "TestKeyBurst50", metric: "settle", target: "≤ 10 s", ok: le(10000)},
+	// Issue 54: one control node and 40 idle workers, 10 more joining at
+	// once, `timers: lan`: a busy control node fails no healthy join.
+	{what: "10 joins at once, 1 control node, 40 idle workers: joins failed", name: "TestJoinsOnBusyControl", metric: "failed", target: "0", ok: eq(0)},
+	{what: "10 joins at once, 1 control node, 40 idle workers: per join, median", name: "TestJoinsOnBusyControl", metric: "join"},
+	{what: "10 joins at once, 1 control node, 40 idle workers: per join, max", name: "TestJoinsOnBusyControl", metric: "join-max"},
+	{what: "10 joins at once, 1 control node, 40 idle workers: warnings printed", name: "TestJoinsOnBusyControl", metric: "warnings"},
+	{what: "10 joins at once, 1 control node, 40 idle workers: last exit to every joiner alive", name: "TestJoinsOnBusyControl", metric: "settle", target: "≤ 10 s", ok: le(10000)},
 	{what: "formation: nodes joined (n when all joins succeeded)", name: "TestFormation", metric: "joined", target: "n", okN: true},
 	{what: "formation: nodes seeing all n alive within 60 s of the last join", name: "TestFormation", metric: "seeing-all", target: "n", okN: true},
 	{what: "formation: first join to all alive everywhere", name: "TestFormation", metric: "formation"},
