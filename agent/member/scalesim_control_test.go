@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/agent/watch"
 	"github.com/meshd/meshd/enroll"
@@ -37,9 +38,9 @@ import (
 // the worker's gossip pool is the two of them), its STUN responder
 // (netcheck), the mTLS of its internal API (a control leaf, the worker's
 // own client). Simulated: the internal API. It serves the watch stream
-// and enroll.TimePath's STUN port alone (any other call is answered
-// 404: a worker's tunnel, CA and key reports fail and are retried on
-// their backoff), from a table held in memory: the whole
+// (nodes, revocations, the gossip keyring and the CA bundle), takes a
+// worker's tunnel reports and answers enroll.TimePath's STUN port; any
+// other call is answered 404, from a table held in memory: the whole
 // table when the worker asks from an index it does not hold, then each
 // change as one delta line (what agent/control's handleWatch writes),
 // and a heartbeat every 10 s as control's watchHeartbeat. No raft, no
@@ -64,8 +65,18 @@ type simControl struct {
 	index   uint64
 	nodes   map[string]json.RawMessage // the nodes section, by node id
 	revoked map[string]json.RawMessage // the revoked section, by sequence
+	keys    json.RawMessage            // the keys section's one item ("ring")
+	ca      json.RawMessage            // the ca section's one item ("bundle")
 	log     []watch.Change             // every change after the first table, in order
 	wake    bell                       // rung at each change
+	calls   map[string]int             // the internal API calls it was asked, by method and path
+}
+
+// callCounts are the internal API calls it was asked so far.
+func (sc *simControl) callCounts() map[string]int {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return clone(sc.calls)
 }
 
 // simRecord is a node record as the watch table carries it
@@ -94,7 +105,7 @@ func (r simRecord) raw() json.RawMessage {
 // whose CA is ca, with the gossip key key.
 func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *simControl {
 	tb.Helper()
-	sc := &simControl{nodes: map[string]json.RawMessage{}, revoked: map[string]json.RawMessage{}}
+	sc := &simControl{nodes: map[string]json.RawMessage{}, revoked: map[string]json.RawMessage{}, calls: map[string]int{}}
 	sc.id = simIdentity(tb, ca, "c1", pki.RoleControl, netip.MustParsePrefix("10.42.0.1/16"))
 	sc.facts = &statedir.Facts{NodeID: "id-c1", Name: "c1", Role: pki.RoleControl, Overlay: netip.MustParsePrefix("10.42.0.1/16"),
 		Underlay: netip.MustParseAddr("127.0.0.1"), GossipKeys: [][]byte{key}}
@@ -142,11 +153,20 @@ func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *s
 	sc.addr = ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.HandleFunc(control.PathWatch, sc.serveWatch)
+	mux.HandleFunc("POST "+control.PathSelfTunnels, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+	})
 	mux.HandleFunc(enroll.TimePath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(enroll.TimeResponse{ServerTime: time.Now(), STUNPort: sc.stunPort})
 	})
-	sc.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	sc.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc.mu.Lock()
+		sc.calls[r.Method+" "+r.URL.Path]++
+		sc.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = sc.srv.Serve(ln) }()
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -161,6 +181,16 @@ func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *s
 	sc.nodes[sc.facts.NodeID] = simRecord{Name: "c1", Role: string(pki.RoleControl), State: "active", OverlayIP: "10.42.0.1",
 		Underlay: "127.0.0.1", NebulaPort: sc.lhPort, EnrollAddr: sc.addr, SerfAddr: "10.42.0.1:" + strconv.Itoa(cfg.Ports.Gossip),
 		TLSFP: pki.FingerprintOf(leaf).String()}.raw() // a worker pins a control node's leaf by its record
+	// The keys and CA sections, as a real table carries them: a worker
+	// takes its gossip keyring and CA bundle from its stream and asks for
+	// neither.
+	nebFP, err := ca.NebulaFingerprint()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sc.keys, _ = json.Marshal(control.GossipKeys{Keys: [][]byte{key}})
+	sc.ca, _ = json.Marshal(control.CABundle{TLS: ca.CertPEM(), Nebula: ca.NebulaCertPEM(), Phase: state.CAPhaseNone,
+		SigningCA: ca.Fingerprint().String(), SigningNebulaCA: nebFP})
 	sc.index = 1
 	return sc
 }
@@ -206,7 +236,8 @@ func (sc *simControl) since(since uint64) (watch.Change, <-chan struct{}) {
 	first := sc.index - uint64(len(sc.log)) // the index of the table before the first logged change
 	if since < first || since > sc.index {
 		ch := watch.Change{Index: sc.index, Full: true, Put: map[string]map[string]json.RawMessage{
-			control.SectionNodes: clone(sc.nodes), control.SectionRevoked: clone(sc.revoked)}}
+			control.SectionNodes: clone(sc.nodes), control.SectionRevoked: clone(sc.revoked),
+			control.SectionKeys: {"ring": sc.keys}, control.SectionCA: {"bundle": sc.ca}}}
 		return ch, wake
 	}
 	ch := watch.Change{Index: sc.index}
@@ -226,8 +257,8 @@ func (sc *simControl) since(since uint64) (watch.Change, <-chan struct{}) {
 	return ch, wake
 }
 
-func clone(m map[string]json.RawMessage) map[string]json.RawMessage {
-	out := make(map[string]json.RawMessage, len(m))
+func clone[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
 	for k, v := range m {
 		out[k] = v
 	}

@@ -45,8 +45,9 @@ func TestIdleLoopsDoNotScan(t *testing.T) {
 	before := w.looks()
 	time.Sleep(countWindow) // the window the looks are counted over
 	got := w.looks().since(before)
-	t.Logf("%d peers, %s idle: node list read %d times, tunnels listed %d times, every known peer looked up %d times",
-		n, countWindow, got.records, got.tunnels.Lists, got.tunnels.Scans)
+	t.Logf("the simulated control node was asked: %v", sc.callCounts())
+	t.Logf("%d peers, %s idle: node list read %d times, gossip members copied %d times, tunnels listed %d times, every known peer looked up %d times",
+		n, countWindow, got.records, got.members, got.tunnels.Lists, got.tunnels.Scans)
 	// Pair health's round (every 10 s) reads the node list three times
 	// (pairTargets, and gossipView's overlayInputs: records and
 	// ownRoutes), and a 10 s window holds at most two rounds; nothing
@@ -56,6 +57,13 @@ func TestIdleLoopsDoNotScan(t *testing.T) {
 	if maxRecords := 3 * rounds; got.records > maxRecords {
 		t.Errorf("the node list (%d records) was read %d times in %s of rest, want at most %d: a loop reads every peer on a timer",
 			n+2, got.records, countWindow, maxRecords)
+	}
+	// The same round copies the gossip members twice (gossipView's
+	// overlayInputs, and pair health's own look); the rejoin loop looks
+	// at 30 s or on a gossip change.
+	if maxMembers := 2*rounds + 1; got.members > maxMembers {
+		t.Errorf("the gossip members were copied %d times in %s of rest, want at most %d: a loop reads every member on a timer",
+			got.members, countWindow, maxMembers)
 	}
 	if got.tunnels.Lists > 2 || got.tunnels.Scans > 1 {
 		t.Errorf("the tunnels were listed %d times and every known peer (%d) looked up %d times in %s of rest, want at most 2 and 1: a loop lists the tunnels on a timer",

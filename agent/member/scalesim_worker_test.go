@@ -178,14 +178,15 @@ func contextSwitches(tb testing.TB) uint64 {
 // idleLooks is what the worker's per-peer paths did over a window.
 type idleLooks struct {
 	records uint64           // reads of the whole node list
+	members uint64           // copies of every gossip member (Members, Statuses)
 	tunnels mesh.TunnelLooks // tunnel listings, and scans of every known peer
 }
 
 func (w *simWorker) looks() idleLooks {
-	return idleLooks{records: w.reads.records.Load(), tunnels: w.rt.mesh.TunnelLooks()}
+	return idleLooks{records: w.reads.records.Load(), members: w.rt.gossip.Copies(), tunnels: w.rt.mesh.TunnelLooks()}
 }
 
 func (a idleLooks) since(b idleLooks) idleLooks {
-	return idleLooks{records: a.records - b.records,
+	return idleLooks{records: a.records - b.records, members: a.members - b.members,
 		tunnels: mesh.TunnelLooks{Lists: a.tunnels.Lists - b.tunnels.Lists, Scans: a.tunnels.Scans - b.tunnels.Scans}}
 }
