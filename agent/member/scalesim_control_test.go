@@ -52,14 +52,14 @@ const simHeartbeat = 10 * time.Second
 
 // simControl is the simulated control node.
 type simControl struct {
-	id     *pki.Identity
-	facts  *statedir.Facts
-	nebula *mesh.Mesh
-	gossip *gossip.Gossip
-	addr   string // its internal API (the watch), 127.0.0.1:port
-	lhPort   int // its Nebula's UDP port
-	stunPort int // its STUN responder's UDP port
-	srv    *http.Server
+	id       *pki.Identity
+	facts    *statedir.Facts
+	nebula   *mesh.Mesh
+	gossip   *gossip.Gossip
+	addr     string // its internal API (the watch), 127.0.0.1:port
+	lhPort   int    // its Nebula's UDP port
+	stunPort int    // its STUN responder's UDP port
+	srv      *http.Server
 
 	mu      sync.Mutex
 	index   uint64

@@ -215,7 +215,9 @@ func simProfile(tb testing.TB, n int, phase string) func() {
 }
 
 // simPeerIP is simPeer(i)'s overlay address.
-func simPeerIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)}) }
+func simPeerIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
+}
 
 func (r *simRun) String() string {
 	var s strings.Builder
