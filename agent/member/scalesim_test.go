@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshd/meshd/bench/benchrec"
 )
 
 // Issue 54 item 7 (b): one real worker among 1,000 and 10,000 simulated
@@ -107,12 +109,11 @@ func BenchmarkWorkerSim(b *testing.B) {
 				r = runWorkerSim(b, n, window, changes)
 			}
 			b.Logf("%s", r)
-			b.ReportMetric(100*r.idleCPU, "idle-cpu-%")
-			b.ReportMetric(r.wakeups, "wakeups/s")
-			b.ReportMetric(float64(r.changeCPU.Microseconds()), "change-cpu-µs")
-			b.ReportMetric(float64(r.changeCPURaw.Microseconds()), "change-cpu-raw-µs")
-			b.ReportMetric(float64(r.tunnels), "tunnels")
-			b.ReportMetric(r.start.Seconds(), "start-s")
+			r.record(b)
+			if n >= 10000 && (r.changeCPU > simChangeTarget || r.idleCPU > simIdleTarget || r.tunnels > simTunnelsTarget) {
+				b.Errorf("issue 54's targets at %d simulated members missed (CPU per change <= %s, idle <= %.1f%% of a core, tunnels <= %d)",
+					n, simChangeTarget, 100*simIdleTarget, simTunnelsTarget)
+			}
 		})
 	}
 }
@@ -191,6 +192,29 @@ func (w *simWorker) change(tb testing.TB, sc *simControl, n, i int) {
 			_, ok := c.StaticHosts[ip]
 			return !ok && slices.Contains(c.Blocklist, fp)
 		})
+	}
+}
+
+// record writes r's figures to the bench record (MESHD_BENCH_OUT) and
+// reports them.
+func (r *simRun) record(b *testing.B) {
+	params := map[string]string{"peers": strconv.Itoa(r.n), "timers": "lan"}
+	for _, m := range []struct {
+		metric, unit string
+		v            float64
+	}{
+		{"idle_cpu_process", "%core", 100 * r.idleCPU},
+		{"idle_wakeups", "/s", r.wakeups},
+		{"change_cpu", "µs", float64(r.changeCPU.Microseconds())},
+		{"change_cpu_raw", "µs", float64(r.changeCPURaw.Microseconds())},
+		{"tunnels", "count", float64(r.tunnels)},
+		{"start", "s", r.start.Seconds()},
+	} {
+		b.ReportMetric(m.v, m.metric+"_"+m.unit)
+		if err := benchrec.Add(benchrec.Result{Name: "BenchmarkWorkerSim", Metric: m.metric, Unit: m.unit, Value: m.v,
+			Params: params}); err != nil {
+			b.Errorf("record %s: %v", m.metric, err)
+		}
 	}
 }
 
