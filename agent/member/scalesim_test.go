@@ -66,14 +66,21 @@ type simRun struct {
 	idleLooks         idleLooks     // over the idle window
 	tunnels           int
 	changes           int
-	changeCPU         time.Duration // process CPU per change, the idle rate taken off
-	changeCPURaw      time.Duration // process CPU per change, as measured
-	changeWall        time.Duration // from the change's line to Nebula holding it, mean
-	changeScans       float64       // tunnel listings that looked up every known peer, per change
+	changeCPU         time.Duration    // process CPU per change, the idle rate taken off
+	changeCPURaw      time.Duration    // process CPU per change, as measured
+	changeWall        time.Duration    // from the change's line to Nebula holding it, mean
+	changeScans       float64          // tunnel listings that looked up every known peer, per change
+	byKind            [3]time.Duration // CPU per change of each kind (added, moved, removed), the idle rate taken off
+	controlIdle       float64          // the simulated control node alone, before the worker started
 	window, changeFor time.Duration
 }
 
-// BenchmarkWorkerSim starts the worker with N simulated peers, lets it
+// simKinds name the changes change makes, by i%3.
+var simKinds = [3]string{"added", "moved", "removed"}
+
+// BenchmarkWorkerSim measures the simulated control node alone for 10 s
+// (its share of the idle figure), starts the worker with N simulated
+// peers, lets it
 // settle 15 s, measures the process's CPU and context switches over an
 // idle window and the worker's tunnels, then applies membership changes
 // through the watch stream one at a time (a peer added, a peer moved to
@@ -125,13 +132,20 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	log := simLog()
 	ca, key := newSimCluster(b)
 	sc := startSimControl(b, ca, key, log)
+	// The simulated control node alone, to tell its share of the idle
+	// figure (its Nebula and gossip with no peer, its STUN responder).
+	time.Sleep(3 * time.Second) // its start settles: not a wait for an outcome
+	cpu0, at0 := processCPU(b), time.Now()
+	time.Sleep(10 * time.Second) // the window its idle CPU is measured over
+	r.controlIdle = float64(processCPU(b)-cpu0) / float64(time.Since(at0))
 	t0 := time.Now()
 	w := startSimWorker(b, ca, key, sc, n, log)
 	r.start = time.Since(t0)
 
 	time.Sleep(15 * time.Second) // the settle before the idle window: not a wait for an outcome
 	stop := simProfile(b, n, "idle")
-	cpu0, sw0, looks0, at0 := processCPU(b), contextSwitches(b), w.looks(), time.Now()
+	sw0, looks0 := contextSwitches(b), w.looks()
+	cpu0, at0 = processCPU(b), time.Now()
 	time.Sleep(window) // the window idle CPU is measured over
 	elapsed := time.Since(at0)
 	stop()
@@ -144,10 +158,21 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	stop = simProfile(b, n, "changes")
 	cpu0, looks0, at0 = processCPU(b), w.looks(), time.Now()
 	var wall time.Duration
+	var kindCPU, kindWall [3]time.Duration
+	var kindN [3]int
 	for i := range k {
-		start := time.Now()
+		start, c0 := time.Now(), processCPU(b)
 		w.change(b, sc, n, i)
-		wall += time.Since(start)
+		took := time.Since(start)
+		wall += took
+		kindCPU[i%3] += processCPU(b) - c0
+		kindWall[i%3] += took
+		kindN[i%3]++
+	}
+	for j := range 3 {
+		if kindN[j] > 0 {
+			r.byKind[j] = max(0, kindCPU[j]-time.Duration(r.idleCPU*float64(kindWall[j]))) / time.Duration(kindN[j])
+		}
 	}
 	r.changeFor = time.Since(at0)
 	stop()
@@ -209,6 +234,10 @@ func (r *simRun) record(b *testing.B) {
 		{"change_cpu_raw", "µs", float64(r.changeCPURaw.Microseconds())},
 		{"tunnels", "count", float64(r.tunnels)},
 		{"start", "s", r.start.Seconds()},
+		{"control_idle_cpu", "%core", 100 * r.controlIdle},
+		{"change_cpu_added", "µs", float64(r.byKind[0].Microseconds())},
+		{"change_cpu_moved", "µs", float64(r.byKind[1].Microseconds())},
+		{"change_cpu_removed", "µs", float64(r.byKind[2].Microseconds())},
 	} {
 		b.ReportMetric(m.v, m.metric+"_"+m.unit)
 		if err := benchrec.Add(benchrec.Result{Name: "BenchmarkWorkerSim", Metric: m.metric, Unit: m.unit, Value: m.v,
@@ -251,9 +280,13 @@ func (r *simRun) String() string {
 		r.window, 100*r.idleCPU, 100*simIdleTarget, r.wakeups)
 	fmt.Fprintf(&s, "  idle looks: node list read %d times, gossip members copied %d times, tunnels listed %d times, every known peer looked up %d times\n",
 		r.idleLooks.records, r.idleLooks.members, r.idleLooks.tunnels.Lists, r.idleLooks.tunnels.Scans)
+	fmt.Fprintf(&s, "  the simulated control node alone, before the worker: %.2f%% of a core\n", 100*r.controlIdle)
 	fmt.Fprintf(&s, "  Nebula tunnels held at rest: %d (target: <= %d)\n", r.tunnels, simTunnelsTarget)
 	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: %s of CPU each with the idle rate taken off, %s as measured (target at 10,000: <= %s); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
 		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
 		simChangeTarget, r.changeWall.Round(time.Microsecond), r.changeScans)
+	for j, kind := range simKinds {
+		fmt.Fprintf(&s, "\n    a peer %s: %s of CPU", kind, r.byKind[j].Round(time.Microsecond))
+	}
 	return s.String()
 }
