@@ -54,9 +54,9 @@ type Options struct {
 	// its first overlay already offers relays only if it may need them.
 	// Empty (unknown) on every other start.
 	NAT NAT
-	// wrapCluster, when set (tests only), wraps a worker's fetched copies
+	// testOnlyWrapCluster, when set (a test seam), wraps a worker's fetched copies
 	// as its loops read them: scalesim_test.go counts the reads.
-	wrapCluster func(clusterFacts) clusterFacts
+	testOnlyWrapCluster func(clusterFacts) clusterFacts
 }
 
 // node is what every part of a member's runtime shares: who the node is
@@ -258,8 +258,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		}
 	}
 	rt.cluster, rt.copies = copies, copies
-	if o.wrapCluster != nil {
-		rt.cluster = o.wrapCluster(copies)
+	if o.testOnlyWrapCluster != nil {
+		rt.cluster = o.testOnlyWrapCluster(copies)
 	}
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.ov.startMesh(); err != nil {

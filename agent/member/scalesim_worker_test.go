@@ -82,7 +82,7 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc *simControl, n int
 
 	w := &simWorker{port: cfg.Ports.Nebula}
 	rt, err := Start(context.Background(), Options{Config: cfg, Facts: facts, Policy: cfg.Policy(), Version: "sim", Log: log.With("node", "w1"),
-		Now: time.Now, wrapCluster: func(c clusterFacts) clusterFacts { w.reads = &countedFacts{clusterFacts: c}; return w.reads }})
+		Now: time.Now, testOnlyWrapCluster: func(c clusterFacts) clusterFacts { w.reads = &countedFacts{clusterFacts: c}; return w.reads }})
 	if err != nil {
 		tb.Fatalf("start the worker: %v", err)
 	}
