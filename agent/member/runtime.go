@@ -54,8 +54,9 @@ type Options struct {
 	// its first overlay already offers relays only if it may need them.
 	// Empty (unknown) on every other start.
 	NAT NAT
-	// testOnlyWrapCluster, when set (a test seam), wraps a worker's fetched copies
-	// as its loops read them: scalesim_test.go counts the reads.
+	// testOnlyWrapCluster, when set (a test seam), wraps a worker's
+	// fetched copies as its loops read them: the scale simulation
+	// (scalesim_*_test.go) counts the reads.
 	testOnlyWrapCluster func(clusterFacts) clusterFacts
 }
 
