@@ -285,8 +285,9 @@ func (r *simRun) String() string {
 	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: %s of CPU each with the idle rate taken off, %s as measured (target at 10,000: <= %s); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
 		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
 		simChangeTarget, r.changeWall.Round(time.Microsecond), r.changeScans)
+	s.WriteString("\n    each kind, the idle rate taken off:")
 	for j, kind := range simKinds {
-		fmt.Fprintf(&s, "\n    a peer %s: %s of CPU", kind, r.byKind[j].Round(time.Microsecond))
+		fmt.Fprintf(&s, " a peer %s %s;", kind, r.byKind[j].Round(time.Microsecond))
 	}
 	return s.String()
 }
