@@ -76,7 +76,7 @@ type simControl struct {
 func (sc *simControl) callCounts() map[string]int {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	return clone(sc.calls)
+	return simClone(sc.calls)
 }
 
 // simRecord is a node record as the watch table carries it
@@ -112,7 +112,7 @@ func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *s
 
 	cfg := config.Default()
 	cfg.StateDir, cfg.BindAddr, cfg.OverlayMode = tb.TempDir(), "127.0.0.1", config.OverlayUserspace
-	cfg.Ports.Nebula = freeUDPPort(tb)
+	cfg.Ports.Nebula = simFreeUDPPort(tb)
 	mc := cfg.MeshBase(pki.RoleControl, sc.facts.Underlay)
 	mc.CACert, mc.Cert, mc.Key = sc.id.NebulaCACert, sc.id.NebulaCert, sc.id.NebulaKey
 	m, err := mesh.Start(mc, log.With("node", "c1"))
@@ -236,7 +236,7 @@ func (sc *simControl) since(since uint64) (watch.Change, <-chan struct{}) {
 	first := sc.index - uint64(len(sc.log)) // the index of the table before the first logged change
 	if since < first || since > sc.index {
 		ch := watch.Change{Index: sc.index, Full: true, Put: map[string]map[string]json.RawMessage{
-			control.SectionNodes: clone(sc.nodes), control.SectionRevoked: clone(sc.revoked),
+			control.SectionNodes: simClone(sc.nodes), control.SectionRevoked: simClone(sc.revoked),
 			control.SectionKeys: {"ring": sc.keys}, control.SectionCA: {"bundle": sc.ca}}}
 		return ch, wake
 	}
@@ -257,7 +257,7 @@ func (sc *simControl) since(since uint64) (watch.Change, <-chan struct{}) {
 	return ch, wake
 }
 
-func clone[V any](m map[string]V) map[string]V {
+func simClone[V any](m map[string]V) map[string]V {
 	out := make(map[string]V, len(m))
 	for k, v := range m {
 		out[k] = v
@@ -333,8 +333,8 @@ func simIdentity(tb testing.TB, ca *pki.CA, name string, role pki.Role, overlay 
 		NebulaCert: host, NebulaKey: keys.NebulaKeyPEM}
 }
 
-// freeUDPPort is a UDP port free on 127.0.0.1 a moment ago.
-func freeUDPPort(tb testing.TB) int {
+// simFreeUDPPort is a UDP port free on 127.0.0.1 a moment ago.
+func simFreeUDPPort(tb testing.TB) int {
 	tb.Helper()
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

@@ -63,7 +63,7 @@ type simRun struct {
 	start             time.Duration // from Start to every peer in Nebula
 	idleCPU           float64       // share of a core
 	wakeups           float64       // context switches a second, every thread's
-	idleLooks         idleLooks     // over the idle window
+	idleLooks         simLooks      // over the idle window
 	tunnels           int
 	changes           int
 	changeCPU         time.Duration    // process CPU per change, the idle rate taken off
@@ -135,37 +135,37 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	// The simulated control node alone, to tell its share of the idle
 	// figure (its Nebula and gossip with no peer, its STUN responder).
 	time.Sleep(3 * time.Second) // its start settles: not a wait for an outcome
-	cpu0, at0 := processCPU(b), time.Now()
+	cpu0, at0 := simProcessCPU(b), time.Now()
 	time.Sleep(10 * time.Second) // the window its idle CPU is measured over
-	r.controlIdle = float64(processCPU(b)-cpu0) / float64(time.Since(at0))
+	r.controlIdle = float64(simProcessCPU(b)-cpu0) / float64(time.Since(at0))
 	t0 := time.Now()
 	w := startSimWorker(b, ca, key, sc, n, log)
 	r.start = time.Since(t0)
 
 	time.Sleep(15 * time.Second) // the settle before the idle window: not a wait for an outcome
 	stop := simProfile(b, n, "idle")
-	sw0, looks0 := contextSwitches(b), w.looks()
-	cpu0, at0 = processCPU(b), time.Now()
+	sw0, looks0 := simContextSwitches(b), w.looks()
+	cpu0, at0 = simProcessCPU(b), time.Now()
 	time.Sleep(window) // the window idle CPU is measured over
 	elapsed := time.Since(at0)
 	stop()
-	r.idleCPU = float64(processCPU(b)-cpu0) / float64(elapsed)
-	r.wakeups = float64(contextSwitches(b)-sw0) / elapsed.Seconds()
+	r.idleCPU = float64(simProcessCPU(b)-cpu0) / float64(elapsed)
+	r.wakeups = float64(simContextSwitches(b)-sw0) / elapsed.Seconds()
 	r.idleLooks = w.looks().since(looks0)
 	r.tunnels = len(w.rt.mesh.Tunnels())
 
 	// K membership changes, one at a time.
 	stop = simProfile(b, n, "changes")
-	cpu0, looks0, at0 = processCPU(b), w.looks(), time.Now()
+	cpu0, looks0, at0 = simProcessCPU(b), w.looks(), time.Now()
 	var wall time.Duration
 	var kindCPU, kindWall [3]time.Duration
 	var kindN [3]int
 	for i := range k {
-		start, c0 := time.Now(), processCPU(b)
+		start, c0 := time.Now(), simProcessCPU(b)
 		w.change(b, sc, n, i)
 		took := time.Since(start)
 		wall += took
-		kindCPU[i%3] += processCPU(b) - c0
+		kindCPU[i%3] += simProcessCPU(b) - c0
 		kindWall[i%3] += took
 		kindN[i%3]++
 	}
@@ -176,7 +176,7 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	}
 	r.changeFor = time.Since(at0)
 	stop()
-	cpu := processCPU(b) - cpu0
+	cpu := simProcessCPU(b) - cpu0
 	r.changeCPURaw = cpu / time.Duration(k)
 	r.changeCPU = max(0, cpu-time.Duration(r.idleCPU*float64(r.changeFor))) / time.Duration(k)
 	r.changeWall = wall / time.Duration(k)

@@ -36,18 +36,18 @@ import (
 // simWorker is the worker and what its loops read, counted.
 type simWorker struct {
 	rt    *Runtime
-	reads *countedFacts
+	reads *simCountedFacts
 	port  int // its Nebula's UDP port
 }
 
-// countedFacts is a worker's fetched copies, counting the reads of the
+// simCountedFacts is a worker's fetched copies, counting the reads of the
 // whole node list (Records) its loops make.
-type countedFacts struct {
+type simCountedFacts struct {
 	clusterFacts
 	records atomic.Uint64
 }
 
-func (c *countedFacts) Records() ([]control.NodeRecord, bool) {
+func (c *simCountedFacts) Records() ([]control.NodeRecord, bool) {
 	c.records.Add(1)
 	return c.clusterFacts.Records()
 }
@@ -65,7 +65,7 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc *simControl, n int
 	}
 	cfg := config.Default()
 	cfg.StateDir, cfg.BindAddr, cfg.OverlayMode = dir, "127.0.0.1", config.OverlayUserspace
-	cfg.Ports.Nebula, cfg.Ports.STUN = freeUDPPort(tb), sc.stunPort
+	cfg.Ports.Nebula, cfg.Ports.STUN = simFreeUDPPort(tb), sc.stunPort
 	cfg.DNS.Enabled = false
 	facts := &statedir.Facts{Version: 1, NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, ClusterID: "sim", ClusterName: "sim",
 		Overlay: overlay, Underlay: netip.MustParseAddr("127.0.0.1"), Seeds: []string{sc.addr}, HomeSeed: sc.addr,
@@ -82,7 +82,7 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc *simControl, n int
 
 	w := &simWorker{port: cfg.Ports.Nebula}
 	rt, err := Start(context.Background(), Options{Config: cfg, Facts: facts, Policy: cfg.Policy(), Version: "sim", Log: log.With("node", "w1"),
-		Now: time.Now, testOnlyWrapCluster: func(c clusterFacts) clusterFacts { w.reads = &countedFacts{clusterFacts: c}; return w.reads }})
+		Now: time.Now, testOnlyWrapCluster: func(c clusterFacts) clusterFacts { w.reads = &simCountedFacts{clusterFacts: c}; return w.reads }})
 	if err != nil {
 		tb.Fatalf("start the worker: %v", err)
 	}
@@ -138,8 +138,8 @@ func newSimCluster(tb testing.TB) (*pki.CA, []byte) {
 	return ca, key
 }
 
-// processCPU is this process's CPU so far (user and system).
-func processCPU(tb testing.TB) time.Duration {
+// simProcessCPU is this process's CPU so far (user and system).
+func simProcessCPU(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		tb.Fatal(err)
@@ -147,10 +147,10 @@ func processCPU(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// contextSwitches are the context switches of this process's threads so
+// simContextSwitches are the context switches of this process's threads so
 // far, voluntary and not (each is a wakeup), as e2e's idle benchmarks
 // count them: a thread that ended takes its count with it.
-func contextSwitches(tb testing.TB) uint64 {
+func simContextSwitches(tb testing.TB) uint64 {
 	tb.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -175,18 +175,18 @@ func contextSwitches(tb testing.TB) uint64 {
 	return sum
 }
 
-// idleLooks is what the worker's per-peer paths did over a window.
-type idleLooks struct {
+// simLooks is what the worker's per-peer paths did over a window.
+type simLooks struct {
 	records uint64           // reads of the whole node list
 	members uint64           // copies of every gossip member (Members, Statuses)
 	tunnels mesh.TunnelLooks // tunnel listings, and scans of every known peer
 }
 
-func (w *simWorker) looks() idleLooks {
-	return idleLooks{records: w.reads.records.Load(), members: w.rt.gossip.Copies(), tunnels: w.rt.mesh.TunnelLooks()}
+func (w *simWorker) looks() simLooks {
+	return simLooks{records: w.reads.records.Load(), members: w.rt.gossip.Copies(), tunnels: w.rt.mesh.TunnelLooks()}
 }
 
-func (a idleLooks) since(b idleLooks) idleLooks {
-	return idleLooks{records: a.records - b.records, members: a.members - b.members,
+func (a simLooks) since(b simLooks) simLooks {
+	return simLooks{records: a.records - b.records, members: a.members - b.members,
 		tunnels: mesh.TunnelLooks{Lists: a.tunnels.Lists - b.tunnels.Lists, Scans: a.tunnels.Scans - b.tunnels.Scans}}
 }
