@@ -35,7 +35,9 @@ root-tests: $(ROOT_TESTS)
 
 # Nebula has data races of its own (shared/research/nebula.md), so the
 # packages that start it in-process run outside the -race run. So does the
-# 100-member gossip simulation, which skips itself under -race.
+# 100-member gossip simulation, which skips itself under -race, and
+# agent/member's TestIdleLoopsDoNotScan (a worker on userspace Nebula with
+# 10,000 simulated peers), likewise.
 NORACE_PKGS := ./mesh ./agent/agenttest
 RACE_PKGS = $(shell $(GO) list ./... | grep -vE '/(mesh|agent/agenttest)$$')
 
@@ -44,6 +46,7 @@ unit:
 	$(GO) vet -tags e2e ./e2e
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
+	$(GO) test -count=1 -timeout 10m -run '^TestIdleLoopsDoNotScan$$' ./agent/member
 	$(GO) test -count=1 -timeout 5m -run '^TestGossipSim$$' ./gossip
 
 # -fuzzminimizetime bounds minimisation: on the large snapshot seeds the
