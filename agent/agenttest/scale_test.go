@@ -379,7 +379,11 @@ func runScale(b *testing.B, n int) *scaleRun {
 }
 
 // idleCPU is this process's CPU over window, as a share of one core.
+// With MESHD_SCALE_PROFILE=DIR set, the window's CPU profile is written
+// there (idle-*.pprof, one per window, named in the log).
 func idleCPU(tb testing.TB, window time.Duration) float64 {
+	stop := profileIdle(tb)
+	defer stop()
 	cpu0 := processCPU(tb)
 	time.Sleep(window) // the window idle CPU is measured over, not a wait for an outcome
 	return float64(processCPU(tb)-cpu0) / float64(window)

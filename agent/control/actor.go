@@ -88,10 +88,31 @@ func (p *Plane) forwardedActor(c Caller, cmd state.Command, claim string) (actor
 	case !ok:
 	case a.Via == "" && a.Node == c.Name:
 		return a.String(), true
+	case joinersOwn(cmd, a):
+		return a.String(), true
 	case a.Via == c.Name && a.Node != c.Name && p.relays(cmd, a.Node):
 		return a.String(), true
 	}
 	return fallback, claim == ""
+}
+
+// joinersOwn reports whether cmd is a joining node's own act that the
+// control node serving it passes on (its confirmation, the undoing of its
+// join), claimed as that node by id (node:ID), as the leader records it
+// when it serves the joiner itself. Before, the leader replaced such a
+// claim by the forwarder and warned, once per join through a follower
+// (issue 54 item 6: 1,000 warnings in agenttest.BenchmarkControlScale).
+func joinersOwn(cmd state.Command, a Actor) bool {
+	if a.Via != "" || a.Operator {
+		return false
+	}
+	switch c := cmd.(type) {
+	case state.ConfirmJoin:
+		return a.Node == c.NodeID
+	case state.AbortJoin:
+		return a.Node == c.NodeID
+	}
+	return false
 }
 
 // relays reports whether cmd is one a control node passes on for the

@@ -167,7 +167,7 @@ func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Du
 			continue
 		}
 		cause := joinFailCause(n, p.raft.IsVoter(n.ID), bound)
-		if err := p.Write(ctx, &state.FailJoin{NodeID: n.ID, Cause: cause, At: now, Actor: "node:" + p.cfg.NodeID}); err != nil {
+		if err := p.Write(ctx, &state.FailJoin{NodeID: n.ID, Cause: cause, At: now, Actor: p.self()}); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				p.log.Warn("could not record a failed join", "code", codes.OrInternal(err), "node", n.Name, "err", err)
 			}

@@ -149,6 +149,9 @@ type Plane struct {
 	strict   *gate          // strict changes a second (gates.go)
 
 	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
+
+	tlsScan, nebulaScan renewScan  // the CA holder's renewal passes skip an unchanged scan (renewscan.go)
+	recordList          recordList // Records, kept until a node changes (recordlist.go)
 }
 
 // New is the control plane over an open raft node. ca is the CA keys this

@@ -161,9 +161,15 @@ func (p *Plane) handleNodes(w http.ResponseWriter, r *http.Request, c Caller) {
 // Records are the FSM's node records as a worker's node list carries
 // them (NodeRecord), without the views a list served over the API adds
 // (gossip, raft role, revocation progress): what the agent's reconcile
-// reads on a control node, each pass.
+// reads on a control node, each pass. The slice is shared and read-only,
+// as a worker's copied list is, and built again only once a node changed
+// (recordlist.go).
 func (p *Plane) Records() []NodeRecord {
-	nodes := p.raft.FSM().Nodes()
+	return p.recordList.get(p.raft.FSM().Nodes(), recordsOf)
+}
+
+// recordsOf converts the FSM's nodes to NodeRecords.
+func recordsOf(nodes []state.Node) []NodeRecord {
 	out := make([]NodeRecord, 0, len(nodes))
 	for _, n := range nodes {
 		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,

@@ -36,6 +36,12 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 		return
 	}
 	now := p.clusterNow() // what the certificates are signed at
+	index := p.raft.FSM().Index()
+	if skip, _ := p.nebulaScan.skip(index, now); skip {
+		return
+	}
+	var next time.Time
+	defer func() { p.nebulaScan.scanned(index, next) }()
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.NebulaPublicKey) == 0 || n.Role == pki.RoleNebula {
 			// A stock Nebula member has no meshd to fetch a renewed
@@ -43,10 +49,12 @@ func (p *Plane) RenewNebulaCerts(ctx context.Context) {
 			continue
 		}
 		if len(n.NebulaCert) > 0 && !RenewDue(n.NebulaIssued, n.NebulaExpires, now, n.ID) && !reissueNebula(cluster, n) && routesMatch(n) {
+			next = earliest(next, RenewAt(n.NebulaIssued, n.NebulaExpires, n.ID))
 			continue
 		}
 		if err := p.renewNebula(ctx, n, cluster.Overlay.Bits(), now); err != nil {
 			p.log.Warn("Nebula certificate renewal failed", "code", codes.OrInternal(err), "node", n.Name, "err", err)
+			next = earliest(next, now) // the next pass tries again, as before
 		}
 	}
 }

@@ -42,6 +42,11 @@ func (p *Plane) RenewTLSCerts(ctx context.Context) (next time.Time) {
 		return time.Time{}
 	}
 	now := p.clusterNow() // what the certificates are signed at
+	index := p.raft.FSM().Index()
+	if skip, due := p.tlsScan.skip(index, now); skip {
+		return due
+	}
+	defer func() { p.tlsScan.scanned(index, next) }()
 	cluster, _ := p.raft.FSM().Cluster()
 	for _, n := range p.raft.FSM().Nodes() {
 		if n.State != state.NodeActive || len(n.TLSCert) == 0 {

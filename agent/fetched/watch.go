@@ -1,7 +1,6 @@
 package fetched
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,23 +30,26 @@ import (
 
 // followState is the stream's side of Copies.
 type followState struct {
-	mu        sync.Mutex
-	copy      watch.Copy
-	recs      map[string]control.NodeRecord // the nodes section, decoded
-	keys      *control.GossipKeys
-	ca        *control.CABundle
-	applyMu   sync.Mutex // held through applyChange (f.mu only while the copy is read or written)
-	open      bool       // a stream is open
-	heard     time.Time  // its last line
-	down      time.Time  // when the last stream ended (or the follower started)
-	changedAt time.Time  // the last line that changed something
-	saved     time.Time  // the node list was last saved
-	dirty     bool       // the node list changed since
-	turn      int        // the seed the next stream asks, in Seeds' order
-	notServed int        // control nodes that served no watch since the last stream that opened (legacy.go)
-	stats     WatchStats
-	onChange  func(sections []string)
-	rnd       func(time.Duration) time.Duration // the retries' random source (retry.go); nil: randN
+	mu         sync.Mutex
+	copy       watch.Copy
+	recs       map[string]control.NodeRecord // the nodes section, decoded
+	list       []control.NodeRecord          // recs in recordOrder (sortedrecs.go); shared once adopted
+	revoked    []string                      // the revoked section's fingerprints, decoded when it changes
+	revVersion int                           // how many revocation items it holds
+	keys       *control.GossipKeys
+	ca         *control.CABundle
+	applyMu    sync.Mutex // held through applyChange (f.mu only while the copy is read or written)
+	open       bool       // a stream is open
+	heard      time.Time  // its last line
+	down       time.Time  // when the last stream ended (or the follower started)
+	changedAt  time.Time  // the last line that changed something
+	saved      time.Time  // the node list was last saved
+	dirty      bool       // the node list changed since
+	turn       int        // the seed the next stream asks, in Seeds' order
+	notServed  int        // control nodes that served no watch since the last stream that opened (legacy.go)
+	stats      WatchStats
+	onChange   func(sections []string)
+	rnd        func(time.Duration) time.Duration // the retries' random source (retry.go); nil: randN
 	// strict paces the strict fallback as the node list's fetch was.
 	strictMu    sync.Mutex
 	strictAt    time.Time
@@ -61,8 +63,12 @@ const (
 	// strict change itself.
 	watchGrace = 2 * time.Second
 	// saveEvery spaces the saves of the node list (a line that follows
-	// saves one still owed).
-	saveEvery = 2 * time.Second
+	// saves one still owed, a heartbeat's too; a stream that ends saves at
+	// once). A save writes every record: 10,000 of them as JSON every 2 s
+	// was a share of every change during churn (issue 54); the list on disk
+	// serves only a restart, which then follows the stream from a whole
+	// table.
+	saveEvery = 10 * time.Second
 	// toldGrace: a gossip notice of a change (a removal's, a key
 	// rotation's) that arrives within this of the stream's last change is
 	// taken to be about that change, and asks nothing more. The stream
@@ -209,6 +215,7 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	}
 	f.changedAt = f.heard
 	var decodeErr error
+	controls := false // the change touched a control node's record
 	switch {
 	case ch.Full && slices.Contains(sections, control.SectionNodes):
 		// A whole table that changed the nodes: decode them all again. A
@@ -219,30 +226,27 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		// e2e.TestAuditTrail: a worker then refused every control node).
 		f.recs = map[string]control.NodeRecord{}
 		decodeErr = decodeInto(f.recs, ch.Put[control.SectionNodes])
+		f.list, controls = sortedRecords(f.recs), true
 	case slices.Contains(sections, control.SectionNodes):
 		if f.recs == nil {
 			f.recs = map[string]control.NodeRecord{}
 		}
-		decodeErr = decodeInto(f.recs, ch.Put[control.SectionNodes])
-		for _, id := range ch.Del[control.SectionNodes] {
-			delete(f.recs, id)
-		}
+		var gone, in []control.NodeRecord
+		gone, in, decodeErr = f.applyRecords(ch)
+		f.list, controls = resorted(f.list, gone, in), anyControl(gone, in)
 	}
-	list := sortedRecords(f.recs)
+	list := f.list
 	own, ownOK := f.recs[c.nodeID]
 	var rev *control.Revocations
+	if slices.Contains(sections, control.SectionRevoked) {
+		if err := f.decodeRevoked(); err != nil {
+			decodeErr = err
+		}
+	}
 	if slices.Contains(sections, control.SectionRevoked) || slices.Contains(sections, control.SectionNodes) {
-		rev = &control.Revocations{Fingerprints: []string{}, Gone: control.Gone(list)}
-		for _, raw := range watch.SortSeq(f.copy.Items(control.SectionRevoked)) {
-			rev.Version++
-			fp, err := control.WatchedRevocation(raw)
-			if err != nil {
-				decodeErr = err
-				continue
-			}
-			if fp != "" {
-				rev.Fingerprints = append(rev.Fingerprints, fp)
-			}
+		rev = &control.Revocations{Fingerprints: f.revoked, Version: f.revVersion, Gone: control.Gone(list)}
+		if rev.Fingerprints == nil {
+			rev.Fingerprints = []string{}
 		}
 	}
 	if raw, ok := f.copy.Item(control.SectionKeys, "ring"); ok && slices.Contains(sections, control.SectionKeys) {
@@ -264,7 +268,7 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	}
 	nodes := slices.Contains(sections, control.SectionNodes)
 	if nodes {
-		c.adoptList(list)
+		c.adoptList(list, controls)
 		c.judgeOwn(own, ownOK)
 	}
 	if rev != nil {
@@ -280,36 +284,16 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	return nodes || slices.Contains(sections, control.SectionRevoked), nil
 }
 
-// decodeInto decodes the node records of put into recs; one that does
-// not decode is left out, and the last such error returned.
-func decodeInto(recs map[string]control.NodeRecord, put map[string]json.RawMessage) (err error) {
-	for id, raw := range put {
-		r, e := control.WatchedRecord(id, raw)
-		if e != nil {
-			err = e
-			continue
-		}
-		recs[id] = r
-	}
-	return err
-}
-
-func sortedRecords(recs map[string]control.NodeRecord) []control.NodeRecord {
-	list := make([]control.NodeRecord, 0, len(recs))
-	for _, r := range recs {
-		list = append(list, r)
-	}
-	slices.SortFunc(list, func(a, b control.NodeRecord) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
-	return list
-}
-
 // adoptList makes list the node list: from now on it decides which
-// control leaves the worker accepts; it is saved (saveIfOwed).
-func (c *Copies) adoptList(list []control.NodeRecord) {
+// control leaves the worker accepts (looked at again only when controls
+// says a control node's record changed); it is saved (saveIfOwed).
+func (c *Copies) adoptList(list []control.NodeRecord, controls bool) {
 	c.nodes.mu.Lock()
 	c.nodes.list, c.nodes.have = list, true
 	c.nodes.mu.Unlock()
-	c.client.CheckServers(control.ActiveControlLeaves(list))
+	if controls {
+		c.client.CheckServers(control.ActiveControlLeaves(list))
+	}
 	c.follow.mu.Lock()
 	c.follow.dirty = true
 	c.follow.mu.Unlock()

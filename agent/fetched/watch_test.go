@@ -12,7 +12,7 @@ import (
 	"github.com/meshd/meshd/pki/pkitest"
 )
 
-func newTestCopies(t *testing.T) *Copies {
+func newTestCopies(t testing.TB) *Copies {
 	t.Helper()
 	ca := pkitest.NewCA(t, "alpha")
 	cl, err := control.NewClient(pkitest.NewIdentity(t, ca, "w1", pki.RoleWorker, pkitest.IP(3)))

@@ -7,6 +7,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/fetched"
+	"github.com/meshd/meshd/pki"
 )
 
 // clusterFacts is where this node's cluster facts come from, decided once
@@ -64,15 +65,20 @@ func (f planeFacts) Records() ([]control.NodeRecord, bool) { return f.p.Records(
 func (f planeFacts) Seeds() []string { return control.Spread(f.seeds, f.nodeID) }
 
 // SerfPeers are every active node's gossip address on the overlay
-// (NodeRecord.GossipPeer): a control node rejoins anyone on record.
+// (NodeRecord.GossipPeer), the control nodes' first: a control node
+// rejoins anyone on record.
 func (f planeFacts) SerfPeers() []string {
-	var peers []string
+	var controls, others []string
 	for _, n := range f.p.Records() {
 		if g := n.GossipPeer(); n.ID != f.nodeID && g != "" && n.Active() {
-			peers = append(peers, g)
+			if n.RoleOf() == pki.RoleControl {
+				controls = append(controls, g)
+			} else {
+				others = append(others, g)
+			}
 		}
 	}
-	return peers
+	return append(controls, others...) // the control nodes first: rejoin probes them on every pass
 }
 
 func (f planeFacts) Revocations() control.Revocations { return f.p.Revocations() }

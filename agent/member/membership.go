@@ -92,11 +92,15 @@ func (ms *membership) selfSerf() string {
 // across TestSites' 100 ms round trip from two of its three control
 // nodes used to wait for every probe and then push-pull with each in
 // turn: about 0.4 s of its join.)
+//
+// A pass probes at most rejoinPerPass of the missing peers (rejoinTurn):
+// the control nodes first, then a window that moves on at each pass.
 func (ms *membership) rejoin(ctx context.Context) bool {
-	peers := ms.missingPeers()
-	if len(peers) == 0 {
+	missing := ms.missingPeers()
+	if len(missing) == 0 {
 		return false
 	}
+	peers := ms.turn.pick(missing)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var joined []string
@@ -119,7 +123,7 @@ func (ms *membership) rejoin(ctx context.Context) bool {
 		}
 	}
 	if len(joined) == 0 {
-		ms.log.Debug("gossip peers missing, none joined (none reachable over the overlay yet)", "peers", peers)
+		ms.log.Debug("gossip peers missing, none joined (none reachable over the overlay yet)", "missing", len(missing), "probed", peers)
 	}
 	return true
 }

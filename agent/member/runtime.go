@@ -173,6 +173,7 @@ type membership struct {
 	// evidence is this node's direct probes of the members gossip says
 	// are down: what the gossip view shows of that (evidence.go).
 	evidence *evidence
+	turn     rejoinTurn // which missing peers the next rejoin pass probes (rejoinpick.go)
 }
 
 // keyring is the gossip keyring this node runs and reports (keyring.go).
