@@ -35,7 +35,9 @@ root-tests: $(ROOT_TESTS)
 
 # Nebula has data races of its own (shared/research/nebula.md), so the
 # packages that start it in-process run outside the -race run. So does the
-# 100-member gossip simulation, which skips itself under -race.
+# 100-member gossip simulation, which skips itself under -race, and
+# agent/member's TestIdleLoopsDoNotScan (a worker on userspace Nebula with
+# 10,000 simulated peers), likewise.
 NORACE_PKGS := ./mesh ./agent/agenttest
 RACE_PKGS = $(shell $(GO) list ./... | grep -vE '/(mesh|agent/agenttest)$$')
 
@@ -44,6 +46,7 @@ unit:
 	$(GO) vet -tags e2e ./e2e
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
+	$(GO) test -count=1 -timeout 10m -run '^TestIdleLoopsDoNotScan$$' ./agent/member
 	$(GO) test -count=1 -timeout 5m -run '^TestGossipSim$$' ./gossip
 
 # -fuzzminimizetime bounds minimisation: on the large snapshot seeds the
@@ -127,7 +130,11 @@ e2e:
 # mTLS, plus a 1,001st refused; joins/s, per-join p50/p90/p99, wall time
 # against 60 s, the CA holder's signing rate and the process's CPU, with
 # fast and lan timers, each with the key listing the raft leader first and
-# a follower first; loopback only, no root). Every figure says which timers it used. A step that fails or misses its target fails `make
+# a follower first; loopback only, no root); BenchmarkWorkerSim (issue 54
+# item 7 b: one real worker runtime, userspace Nebula, with 1,000 and then
+# 10,000 simulated peers on a simulated control node's watch stream; idle
+# CPU and wakeups, tunnels held, CPU per membership change against the
+# targets; each size in its own process, about 1.5 minutes each; no root). Every figure says which timers it used. A step that fails or misses its target fails `make
 # bench`, but only after the report is written. On a shared machine, run it
 # under the e2e lock: flock /tmp/meshd-e2e.lock make bench
 BENCH_DIR := $(BIN)/bench
@@ -136,7 +143,7 @@ BENCH_DIR := $(BIN)/bench
 SITES_WINDOW ?= 10m
 bench:
 	@mkdir -p $(BENCH_DIR); rm -f $(BENCH_DIR)/results.jsonl $(BENCH_DIR)/e2e.txt $(BENCH_DIR)/gossip.txt $(BENCH_DIR)/names.txt \
-		$(BENCH_DIR)/keyfleet.txt $(BENCH_DIR)/watchscale.txt
+		$(BENCH_DIR)/keyfleet.txt $(BENCH_DIR)/watchscale.txt $(BENCH_DIR)/workersim.txt
 	@set -o pipefail; status=0; export MESHD_BENCH_OUT=$(abspath $(BENCH_DIR))/results.jsonl; \
 	$(GO) test -tags e2e -count=1 -run '^$$' -bench . -skip '^BenchmarkIdleAgainstN$$' -benchtime 3x -timeout 45m ./e2e \
 		| tee $(BENCH_DIR)/e2e.txt || status=1; \
@@ -150,6 +157,10 @@ bench:
 		| grep -vE '^    node\.go:[0-9]+:|^        time=' | tee $(BENCH_DIR)/keyfleet.txt || status=1; \
 	$(GO) test -count=1 -v -run '^$$' -bench '^BenchmarkWatchScale$$' -benchtime 1x -timeout 30m ./agent/control \
 		| grep -vE '^    harness_test\.go:[0-9]+:' | tee $(BENCH_DIR)/watchscale.txt || status=1; \
+	for peers in 1000 10000; do \
+		MESHD_SIM_PEERS=$$peers $(GO) test -count=1 -run '^$$' -bench '^BenchmarkWorkerSim$$' -benchtime 1x -timeout 15m ./agent/member \
+			| tee -a $(BENCH_DIR)/workersim.txt || status=1; \
+	done; \
 	for timers in fast lan; do \
 		MESHD_BURST=1 MESHD_BURST_TIMERS=$$timers MESHD_BURST_ROUNDS=$$([ $$timers = lan ] && echo 5 || echo 3) $(GO) test -tags e2e -count=1 -v -run '^(TestJoinBurst50|TestKeyBurst50)$$' -timeout 30m ./e2e \
 			| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|(key)?burst_test\.go:[0-9]+:|^        (•|X[0-9]|remedy|detail|exit|CPU|where|  [a-z])' || status=1; \
@@ -162,6 +173,7 @@ bench:
 		| grep -E '^(=== RUN|--- |PASS|FAIL|ok )|bench_nat_test\.go:[0-9]+:|^        [a-z0-9]+: ' || status=1; \
 	$(GO) run ./bench/report -in $(BENCH_DIR)/results.jsonl -gotest $(BENCH_DIR)/e2e.txt -gotest $(BENCH_DIR)/gossip.txt \
 		-gotest $(BENCH_DIR)/names.txt -gotest $(BENCH_DIR)/keyfleet.txt -gotest $(BENCH_DIR)/watchscale.txt \
+		-gotest $(BENCH_DIR)/workersim.txt \
 		-doc docs/performance.md -plots docs/plots || status=1; \
 	exit $$status
 

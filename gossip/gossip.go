@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -41,6 +42,9 @@ type Gossip struct {
 	ring    *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
 	queries chan Query          // see Queries (query.go)
 	seen    lastSeen            // when failed or left members were last seen
+	// copies counts Members and Statuses calls, each a copy of every
+	// member (Copies).
+	copies atomic.Uint64
 
 	stop chan struct{} // closed by Shutdown; the pump drains and exits
 	wg   sync.WaitGroup
@@ -145,6 +149,7 @@ func (g *Gossip) KeyErrors() uint64 { return g.sink.keyErrors.Load() }
 // member is listed alive: memberlist does not say whom it suspects
 // (suspect.go); Suspects has this node's own suspicions.
 func (g *Gossip) Members() []Member {
+	g.copies.Add(1)
 	return membersFromSerf(g.serf.Members(), nil)
 }
 
@@ -153,6 +158,7 @@ func (g *Gossip) Members() []Member {
 // a loop that runs four times a second needs of Members, without copying
 // every member's tags.
 func (g *Gossip) Statuses() map[netip.Addr]Status {
+	g.copies.Add(1)
 	suspects := g.Suspects()
 	ms := g.serf.Members()
 	out := make(map[netip.Addr]Status, len(ms))
@@ -162,6 +168,11 @@ func (g *Gossip) Statuses() map[netip.Addr]Status {
 	}
 	return out
 }
+
+// Copies counts the calls of Members and Statuses since start, each a
+// copy of every member: what a loop that read the members on a timer
+// would drive up (issue 54; member.TestIdleLoopsDoNotScan counts it).
+func (g *Gossip) Copies() uint64 { return g.copies.Load() }
 
 // Suspects are the members this node's own probes suspect now (their
 // last failed probe within a few probe rounds), by name. A hint for

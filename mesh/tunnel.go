@@ -62,7 +62,9 @@ func (m *Mesh) cachedTunnels(relayedOnly bool) []Tunnel {
 	gen, _ := m.ctrl.TunnelChanges() // read before the lookups: a change during them is seen next time
 	m.cache.mu.Lock()
 	defer m.cache.mu.Unlock()
+	m.cache.looks.Lists++
 	if !m.cache.ok || m.cache.gen != gen {
+		m.cache.looks.Scans++
 		var all, relayed []Tunnel
 		for _, h := range m.hosts() {
 			all = append(all, tunnelOf(h))

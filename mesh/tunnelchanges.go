@@ -27,6 +27,26 @@ type tunnelCache struct {
 	gen     uint64
 	tunnels []Tunnel
 	relayed []Tunnel // those of tunnels that go through a relay
+	// looks counts the calls (lists) and the lookups of every known peer
+	// made to answer them (scans): what a loop that listed the tunnels on
+	// a timer would drive up (TunnelLooks).
+	looks TunnelLooks
+}
+
+// TunnelLooks counts Tunnels' and RelayedTunnels' work since start:
+// Lists are the calls (each copies the cached list), Scans the times
+// the list was made again by looking up every known peer (after a
+// tunnel change or a reload). An idle node makes neither (issue 54;
+// member.TestIdleLoopsDoNotScan counts them at 10,000 peers).
+type TunnelLooks struct {
+	Lists, Scans uint64
+}
+
+// TunnelLooks is what Tunnels and RelayedTunnels did so far.
+func (m *Mesh) TunnelLooks() TunnelLooks {
+	m.cache.mu.Lock()
+	defer m.cache.mu.Unlock()
+	return m.cache.looks
 }
 
 func (c *tunnelCache) forget() {

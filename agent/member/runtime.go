@@ -54,6 +54,10 @@ type Options struct {
 	// its first overlay already offers relays only if it may need them.
 	// Empty (unknown) on every other start.
 	NAT NAT
+	// testOnlyWrapCluster, when set (a test seam), wraps a worker's
+	// fetched copies as its loops read them: the scale simulation
+	// (scalesim_*_test.go) counts the reads.
+	testOnlyWrapCluster func(clusterFacts) clusterFacts
 }
 
 // node is what every part of a member's runtime shares: who the node is
@@ -256,6 +260,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		}
 	}
 	rt.cluster, rt.copies = copies, copies
+	if o.testOnlyWrapCluster != nil {
+		rt.cluster = o.testOnlyWrapCluster(copies)
+	}
 	// Start order (STYLE §4): mesh, gossip, raft, listeners, loops.
 	if err := rt.ov.startMesh(); err != nil {
 		return nil, err

@@ -1,0 +1,293 @@
+package member
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshd/meshd/bench/benchrec"
+)
+
+// Issue 54 item 7 (b): one real worker among 1,000 and 10,000 simulated
+// members.
+//
+// Real, in this process: the worker's whole member.Runtime as Start runs
+// it (every loop: the overlay reconcile, follow, pathWake, relaydown,
+// pathup, pair health, NAT check, tunnel, CA and key reports, rejoin),
+// its embedded Nebula in userspace mode (gVisor's netstack on Nebula's
+// device: no TUN, which needs root and a namespace; the UDP socket is
+// real), its gossip (memberlist and serf on that overlay), its fetched
+// copies following a watch stream over mTLS. The simulated control node's
+// Nebula (a lighthouse and relay) and gossip member are real too; its
+// internal API is not (scalesim_control_test.go).
+//
+// Simulated: the N peers. They are records in the simulated control
+// node's watch table (overlay 10.42.1.1 on, underlays in TEST-NET-1 that
+// nothing answers), so the worker's copies, desired overlay and Nebula
+// hold N static hosts; none of them runs, sends a packet or gossips. The
+// worker's gossip pool is itself and the control node: no memberlist
+// traffic from N members (memberlist with 10,000 members does not run in
+// one process: BenchmarkGossipSim runs 1,000 time-dilated), which is
+// what docs/architecture.md's "Gossip at 1,000 and 10,000 members"
+// design gives a worker, not what main does today (every worker in one
+// pool, a tunnel to each member probed). The idle figures are the
+// process's: the worker and the simulated control node together.
+
+// Environment of BenchmarkWorkerSim.
+const (
+	simPeersEnv   = "MESHD_SIM_PEERS"   // comma-separated sizes (default 1000,10000)
+	simWindowEnv  = "MESHD_SIM_WINDOW"  // the idle window (default 30s)
+	simChangesEnv = "MESHD_SIM_CHANGES" // membership changes applied (default 30)
+	simProfileEnv = "MESHD_SIM_PROFILE" // a directory: CPU profiles of the idle window and of the changes
+)
+
+// Issue 54's targets at 10,000 simulated members.
+const (
+	simChangeTarget  = time.Millisecond // CPU per membership change
+	simIdleTarget    = 0.005            // of a core
+	simTunnelsTarget = 32
+)
+
+// simRun is what one size measured.
+type simRun struct {
+	n                 int
+	start             time.Duration // from Start to every peer in Nebula
+	idleCPU           float64       // share of a core
+	wakeups           float64       // context switches a second, every thread's
+	idleLooks         simLooks      // over the idle window
+	tunnels           int
+	changes           int
+	changeCPU         time.Duration    // process CPU per change, the idle rate taken off
+	changeCPURaw      time.Duration    // process CPU per change, as measured
+	changeWall        time.Duration    // from the change's line to Nebula holding it, mean
+	changeScans       float64          // tunnel listings that looked up every known peer, per change
+	byKind            [3]time.Duration // CPU per change of each kind (added, moved, removed), the idle rate taken off
+	controlIdle       float64          // the simulated control node alone, before the worker started
+	window, changeFor time.Duration
+}
+
+// simKinds name the changes change makes, by i%3.
+var simKinds = [3]string{"added", "moved", "removed"}
+
+// BenchmarkWorkerSim measures the simulated control node alone for 10 s
+// (its share of the idle figure), starts the worker with N simulated
+// peers, lets it
+// settle 15 s, measures the process's CPU and context switches over an
+// idle window and the worker's tunnels, then applies membership changes
+// through the watch stream one at a time (a peer added, a peer moved to
+// another underlay port, a peer removed and its certificate blocked, in
+// turn), each waited for until the worker's Nebula config holds it, and
+// measures the CPU they took. Run each size in its own process (`make
+// bench` does): a userspace Nebula is not torn down when its runtime
+// stops, so a size run after another pays the first one's idle Nebula.
+func BenchmarkWorkerSim(b *testing.B) {
+	sizes := []int{1000, 10000}
+	if v := os.Getenv(simPeersEnv); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 0 {
+				b.Fatalf("%s=%q: want sizes like 1000,10000", simPeersEnv, v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	window := 30 * time.Second
+	if d, err := time.ParseDuration(os.Getenv(simWindowEnv)); err == nil && d > 0 {
+		window = d
+	}
+	changes := 30
+	if k, err := strconv.Atoi(os.Getenv(simChangesEnv)); err == nil && k > 0 {
+		changes = k
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("timers=lan/peers=%d", n), func(b *testing.B) {
+			var r *simRun
+			for range b.N {
+				r = runWorkerSim(b, n, window, changes)
+			}
+			b.Logf("%s", r)
+			r.record(b)
+			if n >= 10000 && (r.changeCPU > simChangeTarget || r.idleCPU > simIdleTarget || r.tunnels > simTunnelsTarget) {
+				b.Errorf("issue 54's targets at %d simulated members missed (CPU per change <= %s, idle <= %.1f%% of a core, tunnels <= %d)",
+					n, simChangeTarget, 100*simIdleTarget, simTunnelsTarget)
+			}
+		})
+	}
+}
+
+func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
+	b.StopTimer()
+	defer b.StartTimer()
+	r := &simRun{n: n, window: window, changes: k}
+	log := simLog()
+	ca, key := newSimCluster(b)
+	sc := startSimControl(b, ca, key, log)
+	// The simulated control node alone, to tell its share of the idle
+	// figure (its Nebula and gossip with no peer, its STUN responder).
+	time.Sleep(3 * time.Second) // its start settles: not a wait for an outcome
+	cpu0, at0 := simProcessCPU(b), time.Now()
+	time.Sleep(10 * time.Second) // the window its idle CPU is measured over
+	r.controlIdle = float64(simProcessCPU(b)-cpu0) / float64(time.Since(at0))
+	t0 := time.Now()
+	w := startSimWorker(b, ca, key, sc, n, log)
+	r.start = time.Since(t0)
+
+	time.Sleep(15 * time.Second) // the settle before the idle window: not a wait for an outcome
+	stop := simProfile(b, n, "idle")
+	sw0, looks0 := simContextSwitches(b), w.looks()
+	cpu0, at0 = simProcessCPU(b), time.Now()
+	time.Sleep(window) // the window idle CPU is measured over
+	elapsed := time.Since(at0)
+	stop()
+	r.idleCPU = float64(simProcessCPU(b)-cpu0) / float64(elapsed)
+	r.wakeups = float64(simContextSwitches(b)-sw0) / elapsed.Seconds()
+	r.idleLooks = w.looks().since(looks0)
+	r.tunnels = len(w.rt.mesh.Tunnels())
+
+	// K membership changes, one at a time.
+	stop = simProfile(b, n, "changes")
+	cpu0, looks0, at0 = simProcessCPU(b), w.looks(), time.Now()
+	var wall time.Duration
+	var kindCPU, kindWall [3]time.Duration
+	var kindN [3]int
+	for i := range k {
+		start, c0 := time.Now(), simProcessCPU(b)
+		w.change(b, sc, n, i)
+		took := time.Since(start)
+		wall += took
+		kindCPU[i%3] += simProcessCPU(b) - c0
+		kindWall[i%3] += took
+		kindN[i%3]++
+	}
+	for j := range 3 {
+		if kindN[j] > 0 {
+			r.byKind[j] = max(0, kindCPU[j]-time.Duration(r.idleCPU*float64(kindWall[j]))) / time.Duration(kindN[j])
+		}
+	}
+	r.changeFor = time.Since(at0)
+	stop()
+	cpu := simProcessCPU(b) - cpu0
+	r.changeCPURaw = cpu / time.Duration(k)
+	r.changeCPU = max(0, cpu-time.Duration(r.idleCPU*float64(r.changeFor))) / time.Duration(k)
+	r.changeWall = wall / time.Duration(k)
+	r.changeScans = float64(w.looks().since(looks0).tunnels.Scans) / float64(k)
+	return r
+}
+
+// change applies the i-th membership change through the watch stream
+// and waits until the worker's Nebula config holds it: i%3 == 0 adds a
+// peer, 1 moves one to another underlay port, 2 removes one and blocks
+// its certificate.
+func (w *simWorker) change(tb testing.TB, sc *simControl, n, i int) {
+	tb.Helper()
+	switch i % 3 {
+	case 0:
+		id, rec := simPeer(n+i, 4242)
+		sc.put(id, rec, "")
+		ip := simPeerIP(n + i)
+		w.await(tb, 30*time.Second, "a peer added", func() bool { _, ok := w.rt.ov.applied().StaticHosts[ip]; return ok })
+	case 1:
+		j := i % max(1, n)
+		id, rec := simPeer(j, 4243+i)
+		sc.put(id, rec, "")
+		ip, port := simPeerIP(j), uint16(4243+i)
+		w.await(tb, 30*time.Second, "a peer moved", func() bool {
+			ups := w.rt.ov.applied().StaticHosts[ip]
+			return len(ups) == 1 && ups[0].Port() == port
+		})
+	default:
+		j := n/2 + i
+		id, _ := simPeer(j, 4242)
+		sum := sha256.Sum256([]byte(id))
+		fp := hex.EncodeToString(sum[:])
+		sc.put(id, simRecord{State: "removed"}.raw(), fp)
+		ip := simPeerIP(j)
+		w.await(tb, 30*time.Second, "a peer removed and blocked", func() bool {
+			c := w.rt.ov.applied()
+			_, ok := c.StaticHosts[ip]
+			return !ok && slices.Contains(c.Blocklist, fp)
+		})
+	}
+}
+
+// record writes r's figures to the bench record (MESHD_BENCH_OUT) and
+// reports them.
+func (r *simRun) record(b *testing.B) {
+	params := map[string]string{"peers": strconv.Itoa(r.n), "timers": "lan"}
+	for _, m := range []struct {
+		metric, unit string
+		v            float64
+	}{
+		{"idle_cpu_process", "%core", 100 * r.idleCPU},
+		{"idle_wakeups", "/s", r.wakeups},
+		{"change_cpu", "µs", float64(r.changeCPU.Microseconds())},
+		{"change_cpu_raw", "µs", float64(r.changeCPURaw.Microseconds())},
+		{"tunnels", "count", float64(r.tunnels)},
+		{"start", "s", r.start.Seconds()},
+		{"control_idle_cpu", "%core", 100 * r.controlIdle},
+		{"change_cpu_added", "µs", float64(r.byKind[0].Microseconds())},
+		{"change_cpu_moved", "µs", float64(r.byKind[1].Microseconds())},
+		{"change_cpu_removed", "µs", float64(r.byKind[2].Microseconds())},
+	} {
+		b.ReportMetric(m.v, m.metric+"_"+m.unit)
+		if err := benchrec.Add(benchrec.Result{Name: "BenchmarkWorkerSim", Metric: m.metric, Unit: m.unit, Value: m.v,
+			Params: params}); err != nil {
+			b.Errorf("record %s: %v", m.metric, err)
+		}
+	}
+}
+
+// simProfile starts a CPU profile of phase into $MESHD_SIM_PROFILE (none
+// when unset); the returned func ends it.
+func simProfile(tb testing.TB, n int, phase string) func() {
+	dir := os.Getenv(simProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("workersim-%d-%s.pprof", n, phase)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
+}
+
+// simPeerIP is simPeer(i)'s overlay address.
+func simPeerIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
+}
+
+func (r *simRun) String() string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "one real worker, %d simulated peers (timers: lan; userspace Nebula; box shared):\n", r.n)
+	fmt.Fprintf(&s, "  start to every peer in Nebula: %s\n", r.start.Round(time.Millisecond))
+	fmt.Fprintf(&s, "  idle over %s: %.2f%% of a core (target at 10,000: <= %.1f%%), %.0f wakeups/s (process: worker and simulated control node)\n",
+		r.window, 100*r.idleCPU, 100*simIdleTarget, r.wakeups)
+	fmt.Fprintf(&s, "  idle looks: node list read %d times, gossip members copied %d times, tunnels listed %d times, every known peer looked up %d times\n",
+		r.idleLooks.records, r.idleLooks.members, r.idleLooks.tunnels.Lists, r.idleLooks.tunnels.Scans)
+	fmt.Fprintf(&s, "  the simulated control node alone, before the worker: %.2f%% of a core\n", 100*r.controlIdle)
+	fmt.Fprintf(&s, "  Nebula tunnels held at rest: %d (target: <= %d)\n", r.tunnels, simTunnelsTarget)
+	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: %s of CPU each with the idle rate taken off, %s as measured (target at 10,000: <= %s); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
+		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
+		simChangeTarget, r.changeWall.Round(time.Microsecond), r.changeScans)
+	s.WriteString("\n    each kind, the idle rate taken off:")
+	for j, kind := range simKinds {
+		fmt.Fprintf(&s, " a peer %s %s;", kind, r.byKind[j].Round(time.Microsecond))
+	}
+	return s.String()
+}
