@@ -24,16 +24,18 @@ import (
 // gives for the last inputs (TestTrackerMatchesCompute holds the two
 // equal over random sequences of changes).
 //
-// Cost per Update: one map lookup and one comparison per record (a
-// record unchanged since the last call shares its strings with the last
-// copy, so comparing it is a few pointer checks), plus the work of the
-// records that changed; a lighthouse, relay or roaming list is copied
+// Cost per Update: one comparison per record, in order with the last
+// inputs' records (walk; a record unchanged since the last call shares
+// its strings with the last copy, so comparing it is a few pointer
+// checks), a map lookup for a record out of that order, plus the work of
+// the records that changed; a lighthouse, relay or roaming list is copied
 // only when it changed. Not safe for concurrent use.
 type Tracker struct {
 	ok   bool
 	self trackedSelf
 	gen  uint64              // the Update pass, stamped on the records it saw
 	recs map[string]*tracked // by id: the last inputs' records
+	prev []Record            // the last inputs' Records, as handed over (walk)
 	gone map[string]bool     // the last inputs' Gone
 	last struct{ gone, block []string }
 	host map[netip.Addr][]netip.AddrPort // the static host map
@@ -65,8 +67,8 @@ func selfOf(in Inputs) trackedSelf {
 // tracked is one record as last seen, with what it contributes.
 type tracked struct {
 	rec     Record
-	index   int    // its place in the last inputs' Records (Routes keeps their order); -1 once gone from them
-	seen    uint64 // the pass that saw it last
+	index   int    // its place in the inputs' Records, kept for the records with routes (Routes keeps their order); -1 once gone
+	seen    uint64 // the pass that looked it up by id (walk)
 	touched uint64 // the pass that put it among the changed
 	part    part   // what it contributes now
 }
@@ -86,6 +88,7 @@ func (t *Tracker) Reset(in Inputs) bool {
 		t.gone[id] = true
 	}
 	t.last.gone, t.last.block = slices.Clone(in.Gone), slices.Clone(in.Blocklist)
+	t.prev = in.Records
 	var ch change
 	for i, r := range in.Records {
 		if t.recs[r.ID] != nil {
@@ -103,7 +106,8 @@ func (t *Tracker) Reset(in Inputs) bool {
 }
 
 // Update brings the tracker to in and returns the change from the last
-// inputs; ok is false when it cannot (see Tracker: the caller computes
+// inputs, and keeps in.Records until the next call: the caller hands a
+// slice it no longer changes (the agent reads a fresh copy per pass); ok is false when it cannot (see Tracker: the caller computes
 // the whole overlay and calls Reset). Empty(change) means nothing of the
 // overlay changed.
 func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
@@ -137,31 +141,9 @@ func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
 		}
 		t.gone, t.last.gone = now, slices.Clone(in.Gone)
 	}
-	seen := 0
-	for i, r := range in.Records {
-		e := t.recs[r.ID]
-		if e == nil {
-			e = &tracked{rec: r}
-			t.recs[r.ID] = e
-			touch(e)
-		} else if e.seen == t.gen {
-			t.ok = false // the same id twice
-			return mesh.Change{}, false
-		} else if !sameRecord(e.rec, r) {
-			touch(e)
-			e.rec = r
-		}
-		e.seen, e.index = t.gen, i
-		seen++
-	}
-	if seen < len(t.recs) { // some records are no longer there
-		for id, e := range t.recs {
-			if e.seen != t.gen {
-				touch(e)
-				delete(t.recs, id)
-				e.index = -1
-			}
-		}
+	if !t.walk(in.Records, touch) {
+		t.ok = false // an id twice
+		return mesh.Change{}, false
 	}
 	var ch change
 	next := make([]part, len(dirty))
