@@ -188,8 +188,8 @@ func (t *Tracker) carry(e *tracked) {
 	}
 }
 
-// sameRecord reports whether a and b are the same record, routes too.
-func sameRecord(a, b Record) bool {
+// sameRecord reports whether a and b are the same record, routes too (by pointer: a Record is 184 bytes, and walk compares every one).
+func sameRecord(a, b *Record) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Role == b.Role && a.Overlay == b.Overlay && a.Overlay6 == b.Overlay6 &&
 		a.Underlay == b.Underlay && a.LegacyGossip == b.LegacyGossip && a.Relay == b.Relay && slices.Equal(a.Routes, b.Routes)
 }

@@ -21,12 +21,12 @@ func (t *Tracker) walk(recs []Record, touch func(*tracked)) bool {
 		}
 		if j < len(prev) && r.ID == prev[j].ID {
 			j++
-			if len(r.Routes) == 0 && sameRecord(*r, prev[j-1]) {
+			if len(r.Routes) == 0 && sameRecord(r, &prev[j-1]) {
 				continue // the common case: unchanged, in place
 			}
 			e := t.recs[r.ID]
 			e.index = i
-			if !sameRecord(e.rec, *r) {
+			if !sameRecord(&e.rec, r) {
 				touch(e)
 				e.rec = *r
 			}
@@ -41,7 +41,7 @@ func (t *Tracker) walk(recs []Record, touch func(*tracked)) bool {
 			touch(e)
 		case e.seen == t.gen:
 			return false
-		case !sameRecord(e.rec, *r):
+		case !sameRecord(&e.rec, r):
 			touch(e)
 			e.rec = *r
 		}
