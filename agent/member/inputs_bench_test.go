@@ -52,5 +52,5 @@ type nodeListFacts struct {
 }
 
 func (f nodeListFacts) Records() ([]control.NodeRecord, bool) { return f.recs, true }
-func (f nodeListFacts) Revocations() control.Revocations     { return control.Revocations{} }
-func (f nodeListFacts) Seeds() []string                      { return nil }
+func (f nodeListFacts) Revocations() control.Revocations      { return control.Revocations{} }
+func (f nodeListFacts) Seeds() []string                       { return nil }
