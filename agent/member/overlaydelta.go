@@ -58,6 +58,9 @@ func (ov *overlay) applyChange(in desired.Inputs) bool {
 		ov.tracking = false // routes are the whole config's (Reload)
 		return false
 	}
+	if soMark == 0 {
+		r = desired.Routed{Unsafe: r.Unsafe} // what applyRouting hands the kernel then
+	}
 	if desired.Empty(ch) {
 		if !slices.Equal(applied.Blocklist, in.Blocklist) { // the same fingerprints in another order
 			ov.setApplied(ch, in.Blocklist)
