@@ -106,10 +106,11 @@ func (t *Tracker) Reset(in Inputs) bool {
 }
 
 // Update brings the tracker to in and returns the change from the last
-// inputs, and keeps in.Records until the next call: the caller hands a
-// slice it no longer changes (the agent reads a fresh copy per pass); ok is false when it cannot (see Tracker: the caller computes
+// inputs; ok is false when it cannot (see Tracker: the caller computes
 // the whole overlay and calls Reset). Empty(change) means nothing of the
-// overlay changed.
+// overlay changed. It keeps in.Records until the next call (walk), so the
+// caller hands a slice it no longer changes: the agent reads a fresh copy
+// per pass. Reset keeps its records likewise.
 func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
 	if !t.ok || !in.RecordsKnown || selfOf(in) != t.self {
 		t.ok = false
