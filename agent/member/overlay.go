@@ -132,7 +132,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	if wait := ov.gapLeft(); wait > 0 {
 		return wait
 	}
-	if ov.applyChange(in) { // a membership change alone: Mesh.Apply (overlaydelta.go)
+	if ov.applyMemberChange(in) { // a membership change alone: Mesh.Apply (overlaydelta.go)
 		return 0
 	}
 	cut := ov.removed()

@@ -30,11 +30,11 @@ func (ov *overlay) track(in desired.Inputs, cut bool) {
 	ov.tracking = !cut && ov.tracker.Reset(in)
 }
 
-// applyChange is reconcileOverlay's path for a membership change: true
+// applyMemberChange is reconcileOverlay's path for a membership change: true
 // when it handled the pass (applied the change, found none, or reported
 // a refusal; a refusal leaves the next pass to the whole-config path,
 // which tries again), false when the whole-config path must run now.
-func (ov *overlay) applyChange(in desired.Inputs) bool {
+func (ov *overlay) applyMemberChange(in desired.Inputs) bool {
 	if !ov.tracking || ov.removed() {
 		return false
 	}

@@ -25,7 +25,7 @@ func TestOverlayChangeMatchesWhole(t *testing.T) {
 		ov.lastReload = ov.lastReload.AddDate(-1, 0, 0) // no gap
 		// reconcileOverlay's first step, then the pass itself, which
 		// takes the whole-config path when the first did not.
-		if took := ov.applyChange(in); took != wantChange {
+		if took := ov.applyMemberChange(in); took != wantChange {
 			t.Fatalf("%s: the change path took the pass: %v, want %v", what, took, wantChange)
 		}
 		ov.lastReload = ov.lastReload.AddDate(-1, 0, 0)
