@@ -264,16 +264,8 @@ func (m *Mesh) Verify(c Config) error {
 // caller holds m.mu and has checked that the instance runs: QueryLighthouse
 // blocks forever on a stopped instance.
 func (m *Mesh) verify(c Config, fingerprint string) error {
-	crt := m.ctrl.GetCertByVpnIp(m.self)
-	if crt == nil {
-		return fmt.Errorf("verify overlay: Nebula reports no certificate for %s", m.self)
-	}
-	got, err := crt.Fingerprint()
-	if err != nil {
-		return fmt.Errorf("verify overlay: fingerprint of the running certificate: %w", err)
-	}
-	if got != fingerprint {
-		return fmt.Errorf("verify overlay: Nebula runs certificate %s, the config has %s", got, fingerprint)
+	if err := m.verifyCert(fingerprint); err != nil {
+		return err
 	}
 	want := staticHostMap(c)
 	ips := make([]netip.Addr, 0, len(want))
@@ -310,6 +302,23 @@ func (m *Mesh) verify(c Config, fingerprint string) error {
 	}
 	if len(routes) > 0 {
 		return fmt.Errorf("verify overlay: no kernel route on %s for the unsafe routes %s", m.tunDev, strings.Join(routes, ", "))
+	}
+	return nil
+}
+
+// verifyCert checks that Nebula runs the certificate with fingerprint:
+// verify's and verifyDelta's first check. The caller holds m.mu.
+func (m *Mesh) verifyCert(fingerprint string) error {
+	crt := m.ctrl.GetCertByVpnIp(m.self)
+	if crt == nil {
+		return fmt.Errorf("verify overlay: Nebula reports no certificate for %s", m.self)
+	}
+	got, err := crt.Fingerprint()
+	if err != nil {
+		return fmt.Errorf("verify overlay: fingerprint of the running certificate: %w", err)
+	}
+	if got != fingerprint {
+		return fmt.Errorf("verify overlay: Nebula runs certificate %s, the config has %s", got, fingerprint)
 	}
 	return nil
 }

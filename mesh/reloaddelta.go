@@ -148,16 +148,8 @@ func nebulaDelta(d delta, from, next Config) nebula.ConfigDelta {
 // reads it back (on a lighthouse every entry, elsewhere a lighthouse's).
 // A removed entry cannot be read back (Verify says why), nor the lists.
 func (m *Mesh) verifyDelta(next Config, d delta, fingerprint string) error {
-	crt := m.ctrl.GetCertByVpnIp(m.self)
-	if crt == nil {
-		return fmt.Errorf("verify overlay: Nebula reports no certificate for %s", m.self)
-	}
-	got, err := crt.Fingerprint()
-	if err != nil {
-		return fmt.Errorf("verify overlay: fingerprint of the running certificate: %w", err)
-	}
-	if got != fingerprint {
-		return fmt.Errorf("verify overlay: Nebula runs certificate %s, the config has %s", got, fingerprint)
+	if err := m.verifyCert(fingerprint); err != nil {
+		return err
 	}
 	lighthouses := lighthouseIPs(next)
 	var missing []string

@@ -2,7 +2,9 @@
 // run: from the active node records (raft's FSM on control nodes, the node
 // list fetched over mTLS on workers), gossip's liveness, and the
 // revocation list, to the lighthouse list, the static host map and the
-// blocklist that go into this node's Nebula config.
+// blocklist that go into this node's Nebula config. A Tracker keeps the
+// same overlay per change (incremental.go): the records that changed
+// since the last inputs, as the mesh.Change they make.
 //
 // Raft decides, gossip reports liveness only: role, overlay IP, underlay
 // and the lighthouse set come from records. A gossip member contributes

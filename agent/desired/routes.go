@@ -50,15 +50,33 @@ type Routed struct {
 //   - it holds the underlay address of a lighthouse or static host: the
 //     tunnel to that peer would be routed into itself.
 func Routes(in Inputs, o Overlay) Routed {
+	gone := make(map[string]bool, len(in.Gone))
+	for _, id := range in.Gone {
+		gone[id] = true
+	}
+	carriers := func(yield func(Record) bool) {
+		for _, r := range in.Records {
+			if len(r.Routes) > 0 && !gone[r.ID] && !yield(r) {
+				return
+			}
+		}
+	}
+	return routesOf(in, carriers, underlayPaths(o))
+}
+
+// routesOf is Routes over the records carriers yields (those with routes
+// that are not gone, in the order of Inputs.Records), with paths the
+// IPv4 underlay addresses of the lighthouses and static hosts, sorted
+// (duplicates allowed): each prefix is checked against them by a binary
+// search, so the cost is that of the routes, not of the peers, unless
+// this node uses an exit node (Excluded lists every path). Tracker
+// keeps the carriers and the paths per change (incremental.go).
+func routesOf(in Inputs, carriers func(func(Record) bool), paths []netip.Addr) Routed {
 	var out Routed
-	paths := underlayPaths(o)
 	mine := func(p netip.Prefix) bool {
 		return slices.Contains(in.SelfRoutes, p) || slices.Contains(in.SelfAsked, p)
 	}
-	for _, r := range in.Records {
-		if slices.Contains(in.Gone, r.ID) {
-			continue
-		}
+	for r := range carriers {
 		for _, rt := range r.Routes {
 			switch {
 			case rt.Exit:
@@ -71,7 +89,7 @@ func Routes(in Inputs, o Overlay) Routed {
 				continue
 			case in.SelfUnderlay.IsValid() && rt.Prefix.Contains(in.SelfUnderlay):
 				continue
-			case slices.ContainsFunc(paths, func(a netip.Addr) bool { return rt.Prefix.Contains(a) }):
+			case holdsPath(paths, rt.Prefix):
 				continue
 			}
 			out.Unsafe = append(out.Unsafe, mesh.UnsafeRoute{Route: rt.Prefix, Via: r.Overlay, Install: true})
@@ -81,7 +99,7 @@ func Routes(in Inputs, o Overlay) Routed {
 	out.Unsafe = slices.CompactFunc(out.Unsafe, func(a, b mesh.UnsafeRoute) bool { return a.Route == b.Route })
 	if in.Exit != "" {
 		out.ExitChosen = true
-		for _, a := range append(paths, in.Seeds...) {
+		for _, a := range append(slices.Clip(paths), in.Seeds...) {
 			// The exit route is IPv4's default route: an IPv6 underlay
 			// path (issue 34) never enters it, so it needs no exclusion,
 			// and hostroute, IPv4 only, would refuse one.
@@ -93,6 +111,13 @@ func Routes(in Inputs, o Overlay) Routed {
 		out.Excluded = slices.Compact(out.Excluded)
 	}
 	return out
+}
+
+// holdsPath reports whether p holds one of paths (sorted): the first
+// path not below p's first address is the one to look at.
+func holdsPath(paths []netip.Addr, p netip.Prefix) bool {
+	i, _ := slices.BinarySearchFunc(paths, p.Masked().Addr(), netip.Addr.Compare)
+	return i < len(paths) && p.Contains(paths[i])
 }
 
 // underlayPaths are the IPv4 underlay addresses of o's lighthouses and

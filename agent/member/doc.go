@@ -6,7 +6,9 @@
 // loops that keep it all in line with the cluster:
 //
 //   - the overlay loop reconciles Nebula at once on every gossip event,
-//     from the facts the node holds now;
+//     from the facts the node holds now: a membership change as the
+//     change itself (Mesh.Apply, overlaydelta.go), anything else as a
+//     whole config (Mesh.Reload);
 //   - the follow loop brings the facts in, a named step at a time, each
 //     within its budget: where they come from is clusterFacts, a control
 //     node's raft or a worker's copies (agent/fetched), chosen once;

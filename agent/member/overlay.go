@@ -22,10 +22,13 @@ func (ov *overlay) meshConfig() mesh.Config { return ov.meshConfigFor(ov.overlay
 
 // meshConfigFor is meshConfig from inputs already read.
 func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
-	c := ov.meshBase
-	ov.policy().Apply(&c)
-	id := ov.identity()
-	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
+	return ov.meshConfigCut(in, ov.removed())
+}
+
+// meshConfigCut is meshConfigFor with the node's standing read: cut off
+// when the cluster no longer knows it (standing.go).
+func (ov *overlay) meshConfigCut(in desired.Inputs, cut bool) mesh.Config {
+	c := ov.restConfig()
 	d := desired.Compute(in)
 	c.Lighthouses, c.StaticHosts, c.Blocklist, c.Relays, c.Roaming = d.Lighthouses, d.StaticHosts, d.Blocklist, d.Relays, d.Roaming
 	r := desired.Routes(in, d)
@@ -33,9 +36,20 @@ func (ov *overlay) meshConfigFor(in desired.Inputs) mesh.Config {
 	if r.ExitChosen && !c.Userspace {
 		c.SoMark = exitMark // the exit routing sends what carries it to the main table (subnets.go)
 	}
-	if ov.removed() {
+	if cut {
 		return cutOff(c) // the cluster no longer knows this node (standing.go)
 	}
+	return c
+}
+
+// restConfig is the part of the config that no membership change
+// touches: meshd.yaml and the facts, the firewall and MTU in force, the
+// identity. meshConfigCut adds the peers and routes.
+func (ov *overlay) restConfig() mesh.Config {
+	c := ov.meshBase
+	ov.policy().Apply(&c)
+	id := ov.identity()
+	c.CACert, c.Cert, c.Key = id.NebulaCACert, id.NebulaCert, id.NebulaKey
 	return c
 }
 
@@ -65,7 +79,9 @@ func (ov *overlay) startMesh() error {
 	return nil
 }
 
-// applied is the Nebula config last applied.
+// applied is the Nebula config last applied. Its static host map is the
+// overlay loop's, which changes it in place (overlaydelta.go): another
+// goroutine reads the map only under appliedMu (staticPeerCount).
 func (ov *overlay) applied() mesh.Config {
 	ov.appliedMu.Lock()
 	defer ov.appliedMu.Unlock()
@@ -116,8 +132,13 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	if wait := ov.gapLeft(); wait > 0 {
 		return wait
 	}
-	want := ov.meshConfigFor(in)
+	if ov.applyMemberChange(in) { // a membership change alone: Mesh.Apply (overlaydelta.go)
+		return 0
+	}
+	cut := ov.removed()
+	want := ov.meshConfigCut(in, cut)
 	if reflect.DeepEqual(want, ov.applied()) {
+		ov.track(in, cut)
 		ov.applyRouting(in, want)
 		return 0
 	}
@@ -125,6 +146,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	err := ov.mesh.Reload(want)
 	ov.lastReload, ov.gap = start, nextGap(time.Since(start))
 	if err != nil {
+		ov.tracking = false
 		ov.overlayErr.Store(errBox{err})
 		ov.log.Warn("overlay reload refused; the running overlay is unchanged", "code", codes.OrInternal(err), "err", err)
 		return 0
@@ -133,6 +155,7 @@ func (ov *overlay) reconcileOverlay(in desired.Inputs) time.Duration {
 	ov.appliedMu.Lock()
 	ov.meshApplied = want
 	ov.appliedMu.Unlock()
+	ov.track(in, cut)
 	ov.pathWake.ring() // the relay list may have changed (pathwake.go)
 	ov.applyRouting(in, want)
 	ov.log.Debug("overlay reconciled", "lighthouses", len(want.Lighthouses), "static_hosts", len(want.StaticHosts),
@@ -219,6 +242,11 @@ func (ov *overlay) applyRouting(in desired.Inputs, c mesh.Config) {
 	if c.SoMark != 0 {
 		r = desired.Routes(in, desired.Compute(in))
 	}
+	ov.applyRoutes(in, r)
+}
+
+// applyRoutes is applyRouting with the routes computed.
+func (ov *overlay) applyRoutes(in desired.Inputs, r desired.Routed) {
 	own := in.SelfRoutes
 	if ov.removed() {
 		own = nil // cut off: it carries nothing (standing.go)

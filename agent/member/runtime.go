@@ -17,6 +17,7 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/agent/metrics"
 	"github.com/meshd/meshd/agent/pathup"
@@ -157,10 +158,14 @@ type overlay struct {
 	lastReload  time.Time     // when reconcileOverlay last reloaded Nebula (the overlay loop's own)
 	gap         time.Duration // the least time after lastReload before the next reload (nextGap)
 	overlayErr  atomic.Value  // errBox: the last reload refusal, for status
-	parked      *Parked       // userspace mode: where Stop parks the overlay it cannot stop
-	ignoredMu   sync.Mutex
-	ignored     map[string]ignoredSeen // gossip members not matched to a record (ignored.go)
-	ignoredDue  time.Time              // when the pending warning's poke fires
+	// tracker follows the inputs of the config applied, while tracking
+	// (overlaydelta.go); both the overlay loop's own.
+	tracker    desired.Tracker
+	tracking   bool
+	parked     *Parked // userspace mode: where Stop parks the overlay it cannot stop
+	ignoredMu  sync.Mutex
+	ignored    map[string]ignoredSeen // gossip members not matched to a record (ignored.go)
+	ignoredDue time.Time              // when the pending warning's poke fires
 }
 
 // membership is the node's gossip: joining and rejoining its peers, the

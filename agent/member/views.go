@@ -11,7 +11,6 @@ import (
 	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/gossip"
-	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/pki"
 )
 
@@ -54,7 +53,7 @@ func (ov *overlay) overlayStatus() *apitype.Overlay {
 	}
 	applied := ov.applied()
 	o := &apitype.Overlay{Mode: string(config.OverlayKernel), Device: applied.TunDev, Lighthouse: applied.AmLighthouse,
-		Lighthouses: []string{}, StaticHosts: staticPeers(applied), Blocklist: len(applied.Blocklist),
+		Lighthouses: []string{}, StaticHosts: ov.staticPeerCount(), Blocklist: len(applied.Blocklist),
 		Tunnels: []apitype.Tunnel{}}
 	if applied.Userspace {
 		o.Mode, o.Device = string(config.OverlayUserspace), ""
@@ -154,13 +153,17 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	rt.removedStatus(s) // standing.go
 }
 
-// staticPeers is how many peers c's static host map holds: its IPv4 keys.
-// A dual-stack peer is in it by its IPv6 address too, and a lighthouse by
-// its IPv6 address alone (its IPv4 one is in the lighthouse list), so the
-// map's length counts neither peers nor anything an operator reads.
-func staticPeers(c mesh.Config) int {
+// staticPeerCount is how many peers the applied static host map holds:
+// its IPv4 keys. A dual-stack peer is in it by its IPv6 address too, and
+// a lighthouse by its IPv6 address alone (its IPv4 one is in the
+// lighthouse list), so the map's length counts neither peers nor anything
+// an operator reads. Read under appliedMu: the overlay loop changes the
+// map in place (overlaydelta.go).
+func (ov *overlay) staticPeerCount() int {
+	ov.appliedMu.Lock()
+	defer ov.appliedMu.Unlock()
 	n := 0
-	for ip := range c.StaticHosts {
+	for ip := range ov.meshApplied.StaticHosts {
 		if ip.Is4() {
 			n++
 		}
