@@ -193,3 +193,76 @@ func goroutineStates(fn string) []string {
 	}
 	return out
 }
+
+// TestKernelReadersParkInNetpoller starts a kernel-TUN instance with the
+// offloads on (tio's Offload queue) in a fresh network namespace: idle, its
+// TUN and UDP readers are parked in the netpoller; a packet into the TUN
+// and a datagram onto its UDP port are read and both readers park again;
+// Stop wakes them and ends (TestKernelTUN checks that it releases the
+// device and the port). It needs root (see inNetns).
+func TestKernelReadersParkInNetpoller(t *testing.T) {
+	if !inNetns(t) {
+		return
+	}
+	if err := loopbackUp(); err != nil {
+		t.Fatalf("bring lo up: %v", err)
+	}
+	ca := testCA(t)
+	certPEM, keyPEM := hostCert(t, ca, "kernel", 1)
+	c := DefaultConfig()
+	c.CACert, c.Cert, c.Key = ca.NebulaCertPEM(), certPEM, keyPEM
+	c.AmLighthouse = true
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(2).Addr(): {ap("127.0.0.2:4242")}}
+	m, err := Start(c, testLogger("kernel"))
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			m.Stop()
+		}
+	}()
+	readers := []string{"tio.(*Offload).Read", "udp.(*StdConn).ListenOut"}
+	for _, fn := range readers {
+		waitParked(t, fn)
+	}
+
+	// Into the TUN: a datagram to the peer's overlay address (no tunnel:
+	// Nebula starts a handshake to 127.0.0.2:4242, which nobody answers).
+	toPeer, err := net.Dial("udp4", overlayIP(2).Addr().String()+":9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer toPeer.Close()
+	// Onto the UDP port: a datagram that is no Nebula packet.
+	toPort, err := net.Dial("udp4", "127.0.0.1:4242")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer toPort.Close()
+	for i := range 3 {
+		if _, err := toPeer.Write([]byte("to the peer")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := toPort.Write([]byte("not nebula")); err != nil {
+			t.Fatal(err)
+		}
+		for _, fn := range readers {
+			waitParked(t, fn)
+		}
+		t.Logf("packet %d: readers parked again", i)
+	}
+
+	start := time.Now()
+	m.Stop()
+	stopped = true
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Stop took %s, want under 3s", took)
+	}
+	for _, fn := range readers {
+		if states := goroutineStates(fn); len(states) > 0 {
+			t.Errorf("%s still running after Stop: %q", fn, states)
+		}
+	}
+}
