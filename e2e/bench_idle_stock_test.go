@@ -50,23 +50,30 @@ func BenchmarkIdleAgainstStockNebula(b *testing.B) {
 	pids := []int{origin.cmd.Process.Pid, nodes[1].cmd.Process.Pid, phone.cmd.Process.Pid}
 	names := []string{"origin", "worker", "stock-nebula"}
 	cpu, sw := make([]float64, len(pids)), make([]float64, len(pids))
+	over, under := make([]float64, len(pids)), make([]float64, len(pids))
 	for i := range b.N {
-		ticks, switches := cpuTicks(b, pids), wakeups(b, pids)
+		ticks, switches, pkts := cpuTicks(b, pids), wakeups(b, pids), netPackets(b, pids)
 		began := time.Now()
 		time.Sleep(idleStockWindow) // the window measured over, not a wait for an event
 		window := time.Since(began).Seconds()
-		ticks2, switches2 := cpuTicks(b, pids), wakeups(b, pids)
+		ticks2, switches2, pkts2 := cpuTicks(b, pids), wakeups(b, pids), netPackets(b, pids)
 		for j := range pids {
 			cpu[j] = 100 * float64(ticks2[j]-ticks[j]) / clockTicks / window
 			sw[j] = float64(switches2[j]-switches[j]) / window
+			over[j] = float64(pkts2[j][0]-pkts[j][0]) / window
+			under[j] = float64(pkts2[j][1]-pkts[j][1]) / window
 		}
 		b.Logf("round %d (timers: lan): origin CPU %.2f%% %.0f switches/s; worker %.2f%% %.0f/s; stock nebula %.2f%% %.0f/s; load %s",
 			i+1, cpu[0], sw[0], cpu[1], sw[1], cpu[2], sw[2], loadAvg())
+		b.Logf("round %d packets/s in+out, overlay device / underlay: origin %.1f / %.1f; worker %.1f / %.1f; stock nebula %.1f / %.1f",
+			i+1, over[0], under[0], over[1], under[1], over[2], under[2])
 	}
 	for j, name := range names {
 		b.ReportMetric(cpu[j], name+"-cpu%")
 		Record(b, "idle-cpu-"+name, "%", cpu[j])
 		Record(b, "idle-wakeups-"+name, "/s", sw[j])
+		Record(b, "idle-overlay-packets-"+name, "/s", over[j])
+		Record(b, "idle-underlay-packets-"+name, "/s", under[j])
 	}
 }
 
@@ -97,6 +104,36 @@ func wakeups(tb testing.TB, pids []int) []int64 {
 					x, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 					out[i] += x
 				}
+			}
+		}
+	}
+	return out
+}
+
+// netPackets is, for each process, the packets received and sent so far
+// on the overlay device of its network namespace and on its underlay: the
+// first is every interface but lo and eth*, the second eth* (each node
+// and the stock member has its own namespace, with eth0 its underlay).
+func netPackets(tb testing.TB, pids []int) [][2]int64 {
+	tb.Helper()
+	out := make([][2]int64, len(pids))
+	for i, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n")[2:] {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+			f := strings.Fields(rest)
+			if !ok || len(f) < 10 || name == "lo" {
+				continue
+			}
+			rx, _ := strconv.ParseInt(f[1], 10, 64)
+			tx, _ := strconv.ParseInt(f[9], 10, 64)
+			if strings.HasPrefix(name, "eth") {
+				out[i][1] += rx + tx
+			} else {
+				out[i][0] += rx + tx
 			}
 		}
 	}

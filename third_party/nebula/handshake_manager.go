@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rcrowley/go-metrics"
@@ -76,6 +77,9 @@ type HandshakeManager struct {
 
 	// can be used to trigger outbound handshake for the given vpnIp
 	trigger chan netip.Addr
+
+	// ticking: whether Run's ticker runs (meshd patch 8, Control.HandshakeTicking).
+	ticking atomic.Bool
 
 	// timedOut holds back new handshakes to peers whose last ones timed
 	// out (meshd patch, handshake_holdoff.go). Guarded by the mutex.
@@ -226,6 +230,8 @@ func NewHandshakeManager(l *slog.Logger, mainHostMap *HostMap, lightHouse *Light
 func (hm *HandshakeManager) Run(ctx context.Context) {
 	clockSource := time.NewTicker(hm.config.tryInterval)
 	defer clockSource.Stop()
+	ticking := true // meshd patch: the ticker runs only while handshakes are timed
+	hm.ticking.Store(true)
 
 	for {
 		select {
@@ -235,6 +241,17 @@ func (hm *HandshakeManager) Run(ctx context.Context) {
 			hm.handleOutbound(vpnIP, true)
 		case now := <-clockSource.C:
 			hm.NextOutboundHandshakeTimerTick(now)
+			if hm.OutboundHandshakeTimer.Empty() { // meshd patch
+				clockSource.Stop()
+				ticking = false
+				hm.ticking.Store(false)
+			}
+		case <-hm.OutboundHandshakeTimer.Wake(): // meshd patch
+			if !ticking {
+				clockSource.Reset(hm.config.tryInterval)
+				ticking = true
+				hm.ticking.Store(true)
+			}
 		}
 	}
 }

@@ -53,6 +53,9 @@ type TimerWheel[T any] struct {
 type LockingTimerWheel[T any] struct {
 	m sync.Mutex
 	t *TimerWheel[T]
+	// items and wake: meshd patch (PATCHES.md, timerwheel_meshd.go).
+	items int
+	wake  chan struct{}
 }
 
 // TimeoutList Represents a tick in the wheel
@@ -100,7 +103,8 @@ func NewTimerWheel[T any](min, max time.Duration) *TimerWheel[T] {
 // NewLockingTimerWheel is version of TimerWheel that is safe for concurrent use with a small performance penalty
 func NewLockingTimerWheel[T any](min, max time.Duration) *LockingTimerWheel[T] {
 	return &LockingTimerWheel[T]{
-		t: NewTimerWheel[T](min, max),
+		t:    NewTimerWheel[T](min, max),
+		wake: make(chan struct{}, 1), // meshd patch
 	}
 }
 
@@ -226,13 +230,18 @@ func (tw *TimerWheel[T]) Advance(now time.Time) {
 func (lw *LockingTimerWheel[T]) Add(v T, timeout time.Duration) *TimeoutItem[T] {
 	lw.m.Lock()
 	defer lw.m.Unlock()
+	lw.firstItem() // meshd patch
 	return lw.t.Add(v, timeout)
 }
 
 func (lw *LockingTimerWheel[T]) Purge() (T, bool) {
 	lw.m.Lock()
 	defer lw.m.Unlock()
-	return lw.t.Purge()
+	v, ok := lw.t.Purge()
+	if ok { // meshd patch
+		lw.items--
+	}
+	return v, ok
 }
 
 func (lw *LockingTimerWheel[T]) Advance(now time.Time) {

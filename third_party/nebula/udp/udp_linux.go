@@ -31,6 +31,10 @@ type StdConn struct {
 	bw *batchWriter
 
 	groSupported bool
+
+	// wait parks the reader in Go's netpoller; nil: a blocking recvmmsg.
+	// meshd patch (PATCHES.md).
+	wait *recvWaiter
 }
 
 func NewListener(l *slog.Logger, s Settings) (Conn, error) {
@@ -74,6 +78,7 @@ func NewListener(l *slog.Logger, s Settings) (Conn, error) {
 	out := &StdConn{sysFd: fd, isV4: s.Listen.Addr().Is4(), l: l, batch: s.Batch}
 
 	out.bw = newBatchWriter(fd, out.isV4, l, s.Offloads)
+	out.wait = newRecvWaiter(fd) // meshd patch
 
 	// GRO coalesces same-flow datagrams into superpackets that must be split back apart via the delivered gso_size cmsg
 	// batch == 1 means the caller wants plain single-datagram reads with MTU-sized buffers, so leave it off.
@@ -191,6 +196,10 @@ func (u *StdConn) LocalAddr() (netip.AddrPort, error) {
 
 // recvmmsg does one blocking recvmmsg (MSG_WAITFORONE), reading up to len(msgs) datagrams.
 func (u *StdConn) recvmmsg(msgs []rawMessage) (int, error) {
+	if u.wait != nil { // meshd patch
+		r, errno := u.wait.recvmmsg(msgs)
+		return u.recvmmsgResult(msgs, r, errno)
+	}
 	r, _, errno := unix.Syscall6(
 		unix.SYS_RECVMMSG,
 		uintptr(u.sysFd),
@@ -200,6 +209,12 @@ func (u *StdConn) recvmmsg(msgs []rawMessage) (int, error) {
 		0,
 		0,
 	)
+	return u.recvmmsgResult(msgs, r, errno)
+}
+
+// recvmmsgResult is recvmmsg's answer for what the system call returned
+// (meshd patch: its own function, shared by both ways to wait).
+func (u *StdConn) recvmmsgResult(msgs []rawMessage, r uintptr, errno syscall.Errno) (int, error) {
 	if errno != 0 {
 		if u.closed.Load() {
 			return 0, net.ErrClosed
@@ -479,11 +494,17 @@ func (u *StdConn) Shutdown() error {
 	u.closed.Store(true)
 	// shutdown(2) on an unconnected socket returns ENOTCONN but still wakes the reader, so ignore the error
 	_ = unix.Shutdown(u.sysFd, unix.SHUT_RDWR)
+	if u.wait != nil { // meshd patch: a reader parked in the netpoller
+		u.wait.wake()
+	}
 	return nil
 }
 
 func (u *StdConn) Close() error {
 	_ = u.Shutdown()
+	if u.wait != nil { // meshd patch
+		_ = u.wait.close()
+	}
 	return unix.Close(u.sysFd)
 }
 

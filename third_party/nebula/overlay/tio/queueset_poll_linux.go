@@ -67,6 +67,9 @@ func (c *pollQueueSet) Shutdown() error {
 	}
 	for _, x := range c.pq {
 		x.shutdown.Store(true)
+		if x.wait != nil { // meshd patch: a reader parked in the netpoller
+			x.wait.wake()
+		}
 	}
 	return c.wakeForShutdown()
 }

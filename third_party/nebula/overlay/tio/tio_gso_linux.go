@@ -63,6 +63,9 @@ var validVnetHdr = [virtio.Size]byte{unix.VIRTIO_NET_HDR_F_DATA_VALID}
 type Offload struct {
 	fd         int
 	shutdownFd int
+	// wait parks a reader or writer that finds the fd empty (full) in Go's
+	// netpoller; nil: blockOn. meshd patch (PATCHES.md).
+	wait *netpollWaiter
 	// usoEnabled records whether the kernel agreed to TUN_F_USO* on this FD,
 	// so writers can decide whether emitting GSO_UDP_L4 superpackets is safe.
 	usoEnabled bool
@@ -114,6 +117,7 @@ func newOffload(fd int, shutdownFd int, usoEnabled bool, l *slog.Logger) (*Offlo
 		rxBuf:   make([]byte, tunRxBufCap),
 		gsoIovs: make([]unix.Iovec, 2, gsoMaxIovs),
 	}
+	out.wait = newNetpollWaiter(fd, out.readv) // meshd patch
 
 	out.gsoIovs[0].Base = &out.gsoHdrBuf[0]
 	out.gsoIovs[0].SetLen(virtio.Size)
@@ -134,6 +138,13 @@ func (r *Offload) blockOnWrite() error {
 	return blockOn(int32(r.fd), int32(r.shutdownFd), unix.POLLOUT)
 }
 
+// readv reads one packet into readIovs. meshd patch: its own function, so
+// that netpollWaiter.read can call it.
+func (r *Offload) readv() (uintptr, syscall.Errno) {
+	n, _, errno := syscall.Syscall(unix.SYS_READV, uintptr(r.fd), uintptr(unsafe.Pointer(&r.readIovs[0])), uintptr(len(r.readIovs)))
+	return n, errno
+}
+
 // readPacket issues a single readv(2), splitting the virtio_net_hdr off into readVnetScratch
 // and reading the packet body directly into rxBuf at the current rxOff.
 // Returns the body length (zero virtio header bytes, just the IP packet/superpacket).
@@ -142,7 +153,13 @@ func (r *Offload) readPacket(block bool) (int, error) {
 	for {
 		r.readIovs[1].Base = &r.rxBuf[r.rxOff]
 		r.readIovs[1].SetLen(len(r.rxBuf) - r.rxOff)
-		n, _, errno := syscall.Syscall(unix.SYS_READV, uintptr(r.fd), uintptr(unsafe.Pointer(&r.readIovs[0])), uintptr(len(r.readIovs)))
+		n, errno := r.readv()
+		if errno == unix.EAGAIN && block && r.wait != nil { // meshd patch
+			var err error
+			if n, errno, err = r.wait.read(); err != nil {
+				return 0, err
+			}
+		}
 		if errno == 0 {
 			if int(n) < virtio.Size {
 				return 0, fmt.Errorf("tun read shorter than virtio_net_hdr: %d bytes", n)
@@ -297,6 +314,16 @@ func (r *Offload) Write(buf []byte) (int, error) {
 func (r *Offload) rawWrite(iovs []unix.Iovec) (int, error) {
 	for {
 		n, _, errno := syscall.Syscall(unix.SYS_WRITEV, uintptr(r.fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs)))
+		if errno == unix.EAGAIN && r.wait != nil { // meshd patch (the closure only here: it escapes)
+			var err error
+			n, errno, err = r.wait.write(func() (uintptr, syscall.Errno) {
+				n, _, errno := syscall.Syscall(unix.SYS_WRITEV, uintptr(r.fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs)))
+				return n, errno
+			})
+			if err != nil {
+				return 0, err
+			}
+		}
 		if errno == 0 {
 			if int(n) < virtio.Size {
 				return 0, io.ErrShortWrite
@@ -417,5 +444,8 @@ func (r *Offload) Close() error {
 	// That reader gets EBADF -> os.ErrClosed on its next syscall. A reader already parked in
 	// poll is NOT woken by this close; only the QueueSet's shutdown eventfd wake does that (see Queue.Close docs).
 	// closed.Swap already guarantees we only close once.
+	if r.wait != nil { // meshd patch: wakes a reader parked in the netpoller
+		_ = r.wait.close()
+	}
 	return unix.Close(r.fd)
 }

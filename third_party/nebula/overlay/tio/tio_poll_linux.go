@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,6 +14,8 @@ import (
 type Poll struct {
 	fd         int
 	shutdownFd int
+	// wait: as Offload's (meshd patch).
+	wait *netpollWaiter
 	// shutdown is set before shutdownFd is signaled, a busy reader never polls to see that
 	shutdown atomic.Bool
 	closed   atomic.Bool
@@ -35,6 +38,10 @@ func newPoll(fd int, shutdownFd int) (*Poll, error) {
 		shutdownFd: shutdownFd,
 		readBuf:    make([]byte, 65535), // largest possible size Linux permits
 	}
+	out.wait = newNetpollWaiter(fd, func() (uintptr, syscall.Errno) { // meshd patch
+		n, err := unix.Read(out.fd, out.readBuf)
+		return uintptr(n), errnoOf(err)
+	})
 	return out, nil
 }
 
@@ -68,6 +75,16 @@ func (t *Poll) Read() ([]Packet, error) {
 func (t *Poll) readOne(to []byte) (int, error) {
 	for {
 		n, errno := unix.Read(t.fd, to)
+		if errno == unix.EAGAIN && t.wait != nil && &to[0] == &t.readBuf[0] { // meshd patch: the waiter reads into readBuf
+			m, e, err := t.wait.read()
+			if err != nil {
+				return 0, err
+			}
+			n, errno = int(m), nil
+			if e != 0 {
+				errno = e
+			}
+		}
 		if errno == nil {
 			return n, nil
 		}
@@ -90,6 +107,19 @@ func (t *Poll) readOne(to []byte) (int, error) {
 func (t *Poll) Write(from []byte) (int, error) {
 	for {
 		n, errno := unix.Write(t.fd, from)
+		if errno == unix.EAGAIN && t.wait != nil { // meshd patch
+			m, e, err := t.wait.write(func() (uintptr, syscall.Errno) {
+				n, err := unix.Write(t.fd, from)
+				return uintptr(n), errnoOf(err)
+			})
+			if err != nil {
+				return 0, err
+			}
+			n, errno = int(m), nil
+			if e != 0 {
+				errno = e
+			}
+		}
 		if errno == nil {
 			return n, nil
 		}
@@ -118,5 +148,8 @@ func (t *Poll) Close() error {
 	// That reader gets EBADF -> os.ErrClosed on its next syscall. A reader already parked in
 	// poll is NOT woken by this close; only the QueueSet's shutdown eventfd wake does that (see Queue.Close docs).
 	// closed.Swap already guarantees we only close once.
+	if t.wait != nil { // meshd patch: wakes a reader parked in the netpoller
+		_ = t.wait.close()
+	}
 	return unix.Close(t.fd)
 }
