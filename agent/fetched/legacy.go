@@ -75,7 +75,8 @@ func (c *Copies) legacyRefresh(ctx context.Context, told bool) (changed bool, er
 	f.strictAt = time.Now()
 	old, _ := c.Records()
 	if changed = !slices.EqualFunc(list, old, sameRecord); changed {
-		c.adoptList(list, true)
+		c.adoptList(list)
+		c.markDirty()
 		c.saveIfOwed(true)
 	}
 	var rev control.Revocations
