@@ -76,7 +76,7 @@ func (c *Copies) legacyRefresh(ctx context.Context, told bool) (changed bool, er
 	old, _ := c.Records()
 	if changed = !slices.EqualFunc(list, old, sameRecord); changed {
 		c.adoptList(list)
-		c.markDirty()
+		c.markDirty(true)
 		c.saveIfOwed(true)
 	}
 	var rev control.Revocations

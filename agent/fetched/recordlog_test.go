@@ -72,6 +72,9 @@ func TestRecordsSinceFollowsTheList(t *testing.T) {
 				delete(k.recs, id)
 			}
 			k.ver = d.Version
+			if step%16 != 0 && k.every == 1 {
+				continue // compared every 16th step: the map comparison is most of the test's time
+			}
 			c.nodes.mu.Lock()
 			same := reflect.DeepEqual(k.recs, c.nodes.recs)
 			c.nodes.mu.Unlock()

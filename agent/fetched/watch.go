@@ -43,6 +43,7 @@ type followState struct {
 	changedAt  time.Time  // the last line that changed something
 	saved      time.Time  // the node list was last saved
 	dirty      bool       // the node list changed since
+	dirtyCtl   bool       // a control node's record among the changes: saved at once
 	turn       int        // the seed the next stream asks, in Seeds' order
 	notServed  int        // control nodes that served no watch since the last stream that opened (legacy.go)
 	stats      WatchStats
@@ -62,11 +63,14 @@ const (
 	watchGrace = 2 * time.Second
 	// saveEvery spaces the saves of the node list (a line that follows
 	// saves one still owed, a heartbeat's too; a stream that ends saves at
-	// once). A save writes every record: 10,000 of them as JSON every 2 s
-	// was a share of every change during churn (issue 54); the list on disk
+	// once, and so does a change of a control node's record, which
+	// decides the control leaves a restarted worker accepts). A save
+	// writes every record: 10,000 of them took 80 ms of CPU, every 10 s
+	// during churn a share of every change (issue 54). The list on disk
 	// serves only a restart, which then follows the stream from a whole
-	// table.
-	saveEvery = 10 * time.Second
+	// table within a second; the workers' records in it may be up to
+	// saveEvery old after a crash.
+	saveEvery = 5 * time.Minute
 	// toldGrace: a gossip notice of a change (a removal's, a key
 	// rotation's) that arrives within this of the stream's last change is
 	// taken to be about that change, and asks nothing more. The stream
@@ -276,7 +280,7 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		if controls {
 			c.client.CheckServers(leaves)
 		}
-		c.markDirty()
+		c.markDirty(controls)
 		c.judgeOwn(own, ownOK)
 	}
 	if nodes || slices.Contains(sections, control.SectionRevoked) {
@@ -313,26 +317,30 @@ func (c *Copies) adoptList(list []control.NodeRecord) {
 	c.client.CheckServers(leaves)
 }
 
-// markDirty notes the node list changed since it was saved.
-func (c *Copies) markDirty() {
+// markDirty notes the node list changed since it was saved; controls: a
+// control node's record changed (saved at the next chance).
+func (c *Copies) markDirty(controls bool) {
 	c.follow.mu.Lock()
 	c.follow.dirty = true
+	c.follow.dirtyCtl = c.follow.dirtyCtl || controls
 	c.follow.mu.Unlock()
 }
 
 // saveIfOwed saves the node list (0600) when it changed and the last
-// save is saveEvery old, or now when told.
+// save is saveEvery old or a control node's record changed, or now when
+// told.
 func (c *Copies) saveIfOwed(now bool) {
 	f := &c.follow
 	f.mu.Lock()
-	if !f.dirty || (!now && time.Since(f.saved) < saveEvery) {
+	if !f.dirty || (!now && !f.dirtyCtl && time.Since(f.saved) < saveEvery) {
 		f.mu.Unlock()
 		return
 	}
-	f.dirty, f.saved = false, time.Now()
+	f.dirty, f.dirtyCtl, f.saved = false, false, time.Now()
 	f.mu.Unlock()
 	list, _ := c.Records()
-	b, err := json.MarshalIndent(list, "", "  ")
+	b, err := json.Marshal(list) // not indented: a quarter of a save's CPU at 10,000
+
 	if err == nil {
 		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
 	}
