@@ -23,14 +23,10 @@ import (
 // Prints the time from the connect to the echo's answer, p50/p90/max.
 func BenchmarkFirstPacket(b *testing.B) {
 	ca := testCA(b)
-	lhCert, lhKey := hostCert(b, ca, "lh", 1)
-	lhIP := overlayIP(1).Addr()
-	_, lhPort := startLighthouse(b, userspaceConfig(ca, lhCert, lhKey), testLogger("lh"))
-	lhs := []Lighthouse{{OverlayIP: lhIP, Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(lhPort))}}}
+	_, lhs := testLighthouse(b, ca)
 	start := func(name string, n byte, peers map[netip.Addr][]netip.AddrPort) *Mesh {
-		c, k := hostCert(b, ca, name, n)
-		cfg := userspaceConfig(ca, c, k)
-		cfg.Lighthouses, cfg.StaticHosts = lhs, peers
+		cfg := memberConfig(b, ca, name, n, lhs)
+		cfg.StaticHosts = peers
 		m, err := Start(cfg, testLogger(name))
 		if err != nil {
 			b.Fatal(err)

@@ -15,14 +15,10 @@ import (
 func TestLighthouseHeard(t *testing.T) {
 	skipUnderRace(t)
 	ca := testCA(t)
-	lhCert, lhKey := hostCert(t, ca, "lh", 1)
 	lhIP := overlayIP(1).Addr()
-	lh, lhPort := startLighthouse(t, userspaceConfig(ca, lhCert, lhKey), testLogger("lh"))
+	lh, lhs := testLighthouse(t, ca)
 	member := func(name string, n byte) netip.Addr {
-		c, k := hostCert(t, ca, name, n)
-		cfg := userspaceConfig(ca, c, k)
-		cfg.Lighthouses = []Lighthouse{{OverlayIP: lhIP, Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(lhPort))}}}
-		if _, err := Start(cfg, testLogger(name)); err != nil {
+		if _, err := Start(memberConfig(t, ca, name, n, lhs), testLogger(name)); err != nil {
 			t.Fatal(err)
 		}
 		return overlayIP(n).Addr()
