@@ -16,17 +16,7 @@ import (
 // exist and the test does not build.
 func TestHandshakeTickerIdles(t *testing.T) {
 	skipUnderRace(t)
-	ca := testCA(t)
-	aCert, aKey := hostCert(t, ca, "a", 1)
-	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	silent := overlayIP(2).Addr()
-	c := userspaceConfig(ca, aCert, aKey)
-	c.StaticHosts = map[netip.Addr][]netip.AddrPort{silent: {peer.LocalAddr().(*net.UDPAddr).AddrPort()}}
-	a, _ := startLighthouse(t, c, testLogger("a"))
+	a, peer, silent := silentPeerNode(t)
 
 	var mu sync.Mutex
 	copies := map[uint32]int{} // stage 1 packets the silent peer read, by initiator index

@@ -219,3 +219,59 @@ func waitFor(ctx context.Context, cond func() bool) bool {
 		wait = min(2*wait, 100*time.Millisecond)
 	}
 }
+
+// testLighthouse starts a userspace lighthouse, "lh" at overlayIP(1), and
+// returns it with the Lighthouses entry a member's config names it by.
+func testLighthouse(tb testing.TB, ca *pki.CA) (*Mesh, []Lighthouse) {
+	tb.Helper()
+	c, k := hostCert(tb, ca, "lh", 1)
+	lh, port := startLighthouse(tb, userspaceConfig(ca, c, k), testLogger("lh"))
+	return lh, []Lighthouse{{OverlayIP: overlayIP(1).Addr(), Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(port))}}}
+}
+
+// memberConfig is the userspace config of member name at overlayIP(n),
+// whose lighthouses are lhs.
+func memberConfig(tb testing.TB, ca *pki.CA, name string, n byte, lhs []Lighthouse) Config {
+	tb.Helper()
+	c, k := hostCert(tb, ca, name, n)
+	cfg := userspaceConfig(ca, c, k)
+	cfg.Lighthouses = lhs
+	return cfg
+}
+
+// silentPeerNode starts a userspace node "a" whose one static host, at
+// overlayIP(2), is a UDP socket of the test's that reads and never
+// answers; it returns the node, the socket and the silent address.
+func silentPeerNode(t *testing.T) (*Mesh, *net.UDPConn, netip.Addr) {
+	t.Helper()
+	ca := testCA(t)
+	aCert, aKey := hostCert(t, ca, "a", 1)
+	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { peer.Close() })
+	silent := overlayIP(2).Addr()
+	c := userspaceConfig(ca, aCert, aKey)
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{silent: {peer.LocalAddr().(*net.UDPAddr).AddrPort()}}
+	a, _ := startLighthouse(t, c, testLogger("a"))
+	return a, peer, silent
+}
+
+// kernelConfig is a kernel-TUN lighthouse's config, "kernel" at
+// overlayIP(1), with one static host at overlayIP(2) on underlay peer; it
+// brings the namespace's loopback up first (the caller is in a fresh
+// network namespace: inNetns).
+func kernelConfig(t *testing.T, peer string) Config {
+	t.Helper()
+	if err := loopbackUp(); err != nil {
+		t.Fatalf("bring lo up: %v", err)
+	}
+	ca := testCA(t)
+	certPEM, keyPEM := hostCert(t, ca, "kernel", 1)
+	c := DefaultConfig()
+	c.CACert, c.Cert, c.Key = ca.NebulaCertPEM(), certPEM, keyPEM
+	c.AmLighthouse = true
+	c.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(2).Addr(): {ap(peer)}}
+	return c
+}

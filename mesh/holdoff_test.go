@@ -25,17 +25,7 @@ import (
 // waits 0.5 s more, the third 1 s more.
 func TestHandshakeHoldoffAfterTimeout(t *testing.T) {
 	skipUnderRace(t)
-	ca := testCA(t)
-	aCert, aKey := hostCert(t, ca, "a", 1)
-	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	silent := overlayIP(2).Addr()
-	c := userspaceConfig(ca, aCert, aKey)
-	c.StaticHosts = map[netip.Addr][]netip.AddrPort{silent: {peer.LocalAddr().(*net.UDPAddr).AddrPort()}}
-	a, _ := startLighthouse(t, c, testLogger("a"))
+	a, peer, silent := silentPeerNode(t)
 
 	// Each handshake's first and last stage 1, in the order they began.
 	type span struct{ first, last time.Time }

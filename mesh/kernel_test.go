@@ -3,7 +3,6 @@ package mesh
 import (
 	"context"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -59,15 +58,7 @@ func TestKernelTUN(t *testing.T) {
 		return
 	}
 
-	if err := loopbackUp(); err != nil {
-		t.Fatalf("bring lo up: %v", err)
-	}
-	ca := testCA(t)
-	certPEM, keyPEM := hostCert(t, ca, "kernel", 1)
-	c := DefaultConfig()
-	c.CACert, c.Cert, c.Key = ca.NebulaCertPEM(), certPEM, keyPEM
-	c.AmLighthouse = true
-	c.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(2).Addr(): {ap("192.0.2.2:4242")}}
+	c := kernelConfig(t, "192.0.2.2:4242")
 
 	for round := 1; round <= 3; round++ {
 		start := time.Now()

@@ -204,15 +204,7 @@ func TestKernelReadersParkInNetpoller(t *testing.T) {
 	if !inNetns(t) {
 		return
 	}
-	if err := loopbackUp(); err != nil {
-		t.Fatalf("bring lo up: %v", err)
-	}
-	ca := testCA(t)
-	certPEM, keyPEM := hostCert(t, ca, "kernel", 1)
-	c := DefaultConfig()
-	c.CACert, c.Cert, c.Key = ca.NebulaCertPEM(), certPEM, keyPEM
-	c.AmLighthouse = true
-	c.StaticHosts = map[netip.Addr][]netip.AddrPort{overlayIP(2).Addr(): {ap("127.0.0.2:4242")}}
+	c := kernelConfig(t, "127.0.0.2:4242")
 	m, err := Start(c, testLogger("kernel"))
 	if err != nil {
 		t.Fatalf("start: %v", err)

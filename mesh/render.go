@@ -189,9 +189,9 @@ func Render(c Config) (string, error) {
 	if err := c.Validate(); err != nil {
 		return "", err
 	}
-	interval, timers := 10, (*nebulaTimers)(nil)
+	interval, timers := int(LighthouseInterval(c)/time.Second), (*nebulaTimers)(nil)
 	if c.Fast {
-		interval, timers = 1, &nebulaTimers{ConnectionAliveInterval: 2, PendingDeletionInterval: 2}
+		timers = &nebulaTimers{ConnectionAliveInterval: 2, PendingDeletionInterval: 2}
 	}
 	var tun *nebulaTun
 	if !c.Userspace {

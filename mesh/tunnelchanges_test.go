@@ -13,14 +13,9 @@ import (
 func TestTunnelChanges(t *testing.T) {
 	skipUnderRace(t)
 	ca := testCA(t)
-	lhCert, lhKey := hostCert(t, ca, "lh", 1)
-	aCert, aKey := hostCert(t, ca, "a", 2)
 	lhIP := overlayIP(1).Addr()
-	lh, lhPort := startLighthouse(t, userspaceConfig(ca, lhCert, lhKey), testLogger("lh"))
-	_ = lh
-	aCfg := userspaceConfig(ca, aCert, aKey)
-	aCfg.Lighthouses = []Lighthouse{{OverlayIP: lhIP, Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(lhPort))}}}
-	a, err := Start(aCfg, testLogger("a"))
+	_, lhs := testLighthouse(t, ca)
+	a, err := Start(memberConfig(t, ca, "a", 2, lhs), testLogger("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,12 +62,9 @@ func TestTunnelChanges(t *testing.T) {
 // up, as before Nebula patch 4).
 func BenchmarkTunnels(b *testing.B) {
 	ca := testCA(b)
-	lhCert, lhKey := hostCert(b, ca, "lh", 1)
-	aCert, aKey := hostCert(b, ca, "a", 2)
 	lhIP := overlayIP(1).Addr()
-	_, lhPort := startLighthouse(b, userspaceConfig(ca, lhCert, lhKey), testLogger("lh"))
-	aCfg := userspaceConfig(ca, aCert, aKey)
-	aCfg.Lighthouses = []Lighthouse{{OverlayIP: lhIP, Underlay: []netip.AddrPort{netip.AddrPortFrom(ip("127.0.0.1"), uint16(lhPort))}}}
+	_, lhs := testLighthouse(b, ca)
+	aCfg := memberConfig(b, ca, "a", 2, lhs)
 	aCfg.StaticHosts = map[netip.Addr][]netip.AddrPort{}
 	for i := range 1000 {
 		peer := netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})

@@ -209,6 +209,20 @@ type Overlay struct {
 	// overlay by its own probes (pair health: several in a row failed),
 	// though gossip may show them alive; sorted, absent when none.
 	Unreachable []string `json:"unreachable,omitempty"`
+	// On a lighthouse (a control node): Heard is how many members send it
+	// host updates, Silent those unheard for three lighthouse intervals,
+	// longest silent first (Nebula patch 9; issue 54), SilentMore that
+	// there were more than it lists. Gossip, not this, decides liveness.
+	Heard      int            `json:"heard,omitempty"`
+	Silent     []SilentMember `json:"silent,omitempty"`
+	SilentMore bool           `json:"silent_more,omitempty"`
+}
+
+// SilentMember is a member a lighthouse stopped hearing host updates from.
+type SilentMember struct {
+	Name          string `json:"name"`
+	OverlayIP     string `json:"overlay_ip"`
+	SilentSeconds int    `json:"silent_seconds"`
 }
 
 // Tunnel is one established Nebula tunnel.

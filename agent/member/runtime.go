@@ -134,6 +134,7 @@ type Runtime struct {
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
 	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
 	dns     *dnsNames        // the cluster's names; nil with dns.enabled false (names.go)
+	silence *silence         // members this lighthouse stopped hearing from; nil on a worker (silence.go)
 
 	control   *http.Server
 	controlLn net.Listener
@@ -328,6 +329,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		rt.Spawn(rt.runTunnelReports) // tunnels.go
 	} else {
 		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
+	}
+	if rt.ov.applied().AmLighthouse {
+		rt.silence = newSilence(rt.mesh, mesh.LighthouseInterval(rt.ov.applied()), rt.now)
+		rt.Spawn(rt.silence.run)
 	}
 	rt.startOverlayMetrics(loopCtx)
 	return rt, nil

@@ -113,6 +113,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
 	}
 	rt.pairs.fillStatus(s) // pairhealth.go
+	rt.fillSilence(s.Overlay) // silence.go
 	var dnsWarns []apitype.Warning
 	s.DNS, dnsWarns = rt.dns.status() // names.go
 	s.Warnings = append(s.Warnings, dnsWarns...)

@@ -289,7 +289,7 @@ var rows = []row{
 func renderTable(s *results) string {
 	var b strings.Builder
 	b.WriteString("| what | benchmark (parameters) | figure | target | |\n|---|---|---|---|---|\n")
-	for _, rw := range slices.Concat(rows, idleNRows, workerSimRows) {
+	for _, rw := range slices.Concat(rows, idleNRows, workerSimRows, firstPacketRows) {
 		rs := s.find(rw.name, rw.metric, rw.match)
 		if len(rs) == 0 {
 			fmt.Fprintf(&b, "| %s | `%s` | not measured in this run | %s | |\n", rw.what, rw.name, rw.target)

@@ -56,6 +56,10 @@ type LightHouse struct {
 	// map of vpn addr to answers
 	addrMap map[netip.Addr]*RemoteList
 
+	// heard is when each host last sent us a host update, oldest first
+	// (meshd patch 9, heard_meshd.go).
+	heard *hostsHeard
+
 	// filters remote addresses allowed for each host
 	// - When we are a lighthouse, this filters what addresses we store and
 	// respond with.
@@ -118,6 +122,7 @@ func NewLightHouseFromConfig(ctx context.Context, l *slog.Logger, c *config.C, c
 		amLighthouse:  amLighthouse,
 		certState:     func() *CertState { return cs }, // meshd patch: main.go hands it the PKI's
 		addrMap:       make(map[netip.Addr]*RemoteList),
+		heard:         newHostsHeard(), // meshd patch 9
 		nebulaPort:    nebulaPort,
 		punchy:        p,
 		v4Only:        pc != nil && pc.IPv4Only(),
@@ -1465,6 +1470,7 @@ func (lhh *LightHouseHandler) handleHostUpdateNotification(n *NebulaMeta, fromVp
 	}
 
 	relays := n.Details.GetRelays()
+	lhh.lh.heard.note(fromVpnAddrs[0]) // meshd patch 9
 
 	lhh.lh.Lock()
 	am := lhh.lh.unlockedGetRemoteList(fromVpnAddrs)
