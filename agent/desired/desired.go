@@ -174,9 +174,16 @@ func Peers(in Inputs) map[string]Peer {
 
 // Unmatched lists the gossip members Peers ignored (this node aside),
 // sorted by name: no active record, or tags that disagree with it.
-func Unmatched(in Inputs) []Ignored {
+func Unmatched(in Inputs) []Ignored { return unmatched(in, newMatch(in)) }
+
+// UnmatchedBy is Unmatched with the records found by find (a Tracker's
+// Record: O(1) each), not read from in.Records: O(members).
+func UnmatchedBy(in Inputs, find func(id string) (*Record, bool)) []Ignored {
+	return unmatched(in, match{in: in, find: find})
+}
+
+func unmatched(in Inputs, mt match) []Ignored {
 	var out []Ignored
-	mt := newMatch(in)
 	for _, m := range in.Members {
 		if m.Name == in.SelfName {
 			continue

@@ -67,7 +67,7 @@ func selfOf(in Inputs) trackedSelf {
 // tracked is one record as last seen, with what it contributes.
 type tracked struct {
 	rec     Record
-	index   int    // its place in the inputs' Records, kept for the records with routes (Routes keeps their order); -1 once gone
+	index   int    // its place in the inputs' Records (0 after UpdateChanged); -1 once gone
 	seen    uint64 // the pass that looked it up by id (walk)
 	touched uint64 // the pass that put it among the changed
 	part    part   // what it contributes now
@@ -116,9 +116,71 @@ func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
 		t.ok = false
 		return mesh.Change{}, false
 	}
+	dirty, was := t.goneChanged(in) // records whose contribution may change, and what each contributed
+	touch := func(e *tracked) {
+		if e.touched != t.gen {
+			e.touched = t.gen
+			dirty, was = append(dirty, e), append(was, e.part)
+		}
+	}
+	if !t.walk(in.Records, touch) {
+		t.ok = false // an id twice
+		return mesh.Change{}, false
+	}
+	return t.finish(in, dirty, was)
+}
+
+// UpdateChanged is Update for a caller that knows which records changed
+// since the last call (issue 54 item 2: a worker's node list keeps a log
+// of them): put are the records added or changed (each id once), del the
+// ids no longer on record; in.Records is not read, the other inputs are
+// as Update reads them. O(records changed) (and O(gone) when the gone
+// ids changed), where Update compares every record. The next Update
+// looks every record up by id (the tracker no longer holds a list in the
+// source's order to walk).
+func (t *Tracker) UpdateChanged(in Inputs, put []Record, del []string) (mesh.Change, bool) {
+	if !t.ok || !in.RecordsKnown || selfOf(in) != t.self {
+		t.ok = false
+		return mesh.Change{}, false
+	}
+	dirty, was := t.goneChanged(in)
+	touch := func(e *tracked) {
+		if e.touched != t.gen {
+			e.touched = t.gen
+			dirty, was = append(dirty, e), append(was, e.part)
+		}
+	}
+	for i := range put {
+		r := &put[i]
+		e := t.recs[r.ID]
+		switch {
+		case e == nil:
+			e = &tracked{rec: *r}
+			t.recs[r.ID] = e
+			touch(e)
+		case e.index < 0 || !sameRecord(&e.rec, r):
+			touch(e)
+			e.rec = *r
+		}
+		e.index = 0
+		t.carry(e)
+	}
+	for _, id := range del {
+		if e := t.recs[id]; e != nil {
+			touch(e)
+			delete(t.recs, id)
+			e.index = -1
+			t.carry(e)
+		}
+	}
+	t.prev = nil
+	return t.finish(in, dirty, was)
+}
+
+// goneChanged starts an Update pass: the records whose gone mark
+// changed are the first dirty ones, with what each contributed.
+func (t *Tracker) goneChanged(in Inputs) (dirty []*tracked, was []part) {
 	t.gen++
-	var dirty []*tracked // records whose contribution may change
-	var was []part       // what each contributed
 	touch := func(e *tracked) {
 		if e.touched != t.gen {
 			e.touched = t.gen
@@ -142,10 +204,12 @@ func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
 		}
 		t.gone, t.last.gone = now, slices.Clone(in.Gone)
 	}
-	if !t.walk(in.Records, touch) {
-		t.ok = false // an id twice
-		return mesh.Change{}, false
-	}
+	return dirty, was
+}
+
+// finish ends an Update pass: the dirty records' contributions moved,
+// the change they make, the blocklist's.
+func (t *Tracker) finish(in Inputs, dirty []*tracked, was []part) (mesh.Change, bool) {
 	var ch change
 	next := make([]part, len(dirty))
 	for i, e := range dirty { // every old contribution out first: two records may swap an address
@@ -168,6 +232,16 @@ func (t *Tracker) Update(in Inputs) (mesh.Change, bool) {
 		t.last.block = slices.Clone(in.Blocklist)
 	}
 	return out, true
+}
+
+// Record is the record on record with id that is not gone, as the last
+// inputs hold it: what a Matcher finds (UnmatchedBy), in O(1).
+func (t *Tracker) Record(id string) (*Record, bool) {
+	e := t.recs[id]
+	if e == nil || e.index < 0 || t.gone[id] {
+		return nil, false
+	}
+	return &e.rec, true
 }
 
 // Empty reports whether ch changes nothing.
@@ -230,7 +304,7 @@ func (t *Tracker) Routes(in Inputs) Routed {
 			carriers = append(carriers, e)
 		}
 	}
-	slices.SortFunc(carriers, func(a, b *tracked) int { return a.index - b.index })
+	slices.SortFunc(carriers, func(a, b *tracked) int { return carrierOrder(a.rec, b.rec) })
 	return routesOf(in, func(yield func(Record) bool) {
 		for _, e := range carriers {
 			if !yield(e.rec) {

@@ -21,7 +21,9 @@ import (
 // change Update returns, applied to the overlay before, gives Compute's
 // overlay after: what mesh.Apply is handed is the difference. A step
 // Update refuses (a tangle: two records with one name or address; this
-// node's NAT changed) is followed by Reset, as the agent does.
+// node's NAT changed) is followed by Reset, as the agent does. Each step
+// takes Update or UpdateChanged (handed only the records that changed),
+// at random: both, and a mix of the two, keep Compute's overlay.
 func TestTrackerMatchesCompute(t *testing.T) {
 	for seed := range uint64(60) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -41,10 +43,19 @@ func TestTrackerMatchesCompute(t *testing.T) {
 					t.Errorf("Update followed %d steps of 150", followed)
 				}
 			}()
+			pick := rand.New(rand.NewPCG(seed, 2)) // Update or UpdateChanged, step by step
 			for step := range 150 {
 				what := w.step()
+				last := in
 				in = w.inputs()
-				ch, ok := tr.Update(in)
+				var ch mesh.Change
+				var ok bool
+				if pick.IntN(2) == 0 {
+					ch, ok = tr.Update(in)
+				} else {
+					put, del := recordDiff(last.Records, in.Records)
+					ch, ok = tr.UpdateChanged(in, put, del)
+				}
 				if !ok {
 					if tracking && w.tangled() == "" && what != "nat" {
 						t.Fatalf("step %d (%s): Update refused untangled inputs", step, what)
@@ -72,6 +83,25 @@ func TestTrackerMatchesCompute(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordDiff is what a change log hands UpdateChanged: the records of
+// now added or changed since was, and the ids of was no longer in now.
+func recordDiff(was, now []Record) (put []Record, del []string) {
+	old := map[string]Record{}
+	for _, r := range was {
+		old[r.ID] = r
+	}
+	for _, r := range now {
+		if o, ok := old[r.ID]; !ok || !reflect.DeepEqual(o, r) {
+			put = append(put, r)
+		}
+		delete(old, r.ID)
+	}
+	for id := range old {
+		del = append(del, id)
+	}
+	return put, del
 }
 
 func checkTracker(t *testing.T, tr *Tracker, in Inputs, what string) {

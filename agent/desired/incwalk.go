@@ -7,7 +7,8 @@ package desired
 // (no map lookup, memory read in sequence), and looks a record up by id
 // only where the two lists part: an added record (not known), a removed
 // one (the next of the last list is this one), or records in a new
-// order (then every record up to the end is looked up). false when recs
+// order (then every record up to the end is looked up), or every record
+// after UpdateChanged (which keeps no list). false when recs
 // holds an id twice. O(records) comparisons, O(changes) lookups.
 func (t *Tracker) walk(recs []Record, touch func(*tracked)) bool {
 	prev := t.prev
@@ -50,6 +51,13 @@ func (t *Tracker) walk(recs []Record, touch func(*tracked)) bool {
 	}
 	for ; j < len(prev); j++ {
 		skipped = append(skipped, prev[j].ID)
+	}
+	if prev == nil { // after UpdateChanged: every record was looked up, and those not seen left
+		for id, e := range t.recs {
+			if e.seen != t.gen {
+				skipped = append(skipped, id)
+			}
+		}
 	}
 	for _, id := range skipped {
 		if e := t.recs[id]; e != nil && e.seen != t.gen {

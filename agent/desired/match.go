@@ -13,7 +13,7 @@ import (
 // (BenchmarkComputeOneChange, issue 54).
 type match struct {
 	in   Inputs
-	byID map[string]int // the last record with each id; ids gone in raft left out
+	find func(id string) (*Record, bool) // the active record with id (the last with it; ids gone in raft left out)
 }
 
 func newMatch(in Inputs) match {
@@ -27,7 +27,13 @@ func newMatch(in Inputs) match {
 			byID[r.ID] = i
 		}
 	}
-	return match{in: in, byID: byID}
+	return match{in: in, find: func(id string) (*Record, bool) {
+		i, ok := byID[id]
+		if !ok {
+			return nil, false
+		}
+		return &in.Records[i], true
+	}}
 }
 
 // mismatch is why m matches no active record, or "".
@@ -35,11 +41,10 @@ func (mt match) mismatch(m Member) string {
 	if !mt.in.RecordsKnown {
 		return "no node list yet"
 	}
-	i, ok := mt.byID[m.ID]
+	rec, ok := mt.find(m.ID)
 	if !ok {
 		return "no active record with this id"
 	}
-	rec := &mt.in.Records[i]
 	switch {
 	case rec.Name != m.Name:
 		return fmt.Sprintf("record %s is named %q", rec.ID, rec.Name)

@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 
@@ -54,9 +55,16 @@ func Routes(in Inputs, o Overlay) Routed {
 	for _, id := range in.Gone {
 		gone[id] = true
 	}
+	var list []Record
+	for _, r := range in.Records {
+		if len(r.Routes) > 0 && !gone[r.ID] {
+			list = append(list, r)
+		}
+	}
+	slices.SortFunc(list, carrierOrder)
 	carriers := func(yield func(Record) bool) {
-		for _, r := range in.Records {
-			if len(r.Routes) > 0 && !gone[r.ID] && !yield(r) {
+		for _, r := range list {
+			if !yield(r) {
 				return
 			}
 		}
@@ -64,8 +72,15 @@ func Routes(in Inputs, o Overlay) Routed {
 	return routesOf(in, carriers, underlayPaths(o))
 }
 
+// carrierOrder is the order routesOf reads the carriers in: by name,
+// then id, whatever the order of Inputs.Records (the Tracker, handed
+// only the records that changed, keeps no other).
+func carrierOrder(a, b Record) int {
+	return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+}
+
 // routesOf is Routes over the records carriers yields (those with routes
-// that are not gone, in the order of Inputs.Records), with paths the
+// that are not gone, in carrierOrder), with paths the
 // IPv4 underlay addresses of the lighthouses and static hosts, sorted
 // (duplicates allowed): each prefix is checked against them by a binary
 // search, so the cost is that of the routes, not of the peers, unless

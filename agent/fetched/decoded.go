@@ -10,7 +10,6 @@ import (
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/watch"
-	"github.com/meshd/meshd/pki"
 )
 
 // recordOrder is the node list's order: by name, then by id.
@@ -51,41 +50,19 @@ func resorted(list, gone, in []control.NodeRecord) []control.NodeRecord {
 	return out
 }
 
-// anyControl reports whether one of the records is a control node's: only
-// then can a change move which control leaves a worker accepts.
-func anyControl(lists ...[]control.NodeRecord) bool {
-	for _, l := range lists {
-		if slices.ContainsFunc(l, func(r control.NodeRecord) bool { return r.RoleOf() == pki.RoleControl }) {
-			return true
-		}
-	}
-	return false
-}
-
-// applyRecords applies a delta's node records to f.recs (f.mu held): the
-// records it replaced or deleted (gone, as they were) and those it put
-// (in), for resorted. A record that does not decode is left out, and the
-// last such error returned.
-func (f *followState) applyRecords(ch watch.Change) (gone, in []control.NodeRecord, err error) {
+// decodeDelta decodes a delta's node records: those it puts and the ids
+// it deletes. A record that does not decode is left out, and the last
+// such error returned.
+func decodeDelta(ch watch.Change) (put []control.NodeRecord, del []string, err error) {
 	for id, raw := range ch.Put[control.SectionNodes] {
 		r, e := control.WatchedRecord(id, raw)
 		if e != nil {
 			err = e
 			continue
 		}
-		if old, ok := f.recs[id]; ok {
-			gone = append(gone, old)
-		}
-		f.recs[id] = r
-		in = append(in, r)
+		put = append(put, r)
 	}
-	for _, id := range ch.Del[control.SectionNodes] {
-		if old, ok := f.recs[id]; ok {
-			gone = append(gone, old)
-			delete(f.recs, id)
-		}
-	}
-	return gone, in, err
+	return put, ch.Del[control.SectionNodes], err
 }
 
 // decodeRevoked decodes the revoked section into f.revoked (f.mu held),

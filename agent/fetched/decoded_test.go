@@ -51,9 +51,9 @@ func TestDeltasKeepTheListSorted(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, _ := c.Records()
-		c.follow.mu.Lock()
-		want := sortedRecords(c.follow.recs)
-		c.follow.mu.Unlock()
+		c.nodes.mu.Lock()
+		want := sortedRecords(c.nodes.recs)
+		c.nodes.mu.Unlock()
 		if !slices.EqualFunc(got, want, sameRecord) {
 			t.Fatalf("step %d: the list after a delta is not the records sorted:\n got %v\nwant %v", step, names(got), names(want))
 		}

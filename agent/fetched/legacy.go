@@ -73,9 +73,11 @@ func (c *Copies) legacyRefresh(ctx context.Context, told bool) (changed bool, er
 		return false, err
 	}
 	f.strictAt = time.Now()
+	slices.SortFunc(list, recordOrder) // as the list is kept: a control node's order must not read as a change
 	old, _ := c.Records()
 	if changed = !slices.EqualFunc(list, old, sameRecord); changed {
-		c.adoptList(list, true)
+		c.adoptList(list)
+		c.markDirty(true)
 		c.saveIfOwed(true)
 	}
 	var rev control.Revocations

@@ -22,9 +22,20 @@ import (
 // raft's records (and checks control nodes against them) from its start.
 type nodeList struct {
 	mu   sync.Mutex
-	list []control.NodeRecord
 	have bool  // a list was fetched (now or before a restart)
 	err  error // why the last attempt failed; nil after one that did not
+	// The list itself (recordlog.go): the records by id, the list in
+	// recordOrder as last built (shared once handed out), the ids changed
+	// since with what that list holds for each (nil: none), the change
+	// log, and what Seeds, SerfPeers and the revocations read, kept per
+	// change.
+	recs     map[string]control.NodeRecord
+	list     []control.NodeRecord
+	stale    map[string]*control.NodeRecord
+	log      changeLog
+	controls []control.NodeRecord // the control nodes' records, in recordOrder
+	gone     []string             // ids of the records that left, were removed or failed (control.Gone), sorted
+	builds   int                  // lists built whole or again (WatchStats.ListBuilds)
 }
 
 // nodeListRetry spaces strict changes after one that failed (or brought
@@ -34,11 +45,14 @@ type nodeList struct {
 // indexes.
 const nodeListRetry = 200 * time.Millisecond
 
-// Records is the current node list; ok is false before the first one.
+// Records is the current node list, in recordOrder (shared: not to be
+// changed); ok is false before the first one. After a change it copies
+// the list once (recordlog.go): a consumer that follows every change
+// asks RecordsSince instead.
 func (c *Copies) Records() ([]control.NodeRecord, bool) {
 	c.nodes.mu.Lock()
 	defer c.nodes.mu.Unlock()
-	return c.nodes.list, c.nodes.have
+	return c.nodes.built(), c.nodes.have
 }
 
 // NodeListErr is why the last attempt to refresh the node list failed,
@@ -64,10 +78,7 @@ func (c *Copies) Load() error {
 		c.log.Warn("ignoring an unreadable saved node list; waiting for a fresh one", "code", codes.StateDir, "err", err)
 		return nil
 	}
-	c.nodes.mu.Lock()
-	c.nodes.list, c.nodes.have = list, true
-	c.nodes.mu.Unlock()
-	c.client.CheckServers(control.ActiveControlLeaves(list))
+	c.adoptList(list)
 	if i := slices.IndexFunc(list, func(r control.NodeRecord) bool { return r.ID == c.nodeID }); i >= 0 {
 		c.judgeOwn(list[i], true)
 	}
@@ -84,7 +95,9 @@ func (c *Copies) Seeds() []string {
 }
 
 func (c *Copies) seedList() []string {
-	list, ok := c.Records()
+	c.nodes.mu.Lock()
+	list, ok := c.nodes.controls, c.nodes.have
+	c.nodes.mu.Unlock()
 	if !ok {
 		return c.joinSeeds
 	}
@@ -104,7 +117,9 @@ func (c *Copies) seedList() []string {
 // (control.NodeRecord.GossipPeer) of the active control nodes on the
 // list: a worker rejoins gossip through them.
 func (c *Copies) SerfPeers() []string {
-	list, _ := c.Records()
+	c.nodes.mu.Lock()
+	list := c.nodes.controls
+	c.nodes.mu.Unlock()
 	var peers []string
 	for _, n := range list {
 		if g := n.GossipPeer(); n.ID != c.nodeID && g != "" && n.Active() && n.RoleOf() == pki.RoleControl {

@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
-	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/agent/watch"
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/pki"
 )
 
 // How a worker follows the cluster (issue 32, docs/architecture.md "How
@@ -32,10 +29,8 @@ import (
 type followState struct {
 	mu         sync.Mutex
 	copy       watch.Copy
-	recs       map[string]control.NodeRecord // the nodes section, decoded
-	list       []control.NodeRecord          // recs in recordOrder (sortedrecs.go); shared once adopted
-	revoked    []string                      // the revoked section's fingerprints, decoded when it changes
-	revVersion int                           // how many revocation items it holds
+	revoked    []string // the revoked section's fingerprints, decoded when it changes (the node records are c.nodes')
+	revVersion int      // how many revocation items it holds
 	keys       *control.GossipKeys
 	ca         *control.CABundle
 	applyMu    sync.Mutex // held through applyChange (f.mu only while the copy is read or written)
@@ -45,6 +40,7 @@ type followState struct {
 	changedAt  time.Time  // the last line that changed something
 	saved      time.Time  // the node list was last saved
 	dirty      bool       // the node list changed since
+	dirtyCtl   bool       // a control node's record among the changes: saved at once
 	turn       int        // the seed the next stream asks, in Seeds' order
 	notServed  int        // control nodes that served no watch since the last stream that opened (legacy.go)
 	stats      WatchStats
@@ -64,11 +60,14 @@ const (
 	watchGrace = 2 * time.Second
 	// saveEvery spaces the saves of the node list (a line that follows
 	// saves one still owed, a heartbeat's too; a stream that ends saves at
-	// once). A save writes every record: 10,000 of them as JSON every 2 s
-	// was a share of every change during churn (issue 54); the list on disk
+	// once, and so does a change of a control node's record, which
+	// decides the control leaves a restarted worker accepts). A save
+	// writes every record: 10,000 of them took 80 ms of CPU, every 10 s
+	// during churn a share of every change (issue 54). The list on disk
 	// serves only a restart, which then follows the stream from a whole
-	// table.
-	saveEvery = 10 * time.Second
+	// table within a second; the workers' records in it may be up to
+	// saveEvery old after a crash.
+	saveEvery = 5 * time.Minute
 	// toldGrace: a gossip notice of a change (a removal's, a key
 	// rotation's) that arrives within this of the stream's last change is
 	// taken to be about that change, and asks nothing more. The stream
@@ -116,8 +115,11 @@ func (c *Copies) Follow(ctx context.Context, onChange func(sections []string)) {
 			backoff = min(2*backoff, watchRetryMax)
 		}
 		c.follow.mu.Lock()
-		rnd, members := c.follow.rnd, len(c.follow.recs)
+		rnd := c.follow.rnd
 		c.follow.mu.Unlock()
+		c.nodes.mu.Lock()
+		members := len(c.nodes.recs)
+		c.nodes.mu.Unlock()
 		if rnd == nil {
 			rnd = randN
 		}
@@ -215,7 +217,9 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	}
 	f.changedAt = f.heard
 	var decodeErr error
-	controls := false // the change touched a control node's record
+	var whole map[string]control.NodeRecord // a whole table's records
+	var put []control.NodeRecord            // a delta's
+	var del []string
 	switch {
 	case ch.Full && slices.Contains(sections, control.SectionNodes):
 		// A whole table that changed the nodes: decode them all again. A
@@ -224,31 +228,17 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 		// they are: starting them afresh from its changes alone dropped
 		// every record but the next change's (found by
 		// e2e.TestAuditTrail: a worker then refused every control node).
-		f.recs = map[string]control.NodeRecord{}
-		decodeErr = decodeInto(f.recs, ch.Put[control.SectionNodes])
-		f.list, controls = sortedRecords(f.recs), true
+		whole = map[string]control.NodeRecord{}
+		decodeErr = decodeInto(whole, ch.Put[control.SectionNodes])
 	case slices.Contains(sections, control.SectionNodes):
-		if f.recs == nil {
-			f.recs = map[string]control.NodeRecord{}
-		}
-		var gone, in []control.NodeRecord
-		gone, in, decodeErr = f.applyRecords(ch)
-		f.list, controls = resorted(f.list, gone, in), anyControl(gone, in)
+		put, del, decodeErr = decodeDelta(ch)
 	}
-	list := f.list
-	own, ownOK := f.recs[c.nodeID]
-	var rev *control.Revocations
 	if slices.Contains(sections, control.SectionRevoked) {
 		if err := f.decodeRevoked(); err != nil {
 			decodeErr = err
 		}
 	}
-	if slices.Contains(sections, control.SectionRevoked) || slices.Contains(sections, control.SectionNodes) {
-		rev = &control.Revocations{Fingerprints: f.revoked, Version: f.revVersion, Gone: control.Gone(list)}
-		if rev.Fingerprints == nil {
-			rev.Fingerprints = []string{}
-		}
-	}
+	revoked, revVersion := f.revoked, f.revVersion
 	if raw, ok := f.copy.Item(control.SectionKeys, "ring"); ok && slices.Contains(sections, control.SectionKeys) {
 		var gk control.GossipKeys
 		if json.Unmarshal(raw, &gk) == nil {
@@ -268,12 +258,37 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	}
 	nodes := slices.Contains(sections, control.SectionNodes)
 	if nodes {
-		c.adoptList(list, controls)
+		// The list takes the change at its cost (recordlog.go): no copy
+		// of the list, no scan of it, unless a control node's record
+		// changed (then the leaves it accepts are looked at again).
+		c.nodes.mu.Lock()
+		controls := true
+		if whole != nil {
+			c.nodes.setWhole(whole)
+		} else {
+			controls = c.nodes.apply(put, del)
+		}
+		var leaves control.ServerCheck
+		if controls {
+			leaves = control.ActiveControlLeaves(c.nodes.controls)
+		}
+		own, ownOK := c.nodes.recs[c.nodeID]
+		c.nodes.mu.Unlock()
+		if controls {
+			c.client.CheckServers(leaves)
+		}
+		c.markDirty(controls)
 		c.judgeOwn(own, ownOK)
 	}
-	if rev != nil {
+	if nodes || slices.Contains(sections, control.SectionRevoked) {
+		c.nodes.mu.Lock()
+		rev := control.Revocations{Fingerprints: revoked, Version: revVersion, Gone: c.nodes.gone}
+		c.nodes.mu.Unlock()
+		if rev.Fingerprints == nil {
+			rev.Fingerprints = []string{}
+		}
 		c.revoked.mu.Lock()
-		c.revoked.list = *rev
+		c.revoked.list = rev
 		c.revoked.mu.Unlock()
 	}
 	c.setListErr(nil)
@@ -284,40 +299,19 @@ func (c *Copies) applyChange(ch watch.Change, size int) (changed bool, err error
 	return nodes || slices.Contains(sections, control.SectionRevoked), nil
 }
 
-// adoptList makes list the node list: from now on it decides which
-// control leaves the worker accepts (looked at again only when controls
-// says a control node's record changed); it is saved (saveIfOwed).
-func (c *Copies) adoptList(list []control.NodeRecord, controls bool) {
+// adoptList makes list the whole node list (a saved one, a legacy
+// fetch), O(records): from now on it decides which control leaves the
+// worker accepts.
+func (c *Copies) adoptList(list []control.NodeRecord) {
+	recs := make(map[string]control.NodeRecord, len(list))
+	for _, r := range list {
+		recs[r.ID] = r
+	}
 	c.nodes.mu.Lock()
-	c.nodes.list, c.nodes.have = list, true
+	c.nodes.setWhole(recs)
+	leaves := control.ActiveControlLeaves(c.nodes.controls)
 	c.nodes.mu.Unlock()
-	if controls {
-		c.client.CheckServers(control.ActiveControlLeaves(list))
-	}
-	c.follow.mu.Lock()
-	c.follow.dirty = true
-	c.follow.mu.Unlock()
-}
-
-// saveIfOwed saves the node list (0600) when it changed and the last
-// save is saveEvery old, or now when told.
-func (c *Copies) saveIfOwed(now bool) {
-	f := &c.follow
-	f.mu.Lock()
-	if !f.dirty || (!now && time.Since(f.saved) < saveEvery) {
-		f.mu.Unlock()
-		return
-	}
-	f.dirty, f.saved = false, time.Now()
-	f.mu.Unlock()
-	list, _ := c.Records()
-	b, err := json.MarshalIndent(list, "", "  ")
-	if err == nil {
-		err = pki.WriteFileAtomic(filepath.Join(c.stateDir, statedir.NodesFile), b, 0o600)
-	}
-	if err != nil {
-		c.log.Warn("could not save the node list", "code", codes.StateDir, "err", err)
-	}
+	c.client.CheckServers(leaves)
 }
 
 func (c *Copies) setListErr(err error) {

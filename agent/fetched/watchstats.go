@@ -11,11 +11,19 @@ type WatchStats struct {
 	Lines   int    // every line, heartbeats included
 	Bytes   int64  // the lines' bytes
 	Strict  int    // strict changes asked (no healthy stream)
+	// ListBuilds are the times the node list in order was built whole
+	// or copied again (recordlog.go): a whole table, or a read of the
+	// whole list after changes; a change alone builds none.
+	ListBuilds int
 }
 
 // Stats are the follower's counters.
 func (c *Copies) Stats() WatchStats {
 	c.follow.mu.Lock()
-	defer c.follow.mu.Unlock()
-	return c.follow.stats
+	st := c.follow.stats
+	c.follow.mu.Unlock()
+	c.nodes.mu.Lock()
+	st.ListBuilds = c.nodes.builds
+	c.nodes.mu.Unlock()
+	return st
 }

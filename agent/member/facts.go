@@ -18,6 +18,13 @@ type clusterFacts interface {
 	// Records are the cluster's node records (every state, this node's
 	// too); ok is false on a worker before its first node list.
 	Records() ([]control.NodeRecord, bool)
+	// RecordsSince is what changed in Records after version since
+	// (fetched.RecordDelta): a worker's copies hand only the records that
+	// changed, from their change log; a control node's raft hands the
+	// whole list every time (Whole).
+	RecordsSince(since uint64) fetched.RecordDelta
+	// Record is the record with id (any state), if on record.
+	Record(id string) (control.NodeRecord, bool)
 	// Seeds are the control nodes' addresses this node asks, in order.
 	Seeds() []string
 	// SerfPeers are the gossip addresses this node rejoins through.
@@ -61,6 +68,22 @@ type planeFacts struct {
 }
 
 func (f planeFacts) Records() ([]control.NodeRecord, bool) { return f.p.Records(), true }
+
+func (f planeFacts) RecordsSince(uint64) fetched.RecordDelta {
+	return fetched.RecordDelta{Known: true, Whole: true, All: f.p.Records()}
+}
+
+func (f planeFacts) Record(id string) (control.NodeRecord, bool) {
+	return findRecord(f.p.Records(), id)
+}
+
+// findRecord is the record with id in list: O(records).
+func findRecord(list []control.NodeRecord, id string) (control.NodeRecord, bool) {
+	if i := slices.IndexFunc(list, func(r control.NodeRecord) bool { return r.ID == id }); i >= 0 {
+		return list[i], true
+	}
+	return control.NodeRecord{}, false
+}
 
 func (f planeFacts) Seeds() []string { return control.Spread(f.seeds, f.nodeID) }
 

@@ -65,7 +65,9 @@ func ignoredBook(seen map[string]ignoredSeen, now time.Time, unmatched []desired
 
 // reportIgnored logs the gossip members desired ignores (see above) and,
 // while a warning is pending, pokes the overlay loop when it falls due.
-func (rt *Runtime) reportIgnored(in desired.Inputs) {
+// find, when not nil, finds the active records (the overlay's tracker:
+// O(1) each), and in.Records is not read.
+func (rt *Runtime) reportIgnored(in desired.Inputs, find func(id string) (*desired.Record, bool)) {
 	if !in.RecordsKnown {
 		return
 	}
@@ -76,7 +78,13 @@ func (rt *Runtime) reportIgnored(in desired.Inputs) {
 		ov.ignored = map[string]ignoredSeen{}
 	}
 	now := time.Now()
-	debug, warn, due := ignoredBook(ov.ignored, now, desired.Unmatched(in))
+	var unmatched []desired.Ignored
+	if find != nil {
+		unmatched = desired.UnmatchedBy(in, find)
+	} else {
+		unmatched = desired.Unmatched(in)
+	}
+	debug, warn, due := ignoredBook(ov.ignored, now, unmatched)
 	for _, ig := range debug {
 		ov.log.Debug("gossip member not matched to a record (yet): raft decides, gossip only reports liveness",
 			"member", ig.Name, "member_id", ig.ID, "reason", ig.Reason)

@@ -53,4 +53,7 @@ type nodeListFacts struct {
 
 func (f nodeListFacts) Records() ([]control.NodeRecord, bool) { return f.recs, true }
 func (f nodeListFacts) Revocations() control.Revocations      { return control.Revocations{} }
-func (f nodeListFacts) Seeds() []string                       { return nil }
+func (f nodeListFacts) Record(id string) (control.NodeRecord, bool) {
+	return findRecord(f.recs, id)
+}
+func (f nodeListFacts) Seeds() []string { return nil }

@@ -254,23 +254,39 @@ func pause(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 // before a worker's first list), gossip members as their tags describe
 // them (desired takes only their liveness), and the revocation list.
 func (nd *node) overlayInputs() desired.Inputs {
+	in := nd.baseInputs()
+	in.Records, in.RecordsKnown = nd.records()
+	in.Members = nd.gossipMembers()
+	return in
+}
+
+// baseInputs are overlayInputs without the records and gossip members:
+// what an overlay pass that hands the tracker only the records that
+// changed reads (overlaypass.go), at a cost that does not grow with the
+// records.
+func (nd *node) baseInputs() desired.Inputs {
 	rev := nd.cluster.Revocations()
 	in := desired.Inputs{SelfName: nd.facts.Name, SelfOverlay: nd.overlayAddr(), Gone: rev.Gone, Blocklist: rev.Fingerprints,
 		SelfNoNAT: nd.nat.get() == natOpen, SelfOverlay6: nd.ownOverlay6()}
-	in.Records, in.RecordsKnown = nd.records()
 	in.SelfRoutes, in.SelfAsked = nd.ownRoutes()
 	in.SelfUnderlay, in.Exit, in.Seeds = nd.facts.Underlay, nd.exitChoice(), nd.seedAddrs()
 	for _, l := range nd.facts.Lighthouses {
 		ap, _ := netip.ParseAddrPort(l.Underlay) // invalid when unparsable: skipped
 		in.Lighthouses = append(in.Lighthouses, desired.Lighthouse{Overlay: l.OverlayIP, Underlay: ap})
 	}
-	if nd.gossip == nil {
-		return in
-	}
-	for _, m := range nd.gossip.Members() {
-		in.Members = append(in.Members, asMember(m))
-	}
 	return in
+}
+
+// gossipMembers are the gossip members as desired reads them.
+func (nd *node) gossipMembers() []desired.Member {
+	if nd.gossip == nil {
+		return nil
+	}
+	var out []desired.Member
+	for _, m := range nd.gossip.Members() {
+		out = append(out, asMember(m))
+	}
+	return out
 }
 
 // asMember is a gossip member as desired reads it: its tags and the

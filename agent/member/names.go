@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/names"
 )
@@ -21,9 +22,11 @@ import (
 // control node's raft, a worker's fetched node list, so it answers with
 // every control node down) on its overlay address and on dns.loopback,
 // never on the underlay. The overlay loop hands the server a new zone
-// whenever the active records changed (syncZone, at the start of every
-// pass: before the pass's reload, so a removal's acknowledgement, which
-// waits for the reload, comes after the name is gone). With
+// whenever the active records' names or overlay addresses changed
+// (syncZone, at the start of every pass: before the pass's reload, so a
+// removal's acknowledgement, which waits for the reload, comes after the
+// name is gone). A pass reads only the records changed since the last
+// (fetched.RecordsSince); a change of names builds the zone again, O(records). With
 // systemd-resolved running, the overlay's link routes ~CLUSTER.DOMAIN
 // to the overlay address (resolved.go).
 
@@ -41,6 +44,12 @@ type dnsNames struct {
 	// guarded by mu (resolved.go).
 	resolved, link string
 	resolvedErr    error // resolved refused: status warns ResolvedNotUsed
+	// recVer is the node list's version the zone's hosts are
+	// (fetched.RecordDelta), byID those hosts by record id: a pass reads
+	// only the records changed since, and builds a zone only when a
+	// name or overlay address changed; guarded by mu.
+	recVer uint64
+	byID   map[string]names.Host
 	// firstZone wakes the resolved upkeep when the first zone is set (a
 	// worker's first node list): resolved is told the domain at once.
 	firstZone chan struct{}
@@ -110,14 +119,21 @@ func (d *dnsNames) syncZone() {
 		d.mu.Unlock()
 		return
 	}
-	list, ok := d.cluster.Records()
-	if !ok {
-		return
-	}
-	hosts := zoneHosts(list)
 	overlay6 := d.ownOverlay6()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.srv.Zone() == nil {
+		d.recVer = 0 // none yet, or emptied by a removal: every record
+	}
+	ch := d.cluster.RecordsSince(d.recVer)
+	if !ch.Known {
+		return
+	}
+	d.recVer = ch.Version
+	if !d.hostsChanged(ch) && d.srv.Zone() != nil && overlay6 == d.overlay6 {
+		return // no name or overlay address changed: O(records changed)
+	}
+	hosts := sortedHosts(d.byID)
 	if d.srv.Zone() != nil && slices.Equal(hosts, d.hosts) && overlay6 == d.overlay6 {
 		return
 	}
@@ -137,19 +153,57 @@ func (d *dnsNames) syncZone() {
 	d.log.Debug("dns zone", "origin", z.Origin(), "names", z.Len())
 }
 
-// zoneHosts are the active records' names and overlay addresses, sorted
-// by name: removed, left and failed nodes have no name.
-func zoneHosts(list []control.NodeRecord) []names.Host {
-	var hosts []names.Host
-	for _, n := range list {
-		a, err := netip.ParseAddr(n.OverlayIP)
-		if err != nil || !n.Active() {
-			continue
+// hostsChanged brings d.byID in line with the records ch hands (d.mu
+// held) and reports whether a host (a name or an overlay address) changed.
+func (d *dnsNames) hostsChanged(ch fetched.RecordDelta) bool {
+	if ch.Whole || d.byID == nil {
+		d.byID = map[string]names.Host{}
+		for _, n := range ch.All {
+			if h, ok := zoneHost(n); ok {
+				d.byID[n.ID] = h
+			}
 		}
-		h := names.Host{Name: n.Name, Addr: a.Unmap()}
-		if a6, err := netip.ParseAddr(n.OverlayIP6); err == nil {
-			h.Addr6 = a6
+		return true
+	}
+	changed := false
+	for _, n := range ch.Put {
+		h, ok := zoneHost(n)
+		old, had := d.byID[n.ID]
+		switch {
+		case ok && (!had || old != h):
+			d.byID[n.ID], changed = h, true
+		case !ok && had:
+			delete(d.byID, n.ID)
+			changed = true
 		}
+	}
+	for _, id := range ch.Del {
+		if _, had := d.byID[id]; had {
+			delete(d.byID, id)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// zoneHost is n's name and overlay addresses, if it is active with a
+// valid overlay address: removed, left and failed nodes have no name.
+func zoneHost(n control.NodeRecord) (names.Host, bool) {
+	a, err := netip.ParseAddr(n.OverlayIP)
+	if err != nil || !n.Active() {
+		return names.Host{}, false
+	}
+	h := names.Host{Name: n.Name, Addr: a.Unmap()}
+	if a6, err := netip.ParseAddr(n.OverlayIP6); err == nil {
+		h.Addr6 = a6
+	}
+	return h, true
+}
+
+// sortedHosts are the zone's hosts sorted by name, then address.
+func sortedHosts(byID map[string]names.Host) []names.Host {
+	hosts := make([]names.Host, 0, len(byID))
+	for _, h := range byID {
 		hosts = append(hosts, h)
 	}
 	slices.SortFunc(hosts, func(a, b names.Host) int { return cmp.Or(strings.Compare(a.Name, b.Name), a.Addr.Compare(b.Addr)) })

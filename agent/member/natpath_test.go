@@ -109,4 +109,7 @@ type listFacts struct {
 
 func (f *listFacts) Records() ([]control.NodeRecord, bool) { return f.list, true }
 func (f *listFacts) Revocations() control.Revocations      { return control.Revocations{} }
-func (f *listFacts) Seeds() []string                       { return nil }
+func (f *listFacts) Record(id string) (control.NodeRecord, bool) {
+	return findRecord(f.list, id)
+}
+func (f *listFacts) Seeds() []string { return nil }

@@ -35,6 +35,13 @@ func (ov *overlay) track(in desired.Inputs, cut bool) {
 // a refusal; a refusal leaves the next pass to the whole-config path,
 // which tries again), false when the whole-config path must run now.
 func (ov *overlay) applyMemberChange(in desired.Inputs) bool {
+	return ov.applyTracked(in, func() (mesh.Change, bool) { return ov.tracker.Update(in) })
+}
+
+// applyTracked is applyMemberChange with the tracker's update given:
+// Update over every record, or UpdateChanged over those that changed
+// (overlaypass.go).
+func (ov *overlay) applyTracked(in desired.Inputs, update func() (mesh.Change, bool)) bool {
 	if !ov.tracking || ov.removed() {
 		return false
 	}
@@ -44,7 +51,7 @@ func (ov *overlay) applyMemberChange(in desired.Inputs) bool {
 		ov.tracking = false
 		return false
 	}
-	ch, ok := ov.tracker.Update(in)
+	ch, ok := update()
 	if !ok {
 		ov.tracking = false
 		return false

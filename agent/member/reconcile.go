@@ -169,12 +169,10 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 			held = true
 			continue
 		}
-		in := rt.overlayInputs() // read once for the pass
-		rt.dns.syncZone()        // names.go: before the reload a removal's acknowledgement waits for
-		if wait := rt.ov.reconcileOverlay(in); wait > 0 {
+		rt.dns.syncZone()                       // names.go: before the reload a removal's acknowledgement waits for
+		if wait := rt.overlayPass(); wait > 0 { // overlaypass.go
 			retry.Reset(wait)
 			held = true
 		}
-		rt.reportIgnored(in) // ignored.go
 	}
 }

@@ -161,8 +161,16 @@ type overlay struct {
 	overlayErr  atomic.Value  // errBox: the last reload refusal, for status
 	// tracker follows the inputs of the config applied, while tracking
 	// (overlaydelta.go); both the overlay loop's own.
-	tracker    desired.Tracker
-	tracking   bool
+	tracker  desired.Tracker
+	tracking bool
+	// recVer is the node list's version the tracker's records are
+	// (fetched.RecordDelta), when recFollow: the overlay loop then hands
+	// it only the records changed since (overlaypass.go).
+	recVer    uint64
+	recFollow bool
+	// converted counts the records the overlay loop converted for its
+	// passes (overlaypass.go): TestChangeConvertsTheChange reads it.
+	converted  atomic.Uint64
 	parked     *Parked // userspace mode: where Stop parks the overlay it cannot stop
 	ignoredMu  sync.Mutex
 	ignored    map[string]ignoredSeen // gossip members not matched to a record (ignored.go)

@@ -166,11 +166,7 @@ func (s *subnets) state(approved bool) *apitype.ExitState {
 // ownRoutes are the prefixes this node's record is approved to carry,
 // and those it asks for, approved or not.
 func (nd *node) ownRoutes() (approved, asked []netip.Prefix) {
-	recs, _ := nd.cluster.Records()
-	for _, r := range recs {
-		if r.ID != nd.facts.NodeID {
-			continue
-		}
+	if r, ok := nd.cluster.Record(nd.facts.NodeID); ok { // O(1) on a worker: read on every overlay pass
 		for _, rt := range r.Routes {
 			p, err := netip.ParsePrefix(rt.Prefix)
 			if err != nil {
@@ -309,9 +305,8 @@ func (nd *node) seedAddrs() []netip.Addr {
 // this node that holds other prefixes than certPEM, its own: an approval
 // or a withdrawal reissued it, and the node fetches it now.
 func (nd *node) routesReissued(certPEM []byte) bool {
-	recs, _ := nd.cluster.Records()
-	i := slices.IndexFunc(recs, func(r control.NodeRecord) bool { return r.ID == nd.facts.NodeID })
-	if i < 0 {
+	own, ok := nd.cluster.Record(nd.facts.NodeID)
+	if !ok {
 		return false
 	}
 	mine, err := pki.NebulaRoutes(certPEM)
@@ -322,5 +317,5 @@ func (nd *node) routesReissued(certPEM []byte) bool {
 	for j, p := range mine {
 		held[j] = p.String()
 	}
-	return !slices.Equal(held, recs[i].NebulaRoutes)
+	return !slices.Equal(held, own.NebulaRoutes)
 }
