@@ -125,7 +125,7 @@ func TestSerfConfig(t *testing.T) {
 		want := struct {
 			probe, probeTimeout, gossip, pushPull, reclaim time.Duration
 			suspicion, retransmit                          int
-		}{lan.ProbeInterval, lan.ProbeTimeout, lan.GossipInterval, lan.PushPullInterval, 30 * time.Second, lan.SuspicionMult, lan.RetransmitMult}
+		}{lan.ProbeInterval, lan.ProbeTimeout, lanGossipInterval, lan.PushPullInterval, 30 * time.Second, lan.SuspicionMult, lan.RetransmitMult}
 		if fast {
 			want.probe, want.probeTimeout, want.gossip, want.pushPull, want.reclaim = 200*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 5*time.Second, 100*time.Millisecond
 			want.suspicion = 2
