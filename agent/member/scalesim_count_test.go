@@ -29,7 +29,7 @@ const simCountEnv = "MESHD_SIM_COUNT_PEERS"
 // else reads it at rest. Before, every round read it three times.
 func TestIdleLoopsDoNotScan(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a worker with 10,000 peers on record and watches it for 10 s")
+		t.Skip("starts a worker with 10,000 peers on record, lets it settle past its first pair health round and watches it for 10 s")
 	}
 	if simRace {
 		t.Skip("starts Nebula, whose handshake manager races under -race (scalesim_race_test.go); make unit runs this test without -race")
