@@ -38,6 +38,16 @@ const (
 // and at 2 nodes, session 5").
 const lanGossipInterval = 500 * time.Millisecond
 
+// lanGossipNodes is how many members each tick sends the queued
+// broadcasts to with meshd's LAN timers (memberlist's LAN config: 3 every
+// 200 ms). 8 every 500 ms keeps the rate a node can send broadcasts at
+// (16 packets a second against 15) for when many are queued: forming a
+// cluster queues an alive broadcast per member for every member
+// (gossip.BenchmarkGossipSim at 250 members with a 500 ms tick and 3
+// members a tick did not drain its queues by the deadline), and fans
+// each hop out wider, so a broadcast reaches N members in fewer hops.
+const lanGossipNodes = 8
+
 // maxNameLen is serf's and memberlist's limit on a node name.
 const maxNameLen = 128
 
@@ -177,8 +187,9 @@ func (c Config) serfConfig(eventCh chan<- serf.Event, logger *log.Logger) (*serf
 	ml.EnableCompression = false
 	ml.LogOutput = nil // memberlist refuses both LogOutput and Logger
 	ml.Logger = logger
-	ml.GossipInterval = lanGossipInterval
-	if c.Fast {
+	ml.GossipInterval, ml.GossipNodes = lanGossipInterval, lanGossipNodes
+	if c.Fast { // memberlist's fan-out of 3, a tick of its own
+		ml.GossipNodes = memberlist.DefaultLANConfig().GossipNodes
 		ml.ProbeInterval = 200 * time.Millisecond
 		ml.ProbeTimeout = 100 * time.Millisecond
 		ml.SuspicionMult = 2
