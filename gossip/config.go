@@ -24,6 +24,30 @@ const (
 	deadNodeReclaimFast = 100 * time.Millisecond
 )
 
+// lanGossipInterval is memberlist's gossip tick with meshd's LAN timers
+// (memberlist's LAN config has 200 ms). The tick sends only when
+// broadcasts are queued (a member's change: alive, suspect, dead, serf's
+// intents, events and queries), but wakes the process each time: at rest,
+// with nothing queued, memberlist's gossip() picks its random members and
+// finds nothing to send, five times a second. Broadcasts also ride every
+// probe, ack and indirect probe (memberlist's sendMsg piggybacks them),
+// and failure detection is the probes' (1 s) and the suspicion timeout's
+// (4 s and up), neither of which the tick sets; a slower tick delays a
+// queued broadcast's next hop by up to lanGossipInterval (issue 54: an
+// idle worker's wakeups, docs/performance.md "Issue 54: idle at 10,000
+// and at 2 nodes, session 5").
+const lanGossipInterval = 500 * time.Millisecond
+
+// lanGossipNodes is how many members each tick sends the queued
+// broadcasts to with meshd's LAN timers (memberlist's LAN config: 3 every
+// 200 ms). 8 every 500 ms keeps the rate a node can send broadcasts at
+// (16 packets a second against 15) for when many are queued: forming a
+// cluster queues an alive broadcast per member for every member
+// (gossip.BenchmarkGossipSim at 250 members with a 500 ms tick and 3
+// members a tick did not drain its queues by the deadline), and fans
+// each hop out wider, so a broadcast reaches N members in fewer hops.
+const lanGossipNodes = 8
+
 // maxNameLen is serf's and memberlist's limit on a node name.
 const maxNameLen = 128
 
@@ -65,7 +89,8 @@ type Config struct {
 	// Fast selects test timers: probe 200ms (timeout 100ms), suspicion
 	// multiplier 2, gossip 100ms, push/pull 5s, dead-name reclaim 100ms and a
 	// 200ms leave propagation delay. Otherwise memberlist.DefaultLANConfig
-	// and serf's defaults apply.
+	// and serf's defaults apply, with a slower gossip tick
+	// (lanGossipInterval).
 	Fast bool
 	// ReconnectTimeout is how long a failed member is kept (and retried)
 	// before it is reaped; 0 means serf's default (24h).
@@ -162,7 +187,9 @@ func (c Config) serfConfig(eventCh chan<- serf.Event, logger *log.Logger) (*serf
 	ml.EnableCompression = false
 	ml.LogOutput = nil // memberlist refuses both LogOutput and Logger
 	ml.Logger = logger
-	if c.Fast {
+	ml.GossipInterval, ml.GossipNodes = lanGossipInterval, lanGossipNodes
+	if c.Fast { // memberlist's fan-out of 3, a tick of its own
+		ml.GossipNodes = memberlist.DefaultLANConfig().GossipNodes
 		ml.ProbeInterval = 200 * time.Millisecond
 		ml.ProbeTimeout = 100 * time.Millisecond
 		ml.SuspicionMult = 2

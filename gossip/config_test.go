@@ -124,15 +124,15 @@ func TestSerfConfig(t *testing.T) {
 		lan := memberlist.DefaultLANConfig()
 		want := struct {
 			probe, probeTimeout, gossip, pushPull, reclaim time.Duration
-			suspicion, retransmit                          int
-		}{lan.ProbeInterval, lan.ProbeTimeout, lan.GossipInterval, lan.PushPullInterval, 30 * time.Second, lan.SuspicionMult, lan.RetransmitMult}
+			suspicion, retransmit, gossipNodes             int
+		}{lan.ProbeInterval, lan.ProbeTimeout, lanGossipInterval, lan.PushPullInterval, 30 * time.Second, lan.SuspicionMult, lan.RetransmitMult, lanGossipNodes}
 		if fast {
 			want.probe, want.probeTimeout, want.gossip, want.pushPull, want.reclaim = 200*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 5*time.Second, 100*time.Millisecond
-			want.suspicion = 2
+			want.suspicion, want.gossipNodes = 2, lan.GossipNodes
 		}
 		if ml.ProbeInterval != want.probe || ml.ProbeTimeout != want.probeTimeout || ml.GossipInterval != want.gossip ||
 			ml.PushPullInterval != want.pushPull || ml.DeadNodeReclaimTime != want.reclaim ||
-			ml.SuspicionMult != want.suspicion || ml.RetransmitMult != want.retransmit {
+			ml.SuspicionMult != want.suspicion || ml.RetransmitMult != want.retransmit || ml.GossipNodes != want.gossipNodes {
 			t.Errorf("fast=%v: timers %+v, want %+v", fast, ml, want)
 		}
 		if ml.EnableCompression {

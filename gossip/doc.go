@@ -34,9 +34,13 @@
 //   - Gossip is never plaintext: Config.Keys needs at least one 16, 24 or
 //     32-byte AES key, the first being the primary (the one that encrypts).
 //     Incoming and outgoing verification are always on.
-//   - The memberlist timers are DefaultLANConfig in production. Config.Fast
-//     selects test timers (probe 200ms/100ms, suspicion multiplier 2, gossip
-//     100ms, push/pull 5s) that detect a failure in about a second.
+//   - The memberlist timers are DefaultLANConfig in production, but for a
+//     gossip tick of 500 ms to 8 members (lanGossipInterval,
+//     lanGossipNodes; memberlist's is 200 ms to 3: it woke an idle node
+//     five times a second to find nothing to send).
+//     Config.Fast selects test timers (probe 200ms/100ms, suspicion
+//     multiplier 2, gossip 100ms, push/pull 5s) that detect a failure in
+//     about a second.
 //     DefaultLocalConfig is never used: its retransmit multiplier of 2 lost
 //     broadcasts in small clusters.
 //   - A dead node's name can be reclaimed after DeadNodeReclaimTime (30s, or

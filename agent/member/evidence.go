@@ -81,6 +81,7 @@ type evidence struct {
 	closed  bool
 	running int
 	probes  map[string]*probe // by node id
+	results uint64            // probes whose result changed (changes)
 }
 
 // probe is what this node knows of one doubted member's overlay address.
@@ -219,9 +220,15 @@ func (e *evidence) done(id string, p *probe, began time.Time, err error) {
 	if e.ctx.Err() != nil {
 		return
 	}
+	was := p.result
 	p.result, p.began, p.ended = desired.ProbeFailed, began, e.now()
 	if err == nil {
 		p.result = desired.ProbeAnswered
+	}
+	if p.result != was {
+		e.results++
+	}
+	if err == nil {
 		if !p.told && e.probes[id] == p {
 			p.told = true
 			e.log.Warn("gossip says a member is down, but it answers a direct probe over the overlay: shown and kept alive",
@@ -231,6 +238,19 @@ func (e *evidence) done(id string, p *probe, began time.Time, err error) {
 	}
 	e.log.Debug("gossip says a member is down, and it does not answer a direct probe over the overlay", "node", p.name,
 		"overlay_ip", p.addr, "took", p.ended.Sub(began).Round(time.Millisecond), "err", err)
+}
+
+// changes counts the probes whose result changed: what the gossip view
+// shows of a doubted member changes only then (or when gossip or the
+// records do), so pair health's index (pairhealth_index.go) rebuilds on
+// it. 0 on a nil evidence.
+func (e *evidence) changes() uint64 {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.results
 }
 
 // close ends the probes under way and waits for them; later looks start

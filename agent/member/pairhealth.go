@@ -13,7 +13,6 @@ import (
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/gossip"
 )
 
 // Pair health (issue 28 item 4). Gossip cannot show a broken pair: when
@@ -74,11 +73,12 @@ func (b *pairBook) record(name string, err error, now time.Time) (changed bool) 
 	return r.failed == b.misses
 }
 
-// keep forgets every member not in names (no longer probed: gone from
-// the records, or down in gossip, which shows that by itself).
-func (b *pairBook) keep(names map[string]bool) {
+// keep forgets every member has does not hold (no longer probed: gone
+// from the records, or down in gossip, which shows that by itself). It
+// looks at the runs only: O(failing members), not O(members).
+func (b *pairBook) keep(has func(name string) bool) {
 	for n := range b.runs {
-		if !names[n] {
+		if !has(n) {
 			delete(b.runs, n)
 		}
 	}
@@ -98,7 +98,10 @@ func (b *pairBook) down() []pairDown {
 
 // pairHealth probes the members and keeps their book.
 type pairHealth struct {
-	cfg     config.PairProbe
+	cfg config.PairProbe
+	// targets are the members to probe, sorted by name; the same slice
+	// (shared, read-only) until one changes (pairhealth_index.go), so a
+	// round costs O(PerRound), not O(members).
 	targets func() []pairTarget
 	reach   func(context.Context, netip.AddrPort) error
 	log     *slog.Logger
@@ -161,10 +164,6 @@ func (ph *pairHealth) round(ctx context.Context) {
 		return
 	}
 	now := ph.now()
-	known := make(map[string]bool, len(all))
-	for _, tg := range all {
-		known[tg.name] = true
-	}
 	var flipped []string
 	ph.mu.Lock()
 	for i, tg := range targets {
@@ -172,7 +171,7 @@ func (ph *pairHealth) round(ctx context.Context) {
 			flipped = append(flipped, tg.name)
 		}
 	}
-	ph.book.keep(known)
+	ph.book.keep(func(name string) bool { _, ok := findTarget(all, name); return ok })
 	down := ph.book.down()
 	ph.mu.Unlock()
 	if len(flipped) > 0 && ph.flipped != nil {
@@ -190,32 +189,39 @@ func (ph *pairHealth) round(ctx context.Context) {
 	}
 }
 
-// pick is the round's share of all: every member with failed probes
-// (its verdict waits on its next probes), then the members after the
-// last one probed, in name order and wrapping, up to cfg.PerRound in all
-// (0: no bound).
+// pick is the round's share of all (sorted by name): every member with
+// failed probes (its verdict waits on its next probes), in name order,
+// then the members after the last one probed, in name order and
+// wrapping, up to cfg.PerRound in all (0: no bound). It costs
+// O(PerRound + failing members × log members): it walks from a cursor
+// and never reads every target (issue 54: at 10,000 members it sorted
+// them all every round).
 func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
 	n := ph.cfg.PerRound
 	if n <= 0 || len(all) <= n {
 		return all
 	}
-	sorted := slices.SortedFunc(slices.Values(all), func(a, b pairTarget) int { return strings.Compare(a.name, b.name) })
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
+	var failing []string
+	for name := range ph.book.runs {
+		failing = append(failing, name)
+	}
+	slices.Sort(failing)
 	out := make([]pairTarget, 0, n)
-	for _, tg := range sorted {
-		if ph.book.runs[tg.name] != nil && len(out) < n {
-			out = append(out, tg)
+	for _, name := range failing {
+		if i, ok := findTarget(all, name); ok && len(out) < n {
+			out = append(out, all[i])
 		}
 	}
-	start, _ := slices.BinarySearchFunc(sorted, ph.cursor, func(tg pairTarget, name string) int {
+	start, _ := slices.BinarySearchFunc(all, ph.cursor, func(tg pairTarget, name string) int {
 		if tg.name <= name {
 			return -1
 		}
 		return 1
 	})
-	for i := 0; i < len(sorted) && len(out) < n; i++ {
-		tg := sorted[(start+i)%len(sorted)]
+	for i := 0; i < len(all) && len(out) < n; i++ {
+		tg := all[(start+i)%len(all)]
 		if ph.book.runs[tg.name] != nil {
 			continue
 		}
@@ -223,6 +229,16 @@ func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
 		ph.cursor = tg.name
 	}
 	return out
+}
+
+// findTarget is where name is in all (sorted by name).
+func findTarget(all []pairTarget, name string) (int, bool) {
+	return slices.BinarySearchFunc(all, name, func(tg pairTarget, name string) int { return strings.Compare(tg.name, name) })
+}
+
+// sortTargets sorts ts by name, as pairHealth.targets hands them.
+func sortTargets(ts []pairTarget) {
+	slices.SortFunc(ts, func(a, b pairTarget) int { return strings.Compare(a.name, b.name) })
 }
 
 // down are the members this node counts unreachable now.
@@ -260,30 +276,4 @@ func (ph *pairHealth) fillStatus(s *apitype.Status) {
 	s.Warnings = append(s.Warnings, apitype.Warning{Code: codes.PairUnreachable,
 		Detail: fmt.Sprintf("cannot reach %s over the overlay: %d or more of this node's probes in a row failed: %s; gossip may still show them alive",
 			strings.Join(names, ", "), ph.book.misses, strings.Join(runs, "; "))})
-}
-
-// pairTargets are the members this node probes: every active record but
-// its own that gossip shows alive or suspect (one gossip shows down is
-// visible as such already), at its gossip address on the overlay.
-func (rt *Runtime) pairTargets() []pairTarget {
-	records, ok := rt.cluster.Records()
-	if !ok || rt.gossip == nil || rt.removed() { // removed: its overlay is cut off (standing.go)
-		return nil
-	}
-	view := rt.members.gossipView()
-	var out []pairTarget
-	for _, r := range records {
-		if r.ID == rt.facts.NodeID || !r.Active() {
-			continue
-		}
-		if st := view[r.Name]; st != gossip.StatusAlive && st != gossip.StatusSuspect {
-			continue
-		}
-		ap, err := netip.ParseAddrPort(r.GossipPeer())
-		if err != nil {
-			continue
-		}
-		out = append(out, pairTarget{name: r.Name, addr: ap})
-	}
-	return out
 }

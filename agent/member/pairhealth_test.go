@@ -72,7 +72,7 @@ func TestPairBook(t *testing.T) {
 		b := pairBook{misses: 1}
 		b.record("a", lost, t0)
 		b.record("b", lost, t0)
-		b.keep(map[string]bool{"b": true})
+		b.keep(func(name string) bool { return name == "b" })
 		if d := b.down(); len(d) != 1 || d[0].name != "b" {
 			t.Fatalf("down %+v, want b only", d)
 		}
@@ -212,12 +212,14 @@ func TestPairRoundParallel(t *testing.T) {
 // TestPairPick: a round probes at most PerRound members (issue 54: it
 // probed every member, a tunnel to each): those with failed probes
 // first, every round, then the next ones in name order, wrapping, so
-// every member is probed within N/PerRound rounds.
+// every member is probed within N/PerRound rounds. The targets come
+// sorted by name (pairTargets sorts them once per change, not the round).
 func TestPairPick(t *testing.T) {
 	var all []pairTarget
 	for i := range 40 {
 		all = append(all, pairTarget{name: fmt.Sprintf("w%02d", 39-i), addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 42, 1, byte(i)}), 7946)})
 	}
+	sortTargets(all)
 	ph := newPairHealth(config.PairProbe{PerRound: 16, Misses: 3}, nil, nil, slog.New(slog.DiscardHandler), time.Now)
 	names := func(ts []pairTarget) []string {
 		var out []string

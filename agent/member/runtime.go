@@ -132,6 +132,7 @@ type Runtime struct {
 	renew   *renewal
 	met     *metrics.Set
 	pairs   *pairHealth      // the members this node cannot reach (pairhealth.go)
+	pairIdx pairIndex        // pair health's targets between changes (pairhealth_index.go)
 	paths   *pathup.Upgrader // moves relayed tunnels onto direct paths (pathup.go)
 	dns     *dnsNames        // the cluster's names; nil with dns.enabled false (names.go)
 	silence *silence         // members this lighthouse stopped hearing from; nil on a worker (silence.go)

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -62,6 +63,7 @@ type simRun struct {
 	n                 int
 	start             time.Duration // from Start to every peer in Nebula
 	idleCPU           float64       // share of a core
+	heapLive          uint64        // bytes live after the idle window (process)
 	wakeups           float64       // context switches a second, every thread's
 	idleLooks         simLooks      // over the idle window
 	tunnels           int
@@ -153,6 +155,7 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	r.wakeups = float64(simContextSwitches(b)-sw0) / elapsed.Seconds()
 	r.idleLooks = w.looks().since(looks0)
 	r.tunnels = len(w.rt.mesh.Tunnels())
+	r.heapLive = simHeap(b, n) // after the window: its GC is not in the idle figure
 
 	// K membership changes, one at a time.
 	stop = simProfile(b, n, "changes")
@@ -267,6 +270,26 @@ func simProfile(tb testing.TB, n int, phase string) func() {
 	}
 }
 
+// simHeap is the process's live heap after a GC (worker and simulated
+// control node), and writes its heap profile beside the CPU profiles
+// (MESHD_SIM_PROFILE) as workersim-N-idle.heap.
+func simHeap(tb testing.TB, n int) uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if dir := os.Getenv(simProfileEnv); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("workersim-%d-idle.heap", n)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return ms.HeapAlloc
+}
+
 // simPeerIP is simPeer(i)'s overlay address.
 func simPeerIP(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 42, byte(1 + i/250), byte(1 + i%250)})
@@ -281,6 +304,7 @@ func (r *simRun) String() string {
 	fmt.Fprintf(&s, "  idle looks: node list read %d times, gossip members copied %d times, tunnels listed %d times, every known peer looked up %d times\n",
 		r.idleLooks.records, r.idleLooks.members, r.idleLooks.tunnels.Lists, r.idleLooks.tunnels.Scans)
 	fmt.Fprintf(&s, "  the simulated control node alone, before the worker: %.2f%% of a core\n", 100*r.controlIdle)
+	fmt.Fprintf(&s, "  live heap after the window (process, after a GC): %.1f MB\n", float64(r.heapLive)/(1<<20))
 	fmt.Fprintf(&s, "  Nebula tunnels held at rest: %d (target: <= %d)\n", r.tunnels, simTunnelsTarget)
 	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: %s of CPU each with the idle rate taken off, %s as measured (target at 10,000: <= %s); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
 		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
