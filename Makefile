@@ -14,7 +14,7 @@ export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 BIN := build
 FUZZTIME ?= 20000x
 
-.PHONY: all build test test-cpu-lane vet unit-run e2e-bin e2e-shards unit fuzz-short fuzz demo e2e bench soak clean root-tests mutate flaky
+.PHONY: all build test test-cpu-lane vet unit-run e2e-bin e2e-shards e2e-shard-1 e2e-shard-2 e2e-shard-3 e2e-shard-alone unit fuzz-short fuzz demo e2e bench soak clean root-tests mutate flaky
 
 all: build
 
@@ -52,7 +52,7 @@ test:
 # stage runs a command and prints its wall time and the CPU time (user,
 # system) of the processes it ran and waited for (bash's time), keeping
 # its exit status.
-stage = (TIMEFORMAT='make test: stage $(1): %0R s wall, CPU %0U s user + %0S s system'; time $(2))
+stage = (TIMEFORMAT='make test: stage $(1): %0R s wall, CPU %0U s user + %0S s system'; time { $(2); })
 
 test-cpu-lane:
 	@$(if $(filter package-test,$(ROOT_TESTS)),$(call stage,package-test,$(TEST_NICE) $(MAKE) --no-print-directory package-test))
@@ -139,23 +139,29 @@ demo:
 E2E_SHARD_1 := TestCrashAtEveryJoinStep TestStockNebulaMember TestPartitionLedgerSplit TestLifecycleFailedJoin TestNames\
 	TestTLSRenewalLive TestPairHealthOneWayCut TestNATPortPreservingDirect TestMoveToV2 TestRemoveShowsConvergence\
 	TestControlPlaneSurvivesLeaderLoss TestExitNode TestRemovedWhilePartitioned TestCAHandoffDuringRotation TestAuditTrail\
-	TestDelayBridge TestSignals TestStatusQuorumHealth TestRemovalLeavesGossipView TestSiteDelay TestLedgerModel
-E2E_SHARD_2 := TestJoinApproval TestSites TestFleet TestForgedDeath TestConsoleBrowser TestDepartedCopyCutOff\
+	TestSignals TestStatusQuorumHealth TestRemovalLeavesGossipView TestLedgerModel
+E2E_SHARD_2 := TestJoinApproval TestFleet TestForgedDeath TestConsoleBrowser TestDepartedCopyCutOff\
 	TestMinorityPartition TestRemovedNodeCutOffEverywhere TestRoutes TestJoinBurst TestCARotationPings TestCAHandoffCrash\
 	TestLifecycleQuorum TestOverlayFormsAndHeals TestCARotationRestartedSeed TestOverlayFirewall\
 	TestParkedConnectionsDuringLeaderRestart TestMetricsScrape TestIPv6Underlay TestJoinPlanRoutedAddress TestLogStreamJSON
+# The tests whose assertions are latencies and bounds measured on the
+# machine itself (a join admitted across the NAT lab within 2 s, the delay
+# bridge's round trips, failure detection and power loss within their
+# bounds) run after the shards, in one process alone: beside two other
+# shards on 2 cores they missed by milliseconds (docs/testing.md).
+E2E_ALONE := TestSites TestSiteDelay TestDelayBridge TestPowerLoss
 space := $(subst ,, )
 e2e_re = ^($(subst $(space),|,$(strip $(1))))$$
-e2e_sel = $(if $(filter 1,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_1))',$(if $(filter 2,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_2))',-test.skip '$(call e2e_re,$(E2E_SHARD_1) $(E2E_SHARD_2))'))
+e2e_sel = $(if $(filter 1,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_1))',$(if $(filter 2,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_2))',$(if $(filter alone,$(1)),-test.run '$(call e2e_re,$(E2E_ALONE))',-test.skip '$(call e2e_re,$(E2E_SHARD_1) $(E2E_SHARD_2) $(E2E_ALONE))')))
 E2E_FLAGS ?=
 e2e:
-	@mkdir -p $(BIN); $(call stage,e2e,$(MAKE) --no-print-directory -j3 e2e-shards)
+	@mkdir -p $(BIN); $(call stage,e2e,$(MAKE) --no-print-directory -j3 e2e-shards && $(MAKE) --no-print-directory e2e-shard-alone)
 
 e2e-bin:
 	@mkdir -p $(BIN); $(GO) test -tags e2e -c -o $(BIN)/e2e.test ./e2e
 
 e2e-shards: $(addprefix e2e-shard-,1 2 3)
-$(addprefix e2e-shard-,1 2 3): e2e-bin
+$(addprefix e2e-shard-,1 2 3 alone): e2e-bin
 	@n=$(@:e2e-shard-%=%); set -o pipefail; TIMEFORMAT="make test: stage e2e shard $$n: %0R s wall, CPU %0U s user + %0S s system"; \
 	time { (cd e2e && ../$(BIN)/e2e.test -test.count=1 -test.timeout 20m -test.v $(call e2e_sel,$(@:e2e-shard-%=%)) $(E2E_FLAGS)) 2>&1 \
 		| tee $(BIN)/e2e-$$n.log | grep -E --line-buffered '^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:' | sed -u "s/^/[e2e $$n] /"; }; \
