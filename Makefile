@@ -155,7 +155,7 @@ e2e_re = ^($(subst $(space),|,$(strip $(1))))$$
 e2e_sel = $(if $(filter 1,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_1))',$(if $(filter 2,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_2))',$(if $(filter alone,$(1)),-test.run '$(call e2e_re,$(E2E_ALONE))',-test.skip '$(call e2e_re,$(E2E_SHARD_1) $(E2E_SHARD_2) $(E2E_ALONE))')))
 E2E_FLAGS ?=
 e2e:
-	@mkdir -p $(BIN); $(call stage,e2e,$(MAKE) --no-print-directory -j3 e2e-shards && $(MAKE) --no-print-directory e2e-shard-alone)
+	@mkdir -p $(BIN); $(call stage,e2e,$(MAKE) --no-print-directory -j3 e2e-shards; rc=$$?; $(MAKE) --no-print-directory e2e-shard-alone && [ $$rc = 0 ])
 
 e2e-bin:
 	@mkdir -p $(BIN); $(GO) test -tags e2e -c -o $(BIN)/e2e.test ./e2e
