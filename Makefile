@@ -14,7 +14,7 @@ export GOTOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
 BIN := build
 FUZZTIME ?= 20000x
 
-.PHONY: all build test unit fuzz-short fuzz demo e2e bench soak clean root-tests mutate flaky
+.PHONY: all build test test-cpu-lane vet unit-run e2e-bin e2e-shards e2e-shard-1 e2e-shard-2 e2e-shard-3 e2e-shard-alone unit fuzz-short fuzz demo e2e bench soak clean root-tests mutate flaky
 
 all: build
 
@@ -26,10 +26,42 @@ build:
 # CLI black-box test, a short run of every fuzz target, and, when run as
 # root (as CI is), the root-only suites: network-namespace e2e and the
 # package test under a booted systemd.
-test: unit fuzz-short root-tests
+#
+# Issue 54, session 5 (docs/testing.md "How `make test` stays under 15
+# minutes"): the timed suites one after the other, the untimed work beside
+# them under nice. As root the e2e lane runs the namespace suite as three
+# test processes at once (its tests mostly wait on timers), then the unit
+# and in-process cluster tests run (their bounds are timed too, so not
+# beside the e2e suite). Beside both, under nice, the CPU lane: as root the
+# package build and the package test (while the e2e lane leaves a core
+# mostly idle), then vet and the fuzz targets (counts of executions, not
+# durations: nothing in them is timed). Each stage prints its wall and CPU
+# time ("make test: stage ..."); the lanes' lines interleave, the e2e
+# shards' prefixed [e2e N].
+TEST_NICE ?= nice -n 19
+test:
+	@mkdir -p $(BIN); start=$$(date +%s); \
+	$(MAKE) --no-print-directory test-cpu-lane & cpu=$$!; \
+	e2e=0; $(if $(filter e2e,$(ROOT_TESTS)),$(MAKE) --no-print-directory e2e || e2e=$$?;) \
+	unit=0; $(call stage,unit tests,$(MAKE) --no-print-directory unit-run) || unit=$$?; \
+	cpurc=0; wait $$cpu || cpurc=$$?; \
+	$(if $(ROOT_TESTS),,echo "root-tests: not root; skipped the namespace e2e and package tests";) \
+	echo "make test: total $$(( $$(date +%s) - start )) s (status: e2e $$e2e, unit tests $$unit, cpu lane $$cpurc)"; \
+	[ $$cpurc = 0 ] && [ $$e2e = 0 ] && [ $$unit = 0 ]
+
+# stage runs a command and prints its wall time and the CPU time (user,
+# system) of the processes it ran and waited for (bash's time), keeping
+# its exit status.
+stage = (TIMEFORMAT='make test: stage $(1): %0R s wall, CPU %0U s user + %0S s system'; time { $(2); })
+
+test-cpu-lane:
+	@$(if $(filter package-test,$(ROOT_TESTS)),$(call stage,package-test,$(TEST_NICE) $(MAKE) --no-print-directory package-test))
+	@$(call stage,vet,$(TEST_NICE) $(MAKE) --no-print-directory vet)
+	@$(call stage,fuzz-short,$(TEST_NICE) $(MAKE) --no-print-directory fuzz-short)
 
 ROOT_TESTS ?= $(if $(filter 0,$(shell id -u)),$(ROOT_SUITES),)
 ROOT_SUITES := e2e
+# The root suites one after the other, without the rest of `make test`.
 root-tests: $(ROOT_TESTS)
 	@$(if $(ROOT_TESTS),true,echo "root-tests: not root; skipping the namespace e2e and package tests")
 
@@ -41,9 +73,13 @@ root-tests: $(ROOT_TESTS)
 NORACE_PKGS := ./mesh ./agent/agenttest
 RACE_PKGS = $(shell $(GO) list ./... | grep -vE '/(mesh|agent/agenttest)$$')
 
-unit:
+unit: vet unit-run
+
+vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e
+
+unit-run:
 	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	$(GO) test -count=1 -timeout 10m $(NORACE_PKGS)
 	$(GO) test -count=1 -timeout 10m -run '^TestIdleLoopsDoNotScan$$' ./agent/member
@@ -92,10 +128,44 @@ demo:
 	fi
 
 # Root-only end-to-end suite: one namespace per node, real TUN, real meshd.
+# One test binary, run as three processes at once, each with its own
+# tests: shards 1 and 2 name theirs, the last runs every test they do not
+# name (so a new test always runs). Tests are isolated (each net claims its
+# own namespace prefix, netns_test.go), and most of their time is timers,
+# not CPU: three shards take about a third of the serial 960 s. The lists
+# were balanced by the durations of a CI log (about 320 s of serial time
+# each); rebalance from `grep -E '^--- PASS' build/e2e-*.log` when a test
+# grows. Full -v logs: build/e2e-N.log.
+E2E_SHARD_1 := TestCrashAtEveryJoinStep TestStockNebulaMember TestPartitionLedgerSplit TestLifecycleFailedJoin TestNames\
+	TestTLSRenewalLive TestPairHealthOneWayCut TestNATPortPreservingDirect TestMoveToV2 TestRemoveShowsConvergence\
+	TestControlPlaneSurvivesLeaderLoss TestExitNode TestRemovedWhilePartitioned TestCAHandoffDuringRotation TestAuditTrail\
+	TestSignals TestStatusQuorumHealth TestRemovalLeavesGossipView TestLedgerModel
+E2E_SHARD_2 := TestJoinApproval TestFleet TestForgedDeath TestConsoleBrowser TestDepartedCopyCutOff\
+	TestMinorityPartition TestRemovedNodeCutOffEverywhere TestRoutes TestJoinBurst TestCARotationPings TestCAHandoffCrash\
+	TestLifecycleQuorum TestOverlayFormsAndHeals TestCARotationRestartedSeed TestOverlayFirewall\
+	TestParkedConnectionsDuringLeaderRestart TestMetricsScrape TestIPv6Underlay TestJoinPlanRoutedAddress TestLogStreamJSON
+# The tests whose assertions are latencies and bounds measured on the
+# machine itself (a join admitted across the NAT lab within 2 s, the delay
+# bridge's round trips, failure detection and power loss within their
+# bounds) run after the shards, in one process alone: beside two other
+# shards on 2 cores they missed by milliseconds (docs/testing.md).
+E2E_ALONE := TestSites TestSiteDelay TestDelayBridge TestPowerLoss
+space := $(subst ,, )
+e2e_re = ^($(subst $(space),|,$(strip $(1))))$$
+e2e_sel = $(if $(filter 1,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_1))',$(if $(filter 2,$(1)),-test.run '$(call e2e_re,$(E2E_SHARD_2))',$(if $(filter alone,$(1)),-test.run '$(call e2e_re,$(E2E_ALONE))',-test.skip '$(call e2e_re,$(E2E_SHARD_1) $(E2E_SHARD_2) $(E2E_ALONE))')))
+E2E_FLAGS ?=
 e2e:
-	@mkdir -p $(BIN); set -o pipefail; $(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e 2>&1 | tee $(BIN)/e2e.log \
-		| grep -E --line-buffered '^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:'; \
-		status=$$?; [ $$status = 0 ] || echo "e2e failed; full log in $(BIN)/e2e.log"; exit $$status
+	@mkdir -p $(BIN); $(call stage,e2e,$(MAKE) --no-print-directory -j3 e2e-shards; rc=$$?; $(MAKE) --no-print-directory e2e-shard-alone && [ $$rc = 0 ])
+
+e2e-bin:
+	@mkdir -p $(BIN); $(GO) test -tags e2e -c -o $(BIN)/e2e.test ./e2e
+
+e2e-shards: $(addprefix e2e-shard-,1 2 3)
+$(addprefix e2e-shard-,1 2 3 alone): e2e-bin
+	@n=$(@:e2e-shard-%=%); set -o pipefail; TIMEFORMAT="make test: stage e2e shard $$n: %0R s wall, CPU %0U s user + %0S s system"; \
+	time { (cd e2e && ../$(BIN)/e2e.test -test.count=1 -test.timeout 20m -test.v $(call e2e_sel,$(@:e2e-shard-%=%)) $(E2E_FLAGS)) 2>&1 \
+		| tee $(BIN)/e2e-$$n.log | grep -E --line-buffered '^(=== RUN|--- |PASS|FAIL|ok )|_test\.go:[0-9]+:' | sed -u "s/^/[e2e $$n] /"; }; \
+		status=$$?; [ $$status = 0 ] || echo "[e2e $$n] failed; full log in $(BIN)/e2e-$$n.log"; exit $$status
 
 # The numbers (root). Every step appends what it measures to
 # build/bench/results.jsonl (MESHD_BENCH_OUT, see bench/benchrec); the

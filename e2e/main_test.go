@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -29,6 +30,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binDir = dir
+	// `make e2e` starts several shards of this binary at once; one builds
+	// while the others wait, then find the build in Go's cache.
+	unlock := buildLock()
 	for _, c := range []string{"meshd", "meshctl"} {
 		// The flags `make build` and the packages use: what is measured is
 		// what ships. The version tells it from the previous release's
@@ -40,7 +44,23 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	unlock()
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildLock takes an exclusive lock shared by every e2e process on the
+// machine (a file under os.TempDir()) and returns its release. Without the
+// lock, shards started together would each compile meshd from scratch.
+func buildLock() func() {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "meshd-e2e-build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return func() {} // no lock: each process builds on its own, more slowly
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return func() {}
+	}
+	return func() { _ = f.Close() }
 }

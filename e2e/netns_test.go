@@ -64,15 +64,37 @@ var netSeq int
 // the test ends.
 func NewNet(t testing.TB) *Net {
 	t.Helper()
-	netSeq++
-	n := &Net{t: t, prefix: fmt.Sprintf("me%d%d", os.Getpid()%1000, netSeq), subnet: 99}
-	n.hub = n.prefix + "-hub"
-	run(t, "ip", "netns", "add", n.hub)
+	n := &Net{t: t, subnet: 99}
+	n.claimPrefix()
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.hub).Run() })
 	n.in(n.hub, "ip", "link", "set", "lo", "up")
 	n.in(n.hub, "ip", "link", "add", "br0", "type", "bridge")
 	n.in(n.hub, "ip", "link", "set", "br0", "up")
 	return n
+}
+
+// claimPrefix picks the net's name prefix and creates its hub namespace.
+// `make e2e` runs the suite as several test processes at once (shards), so
+// a prefix is claimed by creating the hub: "ip netns add" fails when the
+// name is taken (another process whose pid%1000 and sequence spell the same
+// prefix), and the next sequence number is tried. The host namespaces and
+// the veth links (prefix + "v" + i, made in the root namespace) carry the
+// claimed prefix, so they cannot collide either.
+func (n *Net) claimPrefix() {
+	n.t.Helper()
+	for range 100 {
+		netSeq++
+		n.prefix = fmt.Sprintf("me%d%d", os.Getpid()%1000, netSeq)
+		n.hub = n.prefix + "-hub"
+		out, err := exec.Command("ip", "netns", "add", n.hub).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if !strings.Contains(string(out), "File exists") {
+			n.t.Fatalf("ip netns add %s: %v: %s", n.hub, err, out)
+		}
+	}
+	n.t.Fatalf("ip netns add: no free namespace prefix after 100 tries (me%d*)", os.Getpid()%1000)
 }
 
 // NewNetIPv6 is NewNet with an IPv6-only underlay: every host's eth0
