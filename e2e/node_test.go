@@ -363,9 +363,11 @@ func (n *Net) gossipFailBound(members int) time.Duration {
 }
 
 // memberlistConfig is the memberlist timing of n's nodes: timers lan is
-// memberlist's LAN config; fast, gossip/config.go's.
+// memberlist's LAN config with gossip/config.go's 500 ms gossip tick
+// (lanGossipInterval); fast, gossip/config.go's.
 func (n *Net) memberlistConfig() *memberlist.Config {
 	ml := memberlist.DefaultLANConfig()
+	ml.GossipInterval = 500 * time.Millisecond
 	if cmp.Or(n.Timers, "fast") == "fast" {
 		ml.ProbeInterval, ml.ProbeTimeout, ml.SuspicionMult, ml.GossipInterval = 200*time.Millisecond, 100*time.Millisecond, 2, 100*time.Millisecond
 	}
