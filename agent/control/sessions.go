@@ -1,7 +1,9 @@
 package control
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 
 	"github.com/meshd/meshd/pki"
 )
@@ -27,7 +29,13 @@ import (
 //
 // Sessions are keyed by this node's own leaf as well as the server: a
 // renewed leaf never resumes a session made with the one before (the
-// server would see the old leaf). A resumed connection whose server leaf
+// server would see the old leaf). They are keyed by this node's CA bundle
+// too: once a CA rotation changes the bundle (the next CA added, the old
+// one dropped at its finish), no session made before is offered, since
+// its server leaf may be under a CA the bundle no longer holds and the
+// client would refuse it: the first request after a rotation finished
+// failed so (e2e.TestMoveToV2, `meshctl nodes` X503104SEEDUN) before the
+// next connection's full handshake (TestSessionsFollowTheBundle). A resumed connection whose server leaf
 // this client refuses fails that once: crypto/tls drops a session whose
 // resumption failed, so the next connection makes a full handshake and
 // is judged on the leaf the server presents by then
@@ -51,7 +59,8 @@ func newSessionCache(l *pki.LiveIdentity) *sessionCache {
 }
 
 func (s *sessionCache) key(server string) string {
-	return server + "|" + pki.FingerprintOf(s.live.Leaf()).String()
+	bundle := sha256.Sum256(s.live.Identity().CACert)
+	return server + "|" + pki.FingerprintOf(s.live.Leaf()).String() + "|" + hex.EncodeToString(bundle[:8])
 }
 
 func (s *sessionCache) Get(server string) (*tls.ClientSessionState, bool) {

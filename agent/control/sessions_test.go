@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -93,5 +94,44 @@ func TestResumedSessionServerChecked(t *testing.T) {
 	cs, err := askNodes(t, cl, origin.addr)
 	if err != nil || cs.DidResume {
 		t.Fatalf("after the refusal: resumed %v, %v; want a full handshake answered", cs.DidResume, err)
+	}
+}
+
+// TestSessionsFollowTheBundle: a client whose CA bundle changed (a CA
+// rotation added the next CA, or dropped the old one at its finish)
+// offers none of the sessions it made before, whose server leaves may be
+// under a CA it no longer trusts: its next connection makes a full
+// handshake, and the one after resumes again.
+func TestSessionsFollowTheBundle(t *testing.T) {
+	c, origin := newCluster(t)
+	id, keys, _ := c.identity(t, "w1", pki.RoleWorker)
+	c.admitLeaf(t, origin, "w1", pki.RoleWorker, keys, enroll.Ports{}, id)
+	live, err := pki.NewLiveIdentity(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := NewLiveClient(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.CloseIdle)
+	for i, want := range []bool{false, true} {
+		if cs, err := askNodes(t, cl, origin.addr); err != nil || cs.DidResume != want {
+			t.Fatalf("connection %d: resumed %v, %v; want %v, answered", i+1, cs.DidResume, err, want)
+		}
+	}
+	next, err := pki.NewCA("e2e", netip.MustParsePrefix("10.42.0.0/16"), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := *id
+	grown.CACert = append(append([]byte{}, id.CACert...), next.CertPEM()...)
+	if err := live.Swap(&grown); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true} {
+		if cs, err := askNodes(t, cl, origin.addr); err != nil || cs.DidResume != want {
+			t.Fatalf("after the bundle changed, connection %d: resumed %v, %v; want %v, answered", i+1, cs.DidResume, err, want)
+		}
 	}
 }
