@@ -38,7 +38,16 @@ type logSink struct {
 	keyErrors atomic.Uint64
 	suspects  *suspicions // this node's own suspicions (suspect.go)
 	changes   *changes    // rung at each member event and new suspicion (changes.go)
+	// cutOff: this node is cut off from the cluster on purpose (CutOff),
+	// so memberlist's failed sends are expected, not errors.
+	cutOff atomic.Bool
 }
+
+// CutOff says whether this node is cut off from its cluster on purpose (a
+// removed node's overlay lets nothing through): while it is, memberlist's
+// "Failed to send ..." errors, which every gossip tick with a message
+// queued then logs, are logged at debug. Everything else keeps its level.
+func (g *Gossip) CutOff(cut bool) { g.sink.cutOff.Store(cut) }
 
 // newLogSink returns a sink forwarding to l (nil discards); a suspicion it
 // reads counts for suspectFor.
@@ -72,6 +81,9 @@ func (s *logSink) line(text string) {
 	level, lib, msg := parseLogLine(text)
 	if lib == "memberlist" {
 		s.suspects.saw(msg)
+	}
+	if lib == "memberlist" && level == slog.LevelError && s.cutOff.Load() && strings.HasPrefix(msg, "Failed to send") {
+		level = slog.LevelDebug
 	}
 	key := isKeyError(msg)
 	if key {

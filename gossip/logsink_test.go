@@ -59,3 +59,22 @@ func TestLogSinkJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestLogSinkCutOff: while the node is cut off from its cluster on
+// purpose, memberlist's failed sends are debug lines; other errors keep
+// their level, and once whole again the sends' failures are errors.
+func TestLogSinkCutOff(t *testing.T) {
+	var buf bytes.Buffer
+	g := &Gossip{sink: newLogSink(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)}
+	l := g.sink.logger()
+	g.CutOff(true)
+	l.Printf("[ERR] memberlist: Failed to send gossip to 10.42.0.1:7946: write udp: endpoint is in invalid state")
+	l.Printf("[ERR] serf: Failed to update snapshot: disk full")
+	g.CutOff(false)
+	l.Printf("[ERR] memberlist: Failed to send ping: write udp: endpoint is in invalid state")
+	out := buf.String()
+	if strings.Contains(out, "Failed to send gossip") || !strings.Contains(out, "level=ERROR msg=\"Failed to update snapshot") ||
+		!strings.Contains(out, "level=ERROR msg=\"Failed to send ping") {
+		t.Fatalf("cut off, a failed send is not an error; other errors and a whole node's failed sends are:\n%s", out)
+	}
+}

@@ -36,8 +36,14 @@ import (
 // are answered again, and a worker's watch stream starts again.
 
 // standingChanged is told by the standing after each change: the overlay
-// loop reconciles at once (cut off, or whole again).
-func (nd *node) standingChanged(bool) { nd.poke() }
+// loop reconciles at once (cut off, or whole again), and gossip, whose
+// sends a cut-off overlay refuses, logs those failures at debug meanwhile.
+func (nd *node) standingChanged(removed bool) {
+	if nd.gossip != nil {
+		nd.gossip.CutOff(removed)
+	}
+	nd.poke()
+}
 
 // removed reports whether this node is judged removed by its cluster.
 func (nd *node) removed() bool { return nd.standing.Removed() }

@@ -112,7 +112,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {
 		s.CertExpires, s.CertExpiresOf = o.CertExpires, "nebula"
 	}
-	rt.pairs.fillStatus(s) // pairhealth.go
+	rt.pairs.fillStatus(s)    // pairhealth.go
 	rt.fillSilence(s.Overlay) // silence.go
 	var dnsWarns []apitype.Warning
 	s.DNS, dnsWarns = rt.dns.status() // names.go
