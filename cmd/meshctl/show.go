@@ -258,7 +258,7 @@ func (a *app) statusCommand() *cobra.Command {
 				row("lighthouses", strings.Join(o.Lighthouses, ", "))
 				row("offloads", offloadsCell(o))
 				row("unreachable", strings.Join(o.Unreachable, ", ")) // pair health: its own probes fail
-				row("silent here", silentCell(o)) // a lighthouse: members whose host updates stopped
+				row("silent here", silentCell(o))                     // a lighthouse: members whose host updates stopped
 				if o.Error != nil {
 					row("overlay error", fmt.Sprintf("%s: %s (%s)", o.Error.ErrCode, o.Error.Cause, o.Error.Detail))
 				}
