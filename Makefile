@@ -47,6 +47,8 @@ test:
 	cpurc=0; wait $$cpu || cpurc=$$?; \
 	$(if $(ROOT_TESTS),,echo "root-tests: not root; skipped the namespace e2e and package tests";) \
 	echo "make test: total $$(( $$(date +%s) - start )) s (status: e2e $$e2e, unit tests $$unit, cpu lane $$cpurc)"; \
+	[ $$e2e = 0 ] || { echo "make test: the e2e failures (logs build/e2e-*.log):"; \
+		grep -h -E -B20 '^\s*--- FAIL|^panic:' $(BIN)/e2e-*.log | tail -60; }; \
 	[ $$cpurc = 0 ] && [ $$e2e = 0 ] && [ $$unit = 0 ]
 
 # stage runs a command and prints its wall time and the CPU time (user,
