@@ -347,6 +347,10 @@ type Node struct {
 	// node's tunnel view), though gossip may show it alive; absent when
 	// none or unknown.
 	UnreachableFrom []string `json:"unreachable_from,omitempty"`
+	// Unheard is when the control nodes found the node silent on every
+	// one of them (the raft leader's liveness verdict); absent while it is
+	// heard.
+	Unheard time.Time `json:"unheard,omitzero"`
 	// Tunnel is the answering node's Nebula tunnel to this node, when it
 	// has one: direct to an underlay address, or relayed via a relay.
 	Tunnel *PingPath `json:"tunnel,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/state"
@@ -48,6 +49,7 @@ type watchRecord struct {
 	TLSKey     []byte `json:"tlskey,omitempty"`
 	Routes     string `json:"rt,omitempty"` // routeWire
 	Held       string `json:"hd,omitempty"` // the prefixes its current Nebula certificate holds, comma-separated
+	Unheard    int64  `json:"uh,omitempty"` // apitype.Node.Unheard, Unix seconds; 0 while heard
 }
 
 func recordOf(n state.Node) watchRecord {
@@ -93,6 +95,9 @@ func (w watchRecord) nodeRecord(id string) NodeRecord {
 	if w.Held != "" {
 		r.NebulaRoutes = strings.Split(w.Held, ",")
 	}
+	if w.Unheard != 0 {
+		r.Unheard = time.Unix(w.Unheard, 0).UTC()
+	}
 	return r
 }
 
@@ -135,7 +140,7 @@ func (a watchRecord) same(b watchRecord) bool {
 	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP && a.OverlayIP6 == b.OverlayIP6 &&
 		a.Underlay == b.Underlay && a.Relay == b.Relay && a.NebulaPort == b.NebulaPort && a.EnrollAddr == b.EnrollAddr &&
 		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey) &&
-		a.Routes == b.Routes && a.Held == b.Held
+		a.Routes == b.Routes && a.Held == b.Held && a.Unheard == b.Unheard
 }
 
 // encodedRecord is a record and its JSON, kept between rebuilds.
