@@ -40,6 +40,7 @@ type Gossip struct {
 	serfCh  chan serf.Event
 	events  *eventQueue
 	ring    *memberlist.Keyring // memberlist's own keyring: SetKeys changes it in place
+	tr      *transport          // memberlist's transport (StreamsRefused)
 	queries chan Query          // see Queries (query.go)
 	seen    lastSeen            // when failed or left members were last seen
 	// copies counts Members and Statuses calls, each a copy of every
@@ -112,7 +113,7 @@ func create(cfg Config, tune func(*serf.Config)) (*Gossip, error) {
 		return nil, err
 	}
 	sc.MemberlistConfig.Transport = tr
-	g.ring = sc.MemberlistConfig.Keyring
+	g.ring, g.tr = sc.MemberlistConfig.Keyring, tr
 	g.wg.Go(g.pump)
 	s, err := serf.Create(sc)
 	if err != nil {
