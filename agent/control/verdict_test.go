@@ -233,13 +233,16 @@ func TestVerdict(t *testing.T) {
 		t.Fatalf("three intervals into the term: changes %v, want w3 set", got)
 	}
 
-	// A control node silent everywhere is gossip's to judge.
-	c := memberNode(4)
-	c.Role = pki.RoleControl
-	w.recs.nodes[c.ID] = c
-	w.silence(4, "c1", "c2", "c3")
-	if got := v.tick(ctx); len(got) != 0 {
-		t.Errorf("a silent control node: changes %v, want none", got)
+	// A control node silent everywhere is gossip's to judge; a stock
+	// Nebula member (10 s between its updates) is not judged either.
+	for _, role := range []pki.Role{pki.RoleControl, pki.RoleNebula} {
+		c := memberNode(4)
+		c.Role = role
+		w.recs.nodes[c.ID] = c
+		w.silence(4, "c1", "c2", "c3")
+		if got := v.tick(ctx); len(got) != 0 {
+			t.Errorf("a silent %s node: changes %v, want none", role, got)
+		}
 	}
 }
 
