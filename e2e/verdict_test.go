@@ -14,10 +14,13 @@ import (
 
 // unheardOn is which of names nd's `meshctl nodes` shows unheard (the
 // raft leader's liveness verdict, agent/control/verdict.go).
-func unheardOn(t testing.TB, nd *Node, names ...string) ([]string, error) {
+func unheardOn(t testing.TB, nd *Node, each func([]apitype.Node), names ...string) ([]string, error) {
 	var ns []apitype.Node
 	if err := nd.CtlJSON(t.Context(), &ns, "nodes"); err != nil {
 		return nil, err
+	}
+	if each != nil {
+		each(ns)
 	}
 	var out []string
 	for _, x := range ns {
@@ -30,12 +33,13 @@ func unheardOn(t testing.TB, nd *Node, names ...string) ([]string, error) {
 }
 
 // allShow waits until every node in on shows exactly want unheard (of
-// w1 and w2), and returns how long that took.
-func allShow(t testing.TB, on []*Node, bound time.Duration, what string, want ...string) time.Duration {
+// w1 and w2), and returns how long that took. each, if not nil, sees
+// every node list read.
+func allShow(t testing.TB, on []*Node, bound time.Duration, what string, each func([]apitype.Node), want ...string) time.Duration {
 	t.Helper()
 	return Eventually(t, bound, what, func() error {
 		for _, nd := range on {
-			got, err := unheardOn(t, nd, "w1", "w2")
+			got, err := unheardOn(t, nd, each, "w1", "w2")
 			if err != nil {
 				return err
 			}
@@ -64,7 +68,7 @@ func TestLivenessVerdict(t *testing.T) {
 	nodes := controlCluster(t, n, "w1", "w2")
 	ctl, w1, w2 := nodes[:3], nodes[3], nodes[4]
 	everyone := append(slices.Clone(ctl), w2)
-	allShow(t, everyone, 3*bound, "no worker unheard after forming")
+	allShow(t, everyone, 3*bound, "no worker unheard after forming", nil)
 
 	leader := byName(nodes, leaderOf(t, nodes[0]))
 	if leader == nil {
@@ -73,15 +77,23 @@ func TestLivenessVerdict(t *testing.T) {
 	leader.DropFrom(w2.IP)
 	defer leader.Undrop()
 	w1.Kill()
-	took := allShow(t, everyone, bound, "w1 unheard everywhere, w2 not", "w1")
+	start := time.Now()
+	var gossipFailed time.Duration // when a node list first showed w1 failed by gossip
+	took := allShow(t, everyone, bound, "w1 unheard everywhere, w2 not", func(ns []apitype.Node) {
+		for _, x := range ns {
+			if x.Name == "w1" && x.Gossip == "failed" && gossipFailed == 0 {
+				gossipFailed = time.Since(start)
+			}
+		}
+	}, "w1")
 	_, silent, _ := silentOn(t, leader)
-	t.Logf("timers lan (lighthouse.interval %v): w1 killed and w2 cut from the leader %s; w1 unheard on every control node and on w2 after %v (bound %v); w2 not unheard (silent on the leader now: %v)",
-		interval, leader.NodeName, took.Round(10*time.Millisecond), bound, strings.Join(silent, ","))
+	t.Logf("timers lan (lighthouse.interval %v): w1 killed and w2 cut from the leader %s; w1 unheard on every control node and on w2 after %v (bound %v; gossip showed it failed after %v, 0: not yet); w2 not unheard (silent on the leader now: %v)",
+		interval, leader.NodeName, took.Round(10*time.Millisecond), bound, gossipFailed.Round(10*time.Millisecond), strings.Join(silent, ","))
 	if text := leader.MustCtl(t, "nodes"); !strings.Contains(text, "(unheard ") {
 		t.Errorf("meshctl nodes shows w1's verdict nowhere:\n%s", text)
 	}
 
 	w1.Start(t)
-	back := allShow(t, everyone, bound, "w1 heard again everywhere")
+	back := allShow(t, everyone, bound, "w1 heard again everywhere", nil)
 	t.Logf("w1 restarted: cleared everywhere after %v", back.Round(10*time.Millisecond))
 }
