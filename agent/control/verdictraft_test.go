@@ -65,6 +65,14 @@ func TestVerdictOverRaft(t *testing.T) {
 		return a.Unheard.IsZero()
 	})
 
+	// A malformed or oversized question is refused.
+	for _, bad := range []HeardRequest{{Addrs: []string{"not-an-ip"}}, {Addrs: make([]string, maxHeardAsked+1)}} {
+		err := origin.p.client.Call(within(t, 5*time.Second), c2.addr, PathHeard, true, bad, nil)
+		if codes.Of(err) != codes.BadRequest {
+			t.Errorf("a question of %d addresses (%.10q...): %v, want %s", len(bad.Addrs), bad.Addrs[0], err, codes.BadRequest)
+		}
+	}
+
 	// A worker may not ask.
 	wc, err := NewClient(wid)
 	if err != nil {
