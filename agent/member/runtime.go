@@ -332,8 +332,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
 	}
 	if rt.ov.applied().AmLighthouse {
-		rt.silence = newSilence(rt.mesh, mesh.LighthouseInterval(rt.ov.applied()), rt.now)
+		every := mesh.LighthouseInterval(rt.ov.applied())
+		rt.silence = newSilence(rt.mesh, every, rt.now)
 		rt.Spawn(rt.silence.run)
+		if rt.ctl != nil { // the leader's liveness verdict, and the others' answers to it (agent/control/verdict.go)
+			rt.Spawn(func(ctx context.Context) { rt.ctl.RunVerdict(ctx, rt.silence, every) })
+		}
 	}
 	rt.startOverlayMetrics(loopCtx)
 	return rt, nil
