@@ -28,7 +28,8 @@ type logFacts struct {
 	ver          uint64
 	changed      map[uint64][]string // the ids each version changed
 	list         []control.NodeRecord
-	wholes       int // RecordsSince answers that were every record
+	wholes       int  // RecordsSince answers that were every record
+	logOnly      bool // set keeps the log alone (the benchmark's changes): Records is stale
 }
 
 func newLogFacts(rs ...control.NodeRecord) *logFacts {
@@ -45,6 +46,9 @@ func (f *logFacts) set(rs ...control.NodeRecord) {
 	for _, r := range rs {
 		f.recs[r.ID] = r
 		f.changed[f.ver] = append(f.changed[f.ver], r.ID)
+	}
+	if f.logOnly {
+		return
 	}
 	f.list = nil // a new slice: pair health's index sees a new list
 	for _, r := range f.recs {
@@ -145,16 +149,6 @@ func livenessNode(t *testing.T, self string, ip netip.Addr, facts clusterFacts, 
 		evidence: newEvidence(nd.gossipListens, 500*time.Millisecond, time.Now, log)}
 	t.Cleanup(ms.evidence.close)
 	return &Runtime{node: nd, members: ms}
-}
-
-// closed reports whether ch is closed.
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // fakePool is a gossip pool's member list, set by the test.
@@ -268,4 +262,44 @@ func TestRecordLivenessPool(t *testing.T) {
 	if closed(wake) {
 		t.Fatal("Changes rang with nothing changed")
 	}
+}
+
+// TestRecordLivenessOrder: Members lists every member on record once, in
+// name order, through changes that add, rename, depart and forget
+// members, and a whole list read again (a consumer behind the log): the
+// order kept per change is the order a sort gives.
+func TestRecordLivenessOrder(t *testing.T) {
+	ip := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 42, 1, byte(i)}) }
+	rec := func(name string, i int) control.NodeRecord {
+		r := taggedRecord(name, pki.RoleWorker, ip(i))
+		r.ID = "id-" + strconv.Itoa(i)
+		return r
+	}
+	facts := newLogFacts(rec("m", 1), rec("c", 2), rec("x", 3))
+	l := newRecordLiveness(facts, nil, "id-1", time.Now)
+	names := func() []string {
+		var out []string
+		for _, m := range l.Members() {
+			out = append(out, m.Name+"/"+m.Tags[tagID])
+		}
+		return out
+	}
+	check := func(step string, want ...string) {
+		t.Helper()
+		if got := names(); !slices.Equal(got, want) {
+			t.Fatalf("%s: members %v, want %v", step, got, want)
+		}
+	}
+	check("first list", "c/id-2", "m/id-1", "x/id-3")
+	facts.set(rec("a", 4), rec("z", 2)) // c renamed z
+	check("added and renamed", "a/id-4", "m/id-1", "x/id-3", "z/id-2")
+	facts.set(control.NodeRecord{Node: apitype.Node{ID: "id-3", State: "left"}}, rec("m", 5)) // a second m
+	check("departed and a name twice", "a/id-4", "m/id-1", "m/id-5", "x/id-3", "z/id-2")
+	facts.forget("id-3")
+	check("forgotten", "a/id-4", "m/id-1", "m/id-5", "z/id-2")
+	l.mu.Lock()
+	l.ver = 0 // behind the log: the next read is the whole list
+	l.mu.Unlock()
+	facts.set(rec("b", 6))
+	check("the whole list again", "a/id-4", "b/id-6", "m/id-1", "m/id-5", "z/id-2")
 }

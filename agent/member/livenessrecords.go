@@ -1,6 +1,7 @@
 package member
 
 import (
+	"cmp"
 	"context"
 	"net/netip"
 	"slices"
@@ -50,7 +51,17 @@ type recordLiveness struct {
 	mu     sync.Mutex
 	ver    uint64 // the list's version read
 	byID   map[string]heardMember
-	byName map[string]string // name -> id, of the members listed
+	byName map[string]string            // name -> id, of the members listed
+	order  []nameID                     // the members by name (then id): Members' order, kept per change
+	bulk   bool                         // a whole list is being read: order is built after it
+	tags   map[string]map[string]string // by id: the tags its record gives (shared by Members' answers: read only)
+	// cache is Members' answer until a record's member or the pool
+	// changes (poolSeen, the pool's Changes when it was built, closed):
+	// readers that look again without a change copy a slice, not every
+	// member's tags.
+	cache    []gossip.Member
+	cacheOK  bool
+	poolSeen <-chan struct{}
 
 	converted atomic.Uint64 // records read from the list (the test's count)
 	copies    atomic.Uint64 // Members and Statuses calls
@@ -71,7 +82,7 @@ func newRecordLiveness(list interface {
 	RecordsSince(uint64) fetched.RecordDelta
 }, pool livenessSource, selfID string, now func() time.Time) *recordLiveness {
 	l := &recordLiveness{list: list, pool: pool, selfID: selfID, now: now,
-		byID: map[string]heardMember{}, byName: map[string]string{}}
+		byID: map[string]heardMember{}, byName: map[string]string{}, tags: map[string]map[string]string{}}
 	if pool != nil {
 		l.poolWake = pool.Changes()
 	}
@@ -102,6 +113,9 @@ func (l *recordLiveness) run(ctx context.Context) {
 func (l *recordLiveness) sync() {
 	l.mu.Lock()
 	changed := l.syncLocked()
+	if changed {
+		l.cacheOK = false
+	}
 	l.mu.Unlock()
 	if changed {
 		l.bell.ring()
@@ -115,7 +129,8 @@ func (l *recordLiveness) syncLocked() bool {
 	}
 	l.ver = d.Version
 	changed := false
-	if d.Whole {
+	if d.Whole { // the order is sorted once at the end, not kept per record
+		l.bulk = true
 		keep := make(map[string]bool, len(d.All))
 		for _, r := range d.All {
 			keep[r.ID] = true
@@ -127,6 +142,12 @@ func (l *recordLiveness) syncLocked() bool {
 				changed = true
 			}
 		}
+		l.bulk = false
+		l.order = l.order[:0]
+		for id, h := range l.byID {
+			l.order = append(l.order, nameID{h.name, id})
+		}
+		slices.SortFunc(l.order, nameID.cmp)
 		return changed
 	}
 	for _, r := range d.Put {
@@ -167,8 +188,19 @@ func (l *recordLiveness) put(r control.NodeRecord) bool {
 	}
 	if had && old.name != h.name {
 		delete(l.byName, old.name)
+		l.unlist(nameID{old.name, r.ID})
+	}
+	if (!had || old.name != h.name) && !l.bulk {
+		k := nameID{h.name, r.ID}
+		i, _ := slices.BinarySearchFunc(l.order, k, nameID.cmp)
+		l.order = slices.Insert(l.order, i, k)
 	}
 	l.byID[r.ID], l.byName[h.name] = h, r.ID
+	tags := map[string]string{tagID: r.ID, tagRole: string(h.role), tagOverlay: h.overlay.String()}
+	if h.nport != 0 {
+		tags[tagNebulaPort] = strconv.Itoa(h.nport)
+	}
+	l.tags[r.ID] = tags
 	return true
 }
 
@@ -179,10 +211,31 @@ func (l *recordLiveness) del(id string) bool {
 		return false
 	}
 	delete(l.byID, id)
+	delete(l.tags, id)
+	l.unlist(nameID{h.name, id})
 	if l.byName[h.name] == id {
 		delete(l.byName, h.name)
 	}
 	return true
+}
+
+// nameID orders the members as gossip does, by name (then id: a name
+// on two records keeps both).
+type nameID struct{ name, id string }
+
+func (a nameID) cmp(b nameID) int {
+	return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.id, b.id))
+}
+
+// unlist takes k out of the order: O(log members) to find, a move of the
+// rest.
+func (l *recordLiveness) unlist(k nameID) {
+	if l.bulk {
+		return
+	}
+	if i, ok := slices.BinarySearchFunc(l.order, k, nameID.cmp); ok {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
 }
 
 // Changes is closed at the next change of a record's liveness, or of the
@@ -196,20 +249,32 @@ func (l *recordLiveness) Changes() <-chan struct{} { return l.bell.wait() }
 func (l *recordLiveness) Members() []gossip.Member {
 	l.copies.Add(1)
 	l.sync()
+	l.mu.Lock()
+	if l.cacheOK && (l.poolSeen == nil || !closed(l.poolSeen)) {
+		defer l.mu.Unlock()
+		return slices.Clone(l.cache)
+	}
+	l.mu.Unlock()
+	var seen <-chan struct{}
+	if l.pool != nil {
+		seen = l.pool.Changes() // before reading the pool: a change while reading makes the cache stale
+	}
 	pool := l.poolByID()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]gossip.Member, 0, len(l.byID))
-	for id, h := range l.byID {
-		m := gossip.Member{Name: h.name, Addr: netip.AddrPortFrom(h.overlay, h.port), Status: h.status,
-			Tags: map[string]string{}}
+	for _, k := range l.order {
+		id, h := k.id, l.byID[k.id]
+		m := gossip.Member{Name: h.name, Addr: netip.AddrPortFrom(h.overlay, h.port), Status: h.status, Tags: l.tags[id]}
 		p, inPool := pool[id]
-		if inPool && p.Addr.Addr().Unmap() == h.overlay {
+		if inPool = inPool && p.Addr.Addr().Unmap() == h.overlay; inPool { // what it advertises besides: its pool entry's tags, the record's winning
+			m.Tags = make(map[string]string, len(p.Tags)+len(l.tags[id]))
 			for k, v := range p.Tags {
 				m.Tags[k] = v
 			}
-		} else {
-			inPool = false
+			for k, v := range l.tags[id] {
+				m.Tags[k] = v
+			}
 		}
 		if h.role == pki.RoleControl && id != l.selfID && h.status != gossip.StatusLeft {
 			if !inPool {
@@ -217,14 +282,20 @@ func (l *recordLiveness) Members() []gossip.Member {
 			}
 			m.Status = p.Status
 		}
-		m.Tags[tagID], m.Tags[tagRole], m.Tags[tagOverlay] = id, string(h.role), h.overlay.String()
-		if h.nport != 0 {
-			m.Tags[tagNebulaPort] = strconv.Itoa(h.nport)
-		}
 		out = append(out, m)
 	}
-	slices.SortFunc(out, func(a, b gossip.Member) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	l.cache, l.cacheOK, l.poolSeen = out, true, seen
+	return slices.Clone(out)
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // poolByID is the pool's members by their id tag.
