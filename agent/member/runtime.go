@@ -304,9 +304,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	rt.startLiveness(o.Liveness)
 	rt.startNames()    // names.go
 	rt.startResolved() // resolved.go
-	rt.startLiveness(o.Liveness)
 	if rt.ctl != nil {
 		if err := rt.startSTUN(); err != nil { // netcheck.go
 			return nil, err
