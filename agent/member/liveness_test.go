@@ -195,7 +195,8 @@ func statusOf(ms []gossip.Member, name string) gossip.Status {
 
 // TestRecordLivenessPool: on the record-fed source a worker's status is
 // its record's, whatever the pool says of it, and a control node's is the
-// pool's (absent while the pool does not list it); what a worker
+// pool's (absent while the pool does not list it), a worker this node's
+// own probes suspect is suspect in Statuses alone; what a worker
 // advertises beyond its record (its NAT) comes from its pool entry only
 // when that entry gossips from the record's overlay address. Changes
 // rings at a record's change (read when the watch stream applied it) and
@@ -225,6 +226,14 @@ func TestRecordLivenessPool(t *testing.T) {
 	}
 	if got := peerNAT(ms, wIP); got != natSymmetric {
 		t.Fatalf("w's NAT %q, want %q from its pool entry", got, natSymmetric)
+	}
+	pool.set(gossip.Member{Name: "w", Addr: gossipAt(wIP), Status: gossip.StatusSuspect,
+		Tags: map[string]string{tagID: "id-w", tagNAT: string(natSymmetric)}})
+	if got := l.Statuses()[wIP]; got != gossip.StatusSuspect {
+		t.Fatalf("w's status by address %q, want suspect: this node's own probes suspect it (a hint for the relay loop)", got)
+	}
+	if got := statusOf(l.Members(), "w"); got != gossip.StatusAlive {
+		t.Fatalf("w is %q in Members, want alive: a suspicion is no verdict", got)
 	}
 
 	wake := l.Changes()

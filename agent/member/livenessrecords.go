@@ -313,7 +313,11 @@ func (l *recordLiveness) poolByID() map[string]gossip.Member {
 
 // Statuses are the members' statuses by overlay address: a control
 // node's the pool's (a member this node's probes suspect shows suspect),
-// every other member's its record's.
+// every other member's its record's, or suspect while its record is heard
+// and this node's own probes (the pool's, while workers are in it)
+// suspect it: the hint that moves a relayed tunnel off a relay early
+// (relaydown.go), which the control nodes' verdict, seconds later, would
+// not give.
 func (l *recordLiveness) Statuses() map[netip.Addr]gossip.Status {
 	l.copies.Add(1)
 	l.sync()
@@ -331,6 +335,8 @@ func (l *recordLiveness) Statuses() map[netip.Addr]gossip.Status {
 			if st, ok = pool[h.overlay]; !ok {
 				continue
 			}
+		} else if st == gossip.StatusAlive && id != l.selfID && pool[h.overlay] == gossip.StatusSuspect {
+			st = gossip.StatusSuspect
 		}
 		out[h.overlay] = st
 	}
