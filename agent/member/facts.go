@@ -137,6 +137,7 @@ func (f planeFacts) NodeRows(ctx context.Context) ([]apitype.Node, error) { retu
 // after it applied a change: the overlay loop reconciles now, and the
 // follow loop installs a new gossip keyring or CA bundle at once.
 func (nd *node) watched(sections []string) {
+	nd.recordsChanged() // liveness.go
 	nd.poke()
 	nd.wakeFollow(told{keys: slices.Contains(sections, control.SectionKeys), ca: slices.Contains(sections, control.SectionCA)})
 }
