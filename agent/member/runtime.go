@@ -236,6 +236,9 @@ type renewal struct {
 // init, bootstrapping raft). On an error everything started is stopped.
 func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	facts, dir := o.Facts, o.Config.StateDir
+	if err := o.Config.CheckRole(facts.Role); err != nil { // gossip_pool: false on a control node
+		return nil, err
+	}
 	id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 	if err != nil {
 		return nil, statedir.Corrupt(err)
@@ -288,7 +291,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := rt.ov.startMesh(); err != nil {
 		return nil, err
 	}
-	if err := rt.members.startGossip(ctx); err != nil {
+	if err := rt.members.startPool(ctx); err != nil { // outofpool.go
 		return nil, err
 	}
 	if facts.Role == pki.RoleControl {
@@ -304,7 +307,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
-	rt.startLiveness(o.Liveness)
+	rt.startLiveness(rt.livenessOf(o.Liveness))
 	rt.startNames()    // names.go
 	rt.startResolved() // resolved.go
 	if rt.ctl != nil {
@@ -321,10 +324,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.renew.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(func(ctx context.Context) { rt.members.runRejoin(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(rt.members.answerQueries)
-	rt.Spawn(rt.keys.runKeyReports)
-	rt.Spawn(rt.ca.runCAReports)
+	rt.spawnPoolLoops()     // outofpool.go: rejoin, queries, keyring and CA reports
 	rt.Spawn(rt.runFitness) // fitness.go
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()

@@ -1,0 +1,81 @@
+package member
+
+import (
+	"context"
+
+	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
+)
+
+// A worker out of the gossip pool (meshd.yaml `gossip_pool: false`;
+// issue 54 item 3, step iv) runs no memberlist or serf at all: it neither
+// probes nor is probed, so it holds Nebula tunnels only to the control
+// nodes (its lighthouses, its watch stream) and the peers it talks to,
+// not to every worker. Not starting gossip (rather than starting it and
+// not joining) is the choice with no O(N) cost: a serf that never joined
+// would still be joined by the control nodes' rejoin, which joins every
+// active record's gossip address.
+//
+// What it had from gossip it has otherwise:
+//   - the others' liveness: its node list (LivenessRecords,
+//     livenessrecords.go: workers by the control nodes' verdict, control
+//     nodes by their record, since it has no pool to read them from);
+//   - the revocation, key and CA notices (gossip user events that only
+//     wake the follow loop early): the watch stream brings the same
+//     changes as they are committed (fetched.Copies.Follow; the
+//     revocations, the CA bundle and the gossip keys are in the watched
+//     facts), so nothing is lost, only the wake-up;
+//   - the gossip keyring: it needs none; the keys its follow loop fetches
+//     are saved for a later start in the pool, and a rotation does not
+//     wait for it (the control nodes' keyLaggers wait only for members
+//     gossip reports);
+// and what it cannot do yet: answer a revocation's acknowledgement query
+// (`meshctl remove` lists it pending, RevocationPending), report its
+// version, NAT and CA in gossip tags (a CA rotation lists it "no report"
+// until those reports move to the internal API).
+
+// inPool reports whether this node runs gossip: every control node, and
+// a worker unless its config says gossip_pool: false.
+func inPool(gossipPool bool, role pki.Role) bool {
+	return gossipPool || role == pki.RoleControl
+}
+
+// startPool starts gossip (startGossip) unless this node stays out of the
+// pool.
+func (ms *membership) startPool(ctx context.Context) error {
+	if !inPool(ms.cfg.GossipPool, ms.facts.Role) {
+		ms.log.Info("out of the gossip pool (gossip_pool: false): liveness from the node list, no memberlist")
+		return nil
+	}
+	return ms.startGossip(ctx)
+}
+
+// livenessOf is where this node reads the others' liveness: asked, or
+// its node list when it is out of the pool.
+func (rt *Runtime) livenessOf(asked Liveness) Liveness {
+	if rt.gossip == nil && rt.ctl == nil {
+		return LivenessRecords
+	}
+	return asked
+}
+
+// spawnPoolLoops starts the loops that act on the pool: rejoining it,
+// answering its queries, reporting the keyring and the CA in its tags.
+// None runs out of the pool.
+func (rt *Runtime) spawnPoolLoops() {
+	if rt.gossip == nil {
+		return
+	}
+	rt.Spawn(func(ctx context.Context) { rt.members.runRejoin(ctx, rt.cfg.ReconcileInterval) })
+	rt.Spawn(rt.members.answerQueries)
+	rt.Spawn(rt.keys.runKeyReports)
+	rt.Spawn(rt.ca.runCAReports)
+}
+
+// gossipEvents are gossip's events; nil (never ready) out of the pool.
+func (nd *node) gossipEvents() <-chan gossip.Event {
+	if nd.gossip == nil {
+		return nil
+	}
+	return nd.gossip.Events()
+}
