@@ -71,3 +71,19 @@ func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, boo
 		return at, ok
 	}
 }
+
+// poolMembers are the names of expect a removal waits for to acknowledge
+// its revocation over gossip (confirmRevocation): those gossip lists. A
+// worker out of the pool cannot answer the query: it is listed pending at
+// once, not waited for until the bound (a known gap until acknowledgements
+// are posted over the internal API). Without a gossip view (nil), every
+// one of expect.
+func poolMembers(expect map[string]state.Node, gossip map[string]string) map[string]bool {
+	out := make(map[string]bool, len(expect))
+	for name := range expect {
+		if _, listed := gossip[name]; listed || gossip == nil {
+			out[name] = true
+		}
+	}
+	return out
+}

@@ -89,3 +89,17 @@ func TestOutOfPoolRows(t *testing.T) {
 		t.Errorf("w1 heard again: %q, want alive", st)
 	}
 }
+
+// TestPoolMembers: a removal waits for the acknowledgements of the
+// members gossip lists, whatever it says of them; a worker out of the
+// pool is not waited for; without a gossip view, every member is.
+func TestPoolMembers(t *testing.T) {
+	expect := map[string]state.Node{"c1": {}, "w1": {}, "w2": {}}
+	got := poolMembers(expect, map[string]string{"c1": "alive", "w2": "failed", "gone": "alive"})
+	if len(got) != 2 || !got["c1"] || !got["w2"] {
+		t.Errorf("waited for %v, want c1 and w2", got)
+	}
+	if got := poolMembers(expect, nil); len(got) != 3 {
+		t.Errorf("no gossip view: waited for %v, want all three", got)
+	}
+}
