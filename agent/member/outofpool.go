@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/pki"
 )
@@ -78,4 +79,14 @@ func (nd *node) gossipEvents() <-chan gossip.Event {
 		return nil
 	}
 	return nd.gossip.Events()
+}
+
+// pairProbes reports whether pair health probes r's node: any member in
+// the pool; out of it, the control nodes only. A probe of every worker
+// (16 a round) would give an idle worker a tunnel to every other, the
+// O(N²) this setting is for; a worker out of the pool sees a break with
+// a peer by its own traffic to it (docs/architecture.md, "Gossip at
+// 1,000 and 10,000 members", step 3 to probe the peers with a tunnel).
+func (nd *node) pairProbes(r control.NodeRecord) bool {
+	return nd.gossip != nil || r.RoleOf() == pki.RoleControl
 }

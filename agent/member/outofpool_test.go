@@ -74,7 +74,8 @@ func TestRecordLivenessNoPool(t *testing.T) {
 // TestNoGossipRuntime: a worker's runtime without gossip (out of the
 // pool) reads its liveness from its node list and takes the paths that
 // touched gossip without it: no events, no loops on the pool, no gossip
-// status, no NAT tag, a new keyring kept in its facts.
+// status, no NAT tag, pair health probing the control nodes alone, a new
+// keyring kept in its facts.
 func TestNoGossipRuntime(t *testing.T) {
 	kIP, selfIP := netip.MustParseAddr("10.42.0.1"), netip.MustParseAddr("10.42.0.2")
 	facts := newLogFacts(taggedRecord("self", pki.RoleWorker, selfIP), taggedRecord("k", pki.RoleControl, kIP))
@@ -96,6 +97,9 @@ func TestNoGossipRuntime(t *testing.T) {
 	rt.reportNAT(natSymmetric)
 	if got := statusOf(rt.peers().Members(), "k"); got != gossip.StatusAlive {
 		t.Errorf("the control node k reads %q, want alive on its record", got)
+	}
+	if rt.pairProbes(taggedRecord("w", pki.RoleWorker, netip.MustParseAddr("10.42.0.5"))) || !rt.pairProbes(taggedRecord("k", pki.RoleControl, kIP)) {
+		t.Error("pair health out of the pool: want the control nodes probed, no worker (a tunnel to every worker)")
 	}
 	keys := [][]byte{make([]byte, 32)}
 	rt.keys.applyKeys(keys, time.Now())
