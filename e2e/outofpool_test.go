@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,17 +19,7 @@ func outOfPoolCluster(t *testing.T, n *Net, workers ...string) []*Node {
 	nodes := cluster(t, n)
 	for _, name := range workers {
 		w := n.NewNode(name)
-		f, err := os.OpenFile(w.Config, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.WriteString("gossip_pool: false\n")
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		appendConfig(t, w, "gossip_pool: false\n") // fleet_test.go
 		w.Start(t)
 		w.MustCtl(t, "join", nodes[0].Admit(t, name))
 		nodes = append(nodes, w)
