@@ -97,8 +97,8 @@ func formCluster(tb testing.TB, n *Net, size, batch int, params map[string]strin
 	slices.Sort(c.joinTook)
 
 	seen, rounds := sweep(tb, c.all, c.lastJoin.Add(convergeBound), func(nd *Node) error {
-		if n.WorkerConfig != "" && !slices.Contains(c.controls, nd) {
-			return seesAllAlive(tb.Context(), nd, size, ctlNodes) // out of the gossip pool: no view of its own
+		if n.WorkerConfig != "" { // workers out of the gossip pool: no view of their own, and the control nodes' pool lacks them
+			return seesAllAlive(tb.Context(), nd, size, ctlNodes)
 		}
 		return ownViewAllAlive(tb.Context(), nd, size)
 	})
