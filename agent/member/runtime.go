@@ -102,6 +102,8 @@ type node struct {
 	subnets *subnets
 	// paths wakes the loops acting on this node's tunnels (pathwake.go).
 	pathWake bell
+	// overlay6Memo is ownOverlay6's, for the certificate held (certmemo.go).
+	overlay6Memo pemMemo[netip.Prefix]
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -214,6 +216,8 @@ type caFollow struct {
 	wake chan struct{}
 	// report wakes runCAReports (buffered 1).
 	report chan struct{}
+	// reported is control.CAReport of the identity running (certmemo.go).
+	reported pemMemo[string]
 }
 
 // renewal adopts this node's renewed certificates, and on a control node

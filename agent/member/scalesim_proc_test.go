@@ -142,7 +142,9 @@ func (p *simControlProc) put(id string, rec json.RawMessage, revoke string) uint
 	return p.do(simCommand{Op: "put", ID: id, Rec: rec, Revoke: revoke}).Index
 }
 
-func (p *simControlProc) load(recs map[string]json.RawMessage) { p.do(simCommand{Op: "load", Recs: recs}) }
+func (p *simControlProc) load(recs map[string]json.RawMessage) {
+	p.do(simCommand{Op: "load", Recs: recs})
+}
 
 func (p *simControlProc) endpoints() simEndpoints { return p.ep }
 
