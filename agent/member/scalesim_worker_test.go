@@ -148,6 +148,17 @@ func simProcessCPU(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// simThreadCPU is the calling thread's CPU so far (user and system):
+// the benchmark's own, with its goroutine locked to its thread.
+func simThreadCPU(tb testing.TB) time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD (Linux)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // simContextSwitches are the context switches of this process's threads so
 // far, voluntary and not (each is a wakeup), as e2e's idle benchmarks
 // count them: a thread that ended takes its count with it.
