@@ -111,6 +111,11 @@ type node struct {
 	followKick chan struct{}
 	followMu   sync.Mutex
 	followTold told
+	// ownSeen is this node's record as followReads last saw it (followMu).
+	ownSeen struct {
+		rec control.NodeRecord
+		ok  bool
+	}
 	// loopCtx is the context of the runtime's goroutines (Spawn); Stop
 	// cancels it with loops and waits for them (wg).
 	wg      sync.WaitGroup
