@@ -80,6 +80,7 @@ type simRun struct {
 	controlChange     time.Duration    // the simulated control node's CPU per change, its idle rate taken off
 	controlChangeRaw  time.Duration    // the simulated control node's CPU per change, as measured
 	harness           time.Duration    // the benchmark's own CPU per change (its thread's), taken off the worker's
+	changeWakeups     float64          // context switches of the worker's process per change (its threads', the benchmark's among them), as measured
 	window, changeFor time.Duration
 }
 
@@ -169,7 +170,7 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	defer runtime.UnlockOSThread()
 	stop = simProfile(b, n, "changes")
 	cpu0, ccpu0, looks0, at0 = simProcessCPU(b), sc.cpu(), w.looks(), time.Now()
-	own0 := simThreadCPU(b)
+	own0, sw0 := simThreadCPU(b), simContextSwitches(b)
 	var wall time.Duration
 	var kindCPU, kindWall [3]time.Duration
 	var kindN [3]int
@@ -188,6 +189,7 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 		}
 	}
 	r.changeFor = time.Since(at0)
+	r.changeWakeups = float64(simContextSwitches(b)-sw0) / float64(k)
 	stop()
 	own := simThreadCPU(b) - own0
 	cpu, ccpu := simProcessCPU(b)-cpu0-own, sc.cpu()-ccpu0
@@ -255,6 +257,7 @@ func (r *simRun) record(b *testing.B) {
 		{"change_cpu_control", "µs", float64(r.controlChange.Microseconds())},
 		{"change_cpu_control_raw", "µs", float64(r.controlChangeRaw.Microseconds())},
 		{"change_cpu_harness", "µs", float64(r.harness.Microseconds())},
+		{"change_wakeups", "count", r.changeWakeups},
 		{"change_cpu_added", "µs", float64(r.byKind[0].Microseconds())},
 		{"change_cpu_moved", "µs", float64(r.byKind[1].Microseconds())},
 		{"change_cpu_removed", "µs", float64(r.byKind[2].Microseconds())},
@@ -326,6 +329,7 @@ func (r *simRun) String() string {
 		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
 		simChangeTarget, r.controlChange.Round(time.Microsecond), r.controlChangeRaw.Round(time.Microsecond), r.harness.Round(time.Microsecond),
 		r.changeWall.Round(time.Microsecond), r.changeScans)
+	fmt.Fprintf(&s, "\n    context switches of the worker's process per change (the benchmark's thread among them): %.0f (idle: %.0f a second)", r.changeWakeups, r.wakeups)
 	s.WriteString("\n    the worker, each kind, its idle rate taken off:")
 	for j, kind := range simKinds {
 		fmt.Fprintf(&s, " a peer %s %s;", kind, r.byKind[j].Round(time.Microsecond))
