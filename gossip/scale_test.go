@@ -219,6 +219,7 @@ type simResult struct {
 	goroutinesPerMember       float64
 	idleCPUPerMember          float64 // fraction of a core, settled cluster
 	spurious                  int64   // failed events naming a member that was running
+	streamsRefused            int     // TCP streams members closed at their bounds (streamcap.go), in all
 	suspicions                int64   // suspect messages members accepted before the failure (a false suspicion counts once per member that heard it)
 	degradedProbes            int64   // probes memberlist ran degraded (its awareness of falling behind) before the failure
 	idlePacketsPerMember      float64 // UDP packets sent per member per second, settled cluster
@@ -249,8 +250,8 @@ func (r simResult) log(tb testing.TB) {
 		r.failAll.Round(time.Millisecond), r.failMedian.Round(time.Millisecond), r.failBound)
 	tb.Logf("  per member: heap %.0f KiB, from the OS %.0f KiB, %.1f goroutines, idle CPU %.3f%% of a core (GOGC %d), %.1f UDP packets/s sent",
 		r.heapPerMember/1024, r.sysPerMember/1024, r.goroutinesPerMember, 100*r.idleCPUPerMember, r.gcPercent, r.idlePacketsPerMember)
-	tb.Logf("  before the failure: %d suspect messages accepted, %d degraded probes; spurious failed events: %d",
-		r.suspicions, r.degradedProbes, r.spurious)
+	tb.Logf("  before the failure: %d suspect messages accepted, %d degraded probes; spurious failed events: %d; TCP streams refused at a bound: %d",
+		r.suspicions, r.degradedProbes, r.spurious, r.streamsRefused)
 }
 
 func (r simResult) check(tb testing.TB) {
@@ -555,7 +556,7 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 			p := peer()
 			wg.Go(func() {
 				if _, err := s.members[i].Join(tb.Context(), []string{s.addr(p)}); err != nil {
-					err = fmt.Errorf("%s joins %s: %w", s.cfgs[i].Name, s.cfgs[p].Name, err)
+					err = fmt.Errorf("%s joins %s (which had refused %d streams at its bounds): %w", s.cfgs[i].Name, s.cfgs[p].Name, s.members[p].StreamsRefused(), err)
 					joinErr.CompareAndSwap(nil, &err)
 				}
 			})
@@ -664,6 +665,9 @@ func runSimOpts(tb testing.TB, o simOpts) simResult {
 	r.failSeen, r.failAll, r.failMedian = w.wait(tb, t0, 4*r.failBound+k*10*time.Second)
 	s.watch.Store(nil)
 	r.spurious = s.spurious.Load()
+	for _, m := range s.members {
+		r.streamsRefused += m.StreamsRefused()
+	}
 	r.loadAfter = loadAvg()
 	return r
 }

@@ -11,11 +11,21 @@ import (
 // nothing bounded how many it served at once, so anyone who can reach the
 // port could hold thousands of silent connections (issue 27). The
 // transport now admits at most maxStreams at once, and at most
-// maxStreamsPerSource from one source network (an IPv4 /24 or an IPv6
-// /64, as the raft port counts); one past either is closed at once. A
-// member uses a stream for a push/pull every 30 s (lan timers) or a TCP
-// fallback probe, each over in milliseconds, so the bounds are far above
-// what a cluster needs.
+// maxStreamsPerSource from one source; one past either is closed at once.
+// A member uses a stream for a push/pull every 30 s (lan timers), a join
+// or a TCP fallback probe, each over in milliseconds.
+//
+// A source is one address inside the overlay gossip rides (Config.Overlay:
+// Nebula lets a packet in only from the address its sender's certificate
+// holds, so each is one member), and an IPv4 /24 or IPv6 /64 outside it
+// (as the raft port counts). Until issue 54 every source was a /24, and
+// gossip rides the overlay, whose addresses are given out in order, so
+// the first 254 members of a cluster counted as one source: a control
+// node, the seed of every join, closed the 17th stream from them at once
+// (found by reading, while looking for why joins were refused in a
+// formation of 100 agents on a loaded box, where each stream lasts
+// longer; BenchmarkGossipSim's members take random addresses across a /16
+// and never met the bound: 0 refused at 250 lan members).
 const (
 	maxStreams          = 256
 	maxStreamsPerSource = 16
@@ -23,7 +33,10 @@ const (
 
 // streamCap counts the streams being served.
 type streamCap struct {
-	mu    sync.Mutex
+	overlay netip.Prefix // Config.Overlay: inside it a source is one address
+
+	mu      sync.Mutex
+	refused int // streams closed at a bound, in all
 	open  int
 	bySrc map[netip.Prefix]int
 }
@@ -31,10 +44,11 @@ type streamCap struct {
 // admit wraps c so that its Close gives its slot back, or reports false
 // when c is one past a bound (the caller closes it).
 func (s *streamCap) admit(c net.Conn) (net.Conn, bool) {
-	src := streamSource(c)
+	src := streamSource(c, s.overlay)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.open >= maxStreams || s.bySrc[src] >= maxStreamsPerSource {
+		s.refused++
 		return nil, false
 	}
 	if s.bySrc == nil {
@@ -54,8 +68,23 @@ func (s *streamCap) release(src netip.Prefix) {
 	}
 }
 
-// streamSource is the network c's peer counts in.
-func streamSource(c net.Conn) netip.Prefix {
+// refusedCount is how many streams were closed at a bound.
+func (s *streamCap) refusedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
+// StreamsRefused is how many TCP streams to this member's gossip port were
+// closed at once because their source, or the member, had the most it
+// serves at once (streamcap.go): a count that grows says a source holds
+// connections open, or a cluster pushes and pulls faster than this member
+// serves.
+func (g *Gossip) StreamsRefused() int { return g.tr.served.refusedCount() }
+
+// streamSource is the source c's peer counts in: its address inside
+// overlay, its /24 or /64 outside it.
+func streamSource(c net.Conn, overlay netip.Prefix) netip.Prefix {
 	var a netip.Addr
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		a, _ = netip.AddrFromSlice(ta.IP)
@@ -64,6 +93,9 @@ func streamSource(c net.Conn) netip.Prefix {
 	bits := 64
 	if a.Is4() {
 		bits = 24
+	}
+	if overlay.IsValid() && overlay.Contains(a) {
+		bits = a.BitLen()
 	}
 	p, _ := a.Prefix(bits)
 	return p

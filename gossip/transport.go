@@ -83,6 +83,7 @@ func listenTransport(nw Network, overlay netip.Prefix, addr string, port int, lo
 		udp:     ul,
 		net:     nw,
 		overlay: overlay,
+		served:  streamCap{overlay: overlay},
 		packets: make(chan *memberlist.Packet),
 		streams: make(chan net.Conn),
 		log:     logger,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -388,3 +389,54 @@ func TestTransportOverlayAndLegacy(t *testing.T) {
 		t.Errorf("dials through the Network %v, want [%s]", nw.dials, insideAddr)
 	}
 }
+
+// TestTransportStreamCapOverlay: inside the overlay gossip rides a source
+// is one address (each is one member: Nebula admits a packet only from
+// the address its sender's certificate holds), so more than
+// maxStreamsPerSource members of one /24, as a cluster's first 254 are,
+// are all served; one address is still held to maxStreamsPerSource.
+// Before issue 54 the 17th member's stream was closed at once.
+func TestTransportStreamCapOverlay(t *testing.T) {
+	overlay := netip.MustParsePrefix("127.0.5.0/24")
+	streamCount := func(cap *streamCap, from []string) (served int) {
+		for _, ip := range from {
+			a, b := net.Pipe()
+			t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+			c := addrConn{Conn: a, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+			if _, ok := cap.admit(c); ok {
+				served++
+			}
+		}
+		return served
+	}
+	var members, one, outside []string
+	for i := range 3 * maxStreamsPerSource {
+		members = append(members, fmt.Sprintf("127.0.5.%d", i+1))
+		one = append(one, "127.0.5.200")
+		outside = append(outside, fmt.Sprintf("127.0.6.%d", i+1))
+	}
+	inOverlay := &streamCap{overlay: overlay}
+	if got := streamCount(inOverlay, members); got != len(members) {
+		t.Errorf("%d members of the overlay's /24, one stream each: %d served, want all", len(members), got)
+	}
+	if got := streamCount(inOverlay, one); got != maxStreamsPerSource {
+		t.Errorf("%d streams from one overlay address: %d served, want %d", len(one), got, maxStreamsPerSource)
+	}
+	if got := streamCount(inOverlay, outside); got != maxStreamsPerSource {
+		t.Errorf("%d streams from one /24 outside the overlay: %d served, want %d", len(outside), got, maxStreamsPerSource)
+	}
+	if got, want := inOverlay.refusedCount(), 2*(3*maxStreamsPerSource-maxStreamsPerSource); got != want {
+		t.Errorf("refused %d streams, want %d", got, want)
+	}
+	if got := streamCount(&streamCap{}, members); got != maxStreamsPerSource {
+		t.Errorf("without an overlay, %d addresses of one /24: %d served, want %d", len(members), got, maxStreamsPerSource)
+	}
+}
+
+// addrConn is a net.Conn with the remote address a test gives it.
+type addrConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.remote }

@@ -13,17 +13,21 @@ type HostHeard struct {
 }
 
 // LighthouseInterval is how often a member sends each lighthouse a host
-// update with config c (Nebula's lighthouse.interval, as Render sets it).
+// update with config c (Nebula's lighthouse.interval, as Render sets it):
+// 2 s at `timers: lan` (Nebula's own default is 10 s), so the control
+// nodes' liveness verdict, three intervals of silence, stays within
+// gossip's bound (docs/architecture.md, "Gossip at 1,000 and 10,000
+// members", step 2 (i)); 1 s with Fast.
 func LighthouseInterval(c Config) time.Duration {
 	if c.Fast {
 		return time.Second
 	}
-	return 10 * time.Second
+	return 2 * time.Second
 }
 
 // Heard says when this instance, as a lighthouse, last took a host update
 // from addr; false when it never did, is no lighthouse or is stopped.
-// Every member sends each lighthouse one every lighthouse.interval (10 s,
+// Every member sends each lighthouse one every lighthouse.interval (2 s,
 // 1 s with Fast), so a member long unheard has stopped or lost its way to
 // this node.
 func (m *Mesh) Heard(addr netip.Addr) (time.Time, bool) {

@@ -148,10 +148,14 @@ func (m *Mesh) Reload(c Config) error {
 	if err := m.verify(eff, id.fingerprint); err != nil {
 		return m.rollback(err, logged)
 	}
+	certChanged := m.fp != id.fingerprint
 	m.applied, m.yaml, m.fp, m.id = eff, text, id.fingerprint, id
 	m.known = knownPeers(m.known, eff)
 	m.cache.forget()
 	m.closeBlocked(eff.Blocklist)
+	if certChanged {
+		m.log.Debug("certificate changed: re-handshaking every tunnel", "tunnels", m.rekeyTunnels()) // rekey.go
+	}
 	m.log.Info("overlay reloaded", "lighthouses", len(eff.Lighthouses), "static_hosts", len(eff.StaticHosts),
 		"blocklist", len(eff.Blocklist), "cert_expires", id.expires)
 	return m.tunAddrs(id)

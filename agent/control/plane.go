@@ -149,6 +149,9 @@ type Plane struct {
 	strict   *gate          // strict changes a second (gates.go)
 
 	reaper ephemeralReaper // the ephemeral nodes' sweep (ephemeral.go)
+	// lighthouse is this node's record of the members' host updates, set
+	// by RunVerdict (heard.go, verdict.go); nil until then.
+	lighthouse atomic.Pointer[Lighthouse]
 
 	tlsScan, nebulaScan renewScan  // the CA holder's renewal passes skip an unchanged scan (renewscan.go)
 	recordList          recordList // Records, kept until a node changes (recordlist.go)

@@ -60,6 +60,7 @@ var routes = []Route{
 	{"POST", PathSelfRelay, anyMember, "record the caller's own relay offer (relay: true) when it starts with another setting than its record's (relay.go)", (*Plane).handleSelfRelay},
 	{"POST", PathConfirm, anyMember, "record the joining caller active: its join is confirmed", (*Plane).handleConfirm},
 	{"POST", PathAbortJoin, anyMember, "undo the joining caller's own admission after its join failed on its machine: its certificates revoked, its token unused again (abortjoin.go)", (*Plane).handleAbortJoin},
+	{"POST", PathHeard, controlOnly, "how long ago this lighthouse last took a host update from each of a batch of overlay addresses: the leader's liveness verdict asks (heard.go, verdict.go)", (*Plane).handleHeard},
 	{"POST", PathApply, controlOnly, "the leader applies a write a follower forwarded", (*Plane).handleApply},
 	{"GET", PathIndex, controlOnly, "the leader's FSM index, for a follower's read index", (*Plane).handleIndex},
 	{"POST", PathRaftJoin, controlOnly, "a new control node asks to become a voter", (*Plane).handleRaftJoin},

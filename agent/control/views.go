@@ -82,6 +82,9 @@ func NodeRow(n state.Node, raftRole raftnode.Role) apitype.Node {
 	if n.OverlayIP6.IsValid() {
 		row.OverlayIP6 = n.OverlayIP6.String()
 	}
+	if n.State == state.NodeActive {
+		row.Unheard = n.Unheard // the control nodes' verdict (verdict.go)
+	}
 	return row
 }
 

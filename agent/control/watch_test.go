@@ -249,6 +249,13 @@ func TestWatchItems(t *testing.T) {
 	if r, _ := WatchedRecord("a", mustJSON(recordOf(w))); r.RoleOf() != pki.RoleWorker || r.Name != "w1" || r.ID != "a" {
 		t.Fatalf("decoded worker: %+v", r)
 	}
+	// The control nodes' liveness verdict (verdict.go) reaches a worker's
+	// copy, to the second; heard again, the record is as before.
+	unheard := w
+	unheard.Unheard = time.Date(2026, 12, 7, 21, 0, 5, 0, time.UTC)
+	if r, _ := WatchedRecord("a", mustJSON(recordOf(unheard))); !r.Unheard.Equal(unheard.Unheard) || recordOf(unheard).same(recordOf(w)) {
+		t.Fatalf("decoded unheard worker: unheard %v, want %v (and a change)", r.Unheard, unheard.Unheard)
+	}
 	ctl := w
 	ctl.Role, ctl.TLSPublicKey = pki.RoleControl, []byte{1}
 	if r, _ := WatchedRecord("a", mustJSON(recordOf(ctl))); r.RoleOf() != pki.RoleControl || r.TLSFingerprint != "tls-w1" || len(r.TLSPublicKey) != 1 {

@@ -59,6 +59,9 @@ func recordOf(n state.Node) watchRecord {
 	r := watchRecord{Name: n.Name, State: string(n.State), Underlay: n.Underlay, Relay: n.Relay,
 		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr, Routes: routeWire(n),
 		Held: prefixWire(n.NebulaRoutes)}
+	if !n.Unheard.IsZero() {
+		r.Unheard = n.Unheard.Unix()
+	}
 	if n.OverlayIP.IsValid() {
 		r.OverlayIP = n.OverlayIP.String()
 	}

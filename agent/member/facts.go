@@ -144,6 +144,7 @@ func (f planeFacts) NodeRows(ctx context.Context) ([]apitype.Node, error) { retu
 // parsing this node's certificates, for every membership change was
 // work the change did not need (issue 54 item 2).
 func (nd *node) watched(sections []string) {
+	nd.recordsChanged() // liveness.go
 	nd.poke()
 	var own func() (control.NodeRecord, bool) // this node's record: a worker's copies hold it
 	if nd.copies != nil {

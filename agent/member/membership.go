@@ -279,11 +279,12 @@ func (nd *node) baseInputs() desired.Inputs {
 
 // gossipMembers are the gossip members as desired reads them.
 func (nd *node) gossipMembers() []desired.Member {
-	if nd.gossip == nil {
+	src := nd.peers() // liveness.go
+	if src == nil {
 		return nil
 	}
 	var out []desired.Member
-	for _, m := range nd.gossip.Members() {
+	for _, m := range src.Members() {
 		out = append(out, asMember(m))
 	}
 	return out
@@ -302,12 +303,13 @@ func asMember(m gossip.Member) desired.Member {
 // and members matching an active record from its overlay address): the
 // only ones whose versions and keyring and CA reports are read.
 func (ms *membership) counted() []gossip.Member {
-	if ms.gossip == nil {
+	src := ms.peers() // liveness.go
+	if src == nil {
 		return nil
 	}
 	counts := desired.NewMatcher(ms.overlayInputs())
 	var out []gossip.Member
-	for _, m := range ms.gossip.Members() {
+	for _, m := range src.Members() {
 		if counts.Counts(asMember(m)) {
 			out = append(out, m)
 		}

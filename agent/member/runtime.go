@@ -55,6 +55,9 @@ type Options struct {
 	// its first overlay already offers relays only if it may need them.
 	// Empty (unknown) on every other start.
 	NAT NAT
+	// Liveness is where a worker reads the others' liveness (liveness.go):
+	// gossip (the zero value) or its node list.
+	Liveness Liveness
 	// testOnlyWrapCluster, when set (a test seam), wraps a worker's
 	// fetched copies as its loops read them: the scale simulation
 	// (scalesim_*_test.go) counts the reads.
@@ -91,6 +94,9 @@ type node struct {
 	// copies are a worker's copies (nil on a control node once its raft
 	// opened): its watch stream's counters show in status.
 	copies *fetched.Copies
+	// heard is a worker's liveness from its node list, when chosen
+	// (liveness.go); nil: gossip's (peers).
+	heard *recordLiveness
 	// standing is whether the cluster still knows this node (standing.go).
 	standing *fetched.Standing
 	// fit is the node's fitness to serve: disk and clock (fitness.go).
@@ -307,6 +313,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	rt.startLiveness(o.Liveness)
 	rt.startNames()    // names.go
 	rt.startResolved() // resolved.go
 	if rt.ctl != nil {
@@ -341,8 +348,12 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		rt.Spawn(rt.ctl.WatchCarriers) // agent/control/carrier.go: the leader moves a prefix off a carrier that is down
 	}
 	if rt.ov.applied().AmLighthouse {
-		rt.silence = newSilence(rt.mesh, mesh.LighthouseInterval(rt.ov.applied()), rt.now)
+		every := mesh.LighthouseInterval(rt.ov.applied())
+		rt.silence = newSilence(rt.mesh, every, rt.now)
 		rt.Spawn(rt.silence.run)
+		if rt.ctl != nil { // the leader's liveness verdict, and the others' answers to it (agent/control/verdict.go)
+			rt.Spawn(func(ctx context.Context) { rt.ctl.RunVerdict(ctx, rt.silence, every) })
+		}
 	}
 	rt.startOverlayMetrics(loopCtx)
 	return rt, nil

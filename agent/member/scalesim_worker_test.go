@@ -55,7 +55,7 @@ func (c *simCountedFacts) Records() ([]control.NodeRecord, bool) {
 // startSimWorker loads the table with n simulated peers and the worker
 // "w1" (10.42.0.2), and starts the worker; it returns once the worker's
 // Nebula holds every peer and gossip shows c1 alive.
-func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc simTable, n int, log *slog.Logger) *simWorker {
+func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc simTable, n int, log *slog.Logger, opts ...func(*Options)) *simWorker {
 	tb.Helper()
 	ep := sc.endpoints()
 	dir := tb.TempDir()
@@ -82,8 +82,12 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc simTable, n int, l
 	sc.load(recs)
 
 	w := &simWorker{port: cfg.Ports.Nebula}
-	rt, err := Start(context.Background(), Options{Config: cfg, Facts: facts, Policy: cfg.Policy(), Version: "sim", Log: log.With("node", "w1"),
-		Now: time.Now, testOnlyWrapCluster: func(c clusterFacts) clusterFacts { w.reads = &simCountedFacts{clusterFacts: c}; return w.reads }})
+	o := Options{Config: cfg, Facts: facts, Policy: cfg.Policy(), Version: "sim", Log: log.With("node", "w1"),
+		Now: time.Now, testOnlyWrapCluster: func(c clusterFacts) clusterFacts { w.reads = &simCountedFacts{clusterFacts: c}; return w.reads }}
+	for _, set := range opts {
+		set(&o)
+	}
+	rt, err := Start(context.Background(), o)
 	if err != nil {
 		tb.Fatalf("start the worker: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
+	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/mesh"
 )
 
@@ -18,7 +19,9 @@ import (
 // docs/architecture.md's "Gossip at 1,000 and 10,000 members" design, in
 // which a worker's liveness comes from the control nodes: for now it is
 // shown in a control node's status (overlay.silent), beside gossip's view,
-// so the two can be compared; gossip still decides.
+// and it is the input of the raft leader's liveness verdict
+// (agent/control/verdict.go: state.Node.Unheard), which asks the other
+// control nodes before it decides; gossip still decides everything else.
 //
 // Cost (issue 54): one tick per lighthouse.interval, whose work is the
 // members silent now (those it keeps re-checking and those newly silent:
@@ -48,6 +51,8 @@ type silence struct {
 	tick  time.Duration
 	now   func() time.Time
 
+	began time.Time // when this lighthouse started listening (Listening)
+
 	mu     sync.Mutex
 	silent map[netip.Addr]time.Time // last heard
 	more   bool                     // silentCap reached
@@ -55,8 +60,38 @@ type silence struct {
 }
 
 func newSilence(src heardSource, interval time.Duration, now func() time.Time) *silence {
-	return &silence{src: src, after: 3 * interval, tick: interval, now: now, silent: map[netip.Addr]time.Time{}}
+	return &silence{src: src, after: 3 * interval, tick: interval, now: now, began: now(), silent: map[netip.Addr]time.Time{}}
 }
+
+// silence is the raft leader's liveness verdict's input and the answer
+// to the other control nodes' questions (agent/control/heard.go).
+var _ control.Lighthouse = (*silence)(nil)
+
+// Silent is the members silent here as the last look found them.
+func (s *silence) Silent() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]netip.Addr, 0, len(s.silent))
+	for a := range s.silent {
+		out = append(out, a)
+	}
+	return out
+}
+
+// Heard is how long ago addr last sent this lighthouse a host update.
+func (s *silence) Heard(addr netip.Addr) (time.Duration, bool) {
+	at, ok := s.src.Heard(addr)
+	if !ok {
+		return 0, false
+	}
+	return max(0, s.now().Sub(at)), true
+}
+
+// Listening is how long this lighthouse has taken host updates.
+func (s *silence) Listening() time.Duration { return s.now().Sub(s.began) }
+
+// After is three intervals: unheard this long is silent.
+func (s *silence) After() time.Duration { return s.after }
 
 // run looks once a tick until ctx ends.
 func (s *silence) run(ctx context.Context) {

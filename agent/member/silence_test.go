@@ -94,3 +94,36 @@ func TestSilence(t *testing.T) {
 		t.Fatal("an address silent for a day is still on the lighthouse's record")
 	}
 }
+
+// TestSilenceAsLighthouse: what the raft leader's verdict reads of a
+// control node's silence (control.Lighthouse): the silent members as the
+// last look found them, ages rather than times, how long it has
+// listened, and three intervals as the cutoff.
+func TestSilenceAsLighthouse(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	now := t0
+	a, b := netip.MustParseAddr("10.42.0.5"), netip.MustParseAddr("10.42.0.6")
+	f := &fakeHeard{at: map[netip.Addr]time.Time{a: t0, b: t0}}
+	s := newSilence(f, 2*time.Second, func() time.Time { return now })
+	if s.After() != 6*time.Second {
+		t.Fatalf("After %v, want three 2 s intervals", s.After())
+	}
+	now = t0.Add(7 * time.Second)
+	f.at[b] = now.Add(-time.Second)
+	if got := s.Silent(); len(got) != 0 {
+		t.Fatalf("before a look: silent %v, want none", got)
+	}
+	s.look()
+	if got := s.Silent(); len(got) != 1 || got[0] != a {
+		t.Fatalf("silent %v, want [%v]", got, a)
+	}
+	if age, ok := s.Heard(b); !ok || age != time.Second {
+		t.Errorf("Heard(b) = %v %v, want 1s", age, ok)
+	}
+	if _, ok := s.Heard(netip.MustParseAddr("10.42.0.9")); ok {
+		t.Error("an address never heard has an age")
+	}
+	if s.Listening() != 7*time.Second {
+		t.Errorf("Listening %v, want 7s", s.Listening())
+	}
+}

@@ -52,6 +52,8 @@ const (
 	typeRenewNebulaMember cmdType = 90
 	// 110-119: issue 52's joins that spend nothing (abortjoin.go).
 	typeAbortJoin cmdType = 110
+	// 120-129: issue 54's liveness verdict (unheard.go).
+	typeSetUnheard cmdType = 120
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -59,8 +61,8 @@ const (
 // RenewNebula, RevokeToken, PruneTokens, RecordCerts, AbortAdmission,
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
 // ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode,
-// AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier, AbortJoin and
-// Tracked.
+// AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier, AbortJoin,
+// SetUnheard and Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -207,6 +209,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[RenewNebulaMember](b[1:])
 	case typeAbortJoin:
 		c, err = decodeAs[AbortJoin](b[1:])
+	case typeSetUnheard:
+		c, err = decodeAs[SetUnheard](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

@@ -116,7 +116,8 @@ func changesNodes(c Command) bool {
 		RotateCA,    // the trust bundles every node follows
 		ForgetNode,  // an ephemeral node's record deleted
 		// What a record offers and carries: a relay, routes (issue 33).
-		SetRelay, AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier:
+		SetRelay, AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier,
+		SetUnheard: // the control nodes' liveness verdict (issue 54)
 		return true
 	}
 	return false

@@ -273,6 +273,12 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: MintToken{Record: tokenRecord(75, "c75", pki.RoleControl), Actor: "uid:0"}},
 		{cmd: SetNodeState{NodeID: "n-w18", State: NodeRemoved, At: t0.Add(25 * time.Minute), Keep: secret(75).Hash()}, want: codes.BadRequest},
 		{cmd: SetNodeState{NodeID: "n-c74", State: NodeLeft, At: t0.Add(25 * time.Minute), Actor: "node:n-c74", Keep: secret(75).Hash()}},
+		// Issue 54: the leader's liveness verdict, one batch: w11 and the
+		// stock member found silent (a left node and an unknown id
+		// skipped), then the stock member heard again.
+		{cmd: SetUnheard{Changes: []UnheardChange{{NodeID: "n-w11", At: t0.Add(26 * time.Minute)}, {NodeID: "n-phone", At: t0.Add(26 * time.Minute)},
+			{NodeID: "n-c74", At: t0.Add(26 * time.Minute)}, {NodeID: "n-nobody", At: t0.Add(26 * time.Minute)}}, Actor: "node:n-c17"}},
+		{cmd: SetUnheard{Changes: []UnheardChange{{NodeID: "n-phone"}}, Actor: "node:n-c17"}},
 	}
 }
 

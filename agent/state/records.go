@@ -25,6 +25,9 @@ type records struct {
 	sorted []Node
 	byID   map[string]int // index into sorted
 	byName map[string]int // index into sorted, of the record holding the name
+	// unheard is the ids of the active records whose Unheard is set
+	// (unheard.go), sorted.
+	unheard []string
 }
 
 // buildRecords is the records of nodes (the FSM's map, read under its
@@ -41,7 +44,7 @@ func buildRecords(nodes map[string]Node) *records {
 	slices.SortFunc(out, func(a, b Node) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
 	})
-	r := &records{sorted: slices.Clip(out), byID: make(map[string]int, len(out)), byName: make(map[string]int, len(out))}
+	r := &records{sorted: slices.Clip(out), byID: make(map[string]int, len(out)), byName: make(map[string]int, len(out)), unheard: unheardOf(out)}
 	for i, n := range out {
 		r.byID[n.ID] = i
 		if _, taken := r.byName[n.Name]; !taken && !n.State.Former() {

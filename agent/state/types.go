@@ -157,9 +157,14 @@ type Node struct {
 	// that held a prefix: when a renewal drops one (an approval withdrawn
 	// or a request narrowed), they are all revoked, so no certificate
 	// the node still has lets it carry what it may no longer.
-	NebulaRouted []string  `json:"nebula_routed,omitempty"`
-	Created      time.Time `json:"created"`
-	Updated      time.Time `json:"updated"`
+	NebulaRouted []string `json:"nebula_routed,omitempty"`
+	// Unheard is when the control nodes found the node silent on every
+	// one of them that answered the raft leader (no Nebula host update
+	// for three lighthouse intervals: SetUnheard, agent/control/
+	// verdict.go); zero while it is heard.
+	Unheard time.Time `json:"unheard,omitzero"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // JTIUse is the use of a JWT by a join (Snapshot.JTIs): which node it

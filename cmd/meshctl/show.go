@@ -70,7 +70,7 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 	} else {
 		p.Printf("NAME\tROLE\tSTATE\tGOSSIP\tOVERLAY\tOVERLAY6\tUNDERLAY\tNAT\tRAFT\tCERT EXPIRES\tVERSION\tTUNNEL\n")
 	}
-	self, nat, relay := false, false, false
+	self, nat, relay, unheard := false, false, false, false
 	var broken []string // the footnotes of nodes some member cannot reach
 	for _, n := range nodes {
 		self = self || n.Self
@@ -91,6 +91,10 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 		}
 		if !n.LastSeen.IsZero() {
 			g += fmt.Sprintf(" (last seen %s ago)", now.Sub(n.LastSeen).Round(time.Second))
+		}
+		if !n.Unheard.IsZero() {
+			g += fmt.Sprintf(" (unheard %s)", max(0, now.Sub(n.Unheard)).Round(time.Second))
+			unheard = true
 		}
 		expires := date(n.CertExpires)
 		if n.Role == "nebula" && !n.CertExpires.IsZero() && !now.Before(n.CertExpires) {
@@ -116,6 +120,9 @@ func printNodes(out io.Writer, nodes []apitype.Node, now time.Time, wide bool) e
 	}
 	if relay {
 		printer{out}.Printf("+relay: offers itself as a Nebula relay (relay: true); control nodes relay anyway\n")
+	}
+	if unheard {
+		printer{out}.Printf("unheard: no Nebula host update for three lighthouse intervals on every control node that answered the raft leader, for so long\n")
 	}
 	for _, l := range broken {
 		printer{out}.Printf("%s\n", l)
