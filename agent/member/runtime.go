@@ -108,6 +108,8 @@ type node struct {
 	subnets *subnets
 	// paths wakes the loops acting on this node's tunnels (pathwake.go).
 	pathWake bell
+	// overlay6Memo is ownOverlay6's, for the certificate held (certmemo.go).
+	overlay6Memo pemMemo[netip.Prefix]
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -115,6 +117,11 @@ type node struct {
 	followKick chan struct{}
 	followMu   sync.Mutex
 	followTold told
+	// ownSeen is this node's record as followReads last saw it (followMu).
+	ownSeen struct {
+		rec control.NodeRecord
+		ok  bool
+	}
 	// loopCtx is the context of the runtime's goroutines (Spawn); Stop
 	// cancels it with loops and waits for them (wg).
 	wg      sync.WaitGroup
@@ -220,6 +227,8 @@ type caFollow struct {
 	wake chan struct{}
 	// report wakes runCAReports (buffered 1).
 	report chan struct{}
+	// reported is control.CAReport of the identity running (certmemo.go).
+	reported pemMemo[string]
 }
 
 // renewal adopts this node's renewed certificates, and on a control node
