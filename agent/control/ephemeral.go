@@ -140,7 +140,7 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 	}
 	view := p.hooks.Gossip()
 	r.down.observe(nodes, view, p.hooks.LastSeen, p.cfg.Name, now)
-	if !p.raft.IsLeader() {
+	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return 0
 	}
 	// A leader whose own gossip is cut off (its overlay down, say) sees
