@@ -167,6 +167,7 @@ const caReportCheck = 30 * time.Second
 // failed (tried again a second later).
 func (cf *caFollow) reportCA() bool {
 	want := control.CAReport(cf.ov.running())
+	cf.factsOut.offer(want) // and by the internal API (factreport.go)
 	tags := cf.gossip.LocalMember().Tags
 	if tags[tagCA] == want && tags[tagCASig] != "" {
 		return true
