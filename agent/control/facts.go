@@ -26,7 +26,7 @@ import (
 // report counts only with its signature by the TLS key raft recorded for
 // it (attested, as caLaggers checks gossip's): else FactsRefused and
 // nothing written. A report the record already holds writes nothing.
-// The others wait for this control node's next raft write: one SetFacts
+// The others wait for this control node's next raft write, applied here: one SetFacts
 // entry holds every report received in a factWindow (at most
 // maxFactsBatch a entry), forwarded to the leader as every write is.
 //
@@ -168,7 +168,7 @@ func (p *Plane) flushFacts() {
 	}
 	slices.SortFunc(changes, func(a, b state.FactChange) int { return cmp.Compare(a.NodeID, b.NodeID) })
 	for part := range slices.Chunk(changes, maxFactsBatch) {
-		err := p.Write(ctx, state.SetFacts{Changes: part, Actor: NodeActor(p.cfg.Name).String()})
+		err := p.WriteApplied(ctx, state.SetFacts{Changes: part, Actor: NodeActor(p.cfg.Name).String()})
 		b.mu.Lock()
 		b.writes++
 		b.mu.Unlock()

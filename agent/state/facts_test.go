@@ -38,6 +38,7 @@ func TestSetFacts(t *testing.T) {
 		t.Errorf("a left node took facts: %q %q", w3.RunsVersion, w3.CAReport)
 	}
 	if !(FactChange{NodeID: "n-w1", Version: "v2", CA: "a.b.c", CASig: []byte("sig1")}).Holds(w1) ||
+		!(FactChange{NodeID: "n-w1", CA: "a.b.c", CASig: []byte("another signature")}).Holds(w1) ||
 		(FactChange{NodeID: "n-w1", CA: "a.b.d", CASig: []byte("sig1")}).Holds(w1) {
 		t.Error("Holds: wrong answer")
 	}
