@@ -44,9 +44,10 @@ type factReporter struct {
 	// post sends a report: to a control node (a worker), or into the
 	// control plane's own batch (a control node); skip turns the seeds.
 	post   func(ctx context.Context, req control.FactsRequest, skip int) error
-	jitter time.Duration
-	wake   chan struct{}
-	log    *slog.Logger
+	jitter   time.Duration // factJitter (tests: less)
+	retryMin time.Duration // factRetryMin (tests: less)
+	wake     chan struct{}
+	log      *slog.Logger
 
 	mu    sync.Mutex
 	ca    string // the CA report offered last
@@ -61,7 +62,7 @@ type factsSent struct {
 
 func newFactReporter(version string, sign func(string) ([]byte, error),
 	post func(context.Context, control.FactsRequest, int) error, log *slog.Logger) *factReporter {
-	return &factReporter{version: version, sign: sign, post: post, jitter: factJitter, wake: make(chan struct{}, 1), log: log}
+	return &factReporter{version: version, sign: sign, post: post, jitter: factJitter, retryMin: factRetryMin, wake: make(chan struct{}, 1), log: log}
 }
 
 // offer is what this node runs now (control.CAReport): a post follows if
@@ -84,7 +85,7 @@ func (f *factReporter) offer(ca string) {
 
 // run posts each change until ctx ends.
 func (f *factReporter) run(ctx context.Context) {
-	wait, skip := factRetryMin, 0
+	wait, skip := f.retryMin, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,7 +105,7 @@ func (f *factReporter) run(ctx context.Context) {
 				wait = min(2*wait, factRetryMax)
 				continue
 			}
-			wait = factRetryMin
+			wait = f.retryMin
 		}
 	}
 }
