@@ -43,7 +43,7 @@ type factReporter struct {
 	sign func(ca string) ([]byte, error)
 	// post sends a report: to a control node (a worker), or into the
 	// control plane's own batch (a control node); skip turns the seeds.
-	post   func(ctx context.Context, req control.FactsRequest, skip int) error
+	post     func(ctx context.Context, req control.FactsRequest, skip int) error
 	jitter   time.Duration // factJitter (tests: less)
 	retryMin time.Duration // factRetryMin (tests: less)
 	wake     chan struct{}
