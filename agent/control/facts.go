@@ -127,6 +127,11 @@ func checkFact(n state.Node, ch state.FactChange) error {
 // queueFact adds ch to this window's batch, arming its write if it is
 // the first, and waits for that write.
 func (p *Plane) queueFact(ctx context.Context, ch state.FactChange) error {
+	select {
+	case <-p.stop: // closing: no write is armed any more
+		return codes.Wrap(codes.NoLeader, errors.New("this control node is stopping"))
+	default:
+	}
 	b := &p.facts
 	b.mu.Lock()
 	if b.round == nil {
