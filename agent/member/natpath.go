@@ -184,8 +184,9 @@ func peerNAT(members []gossip.Member, ip netip.Addr) NAT {
 // noDirectTo is noDirect between this node and the member at overlay
 // address ip (agent/pathup's Overlay.NoDirect).
 func (rt *Runtime) noDirectTo(ip netip.Addr) (string, bool) {
-	if rt.gossip == nil {
+	src := rt.peers() // liveness.go
+	if src == nil {
 		return "", false
 	}
-	return noDirect(rt.nat.get(), peerNAT(rt.gossip.Members(), ip))
+	return noDirect(rt.nat.get(), peerNAT(src.Members(), ip))
 }

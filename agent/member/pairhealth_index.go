@@ -69,7 +69,8 @@ func sameRecords(a, b []control.NodeRecord) bool {
 // the evidence about doubted members changes.
 func (rt *Runtime) pairTargets() []pairTarget {
 	records, ok := rt.cluster.Records()
-	if !ok || rt.gossip == nil || rt.removed() { // removed: its overlay is cut off (standing.go)
+	src := rt.peers()
+	if !ok || src == nil || rt.removed() { // removed: its overlay is cut off (standing.go)
 		return nil
 	}
 	idx := &rt.pairIdx
@@ -79,7 +80,7 @@ func (rt *Runtime) pairTargets() []pairTarget {
 	if idx.current(records, results) {
 		return idx.targets
 	}
-	wake := rt.gossip.Changes() // before reading gossip: a change while building is seen next round
+	wake := src.Changes() // before reading gossip: a change while building is seen next round
 	idx.built, idx.records, idx.gossip, idx.results = true, records, wake, results
 	idx.targets = rt.buildPairTargets(records)
 	idx.builds++

@@ -52,8 +52,8 @@ func (rt *Runtime) runPathWake(ctx context.Context) {
 	arm := func() (<-chan struct{}, <-chan struct{}) {
 		_, tunnels := rt.mesh.TunnelChanges()
 		var members <-chan struct{} // nil: never (no gossip)
-		if rt.gossip != nil {
-			members = rt.gossip.Changes()
+		if src := rt.peers(); src != nil {
+			members = src.Changes()
 		}
 		return tunnels, members
 	}

@@ -130,7 +130,8 @@ type relayDown struct {
 // relayDownLook is one look: it rebuilds what is due and returns when the
 // next look is needed though nothing changes (zero: none).
 func (rt *Runtime) relayDownLook(rd *relayDown) time.Time {
-	if rt.gossip == nil {
+	src := rt.peers() // liveness.go
+	if src == nil {
 		return time.Time{}
 	}
 	// RelayedTunnels is a copy of a list made once per tunnel change
@@ -147,7 +148,7 @@ func (rt *Runtime) relayDownLook(rd *relayDown) time.Time {
 		rd.short.due(now, nil, "")
 		return time.Time{}
 	}
-	status := rt.gossip.Statuses() // a member this node's probes suspect is StatusSuspect
+	status := src.Statuses() // a member this node's probes suspect is StatusSuspect
 	relays := rt.ov.applied().Relays
 	due, next := rd.short.due(now, relaysShort(self, tunnels, relays), fmt.Sprint(relays))
 	for _, ip := range due {

@@ -55,6 +55,9 @@ type Options struct {
 	// its first overlay already offers relays only if it may need them.
 	// Empty (unknown) on every other start.
 	NAT NAT
+	// Liveness is where a worker reads the others' liveness (liveness.go):
+	// gossip (the zero value) or its node list.
+	Liveness Liveness
 	// testOnlyWrapCluster, when set (a test seam), wraps a worker's
 	// fetched copies as its loops read them: the scale simulation
 	// (scalesim_*_test.go) counts the reads.
@@ -91,6 +94,9 @@ type node struct {
 	// copies are a worker's copies (nil on a control node once its raft
 	// opened): its watch stream's counters show in status.
 	copies *fetched.Copies
+	// heard is a worker's liveness from its node list, when chosen
+	// (liveness.go); nil: gossip's (peers).
+	heard *recordLiveness
 	// standing is whether the cluster still knows this node (standing.go).
 	standing *fetched.Standing
 	// fit is the node's fitness to serve: disk and clock (fitness.go).
@@ -104,6 +110,8 @@ type node struct {
 	factsOut *factReporter
 	// paths wakes the loops acting on this node's tunnels (pathwake.go).
 	pathWake bell
+	// overlay6Memo is ownOverlay6's, for the certificate held (certmemo.go).
+	overlay6Memo pemMemo[netip.Prefix]
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -111,6 +119,11 @@ type node struct {
 	followKick chan struct{}
 	followMu   sync.Mutex
 	followTold told
+	// ownSeen is this node's record as followReads last saw it (followMu).
+	ownSeen struct {
+		rec control.NodeRecord
+		ok  bool
+	}
 	// loopCtx is the context of the runtime's goroutines (Spawn); Stop
 	// cancels it with loops and waits for them (wg).
 	wg      sync.WaitGroup
@@ -216,6 +229,8 @@ type caFollow struct {
 	wake chan struct{}
 	// report wakes runCAReports (buffered 1).
 	report chan struct{}
+	// reported is control.CAReport of the identity running (certmemo.go).
+	reported pemMemo[string]
 }
 
 // renewal adopts this node's renewed certificates, and on a control node
@@ -301,6 +316,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
+	rt.startLiveness(o.Liveness)
 	rt.startNames()    // names.go
 	rt.startResolved() // resolved.go
 	if rt.ctl != nil {

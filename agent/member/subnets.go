@@ -225,8 +225,8 @@ func (rt *Runtime) RouteList() apitype.Routes {
 		nodes[i] = r.Node
 	}
 	view := map[string]string{rt.facts.Name: string(gossip.StatusAlive)}
-	if rt.gossip != nil {
-		for _, m := range rt.gossip.Members() {
+	if src := rt.peers(); src != nil { // liveness.go
+		for _, m := range src.Members() {
 			if m.Name != rt.facts.Name {
 				view[m.Name] = string(m.Status)
 			}

@@ -22,8 +22,8 @@ import (
 // plane decides on it (control.Hooks.Gossip).
 func (ms *membership) gossipView() map[string]gossip.Status {
 	in := ms.overlayInputs()
-	if ms.gossip != nil {
-		in.Probes = ms.evidence.judge(desired.Doubted(in), ms.gossip.LastSeen)
+	if src := ms.peers(); src != nil { // liveness.go
+		in.Probes = ms.evidence.judge(desired.Doubted(in), src.LastSeen)
 	}
 	return desired.View(in)
 }
