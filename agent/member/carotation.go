@@ -168,6 +168,7 @@ const caReportCheck = 30 * time.Second
 func (cf *caFollow) reportCA() bool {
 	id := cf.ov.running()
 	want := cf.reported.get(func() string { return control.CAReport(id) }, id.CACert, id.Cert, id.NebulaCACert, id.NebulaCert)
+	cf.factsOut.offer(want) // and by the internal API (factreport.go)
 	tags := cf.gossip.LocalMember().Tags
 	if tags[tagCA] == want && tags[tagCASig] != "" {
 		return true

@@ -106,6 +106,8 @@ type node struct {
 	nat natState
 	// subnets are the routes and exit node in the kernel (subnets.go).
 	subnets *subnets
+	// factsOut posts this node's version and CA report (factreport.go).
+	factsOut *factReporter
 	// paths wakes the loops acting on this node's tunnels (pathwake.go).
 	pathWake bell
 	// overlay6Memo is ownOverlay6's, for the certificate held (certmemo.go).
@@ -257,6 +259,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
 		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
 	nd.fit = newFitCheck(nd)
+	nd.factsOut = newFactReporter(o.Version, nd.signCA, nd.postFacts, o.Log) // factreport.go
 	nd.standing = fetched.NewStanding(o.Now, o.Log)
 	nd.standing.OnChange(nd.standingChanged)
 	nd.nat.set(o.NAT)
@@ -334,7 +337,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(rt.members.answerQueries)
 	rt.Spawn(rt.keys.runKeyReports)
 	rt.Spawn(rt.ca.runCAReports)
-	rt.Spawn(rt.runFitness) // fitness.go
+	rt.Spawn(rt.factsOut.run) // factreport.go: the facts reportCA offers, by the internal API
+	rt.Spawn(rt.runFitness)   // fitness.go
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()
 	rt.Spawn(rt.paths.Run)      // pathup.go
