@@ -50,6 +50,9 @@ const (
 	// SeedSlow: a seed answered a join late (issue 54 item 5); the join
 	// went on. Warning.
 	SeedSlow Code = "X200795SEEDSL"
+	// FactsRefused: a member's report of its facts (issue 54 item 3)
+	// carried a CA report its recorded TLS key did not sign.
+	FactsRefused Code = "X403796FCTSIG"
 	// NodeNotFormer: `meshctl forget` of a node that is still a member.
 	NodeNotFormer Code = "X409717NDNOTF"
 	// UnderlayFamily: the pinned underlay (--advertise-addr or
@@ -248,6 +251,7 @@ var table = map[Code]Info{
 	NameTaken:        {409, "another node, an unused token or a live reusable key already holds this name", "admit the machine under a different name, remove the node that holds it, or revoke the token or key that holds it (`meshctl tokens revoke ID`)"},
 	SeedsUnreachable: {503, "no seed in the token could be reached, or none answered in time (a join asks its seeds again for a few seconds first; the message says which accepted the connection and answered late: busy or stuck, not down)", "check that a control node is running and its enroll port (7300/tcp) is reachable from here; a seed that accepted the connection and did not answer: look at its load and `meshctl status`"},
 	SeedSlow:         {200, "a seed answered the join late (a second or more from the first connection to its answer, or only when asked again): the control node was busy, not down", "none needed: the join went on; if it repeats, look at the control nodes' load"},
+	FactsRefused:     {403, "a member's report of its own facts (version, CA report) was refused: the CA report is not signed by the TLS key raft recorded for it; nothing was written", "none needed if the member's TLS leaf was just reissued (it reports again); if it persists compare its key with its record (`meshctl nodes`), a copy of its identity may be in use"},
 	EnrollRejected:   {400, "the control node rejected the enrollment request as malformed", "check that both machines run the same meshd version"},
 	AlreadyJoined:    {409, "this node already has a cluster identity", "run `meshctl leave` first, or pass --force to replace the identity"},
 	AdvertiseAddr:    {400, "the advertise address is not usable on this machine", "pass --advertise-addr with an IP address assigned to one of this machine's interfaces"},

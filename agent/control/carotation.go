@@ -191,7 +191,7 @@ func (p *Plane) caLaggers(c state.Cluster) []string {
 		if n.State != state.NodeActive {
 			continue
 		}
-		rep, ok := reports[n.Name]
+		rep, ok := caReportOf(n, reports) // raft's record first (facts.go), else gossip's
 		if !ok || rep.ID != n.ID || rep.CA == "" {
 			out = append(out, n.Name+" (no report)")
 			continue

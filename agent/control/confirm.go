@@ -158,7 +158,7 @@ func failJoinRule(p *Plane, _ Caller, cmd state.Command) error {
 func (p *Plane) FailStaleJoins(ctx context.Context, now time.Time, bound time.Duration) int {
 	nodes := p.raft.FSM().Nodes()
 	p.joinAges.observe(nodes, now)
-	if !p.raft.IsLeader() {
+	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return 0
 	}
 	failed := 0

@@ -140,7 +140,7 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 	}
 	view := p.gossipViewOf(nodes) // outofpool.go: a worker out of the pool by its record
 	r.down.observe(nodes, view, p.lastSeenIn(nodes), p.cfg.Name, now)
-	if !p.raft.IsLeader() {
+	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return 0
 	}
 	// A leader whose own gossip is cut off (its overlay down, say) sees

@@ -48,6 +48,7 @@ var forwardable = map[reflect.Type]forwardRule{
 	reflect.TypeFor[state.WithdrawRoute]():        anyControl,
 	reflect.TypeFor[state.SetCarrier]():           anyControl,    // the leader's failover, or an operator's move
 	reflect.TypeFor[state.AbortJoin]():            abortJoinRule, // issue 52: a joiner undoes its own join through a follower
+	reflect.TypeFor[state.SetFacts]():             factsRule,     // issue 54: members' reports, each CA report checked again
 	// Bootstrap and Tracked are never forwarded.
 }
 

@@ -53,7 +53,7 @@ type keyDebt struct {
 // grace (payKeysGrace, payKeysStalled) and the backoff has passed. It
 // returns whether it started one.
 func (p *Plane) PayKeys() bool {
-	if !p.raft.IsLeader() {
+	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return false
 	}
 	cl, ok := p.raft.FSM().Cluster()

@@ -140,6 +140,7 @@ type Plane struct {
 	cas      caSet          // CA rotation: every CA key pair this node holds (carotation.go)
 	watch    sync.WaitGroup // watchNodes, watchJoins, watchEphemeral
 	tunnels  tunnelStore    // the workers' tunnel reports (tunnels.go)
+	facts    factBatch      // the members' facts waiting for their raft write (facts.go)
 	table    *watch.Table   // what workers copy, by the index that changed it (watch.go)
 	records  recordCache    // the table's encoded records, kept between rebuilds (watch.go)
 	leaders  *leaderWatch   // ends the streams of a node without a raft leader (watch.go)

@@ -79,7 +79,7 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 		}
 	}
 	wait := poolMembers(expect, p.hooks.Gossip()) // outofpool.go: a worker out of the pool cannot answer
-	legacy := map[string]bool{} // the previous release signs nothing (KeyReport.Legacy)
+	legacy := map[string]bool{}                   // the previous release signs nothing (KeyReport.Legacy)
 	for _, r := range p.hooks.KeyReports() {
 		legacy[r.Name] = r.Legacy
 	}

@@ -57,6 +57,7 @@ var routes = []Route{
 	{"POST", PathSelfTunnels, anyMember, "a worker reports its established Nebula tunnels (tunnels.go)", (*Plane).handleSelfTunnels},
 	{"GET", PathTunnels, controlOnly, "this node's tunnels and the workers' reports it holds, for the cluster-wide view", (*Plane).handleTunnels},
 	{"POST", PathSelfRoutes, anyMember, "record the prefixes the caller asks to carry (subnets.go)", (*Plane).handleSelfRoutes},
+	{"POST", PathSelfFacts, anyMember, "record the caller's own facts, the version it runs and its signed CA report, in the next batch's raft write (facts.go)", (*Plane).handleSelfFacts},
 	{"POST", PathSelfRelay, anyMember, "record the caller's own relay offer (relay: true) when it starts with another setting than its record's (relay.go)", (*Plane).handleSelfRelay},
 	{"POST", PathConfirm, anyMember, "record the joining caller active: its join is confirmed", (*Plane).handleConfirm},
 	{"POST", PathAbortJoin, anyMember, "undo the joining caller's own admission after its join failed on its machine: its certificates revoked, its token unused again (abortjoin.go)", (*Plane).handleAbortJoin},

@@ -30,6 +30,11 @@ const seedRevoker = "meshd (seed %s gone)"
 // a seed which left, was removed, failed its join or is unknown, in hash order,
 // and returns how many it revoked.
 func (p *Plane) RevokeSeedTokens(ctx context.Context) (int, error) {
+	// The tokens before the records: a token names only seeds on record
+	// when it was minted, so records read after it know every one (read
+	// the other way round while raft re-applies its log, a token minted
+	// after the records read named a seed they did not hold yet).
+	toks := p.raft.FSM().Tokens()
 	active := map[string]bool{} // may be named: not removed, failed or unknown
 	names := map[string]string{}
 	kept := map[enroll.TokenHash]bool{} // a control node that left to join again joins with it
@@ -40,7 +45,6 @@ func (p *Plane) RevokeSeedTokens(ctx context.Context) (int, error) {
 			kept[n.KeptToken] = true
 		}
 	}
-	toks := p.raft.FSM().Tokens()
 	slices.SortFunc(toks, func(a, b enroll.TokenRecord) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
 	revoked := 0
 	for _, r := range toks {
@@ -74,7 +78,7 @@ func (p *Plane) sweepSeedTokens(ctx context.Context) {
 
 // SweepSeedTokens is the leader's reconcile duty (RevokeSeedTokens).
 func (p *Plane) SweepSeedTokens(ctx context.Context) {
-	if p.raft.IsLeader() {
+	if p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		p.sweepSeedTokens(ctx)
 	}
 }

@@ -130,7 +130,7 @@ func (p *Plane) findToken(id string) (enroll.TokenRecord, error) {
 // nothing when there is nothing to remove, and returns how many records
 // the entry removed.
 func (p *Plane) PruneTokens(ctx context.Context) (int, error) {
-	if !p.raft.IsLeader() {
+	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return 0, nil
 	}
 	now := p.now().UTC()

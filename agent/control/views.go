@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -43,8 +44,8 @@ func (p *Plane) nodeRows() []apitype.Node {
 		if g, ok := gossip[n.Name]; ok && n.Role != pki.RoleNebula {
 			row.Gossip = g
 		}
-		if v := versions[n.Name]; v != "" {
-			row.Version = v // what it runs now; the record has what joined
+		if v := cmp.Or(n.RunsVersion, versions[n.Name]); v != "" {
+			row.Version = v // what it runs now (its report in raft, else its gossip tag); the record has what joined
 		}
 		if row.Gossip != "alive" {
 			if at, ok := lastSeen(n.Name); ok {

@@ -17,8 +17,16 @@ func workerJSON(name string, port int) string {
 // TestDeltasKeepTheListSorted: after any sequence of deltas (records
 // added, renamed, changed, deleted), the list a worker adopts is every
 // decoded record in recordOrder, as sorting them all again gives it, and
-// a list adopted earlier is left as it was (it is shared).
+// a list adopted earlier is left as it was (it is shared). The list is
+// asked for after every delta, every 7th and every 40th (the build merges
+// the records changed since the last: one, a few or many).
 func TestDeltasKeepTheListSorted(t *testing.T) {
+	for _, every := range []int{1, 7, 40} {
+		t.Run(fmt.Sprintf("every=%d", every), func(t *testing.T) { testDeltasKeepTheListSorted(t, every) })
+	}
+}
+
+func testDeltasKeepTheListSorted(t *testing.T, every int) {
 	c := newTestCopies(t)
 	first := map[string]string{"id-w1": workerJSON("w1", 4242)}
 	for i := range 50 {
@@ -49,6 +57,9 @@ func TestDeltasKeepTheListSorted(t *testing.T) {
 		kept := slices.Clone(before)
 		if _, err := c.applyChange(ch, 0); err != nil {
 			t.Fatal(err)
+		}
+		if step%every != 0 {
+			continue
 		}
 		got, _ := c.Records()
 		c.nodes.mu.Lock()
@@ -94,5 +105,38 @@ func BenchmarkApplyOneChange(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkListAfterChanges is the list in order built after 40 changes
+// (peers moved) at 10,000 records: what pair health's round pays every
+// 10 s during churn of 4 changes a second (member.BenchmarkWorkerSim).
+func BenchmarkListAfterChanges(b *testing.B) {
+	const n, k = 10000, 40
+	c := newTestCopies(b)
+	first := map[string]string{"id-w1": workerJSON("w1", 4242)}
+	for i := range n - 1 {
+		first[fmt.Sprintf("id-%d", i)] = workerJSON(fmt.Sprintf("n%05d", i), 4242)
+	}
+	if _, err := c.applyChange(nodesChange(1, true, first), 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	v := uint64(2)
+	for i := range b.N {
+		b.StopTimer()
+		for j := range k {
+			id := (i*k + j) * 97 % (n - 1)
+			ch := nodesChange(v, false, map[string]string{fmt.Sprintf("id-%d", id): workerJSON(fmt.Sprintf("n%05d", id), 5000+j)})
+			v++
+			if _, err := c.applyChange(ch, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		if l, _ := c.Records(); len(l) != n {
+			b.Fatalf("%d records, want %d", len(l), n)
+		}
 	}
 }

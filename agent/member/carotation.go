@@ -166,7 +166,12 @@ const caReportCheck = 30 * time.Second
 // reportCA makes the tags say what this node runs; false when that
 // failed (tried again a second later).
 func (cf *caFollow) reportCA() bool {
-	want := control.CAReport(cf.ov.running())
+	id := cf.ov.running()
+	want := cf.reported.get(func() string { return control.CAReport(id) }, id.CACert, id.Cert, id.NebulaCACert, id.NebulaCert)
+	cf.factsOut.offer(want) // and by the internal API (factreport.go)
+	if cf.gossip == nil {   // out of the gossip pool (outofpool.go): the internal API alone
+		return true
+	}
 	tags := cf.gossip.LocalMember().Tags
 	if tags[tagCA] == want && tags[tagCASig] != "" {
 		return true

@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"reflect"
 	"slices"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -136,8 +137,43 @@ func (f planeFacts) NodeRows(ctx context.Context) ([]apitype.Node, error) { retu
 // watched is what a worker's watch stream (fetched.Copies.Follow) calls
 // after it applied a change: the overlay loop reconciles now, and the
 // follow loop installs a new gossip keyring or CA bundle at once.
+// A change of other members' records and revocations alone does not
+// wake the follow loop: none of its steps reads them (the node list's
+// refresh does nothing while the stream is healthy, which it is when a
+// change arrived), and running its four steps, each under a timer and
+// parsing this node's certificates, for every membership change was
+// work the change did not need (issue 54 item 2).
 func (nd *node) watched(sections []string) {
 	nd.recordsChanged() // liveness.go
 	nd.poke()
-	nd.wakeFollow(told{keys: slices.Contains(sections, control.SectionKeys), ca: slices.Contains(sections, control.SectionCA)})
+	var own func() (control.NodeRecord, bool) // this node's record: a worker's copies hold it
+	if nd.copies != nil {
+		own = func() (control.NodeRecord, bool) { return nd.copies.Record(nd.facts.NodeID) }
+	}
+	if nd.followReads(sections, own) {
+		nd.wakeFollow(told{keys: slices.Contains(sections, control.SectionKeys), ca: slices.Contains(sections, control.SectionCA)})
+	}
+}
+
+// followReads reports whether a change of sections may change what the
+// follow loop's steps read: any section but the node records and the
+// revocations, or this node's own record (its routes decide whether its
+// Nebula certificate is to be reissued: routesReissued), compared with
+// the one the last call saw (own looks it up; nil: unknown, so it may
+// have): one lookup.
+func (nd *node) followReads(sections []string, own func() (control.NodeRecord, bool)) bool {
+	for _, s := range sections {
+		if s != control.SectionNodes && s != control.SectionRevoked {
+			return true
+		}
+	}
+	if own == nil {
+		return true
+	}
+	rec, ok := own()
+	nd.followMu.Lock()
+	defer nd.followMu.Unlock()
+	same := nd.ownSeen.ok && ok && reflect.DeepEqual(nd.ownSeen.rec, rec)
+	nd.ownSeen.rec, nd.ownSeen.ok = rec, ok
+	return !same
 }

@@ -30,10 +30,11 @@ import (
 //     are saved for a later start in the pool, and a rotation does not
 //     wait for it (the control nodes' keyLaggers wait only for members
 //     gossip reports);
+//   - its version and signed CA report: posted by the internal API
+//     (factreport.go; reportCA skips the tags);
 // and what it cannot do yet: answer a revocation's acknowledgement query
-// (`meshctl remove` lists it pending, RevocationPending), report its
-// version, NAT and CA in gossip tags (a CA rotation lists it "no report"
-// until those reports move to the internal API).
+// (`meshctl remove` lists it pending, RevocationPending), or report its
+// NAT (a gossip tag: the others read it as unknown).
 
 // inPool reports whether this node runs gossip: every control node, and
 // a worker unless its config says gossip_pool: false.
@@ -61,8 +62,9 @@ func (rt *Runtime) livenessOf(asked Liveness) Liveness {
 }
 
 // spawnPoolLoops starts the loops that act on the pool: rejoining it,
-// answering its queries, reporting the keyring and the CA in its tags.
-// None runs out of the pool.
+// answering its queries, reporting the keyring in its tags. None runs out
+// of the pool. (The CA reports run either way: out of the pool they go
+// by the internal API alone, reportCA.)
 func (rt *Runtime) spawnPoolLoops() {
 	if rt.gossip == nil {
 		return
@@ -70,7 +72,6 @@ func (rt *Runtime) spawnPoolLoops() {
 	rt.Spawn(func(ctx context.Context) { rt.members.runRejoin(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(rt.members.answerQueries)
 	rt.Spawn(rt.keys.runKeyReports)
-	rt.Spawn(rt.ca.runCAReports)
 }
 
 // gossipEvents are gossip's events; nil (never ready) out of the pool.

@@ -20,5 +20,6 @@ func (nd *node) ownOverlay6() netip.Prefix {
 	if nd.live == nil {
 		return netip.Prefix{}
 	}
-	return pki.NebulaOverlay6(nd.live.Identity().NebulaCert).Masked()
+	cert := nd.live.Identity().NebulaCert
+	return nd.overlay6Memo.get(func() netip.Prefix { return pki.NebulaOverlay6(cert).Masked() }, cert)
 }

@@ -35,7 +35,7 @@ func (rt *Runtime) overlayPass() time.Duration {
 		ov.converted.Add(uint64(len(put)))
 		if ov.applyTracked(in, func() (mesh.Change, bool) { return ov.tracker.UpdateChanged(in, put, del) }) {
 			ov.recVer = d.Version
-			in.Members = rt.gossipMembers()
+			in.Members = rt.poolMembers()
 			find := ov.tracker.Record
 			if !ov.tracking {
 				find = nil
@@ -51,7 +51,7 @@ func (rt *Runtime) overlayPass() time.Duration {
 	}
 	in.Records, in.RecordsKnown = rt.recordsOf(d), d.Known
 	ov.converted.Add(uint64(len(in.Records)))
-	in.Members = rt.gossipMembers()
+	in.Members = rt.poolMembers()
 	wait := ov.reconcileOverlay(in)
 	ov.recVer, ov.recFollow = d.Version, ov.tracking && wait == 0
 	rt.reportIgnored(in, nil)

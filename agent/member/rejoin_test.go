@@ -114,6 +114,14 @@ func TestRejoinJoinsTheFirstAnswer(t *testing.T) {
 			if _, err := c.Join(t.Context(), []string{b.LocalMember().Addr.String()}); err != nil {
 				t.Fatalf("c joins b: %v", err)
 			}
+			// c's Join returns once it read b's state; b merges c's after it
+			// sent its own, so until then a's push-pull with b would not
+			// bring c (the test failed 1 run in 8 on a loaded box that way).
+			waitUntil(t, 5*time.Second, "b sees c alive", func() bool {
+				return slices.ContainsFunc(b.Members(), func(m gossip.Member) bool {
+					return m.Name == "c" && m.Status == gossip.StatusAlive
+				})
+			})
 			peers := []string{b.LocalMember().Addr.String(), c.LocalMember().Addr.String()}
 			var want []string // missing after the rejoin
 			if tc.down {

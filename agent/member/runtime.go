@@ -106,8 +106,12 @@ type node struct {
 	nat natState
 	// subnets are the routes and exit node in the kernel (subnets.go).
 	subnets *subnets
+	// factsOut posts this node's version and CA report (factreport.go).
+	factsOut *factReporter
 	// paths wakes the loops acting on this node's tunnels (pathwake.go).
 	pathWake bell
+	// overlay6Memo is ownOverlay6's, for the certificate held (certmemo.go).
+	overlay6Memo pemMemo[netip.Prefix]
 
 	// kick wakes the overlay loop (poke); followKick the follow loop,
 	// with the notifications in followTold it is to answer (reconcile.go).
@@ -115,6 +119,11 @@ type node struct {
 	followKick chan struct{}
 	followMu   sync.Mutex
 	followTold told
+	// ownSeen is this node's record as followReads last saw it (followMu).
+	ownSeen struct {
+		rec control.NodeRecord
+		ok  bool
+	}
 	// loopCtx is the context of the runtime's goroutines (Spawn); Stop
 	// cancels it with loops and waits for them (wg).
 	wg      sync.WaitGroup
@@ -220,6 +229,8 @@ type caFollow struct {
 	wake chan struct{}
 	// report wakes runCAReports (buffered 1).
 	report chan struct{}
+	// reported is control.CAReport of the identity running (certmemo.go).
+	reported pemMemo[string]
 }
 
 // renewal adopts this node's renewed certificates, and on a control node
@@ -251,6 +262,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	nd := &node{cfg: o.Config, version: o.Version, facts: facts, live: live, ports: o.Config.Ports, log: o.Log, now: o.Now,
 		stateDir: dir, kick: make(chan struct{}, 1), followKick: make(chan struct{}, 1)}
 	nd.fit = newFitCheck(nd)
+	nd.factsOut = newFactReporter(o.Version, nd.signCA, nd.postFacts, o.Log) // factreport.go
 	nd.standing = fetched.NewStanding(o.Now, o.Log)
 	nd.standing.OnChange(nd.standingChanged)
 	nd.nat.set(o.NAT)
@@ -324,8 +336,10 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.renew.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
-	rt.spawnPoolLoops()     // outofpool.go: rejoin, queries, keyring and CA reports
-	rt.Spawn(rt.runFitness) // fitness.go
+	rt.spawnPoolLoops() // outofpool.go: rejoin, queries, keyring reports
+	rt.Spawn(rt.ca.runCAReports)
+	rt.Spawn(rt.factsOut.run) // factreport.go: the facts reportCA offers, by the internal API
+	rt.Spawn(rt.runFitness)   // fitness.go
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()
 	rt.Spawn(rt.paths.Run)      // pathup.go

@@ -72,6 +72,11 @@ type simControl struct {
 	calls   map[string]int             // the internal API calls it was asked, by method and path
 }
 
+// endpoints are where a worker finds it.
+func (sc *simControl) endpoints() simEndpoints {
+	return simEndpoints{Addr: sc.addr, LHPort: sc.lhPort, STUNPort: sc.stunPort}
+}
+
 // callCounts are the internal API calls it was asked so far.
 func (sc *simControl) callCounts() map[string]int {
 	sc.mu.Lock()
@@ -105,10 +110,43 @@ func (r simRecord) raw() json.RawMessage {
 // whose CA is ca, with the gossip key key.
 func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *simControl {
 	tb.Helper()
+	return startSimControlAs(tb, newSimControlSpec(tb, ca, key), log)
+}
+
+// simControlSpec is what the control node takes of the cluster: its
+// identity, signed by the cluster's CA, the gossip key and the watch
+// table's keys and CA sections. It crosses to a control node run in a
+// child process (scalesim_proc_test.go) as JSON: the CA's key stays here.
+type simControlSpec struct {
+	ID   *pki.Identity   `json:"id"`
+	Key  []byte          `json:"key"`
+	Keys json.RawMessage `json:"keys"` // the keys section's one item ("ring")
+	CA   json.RawMessage `json:"ca"`   // the ca section's one item ("bundle")
+}
+
+func newSimControlSpec(tb testing.TB, ca *pki.CA, key []byte) simControlSpec {
+	tb.Helper()
+	s := simControlSpec{ID: simIdentity(tb, ca, "c1", pki.RoleControl, netip.MustParsePrefix("10.42.0.1/16")), Key: key}
+	// The keys and CA sections, as a real table carries them: a worker
+	// takes its gossip keyring and CA bundle from its stream and asks for
+	// neither.
+	nebFP, err := ca.NebulaFingerprint()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.Keys, _ = json.Marshal(control.GossipKeys{Keys: [][]byte{key}})
+	s.CA, _ = json.Marshal(control.CABundle{TLS: ca.CertPEM(), Nebula: ca.NebulaCertPEM(), Phase: state.CAPhaseNone,
+		SigningCA: ca.Fingerprint().String(), SigningNebulaCA: nebFP})
+	return s
+}
+
+// startSimControlAs starts the control node spec describes.
+func startSimControlAs(tb testing.TB, spec simControlSpec, log *slog.Logger) *simControl {
+	tb.Helper()
 	sc := &simControl{nodes: map[string]json.RawMessage{}, revoked: map[string]json.RawMessage{}, calls: map[string]int{}}
-	sc.id = simIdentity(tb, ca, "c1", pki.RoleControl, netip.MustParsePrefix("10.42.0.1/16"))
+	sc.id = spec.ID
 	sc.facts = &statedir.Facts{NodeID: "id-c1", Name: "c1", Role: pki.RoleControl, Overlay: netip.MustParsePrefix("10.42.0.1/16"),
-		Underlay: netip.MustParseAddr("127.0.0.1"), GossipKeys: [][]byte{key}}
+		Underlay: netip.MustParseAddr("127.0.0.1"), GossipKeys: [][]byte{spec.Key}}
 
 	cfg := config.Default()
 	cfg.StateDir, cfg.BindAddr, cfg.OverlayMode = tb.TempDir(), "127.0.0.1", config.OverlayUserspace
@@ -181,16 +219,7 @@ func startSimControl(tb testing.TB, ca *pki.CA, key []byte, log *slog.Logger) *s
 	sc.nodes[sc.facts.NodeID] = simRecord{Name: "c1", Role: string(pki.RoleControl), State: "active", OverlayIP: "10.42.0.1",
 		Underlay: "127.0.0.1", NebulaPort: sc.lhPort, EnrollAddr: sc.addr, SerfAddr: "10.42.0.1:" + strconv.Itoa(cfg.Ports.Gossip),
 		TLSFP: pki.FingerprintOf(leaf).String()}.raw() // a worker pins a control node's leaf by its record
-	// The keys and CA sections, as a real table carries them: a worker
-	// takes its gossip keyring and CA bundle from its stream and asks for
-	// neither.
-	nebFP, err := ca.NebulaFingerprint()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sc.keys, _ = json.Marshal(control.GossipKeys{Keys: [][]byte{key}})
-	sc.ca, _ = json.Marshal(control.CABundle{TLS: ca.CertPEM(), Nebula: ca.NebulaCertPEM(), Phase: state.CAPhaseNone,
-		SigningCA: ca.Fingerprint().String(), SigningNebulaCA: nebFP})
+	sc.keys, sc.ca = spec.Keys, spec.CA
 	sc.index = 1
 	return sc
 }

@@ -29,7 +29,8 @@ import (
 // real), its gossip (memberlist and serf on that overlay), its fetched
 // copies following a watch stream over mTLS. The simulated control node's
 // Nebula (a lighthouse and relay) and gossip member are real too; its
-// internal API is not (scalesim_control_test.go).
+// internal API is not (scalesim_control_test.go); BenchmarkWorkerSim runs
+// it in a child process.
 //
 // Simulated: the N peers. They are records in the simulated control
 // node's watch table (overlay 10.42.1.1 on, underlays in TEST-NET-1 that
@@ -40,8 +41,10 @@ import (
 // one process: BenchmarkGossipSim runs 1,000 time-dilated), which is
 // what docs/architecture.md's "Gossip at 1,000 and 10,000 members"
 // design gives a worker, not what main does today (every worker in one
-// pool, a tunnel to each member probed). The idle figures are the
-// process's: the worker and the simulated control node together.
+// pool, a tunnel to each member probed). The simulated control node runs
+// in a child process (scalesim_proc_test.go), so this process's CPU is
+// the worker's (and the benchmark's waits for each change, a look at the
+// applied config per wakeup) and the control node's is its own.
 
 // Environment of BenchmarkWorkerSim.
 const (
@@ -73,24 +76,28 @@ type simRun struct {
 	changeWall        time.Duration    // from the change's line to Nebula holding it, mean
 	changeScans       float64          // tunnel listings that looked up every known peer, per change
 	byKind            [3]time.Duration // CPU per change of each kind (added, moved, removed), the idle rate taken off
-	controlIdle       float64          // the simulated control node alone, before the worker started
+	controlIdle       float64          // the simulated control node's process over the idle window
+	controlChange     time.Duration    // the simulated control node's CPU per change, its idle rate taken off
+	controlChangeRaw  time.Duration    // the simulated control node's CPU per change, as measured
+	harness           time.Duration    // the benchmark's own CPU per change (its thread's), taken off the worker's
+	changeWakeups     float64          // context switches of the worker's process per change (its threads', the benchmark's among them), as measured
 	window, changeFor time.Duration
 }
 
 // simKinds name the changes change makes, by i%3.
 var simKinds = [3]string{"added", "moved", "removed"}
 
-// BenchmarkWorkerSim measures the simulated control node alone for 10 s
-// (its share of the idle figure), starts the worker with N simulated
-// peers, lets it
-// settle 15 s, measures the process's CPU and context switches over an
-// idle window and the worker's tunnels, then applies membership changes
-// through the watch stream one at a time (a peer added, a peer moved to
-// another underlay port, a peer removed and its certificate blocked, in
-// turn), each waited for until the worker's Nebula config holds it, and
-// measures the CPU they took. Run each size in its own process (`make
-// bench` does): a userspace Nebula is not torn down when its runtime
-// stops, so a size run after another pays the first one's idle Nebula.
+// BenchmarkWorkerSim starts the simulated control node in a child
+// process (its CPU apart from the worker's), starts the worker with N
+// simulated peers in this one, lets it settle 15 s, measures each
+// process's CPU, this one's context switches over an idle window and the
+// worker's tunnels, then applies membership changes through the watch
+// stream one at a time (a peer added, a peer moved to another underlay
+// port, a peer removed and its certificate blocked, in turn), each
+// waited for until the worker's Nebula config holds it, and measures the
+// CPU each process took. Run each size in its own process (`make bench`
+// does): a userspace Nebula is not torn down when its runtime stops, so
+// a size run after another pays the first one's idle Nebula.
 func BenchmarkWorkerSim(b *testing.B) {
 	sizes := []int{1000, 10000}
 	if v := os.Getenv(simPeersEnv); v != "" {
@@ -133,13 +140,10 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	r := &simRun{n: n, window: window, changes: k}
 	log := simLog()
 	ca, key := newSimCluster(b)
-	sc := startSimControl(b, ca, key, log)
-	// The simulated control node alone, to tell its share of the idle
-	// figure (its Nebula and gossip with no peer, its STUN responder).
+	// The control node in a child process: this process's CPU is the
+	// worker's, the child's the control node's (scalesim_proc_test.go).
+	sc := startSimControlProc(b, newSimControlSpec(b, ca, key))
 	time.Sleep(3 * time.Second) // its start settles: not a wait for an outcome
-	cpu0, at0 := simProcessCPU(b), time.Now()
-	time.Sleep(10 * time.Second) // the window its idle CPU is measured over
-	r.controlIdle = float64(simProcessCPU(b)-cpu0) / float64(time.Since(at0))
 	t0 := time.Now()
 	w := startSimWorker(b, ca, key, sc, n, log)
 	r.start = time.Since(t0)
@@ -147,28 +151,35 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 	time.Sleep(15 * time.Second) // the settle before the idle window: not a wait for an outcome
 	stop := simProfile(b, n, "idle")
 	sw0, looks0 := simContextSwitches(b), w.looks()
-	cpu0, at0 = simProcessCPU(b), time.Now()
+	cpu0, ccpu0, at0 := simProcessCPU(b), sc.cpu(), time.Now()
 	time.Sleep(window) // the window idle CPU is measured over
 	elapsed := time.Since(at0)
 	stop()
 	r.idleCPU = float64(simProcessCPU(b)-cpu0) / float64(elapsed)
+	r.controlIdle = float64(sc.cpu()-ccpu0) / float64(elapsed)
 	r.wakeups = float64(simContextSwitches(b)-sw0) / elapsed.Seconds()
 	r.idleLooks = w.looks().since(looks0)
 	r.tunnels = len(w.rt.mesh.Tunnels())
 	r.heapLive = simHeap(b, n) // after the window: its GC is not in the idle figure
 
-	// K membership changes, one at a time.
+	// K membership changes, one at a time. This goroutine keeps its
+	// thread meanwhile, so that its own CPU (the lines it sends the
+	// control node, its looks at the applied config) is that thread's,
+	// taken off the worker's.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	stop = simProfile(b, n, "changes")
-	cpu0, looks0, at0 = simProcessCPU(b), w.looks(), time.Now()
+	cpu0, ccpu0, looks0, at0 = simProcessCPU(b), sc.cpu(), w.looks(), time.Now()
+	own0, sw0 := simThreadCPU(b), simContextSwitches(b)
 	var wall time.Duration
 	var kindCPU, kindWall [3]time.Duration
 	var kindN [3]int
 	for i := range k {
-		start, c0 := time.Now(), simProcessCPU(b)
+		start, c0, t0 := time.Now(), simProcessCPU(b), simThreadCPU(b)
 		w.change(b, sc, n, i)
 		took := time.Since(start)
 		wall += took
-		kindCPU[i%3] += simProcessCPU(b) - c0
+		kindCPU[i%3] += simProcessCPU(b) - c0 - (simThreadCPU(b) - t0)
 		kindWall[i%3] += took
 		kindN[i%3]++
 	}
@@ -178,10 +189,15 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 		}
 	}
 	r.changeFor = time.Since(at0)
+	r.changeWakeups = float64(simContextSwitches(b)-sw0) / float64(k)
 	stop()
-	cpu := simProcessCPU(b) - cpu0
+	own := simThreadCPU(b) - own0
+	cpu, ccpu := simProcessCPU(b)-cpu0-own, sc.cpu()-ccpu0
+	r.harness = own / time.Duration(k)
 	r.changeCPURaw = cpu / time.Duration(k)
 	r.changeCPU = max(0, cpu-time.Duration(r.idleCPU*float64(r.changeFor))) / time.Duration(k)
+	r.controlChangeRaw = ccpu / time.Duration(k)
+	r.controlChange = max(0, ccpu-time.Duration(r.controlIdle*float64(r.changeFor))) / time.Duration(k)
 	r.changeWall = wall / time.Duration(k)
 	r.changeScans = float64(w.looks().since(looks0).tunnels.Scans) / float64(k)
 	return r
@@ -191,7 +207,7 @@ func runWorkerSim(b *testing.B, n int, window time.Duration, k int) *simRun {
 // and waits until the worker's Nebula config holds it: i%3 == 0 adds a
 // peer, 1 moves one to another underlay port, 2 removes one and blocks
 // its certificate.
-func (w *simWorker) change(tb testing.TB, sc *simControl, n, i int) {
+func (w *simWorker) change(tb testing.TB, sc simTable, n, i int) {
 	tb.Helper()
 	switch i % 3 {
 	case 0:
@@ -238,6 +254,10 @@ func (r *simRun) record(b *testing.B) {
 		{"tunnels", "count", float64(r.tunnels)},
 		{"start", "s", r.start.Seconds()},
 		{"control_idle_cpu", "%core", 100 * r.controlIdle},
+		{"change_cpu_control", "µs", float64(r.controlChange.Microseconds())},
+		{"change_cpu_control_raw", "µs", float64(r.controlChangeRaw.Microseconds())},
+		{"change_cpu_harness", "µs", float64(r.harness.Microseconds())},
+		{"change_wakeups", "count", r.changeWakeups},
 		{"change_cpu_added", "µs", float64(r.byKind[0].Microseconds())},
 		{"change_cpu_moved", "µs", float64(r.byKind[1].Microseconds())},
 		{"change_cpu_removed", "µs", float64(r.byKind[2].Microseconds())},
@@ -297,19 +317,20 @@ func simPeerIP(i int) netip.Addr {
 
 func (r *simRun) String() string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "one real worker, %d simulated peers (timers: lan; userspace Nebula; box shared):\n", r.n)
+	fmt.Fprintf(&s, "one real worker, %d simulated peers (timers: lan; userspace Nebula; the simulated control node in a child process; box shared):\n", r.n)
 	fmt.Fprintf(&s, "  start to every peer in Nebula: %s\n", r.start.Round(time.Millisecond))
-	fmt.Fprintf(&s, "  idle over %s: %.2f%% of a core (target at 10,000: <= %.1f%%), %.0f wakeups/s (process: worker and simulated control node)\n",
-		r.window, 100*r.idleCPU, 100*simIdleTarget, r.wakeups)
+	fmt.Fprintf(&s, "  idle over %s: the worker %.2f%% of a core (target at 10,000: <= %.1f%%), %.0f wakeups/s; the simulated control node %.2f%%\n",
+		r.window, 100*r.idleCPU, 100*simIdleTarget, r.wakeups, 100*r.controlIdle)
 	fmt.Fprintf(&s, "  idle looks: node list read %d times, gossip members copied %d times, tunnels listed %d times, every known peer looked up %d times\n",
 		r.idleLooks.records, r.idleLooks.members, r.idleLooks.tunnels.Lists, r.idleLooks.tunnels.Scans)
-	fmt.Fprintf(&s, "  the simulated control node alone, before the worker: %.2f%% of a core\n", 100*r.controlIdle)
-	fmt.Fprintf(&s, "  live heap after the window (process, after a GC): %.1f MB\n", float64(r.heapLive)/(1<<20))
+	fmt.Fprintf(&s, "  the worker's live heap after the window (after a GC): %.1f MB\n", float64(r.heapLive)/(1<<20))
 	fmt.Fprintf(&s, "  Nebula tunnels held at rest: %d (target: <= %d)\n", r.tunnels, simTunnelsTarget)
-	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: %s of CPU each with the idle rate taken off, %s as measured (target at 10,000: <= %s); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
+	fmt.Fprintf(&s, "  %d membership changes (add, move, remove and block) in %s: the worker %s of CPU each with its idle rate taken off, %s as measured (target at 10,000: <= %s); the simulated control node %s (%s as measured); the benchmark's own %s (taken off); %s from the line to Nebula holding it; %.1f scans of every known peer per change",
 		r.changes, r.changeFor.Round(time.Millisecond), r.changeCPU.Round(time.Microsecond), r.changeCPURaw.Round(time.Microsecond),
-		simChangeTarget, r.changeWall.Round(time.Microsecond), r.changeScans)
-	s.WriteString("\n    each kind, the idle rate taken off:")
+		simChangeTarget, r.controlChange.Round(time.Microsecond), r.controlChangeRaw.Round(time.Microsecond), r.harness.Round(time.Microsecond),
+		r.changeWall.Round(time.Microsecond), r.changeScans)
+	fmt.Fprintf(&s, "\n    context switches of the worker's process per change (the benchmark's thread among them): %.0f (idle: %.0f a second)", r.changeWakeups, r.wakeups)
+	s.WriteString("\n    the worker, each kind, its idle rate taken off:")
 	for j, kind := range simKinds {
 		fmt.Fprintf(&s, " a peer %s %s;", kind, r.byKind[j].Round(time.Microsecond))
 	}

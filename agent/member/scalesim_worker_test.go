@@ -55,8 +55,9 @@ func (c *simCountedFacts) Records() ([]control.NodeRecord, bool) {
 // startSimWorker loads the table with n simulated peers and the worker
 // "w1" (10.42.0.2), and starts the worker; it returns once the worker's
 // Nebula holds every peer and gossip shows c1 alive.
-func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc *simControl, n int, log *slog.Logger, opts ...func(*Options)) *simWorker {
+func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc simTable, n int, log *slog.Logger, opts ...func(*Options)) *simWorker {
 	tb.Helper()
+	ep := sc.endpoints()
 	dir := tb.TempDir()
 	overlay := netip.MustParsePrefix("10.42.0.2/16")
 	id := simIdentity(tb, ca, "w1", pki.RoleWorker, overlay)
@@ -65,12 +66,12 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc *simControl, n int
 	}
 	cfg := config.Default()
 	cfg.StateDir, cfg.BindAddr, cfg.OverlayMode = dir, "127.0.0.1", config.OverlayUserspace
-	cfg.Ports.Nebula, cfg.Ports.STUN = simFreeUDPPort(tb), sc.stunPort
+	cfg.Ports.Nebula, cfg.Ports.STUN = simFreeUDPPort(tb), ep.STUNPort
 	cfg.DNS.Enabled = false
 	facts := &statedir.Facts{Version: 1, NodeID: "id-w1", Name: "w1", Role: pki.RoleWorker, ClusterID: "sim", ClusterName: "sim",
-		Overlay: overlay, Underlay: netip.MustParseAddr("127.0.0.1"), Seeds: []string{sc.addr}, HomeSeed: sc.addr,
+		Overlay: overlay, Underlay: netip.MustParseAddr("127.0.0.1"), Seeds: []string{ep.Addr}, HomeSeed: ep.Addr,
 		SerfPeers:   []string{"10.42.0.1:" + strconv.Itoa(cfg.Ports.Gossip)},
-		Lighthouses: []enroll.Lighthouse{{OverlayIP: netip.MustParseAddr("10.42.0.1"), Underlay: "127.0.0.1:" + strconv.Itoa(sc.lhPort)}},
+		Lighthouses: []enroll.Lighthouse{{OverlayIP: netip.MustParseAddr("10.42.0.1"), Underlay: "127.0.0.1:" + strconv.Itoa(ep.LHPort)}},
 		GossipKeys:  [][]byte{key}, Joined: time.Now()}
 	recs := map[string]json.RawMessage{"id-w1": simRecord{Name: "w1", State: "active", OverlayIP: "10.42.0.2", Underlay: "127.0.0.1",
 		NebulaPort: cfg.Ports.Nebula}.raw()}
@@ -146,6 +147,17 @@ func newSimCluster(tb testing.TB) (*pki.CA, []byte) {
 func simProcessCPU(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// simThreadCPU is the calling thread's CPU so far (user and system):
+// the benchmark's own, with its goroutine locked to its thread.
+func simThreadCPU(tb testing.TB) time.Duration {
+	const rusageThread = 1 // RUSAGE_THREAD (Linux)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())

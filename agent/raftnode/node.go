@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,6 +35,7 @@ type Node struct {
 	trans     *raft.NetworkTransport
 	stream    *TLSStreamLayer
 	observe   func(time.Duration) // Options.ObserveApply; nil: none
+	readyTerm atomic.Uint64       // the term whose barrier LeaderReady saw applied (ready.go)
 }
 
 // Timing tunes raft's timers.

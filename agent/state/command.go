@@ -54,6 +54,8 @@ const (
 	typeAbortJoin cmdType = 110
 	// 120-129: issue 54's liveness verdict (unheard.go).
 	typeSetUnheard cmdType = 120
+	// 130-139: issue 54's facts a member reports by the internal API (facts.go).
+	typeSetFacts cmdType = 130
 )
 
 // Command is a change to the cluster state, applied through raft. The
@@ -62,7 +64,7 @@ const (
 // RenewTLS, RecordRevocationAcks, ConfirmJoin, FailJoin, RequestApproval,
 // ApproveJoin, SetCAHolder, RecordCABackup, SetRelay, ForgetNode,
 // AdvertiseRoutes, ApproveRoute, WithdrawRoute, SetCarrier, AbortJoin,
-// SetUnheard and Tracked.
+// SetUnheard, SetFacts and Tracked.
 type Command interface {
 	commandType() cmdType
 	// applyTo applies the command to s, in the file of its concern: it
@@ -211,6 +213,8 @@ func Decode(b []byte) (Command, error) {
 		c, err = decodeAs[AbortJoin](b[1:])
 	case typeSetUnheard:
 		c, err = decodeAs[SetUnheard](b[1:])
+	case typeSetFacts:
+		c, err = decodeAs[SetFacts](b[1:])
 	default:
 		return nil, codes.Wrap(codes.Internal, fmt.Errorf("decode command: unknown type %d", b[0]))
 	}

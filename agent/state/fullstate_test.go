@@ -279,6 +279,11 @@ func fullHistory(t testing.TB) []fullStep {
 		{cmd: SetUnheard{Changes: []UnheardChange{{NodeID: "n-w11", At: t0.Add(26 * time.Minute)}, {NodeID: "n-phone", At: t0.Add(26 * time.Minute)},
 			{NodeID: "n-c74", At: t0.Add(26 * time.Minute)}, {NodeID: "n-nobody", At: t0.Add(26 * time.Minute)}}, Actor: "node:n-c17"}},
 		{cmd: SetUnheard{Changes: []UnheardChange{{NodeID: "n-phone"}}, Actor: "node:n-c17"}},
+		// Issue 54: the facts members report by the internal API, one
+		// batch: w11's version and signed CA report (a left node and an
+		// unknown id skipped).
+		{cmd: SetFacts{Changes: []FactChange{{NodeID: "n-w11", Version: "v1.2.3", CA: "b1.t1.n1", CASig: []byte{1, 2, 3}},
+			{NodeID: "n-c74", Version: "v9"}, {NodeID: "n-nobody", Version: "v9"}}, Actor: "node:n-c17"}},
 	}
 }
 

@@ -163,8 +163,16 @@ type Node struct {
 	// for three lighthouse intervals: SetUnheard, agent/control/
 	// verdict.go); zero while it is heard.
 	Unheard time.Time `json:"unheard,omitzero"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	// RunsVersion is the meshd version the node last reported running,
+	// CAReport what it last reported of its CA trust and certificates
+	// (agent/control.CAReport) and CAReportSig its signature of that
+	// (SetFacts, agent/control/facts.go); empty until it reports. Version
+	// above is what it joined with.
+	RunsVersion string    `json:"runs_version,omitempty"`
+	CAReport    string    `json:"ca_report,omitempty"`
+	CAReportSig []byte    `json:"ca_report_sig,omitempty"`
+	Created     time.Time `json:"created"`
+	Updated     time.Time `json:"updated"`
 }
 
 // JTIUse is the use of a JWT by a join (Snapshot.JTIs): which node it
@@ -218,6 +226,7 @@ func (n Node) clone() Node {
 	n.NebulaCert = bytes.Clone(n.NebulaCert)
 	n.TLSCert = bytes.Clone(n.TLSCert)
 	n.TLSPublicKey = bytes.Clone(n.TLSPublicKey)
+	n.CAReportSig = bytes.Clone(n.CAReportSig)
 	n.Retired = slices.Clone(n.Retired)
 	n.Routes, n.NebulaRoutes, n.NebulaRouted = slices.Clone(n.Routes), slices.Clone(n.NebulaRoutes), slices.Clone(n.NebulaRouted)
 	return n
