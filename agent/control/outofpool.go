@@ -23,15 +23,20 @@ func (p *Plane) gossipView() map[string]string {
 
 // gossipViewOf is gossipView over nodes, records the caller read.
 func (p *Plane) gossipViewOf(nodes []state.Node) map[string]string {
-	return outOfPool(nodes, p.hooks.Gossip())
+	var pooled map[string]bool
+	if p.hooks.Pooled != nil {
+		pooled = p.hooks.Pooled()
+	}
+	return outOfPool(nodes, p.hooks.Gossip(), pooled)
 }
 
 // outOfPool adds to view (by node name, gossip's words) each active
-// worker it does not list: "alive" while its record's Unheard is zero,
+// worker it does not list and pooled (gossip's raw member names; nil:
+// none) does not hold either: "alive" while its record's Unheard is zero,
 // "failed" once the control nodes found it unheard. gossip is not
 // changed: the answer is a copy. nil (no gossip view at all: its readers
 // then judge no one by gossip) stays nil.
-func outOfPool(nodes []state.Node, gossip map[string]string) map[string]string {
+func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]bool) map[string]string {
 	if gossip == nil {
 		return nil
 	}
@@ -40,8 +45,8 @@ func outOfPool(nodes []state.Node, gossip map[string]string) map[string]string {
 		if !judged(n) {
 			continue
 		}
-		if _, listed := view[n.Name]; listed {
-			continue
+		if _, listed := view[n.Name]; listed || pooled[n.Name] {
+			continue // gossip's word, or a member gossip heard of but did not match to this record: no word
 		}
 		if n.Unheard.IsZero() {
 			view[n.Name] = "alive"

@@ -13,7 +13,9 @@ import (
 // judged by its record: alive while heard, failed once the control nodes
 // recorded it unheard, with LastSeen the verdict's time; a worker gossip
 // lists keeps gossip's word whatever its record says (a mixed cluster);
-// a control node or a departed worker gossip does not list gets no word.
+// a control node or a departed worker gossip does not list gets no word,
+// nor a worker gossip's raw list holds but its view left out (gossiped
+// from another node's address: not out of the pool).
 func TestOutOfPoolView(t *testing.T) {
 	at := time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC)
 	nodes := []state.Node{
@@ -25,7 +27,7 @@ func TestOutOfPoolView(t *testing.T) {
 		{ID: "c2", Name: "c2", Role: pki.RoleControl, State: state.NodeActive},
 	}
 	gossip := map[string]string{"c1": "alive", "w3": "alive"}
-	got := outOfPool(nodes, gossip)
+	got := outOfPool(nodes, gossip, map[string]bool{"c1": true, "w3": true})
 	if len(gossip) != 2 {
 		t.Errorf("gossip's view changed: %v", gossip)
 	}
@@ -38,10 +40,13 @@ func TestOutOfPoolView(t *testing.T) {
 			t.Errorf("%s: %q, want %q (view %v)", k, got[k], v, got)
 		}
 	}
-	if v := outOfPool(nodes, nil); v != nil {
+	if v := outOfPool(nodes, map[string]string{}, map[string]bool{"w1": true}); v["w1"] != "" || v["w2"] != "failed" {
+		t.Errorf("w1 in gossip's list but not matched to its record: %v, want no word on w1 (w2 by its record)", v)
+	}
+	if v := outOfPool(nodes, nil, nil); v != nil {
 		t.Errorf("no gossip view: %v, want none", v)
 	}
-	if v := outOfPool(nodes, map[string]string{}); v["w1"] != "alive" {
+	if v := outOfPool(nodes, map[string]string{}, nil); v["w1"] != "alive" {
 		t.Errorf("an empty gossip view: %v, want w1 alive by its record", v)
 	}
 }

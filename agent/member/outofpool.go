@@ -91,3 +91,18 @@ func (nd *node) gossipEvents() <-chan gossip.Event {
 func (nd *node) pairProbes(r control.NodeRecord) bool {
 	return nd.gossip != nil || r.RoleOf() == pki.RoleControl
 }
+
+// pooled is the names gossip's member list holds, unchecked against the
+// records (control.Hooks.Pooled): a worker absent from it is out of the
+// pool; O(members), once per gossip view.
+func (ms *membership) pooled() map[string]bool {
+	if ms.gossip == nil {
+		return nil
+	}
+	ms2 := ms.gossip.Members()
+	out := make(map[string]bool, len(ms2))
+	for _, m := range ms2 {
+		out[m.Name] = true
+	}
+	return out
+}

@@ -423,6 +423,7 @@ func (rt *Runtime) controlHooks() control.Hooks {
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.members.gossipMembers,
+		Pooled:        rt.members.pooled, // outofpool.go
 		Versions:      rt.members.gossipVersions,
 		LastSeen:      rt.gossip.LastSeen, // shown only for a node not alive: display, never a decision
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
