@@ -32,8 +32,17 @@ import (
 // validity at time.Now). Only the node's other parts (overlay, gossip)
 // are stand-ins: hooks that record what they were told.
 
-var fastRaft = raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond,
-	ElectionTimeout: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond}
+// fastRaft is the harness's default raft timing: 100 ms, and under -race
+// 300 ms (the e2e suite's): the race detector slows every goroutine
+// several times, and on a loaded 2-core box 100 ms heartbeats were missed
+// often enough to move leadership mid-test ("not the leader", "no leader
+// to confirm a join on": three tests in one CI run, 2026-12-07).
+var fastRaft = func() raftnode.Timing {
+	if raceEnabled {
+		return raftnode.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLease: 150 * time.Millisecond}
+	}
+	return raftnode.Timing{HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond, LeaderLease: 50 * time.Millisecond}
+}()
 
 // raftDefaults are hashicorp/raft's own timers, meshd's defaults (the
 // raft section of meshd.yaml): what BenchmarkWatchScale runs with, where
