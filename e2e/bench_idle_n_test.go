@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -17,6 +19,11 @@ import (
 // idleSizesEnv picks BenchmarkIdleAgainstN's sizes ("10,25"); unset, 10,
 // 25 and 50.
 const idleSizesEnv = "MESHD_IDLE_SIZES"
+
+// idlePoolEnv, "false", starts BenchmarkIdleAgainstN's workers with
+// `gossip_pool: false` (out of the gossip pool; recorded as the
+// parameter gossip_pool=false); unset or "true", in the pool.
+const idlePoolEnv = "MESHD_IDLE_GOSSIP_POOL"
 
 // Settle and window of BenchmarkIdleAgainstN, at `timers: lan`.
 //
@@ -77,6 +84,13 @@ func idleAtN(b *testing.B, size int) idleFigures {
 	n := NewNet(b)
 	n.Timers, n.DefaultRaft = "lan", true
 	params := map[string]string{"timers": "lan"}
+	switch v := os.Getenv(idlePoolEnv); v {
+	case "", "true":
+	case "false":
+		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: false\n", "false"
+	default:
+		b.Fatalf("%s=%q: want true or false", idlePoolEnv, v)
+	}
 	c := formCluster(b, n, size, 10, params, fmt.Sprintf("idle-n=%d", size))
 	select {
 	case <-b.Context().Done():
@@ -108,8 +122,8 @@ func idleAtN(b *testing.B, size int) idleFigures {
 	}
 	f := idleFigures{workerCPU: cpu[3:], workerWake: wake[3:], controlCPU: cpu[:3], controlWake: wake[:3], leader: leader}
 	// Two lines: go test keeps only the first 10 of a benchmark's log.
-	b.Logf("n=%d, timers lan, raft default, idle over %.0f s after a %s settle, load %s: worker (%d) CPU mean %.2f%% max %.2f%%, wakeups mean %.0f/s max %.0f/s",
-		size, window, idleNSettle, loadAvg(), len(f.workerCPU),
+	b.Logf("n=%d, timers lan, raft default, workers' gossip_pool %s, idle over %.0f s after a %s settle, load %s: worker (%d) CPU mean %.2f%% max %.2f%%, wakeups mean %.0f/s max %.0f/s",
+		size, cmp.Or(params["gossip_pool"], "true"), window, idleNSettle, loadAvg(), len(f.workerCPU),
 		avg(f.workerCPU), slices.Max(f.workerCPU), avg(f.workerWake), slices.Max(f.workerWake))
 	b.Logf("n=%d: control CPU mean %.2f%% max %.2f%%, wakeups mean %.0f/s max %.0f/s; leader (%s) CPU %.2f%%, wakeups %.0f/s",
 		size, avg(f.controlCPU), slices.Max(f.controlCPU), avg(f.controlWake), slices.Max(f.controlWake),

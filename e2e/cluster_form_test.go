@@ -61,6 +61,7 @@ func formCluster(tb testing.TB, n *Net, size, batch int, params map[string]strin
 	c.workers = make([]*Node, size-3)
 	for i := range c.workers {
 		c.workers[i] = add(fmt.Sprintf("w%03d", i+1))
+		appendConfig(tb, c.workers[i], n.WorkerConfig) // fleet_test.go; "" adds nothing
 	}
 	keepLogs(tb, c.all, logs)
 	for _, nd := range c.all[1:] {
@@ -96,6 +97,9 @@ func formCluster(tb testing.TB, n *Net, size, batch int, params map[string]strin
 	slices.Sort(c.joinTook)
 
 	seen, rounds := sweep(tb, c.all, c.lastJoin.Add(convergeBound), func(nd *Node) error {
+		if n.WorkerConfig != "" { // workers out of the gossip pool: no view of their own, and the control nodes' pool lacks them
+			return seesAllAlive(tb.Context(), nd, size, ctlNodes)
+		}
 		return ownViewAllAlive(tb.Context(), nd, size)
 	})
 	RecordWith(tb, params, "seeing-all", "count", float64(len(seen)))

@@ -37,6 +37,9 @@ type Net struct {
 	// ExtraConfig is appended to the meshd config of every node made on
 	// this net (for example "metrics_addr: 127.0.0.1:9464\n").
 	ExtraConfig string
+	// WorkerConfig is appended to the config of the workers formCluster
+	// makes (BenchmarkIdleAgainstN's "gossip_pool: false\n").
+	WorkerConfig string
 	// Unpinned leaves bind_addr and advertise_addr out of the configs of
 	// nodes made on this net (NewNode): they keep meshd's defaults, all
 	// addresses and the underlay chosen by route (mesh.ChooseUnderlay).

@@ -52,8 +52,14 @@ type File struct {
 	// Worth it only on a node others reach: a public address or a
 	// forwarded UDP port. Control nodes relay anyway. Default false; a
 	// change takes effect at the next start (Nebula reads am_relay once).
-	Relay             bool          `yaml:"relay"`
-	Timers            TimerProfile  `yaml:"timers"`             // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
+	Relay  bool         `yaml:"relay"`
+	Timers TimerProfile `yaml:"timers"` // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
+	// GossipPool, false on a worker, keeps it out of the gossip pool: no
+	// memberlist or serf runs, it reads the others' liveness from its node
+	// list and the control nodes judge it by its record (gossippool.go;
+	// issue 54 item 3, step iv). Default true; refused on a control node;
+	// next start.
+	GossipPool        bool          `yaml:"gossip_pool"`
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
 	// signs are valid; they are renewed at 2/3 of it.
@@ -160,6 +166,7 @@ func Default() File {
 		OverlayOffloads:   true,
 		Firewall:          DefaultFirewall(),
 		Timers:            TimersLAN,
+		GossipPool:        true,
 		ReconcileInterval: 30 * time.Second,
 
 		NebulaCertLifetime:   365 * 24 * time.Hour,

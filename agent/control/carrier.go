@@ -151,7 +151,7 @@ func (p *Plane) checkCarriers(ctx context.Context, w *carrierWatch) {
 		clear(w.misses)
 		return
 	}
-	gossip := p.hooks.Gossip()
+	gossip := p.gossipView() // outofpool.go
 	down := map[string]bool{}
 	probed := map[string]bool{}
 	for _, h := range ha {

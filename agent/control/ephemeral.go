@@ -138,8 +138,8 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		r.down.observe(nil, nil, p.hooks.LastSeen, p.cfg.Name, now) // nothing to time: no gossip view computed
 		return 0
 	}
-	view := p.hooks.Gossip()
-	r.down.observe(nodes, view, p.hooks.LastSeen, p.cfg.Name, now)
+	view := p.gossipViewOf(nodes) // outofpool.go: a worker out of the pool by its record
+	r.down.observe(nodes, view, p.lastSeenIn(nodes), p.cfg.Name, now)
 	if !p.raft.LeaderReady() { // its FSM holds every entry before its term (raftnode/ready.go)
 		return 0
 	}

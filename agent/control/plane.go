@@ -76,6 +76,12 @@ type Hooks struct {
 	ForceLeave func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
+	// Pooled is the names gossip's member list holds, before any check of
+	// a member against its record: a worker absent from it is out of the
+	// pool and judged by its record (outofpool.go); one present but left
+	// out of Gossip (a name gossiped from another node's address) is not.
+	// nil: every worker Gossip lacks is judged by its record.
+	Pooled func() map[string]bool
 	// Versions is the meshd version each gossip member advertises (its
 	// "ver" tag) by node name: what it runs now, which the version its
 	// record holds (the one that joined) is not after an upgrade.

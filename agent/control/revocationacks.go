@@ -78,7 +78,8 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 			expect[n.Name] = n
 		}
 	}
-	legacy := map[string]bool{} // the previous release signs nothing (KeyReport.Legacy)
+	wait := poolMembers(expect, p.hooks.Gossip()) // outofpool.go: a worker out of the pool cannot answer
+	legacy := map[string]bool{}                   // the previous release signs nothing (KeyReport.Legacy)
 	for _, r := range p.hooks.KeyReports() {
 		legacy[r.Name] = r.Legacy
 	}
@@ -102,10 +103,15 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 			acked[from] = true
 			resp.LastAck = time.Since(start)
 		}
-		return len(acked) == len(expect)
+		for name := range wait {
+			if !acked[name] {
+				return false
+			}
+		}
+		return true
 	}
 	var err error
-	if len(expect) > 0 {
+	if len(wait) > 0 {
 		_, err = p.hooks.AskMembers(ctx, RevocationQueryName, payload, bound, done)
 	}
 	if err != nil {

@@ -240,7 +240,7 @@ func (p *Plane) tunnelMap(ctx context.Context, each, all time.Duration) apitype.
 		}()
 	}
 	wg.Wait()
-	return mergeTunnels(active, reports, failed, p.hooks.Gossip())
+	return mergeTunnels(active, reports, failed, p.gossipView()) // outofpool.go
 }
 
 // mergeTunnels builds the view from the reports (newest per node wins),

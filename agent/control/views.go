@@ -31,10 +31,12 @@ func (p *Plane) Nodes(ctx context.Context) ([]apitype.Node, error) {
 
 func (p *Plane) nodeRows() []apitype.Node {
 	roles := p.raft.Roles()
-	gossip := p.hooks.Gossip()
+	nodes := p.raft.FSM().Nodes()
+	gossip := p.gossipViewOf(nodes) // outofpool.go: a worker out of the pool by its record
+	lastSeen := p.lastSeenIn(nodes)
 	versions := p.hooks.Versions()
 	out := []apitype.Node{}
-	for _, n := range p.raft.FSM().Nodes() {
+	for _, n := range nodes {
 		row := NodeRow(n, roles[n.ID])
 		if a, ok := p.raft.FSM().RevocationAck(n.ID); ok && n.State.Former() {
 			row.Revocation = RevocationSummary(a.Pending)
@@ -46,7 +48,7 @@ func (p *Plane) nodeRows() []apitype.Node {
 			row.Version = v // what it runs now (its report in raft, else its gossip tag); the record has what joined
 		}
 		if row.Gossip != "alive" {
-			if at, ok := p.hooks.LastSeen(n.Name); ok {
+			if at, ok := lastSeen(n.Name); ok {
 				row.LastSeen = at
 			}
 		}

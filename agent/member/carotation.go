@@ -169,6 +169,9 @@ func (cf *caFollow) reportCA() bool {
 	id := cf.ov.running()
 	want := cf.reported.get(func() string { return control.CAReport(id) }, id.CACert, id.Cert, id.NebulaCACert, id.NebulaCert)
 	cf.factsOut.offer(want) // and by the internal API (factreport.go)
+	if cf.gossip == nil {   // out of the gossip pool (outofpool.go): the internal API alone
+		return true
+	}
 	tags := cf.gossip.LocalMember().Tags
 	if tags[tagCA] == want && tags[tagCASig] != "" {
 		return true

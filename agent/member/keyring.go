@@ -43,9 +43,11 @@ func (kr *keyring) applyKeys(keys [][]byte, rotated time.Time) {
 	if same {
 		return
 	}
-	if err := kr.gossip.SetKeys(keys); err != nil {
-		kr.log.Warn("gossip keyring not changed", "code", codes.OrInternal(err), "err", err)
-		return
+	if kr.gossip != nil { // out of the pool (outofpool.go) the keys are only kept, for a later start in it
+		if err := kr.gossip.SetKeys(keys); err != nil {
+			kr.log.Warn("gossip keyring not changed", "code", codes.OrInternal(err), "err", err)
+			return
+		}
 	}
 	kr.facts.GossipKeys = keys // read only by startGossip, before the loops run
 	if err := statedir.Save(kr.stateDir, kr.facts); err != nil {

@@ -60,6 +60,9 @@ func (rt *Runtime) DepartKeeping(ctx context.Context, actor string, keep enroll.
 	} else if err != nil {
 		return err
 	}
+	if rt.gossip == nil { // out of the pool (outofpool.go): the record says it left
+		return nil
+	}
 	lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := rt.gossip.Leave(lctx); err != nil {
 		rt.log.Warn("gossip leave did not complete; the others will see this node fail instead", "err", err)

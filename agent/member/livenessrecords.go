@@ -244,8 +244,9 @@ func (l *recordLiveness) Changes() <-chan struct{} { return l.bell.wait() }
 
 // Members are the members on record, sorted by name: workers with the
 // status their record gives, control nodes with the pool's (absent while
-// the pool does not list them), each with its pool entry's tags beside
-// its record's.
+// the pool does not list them; their record's without a pool: a worker
+// out of it, outofpool.go), each with its pool entry's tags beside its
+// record's.
 func (l *recordLiveness) Members() []gossip.Member {
 	l.copies.Add(1)
 	l.sync()
@@ -276,7 +277,7 @@ func (l *recordLiveness) Members() []gossip.Member {
 				m.Tags[k] = v
 			}
 		}
-		if h.role == pki.RoleControl && id != l.selfID && h.status != gossip.StatusLeft {
+		if h.role == pki.RoleControl && id != l.selfID && h.status != gossip.StatusLeft && l.pool != nil {
 			if !inPool {
 				continue // a control node's liveness is the pool's
 			}
@@ -312,7 +313,7 @@ func (l *recordLiveness) poolByID() map[string]gossip.Member {
 }
 
 // Statuses are the members' statuses by overlay address: a control
-// node's the pool's (a member this node's probes suspect shows suspect),
+// node's the pool's (its record's without a pool) (a member this node's probes suspect shows suspect),
 // every other member's its record's, or suspect while its record is heard
 // and this node's own probes (the pool's, while workers are in it)
 // suspect it: the hint that moves a relayed tunnel off a relay early
@@ -330,7 +331,7 @@ func (l *recordLiveness) Statuses() map[netip.Addr]gossip.Status {
 	out := make(map[netip.Addr]gossip.Status, len(l.byID))
 	for id, h := range l.byID {
 		st := h.status
-		if h.role == pki.RoleControl && id != l.selfID && st != gossip.StatusLeft {
+		if h.role == pki.RoleControl && id != l.selfID && st != gossip.StatusLeft && l.pool != nil {
 			var ok bool
 			if st, ok = pool[h.overlay]; !ok {
 				continue

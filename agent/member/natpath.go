@@ -157,7 +157,7 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 
 // reportNAT makes this node's tagNAT c, if it is not already.
 func (rt *Runtime) reportNAT(c NAT) {
-	if rt.gossip.LocalMember().Tags[tagNAT] == string(c) {
+	if rt.gossip == nil || rt.gossip.LocalMember().Tags[tagNAT] == string(c) { // out of the pool: no tags (outofpool.go)
 		return
 	}
 	if err := rt.gossip.UpdateTags(map[string]string{tagNAT: string(c)}); err != nil {

@@ -225,7 +225,11 @@ func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) e
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	step("gossip: alive with %d members (%s)", len(rt.gossip.Members()), time.Since(start).Round(time.Millisecond))
+	if rt.gossip != nil {
+		step("gossip: alive with %d members (%s)", len(rt.gossip.Members()), time.Since(start).Round(time.Millisecond))
+	} else {
+		step("out of the gossip pool: a control node alive on record (%s)", time.Since(start).Round(time.Millisecond))
+	}
 	rt.poke()
 	if err := rt.mesh.WaitTunnel(ctx, lighthouse); err != nil {
 		return err

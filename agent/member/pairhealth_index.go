@@ -63,7 +63,8 @@ func sameRecords(a, b []control.NodeRecord) bool {
 }
 
 // pairTargets are the members this node probes, sorted by name: every
-// active record but its own that its gossip view shows alive or suspect
+// active record but its own (out of the gossip pool, the control nodes'
+// only: pairProbes) that its gossip view shows alive or suspect
 // (one the view shows down is visible as such already), at its gossip
 // address on the overlay. The same slice until the node list, gossip or
 // the evidence about doubted members changes.
@@ -93,7 +94,7 @@ func (rt *Runtime) buildPairTargets(records []control.NodeRecord) []pairTarget {
 	view := rt.members.gossipView()
 	var out []pairTarget
 	for _, r := range records {
-		if r.ID == rt.facts.NodeID || !r.Active() {
+		if r.ID == rt.facts.NodeID || !r.Active() || !rt.pairProbes(r) {
 			continue
 		}
 		if st := view[r.Name]; st != gossip.StatusAlive && st != gossip.StatusSuspect {

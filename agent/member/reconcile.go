@@ -148,7 +148,7 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
-		case ev, ok := <-rt.gossip.Events():
+		case ev, ok := <-rt.gossipEvents(): // nil out of the pool (outofpool.go)
 			if !ok {
 				return
 			}

@@ -247,6 +247,9 @@ type renewal struct {
 // init, bootstrapping raft). On an error everything started is stopped.
 func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	facts, dir := o.Facts, o.Config.StateDir
+	if err := o.Config.CheckRole(facts.Role); err != nil { // gossip_pool: false on a control node
+		return nil, err
+	}
 	id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 	if err != nil {
 		return nil, statedir.Corrupt(err)
@@ -300,7 +303,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := rt.ov.startMesh(); err != nil {
 		return nil, err
 	}
-	if err := rt.members.startGossip(ctx); err != nil {
+	if err := rt.members.startPool(ctx); err != nil { // outofpool.go
 		return nil, err
 	}
 	if facts.Role == pki.RoleControl {
@@ -316,7 +319,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	rt.loopCtx, rt.loops = loopCtx, cancel
-	rt.startLiveness(o.Liveness)
+	rt.startLiveness(rt.livenessOf(o.Liveness))
 	rt.startNames()    // names.go
 	rt.startResolved() // resolved.go
 	if rt.ctl != nil {
@@ -333,9 +336,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Spawn(func(ctx context.Context) { rt.runReconcile(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.runFollow(ctx, rt.cfg.ReconcileInterval) })
 	rt.Spawn(func(ctx context.Context) { rt.renew.runTLSRenewal(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(func(ctx context.Context) { rt.members.runRejoin(ctx, rt.cfg.ReconcileInterval) })
-	rt.Spawn(rt.members.answerQueries)
-	rt.Spawn(rt.keys.runKeyReports)
+	rt.spawnPoolLoops() // outofpool.go: rejoin, queries, keyring reports
 	rt.Spawn(rt.ca.runCAReports)
 	rt.Spawn(rt.factsOut.run) // factreport.go: the facts reportCA offers, by the internal API
 	rt.Spawn(rt.runFitness)   // fitness.go
@@ -422,6 +423,7 @@ func (rt *Runtime) controlHooks() control.Hooks {
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
 		Gossip:        rt.members.gossipMembers,
+		Pooled:        rt.members.pooled, // outofpool.go
 		Versions:      rt.members.gossipVersions,
 		LastSeen:      rt.gossip.LastSeen, // shown only for a node not alive: display, never a decision
 		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
