@@ -135,6 +135,11 @@ func TestInternalAPIAuthorization(t *testing.T) {
 		// A member's report of its own tunnels; the view of all of them
 		// is for control nodes (issue 15).
 		{method: "POST", path: "/v1/self/tunnels", allow: members, harmfulBody: control.TunnelsRequest{}},
+		// A CA report not signed by the caller's recorded key: the check
+		// behind the guard refuses it, nothing written.
+		{method: "POST", path: "/v1/self/facts", allow: members,
+			harmfulBody: control.FactsRequest{Version: "forged", CA: "a.b.c", CASig: []byte("not a signature")}, allowedCode: codes.FactsRefused},
+		{method: "POST", path: "/v1/lighthouse/heard", allow: controlOnly, harmfulBody: control.HeardRequest{Addrs: []string{"10.42.0.9"}}},
 		{method: "GET", path: "/v1/tunnels", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/index", allow: controlOnly},
 		{method: "GET", path: "/v1/raft/stats", allow: controlOnly},
