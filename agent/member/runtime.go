@@ -2,30 +2,24 @@ package member
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/meshd/meshd/agent/apitype"
 	"github.com/meshd/meshd/agent/config"
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/agent/desired"
 	"github.com/meshd/meshd/agent/fetched"
 	"github.com/meshd/meshd/agent/metrics"
 	"github.com/meshd/meshd/agent/pathup"
-	"github.com/meshd/meshd/agent/raftnode"
 	"github.com/meshd/meshd/agent/state"
 	"github.com/meshd/meshd/agent/statedir"
 	"github.com/meshd/meshd/codes"
-	"github.com/meshd/meshd/enroll"
 	"github.com/meshd/meshd/gossip"
 	"github.com/meshd/meshd/mesh"
 	"github.com/meshd/meshd/netcheck"
@@ -364,113 +358,6 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	return rt, nil
 }
 
-// startControlPlane opens raft (bootstrapping it with boot on init), loads
-// the CA on the CA holder, and builds the control plane over them.
-func (rt *Runtime) startControlPlane(ctx context.Context, boot *state.Bootstrap) error {
-	serverTLS, err := pki.LiveServerTLSConfig(rt.live, pki.RoleControl)
-	if err != nil {
-		return err
-	}
-	clientTLS, err := pki.LiveClientTLSConfig(rt.live, pki.RoleControl)
-	if err != nil {
-		return err
-	}
-	advertise := &net.TCPAddr{IP: rt.facts.Underlay.AsSlice(), Port: rt.cfg.Ports.Raft}
-	bind := net.JoinHostPort(rt.cfg.BindAddr, strconv.Itoa(rt.cfg.Ports.Raft))
-	stream, err := raftnode.NewTLSStreamLayer(bind, advertise, serverTLS, clientTLS)
-	if err != nil {
-		return fmt.Errorf("listen raft %s: %w", bind, err)
-	}
-	dir := filepath.Join(rt.cfg.StateDir, statedir.RaftDir)
-	if boot != nil && raftnode.HasState(dir) {
-		_ = stream.Close()
-		return codes.Wrap(codes.AlreadyInitialised, errors.New("raft state exists; refusing to bootstrap over it"))
-	}
-	ca, nextCA, err := rt.loadCA()
-	if err != nil {
-		_ = stream.Close()
-		return err
-	}
-	node, err := raftnode.Open(raftnode.Options{Dir: dir, NodeID: rt.facts.NodeID, Stream: stream,
-		Timing: rt.cfg.RaftNodeTiming(), Log: rt.log,
-		ObserveApply: rt.met.ObserveRaftApply})
-	if err != nil {
-		return err
-	}
-	rt.ctl = control.New(rt.cfg.ControlConfig(rt.facts.NodeID, rt.facts.Name, filepath.Join(rt.cfg.StateDir, statedir.CADir)), node, ca, rt.client, control.Deps{Log: rt.log, Now: rt.now, Hooks: rt.controlHooks()})
-	if nextCA != nil {
-		rt.ctl.AddCA(nextCA) // a rotation's next CA (carotation.go)
-	}
-	if boot == nil {
-		return nil
-	}
-	if err := node.Bootstrap(advertise); err != nil {
-		return fmt.Errorf("bootstrap raft: %w", err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := node.WaitLeader(wctx); err != nil {
-		return err
-	}
-	return node.Apply(wctx, boot)
-}
-
-// controlHooks connect the control plane to this node's overlay and
-// gossip.
-func (rt *Runtime) controlHooks() control.Hooks {
-	return control.Hooks{
-		Poke:          rt.wake,
-		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
-		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
-		Gossip:        rt.members.gossipMembers,
-		Pooled:        rt.members.pooled, // outofpool.go
-		Versions:      rt.members.gossipVersions,
-		LastSeen:      rt.gossip.LastSeen, // shown only for a node not alive: display, never a decision
-		NotifyKeys:    func() error { return rt.gossip.Notify(notifyKeys) },
-		NotifyCA:      func() error { return rt.gossip.Notify(notifyCA) },
-		KeyReports:    rt.members.keyReports,
-		AskMembers:    rt.gossip.Ask,
-		Reach:         rt.node.reachOverlay,
-		Tunnels:       rt.ov.tunnels,
-		Clock:         rt.clockHook,
-		DiskFailing:   rt.fit.disk.Err,
-		Unreachable:   rt.pairs.unreachable,
-	}
-}
-
-func (rt *Runtime) startControl() error {
-	tlsConf, err := pki.LiveServerTLSConfig(rt.live)
-	if err != nil {
-		return err
-	}
-	bind := net.JoinHostPort(rt.cfg.BindAddr, strconv.Itoa(rt.cfg.Ports.Control))
-	limits := rt.cfg.PortLimits()
-	ln, err := control.Listen(bind, tlsConf, limits, rt.log.With("component", "control"))
-	if err != nil {
-		return fmt.Errorf("listen control %s: %w", bind, err)
-	}
-	deps := enroll.Deps{Log: rt.log, Now: rt.now, Observe: rt.met.ObserveJoin, Unfit: rt.unfit, Nebula: rt.ctl.Ledger()}
-	if rt.ids = newIdentities(rt.cfg.JWT.Issuers, rt.now); rt.ids != nil {
-		if rt.ids.err != nil {
-			rt.log.Error("the JWT issuers' keys could not be loaded: joins by JWT are refused until `meshctl reload` loads them",
-				"code", codes.ConfigInvalid, "err", rt.ids.err)
-		}
-		deps.Identities = rt.ids
-	}
-	es := enroll.NewServer(rt.cfg.EnrollConfig(), rt.ctl.Ledger(), rt.ctl.Signer(), deps)
-	rt.control = control.NewServer(rt.ctl.Handler(es), limits, rt.log.With("component", "control"))
-	rt.control.ConnState = rt.ctl.TrackConn // non-members' open connections are closed
-	rt.controlLn = ln
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		if err := rt.control.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			rt.log.Error("control listener stopped", "err", err)
-		}
-	}()
-	return nil
-}
-
 // spawn runs f in the runtime's wait group with the loops' context: stop
 // cancels it and waits for f to return. Every goroutine a runtime starts
 // goes through here (or adds itself to wg for a listener it serves).
@@ -480,86 +367,4 @@ func (nd *node) Spawn(f func(ctx context.Context)) {
 		defer nd.wg.Done()
 		f(nd.loopCtx)
 	}()
-}
-
-// stop stops the components in reverse order of start.
-func (rt *Runtime) Stop() {
-	if rt.loops != nil {
-		rt.loops()
-	}
-	if rt.ctl != nil {
-		// Raft leadership first, then the watch streams, then port
-		// 7300 (control/stop.go).
-		rt.ctl.StopServing(rt.control)
-	}
-	rt.wg.Wait()
-	rt.dns.stop()
-	if rt.client != nil {
-		rt.client.CloseIdle()
-	}
-	if rt.ctl != nil {
-		if err := rt.ctl.Close(); err != nil {
-			rt.log.Warn("raft shutdown", "err", err)
-		}
-	}
-	rt.members.evidence.close() // its probes ride the overlay: before gossip and Nebula stop
-	if rt.gossip != nil {
-		if err := rt.gossip.Shutdown(); err != nil {
-			rt.log.Warn("gossip shutdown", "err", err)
-		}
-	}
-	if rt.subnets != nil {
-		rt.subnets.stop()
-	}
-	if rt.mesh != nil && rt.ov.parked != nil {
-		rt.ov.parked.park(rt.mesh, rt.ov.applied(), rt.log)
-	} else if rt.mesh != nil {
-		rt.mesh.Stop()
-	}
-}
-
-// identity is this node's current identity.
-func (nd *node) identity() *pki.Identity { return nd.live.Identity() }
-
-// overlayAddr is this node's overlay address without the prefix length.
-func (nd *node) overlayAddr() netip.Addr { return nd.facts.Overlay.Addr() }
-
-// Facts is this node's node.json as the runtime runs it.
-func (rt *Runtime) Facts() *statedir.Facts { return rt.facts }
-
-// Plane is a control node's control plane; nil on a worker. The role is
-// decided once, in Start.
-func (rt *Runtime) Plane() *control.Plane { return rt.ctl }
-
-// NodeRows are `meshctl nodes`' rows (clusterFacts.NodeRows), each with
-// this node's Nebula tunnel to that node when it has one (direct, or
-// relayed via whom: pathOf).
-func (rt *Runtime) NodeRows(ctx context.Context) ([]apitype.Node, error) {
-	rows, err := rt.cluster.NodeRows(ctx)
-	if rt.mesh == nil || len(rows) == 0 {
-		return rows, err
-	}
-	list, _ := rt.cluster.Records()
-	byIP := map[string]*apitype.PingPath{}
-	for _, tn := range rt.mesh.Tunnels() {
-		byIP[tn.OverlayIP.String()] = pathOf(tn, list)
-	}
-	for i := range rows {
-		if rows[i].ID != rt.facts.NodeID && rows[i].State == "active" && rows[i].OverlayIP != "" { // a former node's address may be another's now
-			rows[i].Tunnel = byIP[rows[i].OverlayIP]
-		}
-		if rows[i].State == "active" {
-			rows[i].DNSName = rt.dns.fqdn(rows[i].Name)
-		}
-	}
-	return rows, err
-}
-
-// AskNodes asks the control nodes for their node list over the internal
-// API, as a member (codes.NotMember when the cluster no longer counts this
-// node one).
-func (rt *Runtime) AskNodes(ctx context.Context) ([]apitype.Node, error) {
-	var rows []apitype.Node
-	err := rt.client.AskSeeds(ctx, rt.seeds(), control.PathNodes, &rows)
-	return rows, err
 }
