@@ -54,8 +54,8 @@ var (
 )
 
 // Liveness says where a worker reads the other members' liveness
-// (Options.Liveness). Not yet a user-facing setting: tests set it, and a
-// later config knob will.
+// (Options.Liveness): LivenessRecords for a worker whose meshd.yaml says
+// gossip_pool: false (outofpool.go); tests set it too.
 type Liveness uint8
 
 const (
