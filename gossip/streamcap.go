@@ -37,8 +37,8 @@ type streamCap struct {
 
 	mu      sync.Mutex
 	refused int // streams closed at a bound, in all
-	open  int
-	bySrc map[netip.Prefix]int
+	open    int
+	bySrc   map[netip.Prefix]int
 }
 
 // admit wraps c so that its Close gives its slot back, or reports false
