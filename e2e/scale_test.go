@@ -21,7 +21,9 @@ import (
 // MESHD_SCALE_BATCH the number of workers joining at once,
 // MESHD_SCALE_TIMERS=lan meshd's defaults instead of the suite's fast
 // timers: gossip at `timers: lan` and raft at its own timing (the 2 s
-// failure target then does not apply).
+// failure target then does not apply), MESHD_SCALE_GOSSIP_POOL=false
+// every worker out of the gossip pool (`gossip_pool: false`; the killed
+// worker is then timed by the control nodes' verdict on a sample).
 const scaleEnv = "MESHD_SCALE"
 
 // Issue 10's targets for the 100-agent run, asserted at every size.
@@ -64,6 +66,10 @@ func formation(t *testing.T, size, batch int) {
 	n.Timers = cmp.Or(os.Getenv(scaleEnv+"_TIMERS"), "fast")
 	n.DefaultRaft = n.Timers == "lan"
 	params := map[string]string{"batch": strconv.Itoa(batch), "timers": n.Timers}
+	outOfPool := os.Getenv(scaleEnv+"_GOSSIP_POOL") == "false"
+	if outOfPool { // MESHD_SCALE_GOSSIP_POOL=false: every worker with gossip_pool: false
+		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: false\n", "false"
+	}
 	c := formCluster(t, n, size, batch, params, fmt.Sprintf("n=%d", size))
 	all, workers, start := c.all, c.workers, c.start
 	RecordWith(t, params, "formation", "s", c.formed.Sub(start).Seconds())
@@ -115,6 +121,29 @@ func formation(t *testing.T, size, batch int) {
 	}
 	victim.Kill()
 	killed := time.Now()
+	if outOfPool {
+		// No serf on the workers to log the failure: the control nodes'
+		// verdict, read by `meshctl nodes` on a sample of the others.
+		for _, nd := range others[:min(len(others), 10)] {
+			Eventually(t, 30*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", func() error {
+				ns, err := apiNodes(t.Context(), nd)
+				if err != nil {
+					return err
+				}
+				for _, x := range ns {
+					if x.Name == victim.NodeName && x.Gossip == "failed" {
+						return nil
+					}
+				}
+				return fmt.Errorf("does not show %s failed", victim.NodeName)
+			})
+		}
+		detect := time.Since(killed)
+		t.Logf("n=%d: %s killed; shown failed (the control nodes' verdict) by a sample of %d others within %s", size, victim.NodeName,
+			min(len(others), 10), detect.Round(time.Millisecond))
+		RecordWith(t, params, "detect", "ms", ms(detect))
+		return
+	}
 	// Each node's own serf logs the failure with the time it saw it (one
 	// clock: all nodes run on this host); reading the logs costs the nodes
 	// nothing, where polling 99 local APIs under load took longer than
