@@ -125,18 +125,7 @@ func formation(t *testing.T, size, batch int) {
 		// No serf on the workers to log the failure: the control nodes'
 		// verdict, read by `meshctl nodes` on a sample of the others.
 		for _, nd := range others[:min(len(others), 10)] {
-			Eventually(t, 30*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", func() error {
-				ns, err := apiNodes(t.Context(), nd)
-				if err != nil {
-					return err
-				}
-				for _, x := range ns {
-					if x.Name == victim.NodeName && x.Gossip == "failed" {
-						return nil
-					}
-				}
-				return fmt.Errorf("does not show %s failed", victim.NodeName)
-			})
+			Eventually(t, 30*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", showsFailed(t, nd, victim))
 		}
 		detect := time.Since(killed)
 		t.Logf("n=%d: %s killed; shown failed (the control nodes' verdict) by a sample of %d others within %s", size, victim.NodeName,
@@ -165,18 +154,7 @@ func formation(t *testing.T, size, batch int) {
 	})
 	// And what each shows: `meshctl nodes` (its own gossip view) on a sample.
 	for _, nd := range others[:min(len(others), 10)] {
-		Eventually(t, 10*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", func() error {
-			ns, err := apiNodes(t.Context(), nd)
-			if err != nil {
-				return err
-			}
-			for _, x := range ns {
-				if x.Name == victim.NodeName && x.Gossip == "failed" {
-					return nil
-				}
-			}
-			return fmt.Errorf("does not show %s failed", victim.NodeName)
-		})
+		Eventually(t, 10*time.Second, nd.NodeName+" shows "+victim.NodeName+" failed", showsFailed(t, nd, victim))
 	}
 	var ds []time.Duration
 	for _, at := range failedAt {
@@ -264,4 +242,20 @@ func sum(xs []float64) float64 {
 		s += x
 	}
 	return s
+}
+
+// showsFailed is a check that nd's `meshctl nodes` shows victim failed.
+func showsFailed(t *testing.T, nd, victim *Node) func() error {
+	return func() error {
+		ns, err := apiNodes(t.Context(), nd)
+		if err != nil {
+			return err
+		}
+		for _, x := range ns {
+			if x.Name == victim.NodeName && x.Gossip == "failed" {
+				return nil
+			}
+		}
+		return fmt.Errorf("does not show %s failed", victim.NodeName)
+	}
 }
