@@ -175,6 +175,9 @@ func (nd *node) signCA(ca string) ([]byte, error) {
 // a worker to a control node, the seeds turned by skip (a failed post
 // tries the next one first), as the tunnel reports do.
 func (nd *node) postFacts(ctx context.Context, req control.FactsRequest, skip int) error {
+	if nd.removed() { // its cluster refuses it: its one ask a minute is the removal's (standing.go)
+		return nd.standing.Err()
+	}
 	if nd.ctl != nil {
 		return nd.ctl.ReportOwnFacts(ctx, req)
 	}

@@ -162,6 +162,9 @@ func (nd *node) watched(sections []string) {
 // the one the last call saw (own looks it up; nil: unknown, so it may
 // have): one lookup.
 func (nd *node) followReads(sections []string, own func() (control.NodeRecord, bool)) bool {
+	if len(sections) == 0 {
+		return true // no change, a wake-up: a removed node's ask is due (fetched.Copies.Follow)
+	}
 	for _, s := range sections {
 		if s != control.SectionNodes && s != control.SectionRevoked {
 			return true
