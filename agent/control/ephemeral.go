@@ -181,7 +181,6 @@ func (p *Plane) ReapEphemeral(ctx context.Context, now time.Time, window time.Du
 		}
 		if p.reap(ctx, d.n, d.down, window) {
 			reaped++
-			r.reaped.Add(1)
 		}
 	}
 	return reaped
@@ -254,6 +253,9 @@ func (p *Plane) reap(ctx context.Context, n state.Node, down, window time.Durati
 	}
 	p.log.Info("ephemeral node down past its window: removed, its certificates revoked", "code", codes.EventNodeReaped,
 		"node", n.Name, "node_id", n.ID, "was", n.State, "down", down, "window", window, "pending", pending)
+	// Counted before the forget, so a reader that sees the node forgotten
+	// also sees it counted (meshd_ephemeral_reaped_total).
+	p.reaper.reaped.Add(1)
 	p.forgetEphemeral(ctx, n)
 	return true
 }
