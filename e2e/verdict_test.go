@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,9 +15,9 @@ import (
 
 // unheardOn is which of names nd's `meshctl nodes` shows unheard (the
 // raft leader's liveness verdict, agent/control/verdict.go).
-func unheardOn(t testing.TB, nd *Node, each func([]apitype.Node), names ...string) ([]string, error) {
+func unheardOn(ctx context.Context, nd *Node, each func([]apitype.Node), names ...string) ([]string, error) {
 	var ns []apitype.Node
-	if err := nd.CtlJSON(t.Context(), &ns, "nodes"); err != nil {
+	if err := nd.CtlJSON(ctx, &ns, "nodes"); err != nil {
 		return nil, err
 	}
 	if each != nil {
@@ -34,12 +35,16 @@ func unheardOn(t testing.TB, nd *Node, each func([]apitype.Node), names ...strin
 
 // allShow waits until every node in on shows exactly want unheard (of
 // w1 and w2), and returns how long that took. each, if not nil, sees
-// every node list read.
+// every node list read. A node list asked is bounded by the same
+// deadline, so one that hangs fails the test at the bound instead of
+// passing late.
 func allShow(t testing.TB, on []*Node, bound time.Duration, what string, each func([]apitype.Node), want ...string) time.Duration {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), bound)
+	defer cancel()
 	return Eventually(t, bound, what, func() error {
 		for _, nd := range on {
-			got, err := unheardOn(t, nd, each, "w1", "w2")
+			got, err := unheardOn(ctx, nd, each, "w1", "w2")
 			if err != nil {
 				return err
 			}

@@ -167,16 +167,32 @@ func (c *Client) Dial(dial func(ctx context.Context, network, addr string) (net.
 	c.http.Transport.(*http.Transport).DialContext = dial
 }
 
-// AskSeeds GETs path from seeds, in order, until one answers; none
-// answering is codes.SeedsUnreachable.
+// askPerSeed bounds one control node's answer to a read while others
+// are left to ask: a control node that takes a connection but never
+// answers (the worker's packets dropped on it, a half-open kept-alive
+// connection) costs this much of the caller's budget, not all of it
+// (a SYN unanswered is retried by the kernel for two minutes). The last
+// seed gets what remains.
+const askPerSeed = 3 * time.Second
+
+// AskSeeds GETs path from seeds, in order, until one answers; each but
+// the last within askPerSeed. None answering is codes.SeedsUnreachable.
 func (c *Client) AskSeeds(ctx context.Context, seeds []string, path string, out any) error {
 	var lastErr error = errors.New("no control node known")
-	for _, seed := range seeds {
-		err := c.Call(ctx, seed, path, false, nil, out)
+	for i, seed := range seeds {
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if i < len(seeds)-1 {
+			sctx, cancel = context.WithTimeout(ctx, askPerSeed)
+		}
+		err := c.Call(sctx, seed, path, false, nil, out)
+		cancel()
 		if err == nil {
 			return nil
 		}
 		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	return codes.Wrap(codes.SeedsUnreachable, fmt.Errorf("no control node answered: %v", lastErr))
 }

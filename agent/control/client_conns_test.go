@@ -81,3 +81,60 @@ func TestClientStaysUnderSourceCap(t *testing.T) {
 	}
 	t.Logf("40 concurrent calls over at most %d connections", most)
 }
+
+// TestAskSeedsMovesOnFromASilentSeed: a control node that takes the
+// connection but never answers (a worker's packets dropped on it) costs
+// a read askPerSeed, then the next seed answers; the caller's budget is
+// not spent waiting on the first.
+func TestAskSeedsMovesOnFromASilentSeed(t *testing.T) {
+	c := &testCluster{ca: pkitest.NewCA(t, "alpha")}
+	srvID, _, _ := c.identity(t, "c1", pki.RoleControl)
+	cliID, _, _ := c.identity(t, "w1", pki.RoleWorker)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	conf, err := pki.ServerTLSConfig(srvID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := Listen("127.0.0.1:0", conf, DefaultLimits(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `["answered"]`)
+	}), DefaultLimits(), slog.New(slog.DiscardHandler))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	cl, err := NewClient(cliID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 4*askPerSeed)
+	defer cancel()
+	start := time.Now()
+	var got []string
+	if err := cl.AskSeeds(ctx, []string{silent.Addr().String(), ln.Addr().String()}, "/v1/test", &got); err != nil {
+		t.Fatalf("asked a silent seed then an answering one: %v", err)
+	}
+	took := time.Since(start)
+	if len(got) != 1 || got[0] != "answered" {
+		t.Fatalf("got %v", got)
+	}
+	if took < askPerSeed || took > 3*askPerSeed {
+		t.Fatalf("answered after %v; want the silent seed given askPerSeed (%v), then the next", took, askPerSeed)
+	}
+	t.Logf("a silent first seed cost %v", took.Round(time.Millisecond))
+}
