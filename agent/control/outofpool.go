@@ -33,7 +33,9 @@ func (p *Plane) gossipViewOf(nodes []state.Node) map[string]string {
 // outOfPool adds to view (by node name, gossip's words) each active
 // worker it does not list and pooled (gossip's raw member names; nil:
 // none) does not hold either: "alive" while its record's Unheard is zero,
-// "failed" once the control nodes found it unheard. gossip is not
+// "failed" once the control nodes found it unheard; so is a worker its
+// record says is out of the pool (facts: gossip may still list it failed
+// from before it left), whatever gossip says. gossip is not
 // changed: the answer is a copy. nil (no gossip view at all: its readers
 // then judge no one by gossip) stays nil.
 func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]bool) map[string]string {
@@ -45,7 +47,7 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 		if !judged(n) {
 			continue
 		}
-		if _, listed := view[n.Name]; listed || pooled[n.Name] {
+		if _, listed := view[n.Name]; (listed || pooled[n.Name]) && !n.OutOfPool {
 			continue // gossip's word, or a member gossip heard of but did not match to this record: no word
 		}
 		if n.Unheard.IsZero() {
@@ -63,13 +65,17 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 // reader asking for every record costs O(records), not O(records²).
 func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, bool) {
 	unheard := map[string]time.Time{}
+	out := map[string]bool{} // recorded out of the pool: gossip's last sight of it is stale
 	for _, n := range nodes {
 		if judged(n) && !n.Unheard.IsZero() {
 			unheard[n.Name] = n.Unheard
 		}
+		if judged(n) && n.OutOfPool {
+			out[n.Name] = true
+		}
 	}
 	return func(name string) (time.Time, bool) {
-		if at, ok := p.hooks.LastSeen(name); ok {
+		if at, ok := p.hooks.LastSeen(name); ok && !out[name] {
 			return at, true
 		}
 		at, ok := unheard[name]
@@ -78,15 +84,15 @@ func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, boo
 }
 
 // poolMembers are the names of expect a removal waits for to acknowledge
-// its revocation over gossip (confirmRevocation): those gossip lists. A
-// worker out of the pool cannot answer the query: it is listed pending at
-// once, not waited for until the bound (a known gap until acknowledgements
-// are posted over the internal API). Without a gossip view (nil), every
-// one of expect.
+// its revocation over gossip (confirmRevocation): those gossip lists,
+// unless their record says they left the pool (a worker restarted with
+// `gossip_pool: false` stays listed, failed, for a while). The others
+// acknowledge by their records (recordacks.go). Without a gossip view
+// (nil), every one of expect not recorded out of the pool.
 func poolMembers(expect map[string]state.Node, gossip map[string]string) map[string]bool {
 	out := make(map[string]bool, len(expect))
-	for name := range expect {
-		if _, listed := gossip[name]; listed || gossip == nil {
+	for name, n := range expect {
+		if _, listed := gossip[name]; (listed || gossip == nil) && !n.OutOfPool {
 			out[name] = true
 		}
 	}
