@@ -42,7 +42,7 @@ func TestOutOfPoolAcksByRecord(t *testing.T) {
 		}
 	}
 	for what, req := range map[string]FactsRequest{
-		"a NAT word not known": {NAT: "weird"},
+		"a NAT word not known":  {NAT: "weird"},
 		"a pool word not known": {Pool: "maybe"},
 		"a version far beyond":  {Revoked: origin.p.RevocationVersion() + RevokedMargin + 1},
 	} {

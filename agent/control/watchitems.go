@@ -47,9 +47,9 @@ type watchRecord struct {
 	TLSFP      string `json:"tls,omitempty"`
 	PrevTLSFP  string `json:"ptls,omitempty"`
 	TLSKey     []byte `json:"tlskey,omitempty"`
-	Routes     string `json:"rt,omitempty"` // routeWire
-	Held       string `json:"hd,omitempty"` // the prefixes its current Nebula certificate holds, comma-separated
-	Unheard    int64  `json:"uh,omitempty"` // apitype.Node.Unheard, Unix seconds; 0 while heard
+	Routes     string `json:"rt,omitempty"`  // routeWire
+	Held       string `json:"hd,omitempty"`  // the prefixes its current Nebula certificate holds, comma-separated
+	Unheard    int64  `json:"uh,omitempty"`  // apitype.Node.Unheard, Unix seconds; 0 while heard
 	NAT        string `json:"nat,omitempty"` // its reported NAT (poolfacts.go)
 	OutOfPool  bool   `json:"op,omitempty"`  // runs no gossip: no rejoin dials it
 }
