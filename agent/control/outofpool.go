@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/pki"
 )
 
 // A worker out of the gossip pool (meshd.yaml `gossip_pool: false`; issue
@@ -43,20 +44,35 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 		return nil
 	}
 	view := maps.Clone(gossip)
+	judge := func(n state.Node, word string) {
+		if _, listed := gossip[n.Name]; (listed || pooled[n.Name]) && !n.OutOfPool {
+			return // gossip's word, or a member gossip heard of but did not match to this record: no word
+		}
+		view[n.Name] = word
+	}
+	for _, n := range nodes { // a departed worker first: an active record of its name (reused) has the last word
+		if departedWorker(n) {
+			judge(n, "left")
+		}
+	}
 	for _, n := range nodes {
 		if !judged(n) {
 			continue
 		}
-		if _, listed := view[n.Name]; (listed || pooled[n.Name]) && !n.OutOfPool {
-			continue // gossip's word, or a member gossip heard of but did not match to this record: no word
-		}
 		if n.Unheard.IsZero() {
-			view[n.Name] = "alive"
+			judge(n, "alive")
 		} else {
-			view[n.Name] = "failed"
+			judge(n, "failed")
 		}
 	}
 	return view
+}
+
+// departedWorker reports whether n is a worker's record that departed
+// (left, removed, failed): out of the pool, gossip never says "left" of
+// it, so its record does.
+func departedWorker(n state.Node) bool {
+	return n.State.Former() && n.Role == pki.RoleWorker
 }
 
 // lastSeenIn is hooks.LastSeen, or for an active worker of nodes that
@@ -66,12 +82,18 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, bool) {
 	unheard := map[string]time.Time{}
 	out := map[string]bool{} // recorded out of the pool: gossip's last sight of it is stale
+	for _, n := range nodes { // a departed worker first, as outOfPool judges: its departure is when it was last seen
+		if departedWorker(n) {
+			unheard[n.Name], out[n.Name] = n.Updated, n.OutOfPool
+		}
+	}
 	for _, n := range nodes {
+		if judged(n) {
+			delete(unheard, n.Name)
+			out[n.Name] = n.OutOfPool
+		}
 		if judged(n) && !n.Unheard.IsZero() {
 			unheard[n.Name] = n.Unheard
-		}
-		if judged(n) && n.OutOfPool {
-			out[n.Name] = true
 		}
 	}
 	return func(name string) (time.Time, bool) {
