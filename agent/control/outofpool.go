@@ -81,7 +81,7 @@ func departedWorker(n state.Node) bool {
 // reader asking for every record costs O(records), not O(records²).
 func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, bool) {
 	unheard := map[string]time.Time{}
-	out := map[string]bool{} // recorded out of the pool: gossip's last sight of it is stale
+	out := map[string]bool{}  // recorded out of the pool: gossip's last sight of it is stale
 	for _, n := range nodes { // a departed worker first, as outOfPool judges: its departure is when it was last seen
 		if departedWorker(n) {
 			unheard[n.Name], out[n.Name] = n.Updated, n.OutOfPool
