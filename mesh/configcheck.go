@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"time"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -69,6 +70,9 @@ func (c Config) validate() error {
 	}
 	if c.GossipPort < 0 || c.GossipPort > 65535 {
 		return bad("GossipPort", fmt.Sprint(c.GossipPort), "out of range 0-65535")
+	}
+	if c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < time.Second) {
+		return bad("IdleTimeout", c.IdleTimeout.String(), "want 0 (keep idle tunnels) or at least 1s")
 	}
 	if c.AmLighthouse && c.ListenPort == 0 {
 		return bad("ListenPort", "0", "a lighthouse needs a fixed port")
