@@ -1,10 +1,10 @@
 package mesh
 
 import (
-	"time"
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/slackhq/nebula/overlay"
 )

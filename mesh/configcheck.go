@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"time"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"

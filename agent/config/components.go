@@ -33,7 +33,7 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 		// every worker's host updates, the tunnels they carry.
 		m.IdleTimeout = mesh.IdleTimeout
 	}
-	c.Policy().Apply(&m)          // firewall and MTU; a reload replaces them (firewall.go)
+	c.Policy().Apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never
 	// advertises loopback addresses, so on loopback it advertises nothing
 	// and lighthouses use the address they observe.

@@ -113,7 +113,8 @@ type Interface struct {
 	// quietPort is the overlay port whose packets do not count as a tunnel's
 	// own traffic (meshd patch 10, apptraffic_meshd.go); 0: every packet counts.
 	quietPort atomic.Uint32
-	version     string
+
+	version string
 
 	conntrackCacheTimeout time.Duration
 
