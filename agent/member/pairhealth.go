@@ -111,7 +111,7 @@ type pairHealth struct {
 	// has traffic with); nil probes every target.
 	active func(pairTarget) bool
 	log    *slog.Logger
-	now     func() time.Time
+	now    func() time.Time
 
 	mu     sync.Mutex
 	book   pairBook
