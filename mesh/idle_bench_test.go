@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkFirstPacketAfterIdle is BenchmarkFirstPacket with the tunnel
-// closed by Nebula itself, as a worker's is (IdleTimeout 1 s here, fast
-// timers: Nebula looks every 2 s), not by CloseTunnel: each round waits
+// closed by Nebula itself, as a worker's is (IdleTimeout 1 s on both,
+// fast timers: Nebula looks every 2 s), not by CloseTunnel: each round waits
 // until neither a nor b holds a tunnel, then times a's echo to b (a TCP
 // connect over a's overlay and one echo; the handshake holds the first
 // packet). Real Nebula on loopback, userspace overlay. Prints p50/p95/max
@@ -30,7 +30,7 @@ func BenchmarkFirstPacketAfterIdle(b *testing.B) {
 		return m
 	}
 	aIP, bIP := overlayIP(2).Addr(), overlayIP(3).Addr()
-	mb := start("b", 3, func(*Config) {})
+	mb := start("b", 3, func(c *Config) { c.IdleTimeout = time.Second }) // both workers
 	ma := start("a", 2, func(c *Config) {
 		c.StaticHosts = map[netip.Addr][]netip.AddrPort{bIP: {mb.udpAddr()}}
 		c.IdleTimeout = time.Second

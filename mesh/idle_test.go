@@ -13,8 +13,8 @@ import (
 // IdleTimeout, a tunnel that carried nothing closes, and the first packet
 // after opens a new one at once. Real Nebula instances on loopback
 // (userspace overlay, fast timers: connection_alive_interval 2 s), a
-// lighthouse lh, a relay r of a's (relay.relays) and two members a and b
-// that know each other as static hosts, a with a 3 s IdleTimeout.
+// lighthouse lh, a relay r of a's (relay.relays) and two workers a and b
+// (IdleTimeout 3 s) that know each other as static hosts.
 //   - packets to and from the gossip port (a's probe of b's) open the
 //     tunnel but are not its traffic: LastTraffic is the zero time; an
 //     echo on another port is;
@@ -41,7 +41,7 @@ func TestIdleTunnelClosesAndReopens(t *testing.T) {
 	}
 	aIP, bIP, rIP := overlayIP(2).Addr(), overlayIP(3).Addr(), overlayIP(4).Addr()
 	r := start("r", 4, func(c *Config) { c.AmRelay = true })
-	b := start("b", 3, func(*Config) {})
+	b := start("b", 3, func(c *Config) { c.IdleTimeout = idle })
 	a := start("a", 2, func(c *Config) {
 		c.StaticHosts = map[netip.Addr][]netip.AddrPort{bIP: {b.udpAddr()}, rIP: {r.udpAddr()}}
 		c.Relays = []netip.Addr{rIP}
