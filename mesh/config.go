@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/slackhq/nebula/overlay"
 )
@@ -180,6 +181,15 @@ type Config struct {
 	// Fast shortens Nebula's timers for tests: connection_alive_interval
 	// and pending_deletion_interval 2 s, lighthouse.interval 1 s.
 	Fast bool
+
+	// IdleTimeout, when not 0, closes a tunnel that carried no packet
+	// either way for that long (tunnels.drop_inactive and
+	// inactivity_timeout; Nebula looks every connection_alive_interval,
+	// so it closes up to that much later). A tunnel to a lighthouse or to
+	// one of Relays is kept however idle (Nebula patch 10). The next
+	// packet to the peer opens a new one (idle.go). 0 keeps every tunnel
+	// up, as Nebula does by default. Reload applies a change live.
+	IdleTimeout time.Duration
 }
 
 // DefaultConfig returns the production defaults: listen on 0.0.0.0:4242,

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/meshd/meshd/codes"
 	"github.com/meshd/meshd/pki"
@@ -69,6 +70,9 @@ func (c Config) validate() error {
 	}
 	if c.GossipPort < 0 || c.GossipPort > 65535 {
 		return bad("GossipPort", fmt.Sprint(c.GossipPort), "out of range 0-65535")
+	}
+	if c.IdleTimeout < 0 || (c.IdleTimeout > 0 && c.IdleTimeout < time.Second) {
+		return bad("IdleTimeout", c.IdleTimeout.String(), "want 0 (keep idle tunnels) or at least 1s")
 	}
 	if c.AmLighthouse && c.ListenPort == 0 {
 		return bad("ListenPort", "0", "a lighthouse needs a fixed port")

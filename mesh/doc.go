@@ -56,6 +56,7 @@
 //	Userspace         the device factory passed to Main       restart
 //	Fast              timers.*, lighthouse.interval           restart
 //	Routines          routines (default 1)                    restart
+//	IdleTimeout       tunnels.drop_inactive, .inactivity_timeout (0: not written)   live
 //
 // DefaultConfig's firewall (AnyAny) allows any port and protocol both
 // ways to and from every holder of a valid cluster certificate, the

@@ -94,6 +94,7 @@ func Start(c Config, log *slog.Logger) (*Mesh, error) {
 	if err != nil {
 		return nil, codes.Wrap(codes.OverlayApply, fmt.Errorf("start overlay: %w", startRefusal(c, err)))
 	}
+	ctrl.SetQuietPort(uint16(c.GossipPort)) // idle.go
 	m := &Mesh{
 		log: log, bridge: bridge, nc: nc, ctrl: ctrl,
 		self: id.ip, net: id.network, kernel: !c.Userspace, tunDev: c.TunDev,

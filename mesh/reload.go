@@ -150,6 +150,7 @@ func (m *Mesh) Reload(c Config) error {
 	}
 	certChanged := m.fp != id.fingerprint
 	m.applied, m.yaml, m.fp, m.id = eff, text, id.fingerprint, id
+	m.ctrl.SetQuietPort(uint16(eff.GossipPort)) // idle.go
 	m.known = knownPeers(m.known, eff)
 	m.cache.forget()
 	m.closeBlocked(eff.Blocklist)

@@ -26,6 +26,7 @@ type nebulaConfig struct {
 	Tun           *nebulaTun          `yaml:"tun,omitempty"` // userspace mode: nil, or the unsafe routes only
 	Firewall      nebulaFirewall      `yaml:"firewall"`
 	Timers        *nebulaTimers       `yaml:"timers,omitempty"`
+	Tunnels       *nebulaTunnels      `yaml:"tunnels,omitempty"` // Config.IdleTimeout
 	Handshakes    nebulaHandshakes    `yaml:"handshakes"`
 	Routines      int                 `yaml:"routines"`
 	Cipher        string              `yaml:"cipher"` // one value per process: Nebula keeps it in a global (research §1)
@@ -105,6 +106,12 @@ type nebulaFirewall struct {
 type nebulaTimers struct {
 	ConnectionAliveInterval int `yaml:"connection_alive_interval"`
 	PendingDeletionInterval int `yaml:"pending_deletion_interval"`
+}
+
+// nebulaTunnels is Nebula's tunnel manager: close idle tunnels.
+type nebulaTunnels struct {
+	DropInactive      bool   `yaml:"drop_inactive"`
+	InactivityTimeout string `yaml:"inactivity_timeout"`
 }
 
 type nebulaHandshakes struct {
@@ -239,6 +246,7 @@ func Render(c Config) (string, error) {
 		Tun:        tun,
 		Firewall:   firewall(c),
 		Timers:     timers,
+		Tunnels:    idleTunnels(c.IdleTimeout),
 		Handshakes: nebulaHandshakes{QueryBuffer: QueryBuffer},
 		Routines:   c.Routines,
 		Cipher:     "aes",

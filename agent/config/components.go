@@ -26,7 +26,14 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 	m.TunDev, m.Userspace, m.Fast = c.TunDevice, c.OverlayMode == OverlayUserspace, c.Timers == TimersFast
 	m.Routines, m.Offloads = c.OverlayRoutines, c.OverlayOffloads
 	m.GossipPort = c.Ports.Gossip // gossip rides the overlay: its port stays open whatever the firewall says
-	c.Policy().Apply(&m)          // firewall and MTU; a reload replaces them (firewall.go)
+	if !m.AmRelay {
+		// A worker closes idle tunnels (issue 54 item 3): it holds its
+		// lighthouses, its relays and the peers it talks to, not every
+		// peer it ever reached. Control nodes and relays keep theirs:
+		// every worker's host updates, the tunnels they carry.
+		m.IdleTimeout = mesh.IdleTimeout
+	}
+	c.Policy().Apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never
 	// advertises loopback addresses, so on loopback it advertises nothing
 	// and lighthouses use the address they observe.

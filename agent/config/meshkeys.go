@@ -15,18 +15,19 @@ import (
 // MeshBase). The other fields (the identity, the peers, the lighthouse
 // role) come from the cluster, not from a key.
 var meshKeys = map[string]string{
-	"ListenHost": "bind_addr",
-	"ListenPort": "ports.nebula",
-	"TunDev":     "tun_device",
-	"Userspace":  "overlay_mode",
-	"Fast":       "timers",
-	"Routines":   "overlay_routines",
-	"Offloads":   "overlay_offloads",
-	"GossipPort": "ports.gossip",
-	"AmRelay":    "relay",
-	"MTU":        "overlay_mtu",
-	"Inbound":    "firewall.inbound",
-	"Outbound":   "firewall.outbound",
+	"ListenHost":  "bind_addr",
+	"ListenPort":  "ports.nebula",
+	"TunDev":      "tun_device",
+	"Userspace":   "overlay_mode",
+	"Fast":        "timers",
+	"Routines":    "overlay_routines",
+	"Offloads":    "overlay_offloads",
+	"GossipPort":  "ports.gossip",
+	"AmRelay":     "relay",
+	"IdleTimeout": "relay", // a relay keeps its idle tunnels (MeshBase)
+	"MTU":         "overlay_mtu",
+	"Inbound":     "firewall.inbound",
+	"Outbound":    "firewall.outbound",
 }
 
 // MeshKey is the meshd.yaml key a mesh.Config field is set from, "" for

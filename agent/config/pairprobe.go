@@ -26,7 +26,10 @@ type PairProbe struct {
 // within about 3 rounds (20-30 s), well after gossip would have seen a
 // node that is down (a member gossip shows failed is not probed); in a
 // larger cluster a break shows within 3 rounds of its first probe, which
-// comes within N/PerRound rounds. `timers: fast` (tests) probes every
+// comes within N/PerRound rounds. A worker probes, of the members, only
+// the control nodes and the peers it has traffic with, looking at no
+// more than 16 × PerRound a round (agent/member/pairactive.go): a probe
+// would keep an idle tunnel open. `timers: fast` (tests) probes every
 // second: a break shows within about 3 s.
 func (c File) PairProbe() PairProbe {
 	if c.Timers == TimersFast {

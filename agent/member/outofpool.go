@@ -86,8 +86,9 @@ func (nd *node) gossipEvents() <-chan gossip.Event {
 // the pool; out of it, the control nodes only. A probe of every worker
 // (16 a round) would give an idle worker a tunnel to every other, the
 // O(N²) this setting is for; a worker out of the pool sees a break with
-// a peer by its own traffic to it (docs/architecture.md, "Gossip at
-// 1,000 and 10,000 members", step 3 to probe the peers with a tunnel).
+// a peer by its own traffic to it. (In the pool a worker probes, of the
+// members, only the control nodes and the peers it has traffic with:
+// pairactive.go.)
 func (nd *node) pairProbes(r control.NodeRecord) bool {
 	return nd.gossip != nil || r.RoleOf() == pki.RoleControl
 }

@@ -19,7 +19,8 @@ import (
 // a member's direct probe of another fails, memberlist asks other
 // members to probe it (indirect probes), so two nodes that cannot reach
 // each other over the overlay both stay alive everywhere. So every member
-// probes every other member gossip shows alive or suspect, from itself:
+// probes every other member gossip shows alive or suspect (a worker: only
+// the control nodes and the peers it has traffic with, pairactive.go), from itself:
 // reachAddr, a TCP connection to the member's gossip port on its overlay
 // address through Nebula, which completes only with that node's
 // certificate (the probe control.Hooks.Reach and `meshctl ping` make).
@@ -34,8 +35,9 @@ import (
 // pairTarget is a member to probe: its name and gossip address on the
 // overlay.
 type pairTarget struct {
-	name string
-	addr netip.AddrPort
+	name    string
+	addr    netip.AddrPort
+	control bool // a control node: always probed (pairactive.go)
 }
 
 // pairDown is a member's run of failed probes.
@@ -104,8 +106,12 @@ type pairHealth struct {
 	// round costs O(PerRound), not O(members).
 	targets func() []pairTarget
 	reach   func(context.Context, netip.AddrPort) error
-	log     *slog.Logger
-	now     func() time.Time
+	// active, if set, reports whether a target is to be probed now
+	// (pairactive.go: a worker probes the control nodes and the peers it
+	// has traffic with); nil probes every target.
+	active func(pairTarget) bool
+	log    *slog.Logger
+	now    func() time.Time
 
 	mu     sync.Mutex
 	book   pairBook
@@ -191,15 +197,20 @@ func (ph *pairHealth) round(ctx context.Context) {
 
 // pick is the round's share of all (sorted by name): every member with
 // failed probes (its verdict waits on its next probes), in name order,
-// then the members after the last one probed, in name order and
-// wrapping, up to cfg.PerRound in all (0: no bound). It costs
+// then the members after the last one looked at, in name order and
+// wrapping, up to cfg.PerRound in all (0: no bound). With active set,
+// only the members it passes are taken, and a round looks at no more
+// than pairScan(PerRound) of them (pairactive.go). It costs
 // O(PerRound + failing members × log members): it walks from a cursor
 // and never reads every target (issue 54: at 10,000 members it sorted
 // them all every round).
 func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
 	n := ph.cfg.PerRound
-	if n <= 0 || len(all) <= n {
+	if ph.active == nil && (n <= 0 || len(all) <= n) {
 		return all
+	}
+	if n <= 0 {
+		n = len(all)
 	}
 	ph.mu.Lock()
 	defer ph.mu.Unlock()
@@ -208,11 +219,14 @@ func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
 		failing = append(failing, name)
 	}
 	slices.Sort(failing)
-	out := make([]pairTarget, 0, n)
+	out := make([]pairTarget, 0, min(n, len(all)))
 	for _, name := range failing {
 		if i, ok := findTarget(all, name); ok && len(out) < n {
 			out = append(out, all[i])
 		}
+	}
+	if len(all) == 0 {
+		return out
 	}
 	start, _ := slices.BinarySearchFunc(all, ph.cursor, func(tg pairTarget, name string) int {
 		if tg.name <= name {
@@ -220,13 +234,20 @@ func (ph *pairHealth) pick(all []pairTarget) []pairTarget {
 		}
 		return 1
 	})
-	for i := 0; i < len(all) && len(out) < n; i++ {
+	look := len(all)
+	if ph.active != nil {
+		look = min(look, pairScan(n))
+	}
+	for i := 0; i < look && len(out) < n; i++ {
 		tg := all[(start+i)%len(all)]
 		if ph.book.runs[tg.name] != nil {
 			continue
 		}
-		out = append(out, tg)
 		ph.cursor = tg.name
+		if ph.active != nil && !ph.active(tg) {
+			continue
+		}
+		out = append(out, tg)
 	}
 	return out
 }

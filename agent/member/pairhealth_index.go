@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshd/meshd/agent/control"
 	"github.com/meshd/meshd/gossip"
+	"github.com/meshd/meshd/pki"
 )
 
 // Pair health's targets between changes (issue 54). A round probes
@@ -104,7 +105,7 @@ func (rt *Runtime) buildPairTargets(records []control.NodeRecord) []pairTarget {
 		if err != nil {
 			continue
 		}
-		out = append(out, pairTarget{name: r.Name, addr: ap})
+		out = append(out, pairTarget{name: r.Name, addr: ap, control: r.RoleOf() == pki.RoleControl})
 	}
 	sortTargets(out) // the node list is in name order already (then id); a name twice keeps both
 	return out

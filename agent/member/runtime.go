@@ -270,6 +270,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		renew: &renewal{node: nd, ca: ca}, met: o.Metrics}
 	rt.pairs = newPairHealth(o.Config.PairProbe(), rt.pairTargets, nd.reachAddr, o.Log, o.Now)
 	rt.pairs.flipped = nd.pathWake.ring
+	if facts.Role != pki.RoleControl {
+		rt.pairs.active = rt.pairActive // pairactive.go
+	}
 	rt.members.evidence = newEvidence(nd.gossipListens, o.Config.PairProbe().Timeout, time.Now, o.Log) // time.Now: gossip.LastSeen's clock
 	boot := o.Boot
 	defer func() {

@@ -140,6 +140,9 @@ func (cm *connectionManager) getAndResetTrafficCheck(h *HostInfo, now time.Time)
 	if in || out {
 		h.lastUsed = now
 	}
+	if h.appIn.Load() && h.appIn.Swap(false) { // meshd patch 10
+		h.lastApp.Store(now.UnixNano())
+	}
 	return in, out
 }
 
@@ -443,7 +446,7 @@ func (cm *connectionManager) isInactive(hostinfo *HostInfo, now time.Time) (time
 	}
 
 	inactiveDuration := now.Sub(hostinfo.lastUsed)
-	if inactiveDuration < cm.getInactivityTimeout() {
+	if inactiveDuration < cm.getInactivityTimeout() || cm.intf.keepIdle(hostinfo) { // meshd patch 10: keepIdle
 		// It's not considered inactive
 		return inactiveDuration, false
 	}

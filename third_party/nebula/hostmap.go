@@ -287,6 +287,13 @@ type HostInfo struct {
 	// This value will be behind against actual tunnel utilization in the hot path.
 	// This should only be used by the ConnectionManagers ticker routine.
 	lastUsed time.Time
+
+	// appIn is set by a packet that passed the firewall and is not to or
+	// from the quiet port; lastApp is when the connection manager last
+	// found it set, in Unix nanoseconds (meshd patch 10,
+	// apptraffic_meshd.go).
+	appIn   atomic.Bool
+	lastApp atomic.Int64
 }
 
 type ViaSender struct {

@@ -109,7 +109,12 @@ type Interface struct {
 
 	// Bumped on every udp rebind, tunnels compare it to decide they need a punch from the far side
 	rebindEpoch atomic.Uint32
-	version     string
+
+	// quietPort is the overlay port whose packets do not count as a tunnel's
+	// own traffic (meshd patch 10, apptraffic_meshd.go); 0: every packet counts.
+	quietPort atomic.Uint32
+
+	version string
 
 	conntrackCacheTimeout time.Duration
 

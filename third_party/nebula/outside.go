@@ -496,6 +496,7 @@ func (f *Interface) handleOutsideMessagePacket(hostinfo *HostInfo, messageCounte
 		}
 		return
 	}
+	f.markApp(hostinfo, &rxc.fwPacket.Packet) // meshd patch 10
 
 	err = f.batchers[rxc.q].Commit(out, batch.SortKey{Epoch: hostinfo.ConnectionState.epoch, Counter: messageCounter}, rxc.fwPacket)
 	if err != nil {
