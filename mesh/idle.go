@@ -33,6 +33,20 @@ import (
 // minutes' peers. (Nebula's default is 10 minutes.)
 const IdleTimeout = 2 * time.Minute
 
+// IdleTimeoutFast caps Config.IdleTimeout under Config.Fast (meshd's
+// `timers: fast`, for tests and the lab): every timer there is shortened,
+// and a test of the close then takes seconds, not minutes.
+const IdleTimeoutFast = 10 * time.Second
+
+// IdleAfter is how long a tunnel idles before Nebula closes it with c:
+// IdleTimeout, at most IdleTimeoutFast under Fast; 0 keeps idle tunnels.
+func (c Config) IdleAfter() time.Duration {
+	if c.Fast && c.IdleTimeout > IdleTimeoutFast {
+		return IdleTimeoutFast
+	}
+	return c.IdleTimeout
+}
+
 // idleTunnels is the tunnels stanza for timeout: nil (Nebula's default,
 // keep every tunnel) for 0.
 func idleTunnels(timeout time.Duration) *nebulaTunnels {

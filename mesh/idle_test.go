@@ -115,3 +115,22 @@ func TestIdleTunnelClosesAndReopens(t *testing.T) {
 		t.Error("no tunnel to b after the echo")
 	}
 }
+
+// TestIdleAfter: Fast caps a worker's idle timeout at IdleTimeoutFast; 0
+// keeps idle tunnels either way.
+func TestIdleAfter(t *testing.T) {
+	for _, c := range []struct {
+		fast bool
+		set  time.Duration
+		want time.Duration
+	}{
+		{false, IdleTimeout, IdleTimeout},
+		{true, IdleTimeout, IdleTimeoutFast},
+		{true, 2 * time.Second, 2 * time.Second},
+		{true, 0, 0},
+	} {
+		if got := (Config{Fast: c.fast, IdleTimeout: c.set}).IdleAfter(); got != c.want {
+			t.Errorf("fast %v, IdleTimeout %v: IdleAfter %v, want %v", c.fast, c.set, got, c.want)
+		}
+	}
+}

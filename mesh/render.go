@@ -246,7 +246,7 @@ func Render(c Config) (string, error) {
 		Tun:        tun,
 		Firewall:   firewall(c),
 		Timers:     timers,
-		Tunnels:    idleTunnels(c.IdleTimeout),
+		Tunnels:    idleTunnels(c.IdleAfter()),
 		Handshakes: nebulaHandshakes{QueryBuffer: QueryBuffer},
 		Routines:   c.Routines,
 		Cipher:     "aes",

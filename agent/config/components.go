@@ -31,7 +31,7 @@ func (c File) MeshBase(role pki.Role, underlay netip.Addr) mesh.Config {
 		// lighthouses, its relays and the peers it talks to, not every
 		// peer it ever reached. Control nodes and relays keep theirs:
 		// every worker's host updates, the tunnels they carry.
-		m.IdleTimeout = mesh.IdleTimeout
+		m.IdleTimeout = mesh.IdleTimeout // IdleTimeoutFast under timers: fast (mesh.Config.IdleAfter)
 	}
 	c.Policy().Apply(&m) // firewall and MTU; a reload replaces them (firewall.go)
 	// Advertise only the underlay address to lighthouses. Nebula never

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/meshd/meshd/mesh"
@@ -30,10 +31,13 @@ import (
 // list took 625. TestPairActiveRoundsAt10000 counts it.
 
 // pairRecent is how long after its last packet of traffic a peer is
-// still probed: the tunnel's own idle timeout, so that a tunnel probed
-// but no longer used closes at most 2 × mesh.IdleTimeout (plus Nebula's
-// look, every connection_alive_interval) after its last use.
-const pairRecent = mesh.IdleTimeout
+// still probed: the tunnel's own idle timeout (mesh.IdleTimeout, or
+// IdleTimeoutFast under `timers: fast`), so that a tunnel probed but no
+// longer used closes at most twice that (plus Nebula's look, every
+// connection_alive_interval) after its last use.
+func (rt *Runtime) pairRecent() time.Duration {
+	return cmp.Or(rt.ov.meshBase.IdleAfter(), mesh.IdleTimeout)
+}
 
 // pairScan is how many targets a round of perRound probes looks at:
 // 16 each, at least 64.
@@ -51,5 +55,5 @@ func (rt *Runtime) pairActive(tg pairTarget) bool {
 		return false
 	}
 	at, ok := rt.mesh.LastTraffic(tg.addr.Addr())
-	return ok && !at.IsZero() && time.Since(at) < pairRecent // time.Since: LastTraffic's clock
+	return ok && !at.IsZero() && time.Since(at) < rt.pairRecent() // time.Since: LastTraffic's clock
 }
