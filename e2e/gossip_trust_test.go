@@ -188,6 +188,7 @@ func status(ctx context.Context, nd *Node) (apitype.Status, error) {
 // device) at another port: Nebula lets them in with w1's certificate.
 func TestGossipTrust(t *testing.T) {
 	n := NewNet(t)
+	n.ExtraConfig = "gossip_pool: true\n" // the workers in the pool whose trust this tests (out of it by default)
 	nodes := cluster(t, n, "w1", "w2")
 	origin, w1, w2 := nodes[0], nodes[1], nodes[2]
 	allPairsPing(t, nodes, 10*time.Second)
