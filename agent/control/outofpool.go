@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshd/meshd/agent/state"
+	"github.com/meshd/meshd/pki"
 )
 
 // A worker out of the gossip pool (meshd.yaml `gossip_pool: false`; issue
@@ -57,15 +58,24 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 	return view
 }
 
-// lastSeenIn is hooks.LastSeen, or for an active worker of nodes that
-// gossip has no word on, when the control nodes found it unheard. Built
-// once per read of the records (a map of the unheard workers only), so a
-// reader asking for every record costs O(records), not O(records²).
+// lastSeenIn is hooks.LastSeen, or for a worker of nodes that gossip has
+// no word on (out of the pool): when the control nodes found it unheard,
+// if active; if it left or was removed, when they last found it unheard,
+// else when it departed (heard until then: the verdict had not failed
+// it). Built once per read of the records (a map of the unheard and the
+// departed workers, which former_retention bounds), so a reader asking
+// for every record costs O(records), not O(records²).
 func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, bool) {
 	unheard := map[string]time.Time{}
 	for _, n := range nodes {
-		if judged(n) && !n.Unheard.IsZero() {
+		switch {
+		case judged(n) && !n.Unheard.IsZero():
 			unheard[n.Name] = n.Unheard
+		case n.Role == pki.RoleWorker && (n.State == state.NodeLeft || n.State == state.NodeRemoved):
+			unheard[n.Name] = n.Updated
+			if !n.Unheard.IsZero() {
+				unheard[n.Name] = n.Unheard
+			}
 		}
 	}
 	return func(name string) (time.Time, bool) {

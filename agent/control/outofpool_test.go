@@ -108,3 +108,31 @@ func TestPoolMembers(t *testing.T) {
 		t.Errorf("no gossip view: waited for %v, want all three", got)
 	}
 }
+
+// TestOutOfPoolLastSeen: a worker out of the pool that left is shown last
+// seen when it left, one removed after the verdict found it unheard when
+// it was last heard; a worker gossip knows keeps gossip's time.
+func TestOutOfPoolLastSeen(t *testing.T) {
+	left := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	unheard := left.Add(-time.Hour)
+	gossipSaw := left.Add(-2 * time.Hour)
+	nodes := []state.Node{
+		{Name: "w1", Role: pki.RoleWorker, State: state.NodeLeft, Updated: left},
+		{Name: "w2", Role: pki.RoleWorker, State: state.NodeRemoved, Updated: left, Unheard: unheard},
+		{Name: "w3", Role: pki.RoleWorker, State: state.NodeLeft, Updated: left},
+		{Name: "c2", Role: pki.RoleControl, State: state.NodeLeft, Updated: left},
+	}
+	p := &Plane{hooks: Hooks{LastSeen: func(name string) (time.Time, bool) {
+		return gossipSaw, name == "w3"
+	}}}
+	seen := p.lastSeenIn(nodes)
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		ok   bool
+	}{{"w1", left, true}, {"w2", unheard, true}, {"w3", gossipSaw, true}, {"c2", time.Time{}, false}} {
+		if at, ok := seen(c.name); ok != c.ok || !at.Equal(c.at) {
+			t.Errorf("%s last seen %v %v, want %v %v", c.name, at, ok, c.at, c.ok)
+		}
+	}
+}
