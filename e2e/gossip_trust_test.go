@@ -174,8 +174,8 @@ func clusterKey(t *testing.T, nd *Node) []byte {
 func status(ctx context.Context, nd *Node) (apitype.Status, error) {
 	var st apitype.Status
 	err := nd.CtlJSON(ctx, &st, "status")
-	if err == nil && (st.Gossip == nil || st.Overlay == nil) {
-		err = fmt.Errorf("%s: status without gossip or overlay", nd.NodeName)
+	if err == nil && (st.Gossip == nil && !st.OutOfPool || st.Overlay == nil) {
+		err = fmt.Errorf("%s: status without gossip (in the pool) or overlay", nd.NodeName)
 	}
 	return st, err
 }
