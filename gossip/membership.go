@@ -147,17 +147,6 @@ func (g *Gossip) ForceLeave(name string) error {
 	return g.serf.RemoveFailedNode(name)
 }
 
-// Prune drops a failed member out of this node's member list at once and
-// tells the others to (serf's RemoveFailedNodePrune): a member that is
-// gone from the pool for good, not to be reaped after the reconnect
-// timeout.
-func (g *Gossip) Prune(name string) error {
-	if g.isClosed() {
-		return errors.New("gossip: shut down")
-	}
-	return g.serf.RemoveFailedNodePrune(name)
-}
-
 // Notify gossips a payload-free notification called name to every member;
 // each receives an EventUser (serf coalesces bursts of the same name). It
 // tells others to look something up (meshd: "the revocations changed"),

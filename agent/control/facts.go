@@ -52,11 +52,16 @@ const (
 
 // FactsRequest is what a member POSTs to PathSelfFacts: the version it
 // runs and CAReport of what it runs with its pki.Attest of CAStatement
-// (kind pki.AttestCA, nonce its node id). An empty field says nothing.
+// (kind pki.AttestCA, nonce its node id); a worker out of the gossip pool
+// also its NAT, that it is out of the pool, and the revocation list
+// version its Nebula blocks (poolfacts.go). An empty field says nothing.
 type FactsRequest struct {
 	Version string `json:"version,omitempty"`
 	CA      string `json:"ca,omitempty"`
 	CASig   []byte `json:"ca_sig,omitempty"`
+	NAT     string `json:"nat,omitempty"`
+	Pool    string `json:"pool,omitempty"`
+	Revoked int    `json:"revoked,omitempty"`
 }
 
 // factBatch gathers the reports of one window.
@@ -98,11 +103,14 @@ func (p *Plane) reportFacts(ctx context.Context, id string, req FactsRequest) er
 	if len(req.Version) > maxFactLen || len(req.CA) > maxFactLen || len(req.CASig) > maxFactSig {
 		return codes.Wrap(codes.BadRequest, errors.New("facts report: a field is too long"))
 	}
+	if err := p.revokedTooFar(req.Revoked); err != nil {
+		return err
+	}
 	n, ok := p.raft.FSM().Node(id)
 	if !ok || n.State != state.NodeActive {
 		return codes.Wrap(codes.NotMember, fmt.Errorf("facts report: %s is not an active member", id))
 	}
-	ch := state.FactChange{NodeID: id, Version: req.Version, CA: req.CA, CASig: req.CASig}
+	ch := state.FactChange{NodeID: id, Version: req.Version, CA: req.CA, CASig: req.CASig, NAT: req.NAT, Pool: req.Pool, Revoked: req.Revoked}
 	if err := checkFact(n, ch); err != nil {
 		return err
 	}
@@ -113,8 +121,12 @@ func (p *Plane) reportFacts(ctx context.Context, id string, req FactsRequest) er
 }
 
 // checkFact is FactsRefused unless ch's CA report, if any, is n's own
-// signed statement.
+// signed statement, and its pool facts are words a node may say of
+// itself (checkPoolFacts).
 func checkFact(n state.Node, ch state.FactChange) error {
+	if err := checkPoolFacts(n, ch); err != nil {
+		return err
+	}
 	if ch.CA == "" {
 		return nil
 	}

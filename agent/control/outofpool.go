@@ -39,7 +39,9 @@ func (p *Plane) gossipViewOf(nodes []state.Node) map[string]string {
 // outOfPool adds to view (by node name, gossip's words) each active
 // worker it does not list and pooled (gossip's raw member names; nil:
 // none) does not hold either: "alive" while its record's Unheard is zero,
-// "failed" once the control nodes found it unheard. gossip is not
+// "failed" once the control nodes found it unheard; so is a worker its
+// record says is out of the pool (facts: gossip may still list it failed
+// from before it left), whatever gossip says. gossip is not
 // changed: the answer is a copy. nil (no gossip view at all: its readers
 // then judge no one by gossip) stays nil.
 func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]bool) map[string]string {
@@ -47,44 +49,60 @@ func outOfPool(nodes []state.Node, gossip map[string]string, pooled map[string]b
 		return nil
 	}
 	view := maps.Clone(gossip)
+	judge := func(n state.Node, word string) {
+		if _, listed := gossip[n.Name]; (listed || pooled[n.Name]) && !n.OutOfPool {
+			return // gossip's word, or a member gossip heard of but did not match to this record: no word
+		}
+		view[n.Name] = word
+	}
+	for _, n := range nodes { // a departed worker first: an active record of its name (reused) has the last word
+		if departedWorker(n) {
+			judge(n, "left")
+		}
+	}
 	for _, n := range nodes {
 		if !judged(n) {
 			continue
 		}
-		if _, listed := view[n.Name]; listed || pooled[n.Name] {
-			continue // gossip's word, or a member gossip heard of but did not match to this record: no word
-		}
 		if n.Unheard.IsZero() {
-			view[n.Name] = "alive"
+			judge(n, "alive")
 		} else {
-			view[n.Name] = "failed"
+			judge(n, "failed")
 		}
 	}
 	return view
 }
 
-// lastSeenIn is hooks.LastSeen, or for a worker of nodes that gossip has
-// no word on (out of the pool): when the control nodes found it unheard,
-// if active; if it left or was removed, when they last found it unheard,
-// else when it departed (heard until then: the verdict had not failed
-// it). Built once per read of the records (a map of the unheard and the
-// departed workers, which former_retention bounds), so a reader asking
-// for every record costs O(records), not O(records²).
+// departedWorker reports whether n is a worker's record that departed
+// (left, removed, failed): out of the pool, gossip never says "left" of
+// it, so its record does.
+func departedWorker(n state.Node) bool {
+	return n.State.Former() && n.Role == pki.RoleWorker
+}
+
+// lastSeenIn is hooks.LastSeen, or for an active worker of nodes that
+// gossip has no word on, when the control nodes found it unheard. Built
+// once per read of the records (a map of the unheard workers only), so a
+// reader asking for every record costs O(records), not O(records²).
 func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, bool) {
 	unheard := map[string]time.Time{}
+	out := map[string]bool{}  // recorded out of the pool: gossip's last sight of it is stale
+	for _, n := range nodes { // a departed worker first, as outOfPool judges: its departure is when it was last seen
+		if departedWorker(n) {
+			unheard[n.Name], out[n.Name] = n.Updated, n.OutOfPool
+		}
+	}
 	for _, n := range nodes {
-		switch {
-		case judged(n) && !n.Unheard.IsZero():
+		if judged(n) {
+			delete(unheard, n.Name)
+			out[n.Name] = n.OutOfPool
+		}
+		if judged(n) && !n.Unheard.IsZero() {
 			unheard[n.Name] = n.Unheard
-		case n.Role == pki.RoleWorker && (n.State == state.NodeLeft || n.State == state.NodeRemoved):
-			unheard[n.Name] = n.Updated
-			if !n.Unheard.IsZero() {
-				unheard[n.Name] = n.Unheard
-			}
 		}
 	}
 	return func(name string) (time.Time, bool) {
-		if at, ok := p.hooks.LastSeen(name); ok {
+		if at, ok := p.hooks.LastSeen(name); ok && !out[name] {
 			return at, true
 		}
 		at, ok := unheard[name]
@@ -93,15 +111,15 @@ func (p *Plane) lastSeenIn(nodes []state.Node) func(name string) (time.Time, boo
 }
 
 // poolMembers are the names of expect a removal waits for to acknowledge
-// its revocation over gossip (confirmRevocation): those gossip lists. A
-// worker out of the pool cannot answer the query: it is listed pending at
-// once, not waited for until the bound (a known gap until acknowledgements
-// are posted over the internal API). Without a gossip view (nil), every
-// one of expect.
+// its revocation over gossip (confirmRevocation): those gossip lists,
+// unless their record says they left the pool (a worker restarted with
+// `gossip_pool: false` stays listed, failed, for a while). The others
+// acknowledge by their records (recordacks.go). Without a gossip view
+// (nil), every one of expect not recorded out of the pool.
 func poolMembers(expect map[string]state.Node, gossip map[string]string) map[string]bool {
 	out := make(map[string]bool, len(expect))
-	for name := range expect {
-		if _, listed := gossip[name]; listed || gossip == nil {
+	for name, n := range expect {
+		if _, listed := gossip[name]; (listed || gossip == nil) && !n.OutOfPool {
 			out[name] = true
 		}
 	}

@@ -13,8 +13,9 @@ import (
 // judged by its record: alive while heard, failed once the control nodes
 // recorded it unheard, with LastSeen the verdict's time; a worker gossip
 // lists keeps gossip's word whatever its record says (a mixed cluster);
-// a control node or a departed worker gossip does not list gets no word,
-// nor a worker gossip's raw list holds but its view left out (gossiped
+// a departed worker gossip does not list is "left" (unless an active
+// record of its name has the word); a control node gossip does not list
+// gets no word, nor a worker gossip's raw list holds but its view left out (gossiped
 // from another node's address: not out of the pool).
 func TestOutOfPoolView(t *testing.T) {
 	at := time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC)
@@ -25,13 +26,14 @@ func TestOutOfPoolView(t *testing.T) {
 		{ID: "w3", Name: "w3", Role: pki.RoleWorker, State: state.NodeActive, Unheard: at},
 		{ID: "w4", Name: "w4", Role: pki.RoleWorker, State: state.NodeRemoved},
 		{ID: "c2", Name: "c2", Role: pki.RoleControl, State: state.NodeActive},
+		{ID: "w1-old", Name: "w1", Role: pki.RoleWorker, State: state.NodeLeft},
 	}
 	gossip := map[string]string{"c1": "alive", "w3": "alive"}
 	got := outOfPool(nodes, gossip, map[string]bool{"c1": true, "w3": true})
 	if len(gossip) != 2 {
 		t.Errorf("gossip's view changed: %v", gossip)
 	}
-	want := map[string]string{"c1": "alive", "w1": "alive", "w2": "failed", "w3": "alive"}
+	want := map[string]string{"c1": "alive", "w1": "alive", "w2": "failed", "w3": "alive", "w4": "left"}
 	if len(got) != len(want) {
 		t.Errorf("view %v, want %v", got, want)
 	}
@@ -109,30 +111,28 @@ func TestPoolMembers(t *testing.T) {
 	}
 }
 
-// TestOutOfPoolLastSeen: a worker out of the pool that left is shown last
-// seen when it left, one removed after the verdict found it unheard when
-// it was last heard; a worker gossip knows keeps gossip's time.
+// TestOutOfPoolLastSeen: a departed worker gossip has no sight of was
+// last seen at its departure (its record's Updated); an active record of
+// the same name (reused) has the last word; an active worker out of the
+// pool that gossip saw before it left the pool is judged by its verdict,
+// not by gossip's stale sight.
 func TestOutOfPoolLastSeen(t *testing.T) {
-	left := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
-	unheard := left.Add(-time.Hour)
-	gossipSaw := left.Add(-2 * time.Hour)
-	nodes := []state.Node{
-		{Name: "w1", Role: pki.RoleWorker, State: state.NodeLeft, Updated: left},
-		{Name: "w2", Role: pki.RoleWorker, State: state.NodeRemoved, Updated: left, Unheard: unheard},
-		{Name: "w3", Role: pki.RoleWorker, State: state.NodeLeft, Updated: left},
-		{Name: "c2", Role: pki.RoleControl, State: state.NodeLeft, Updated: left},
+	left := time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC)
+	stale := left.Add(-time.Hour)
+	p := &Plane{hooks: Hooks{LastSeen: func(name string) (time.Time, bool) { return stale, name == "w3" }}}
+	seen := p.lastSeenIn([]state.Node{
+		{ID: "w1", Name: "w1", Role: pki.RoleWorker, State: state.NodeLeft, Updated: left},
+		{ID: "w2-old", Name: "w2", Role: pki.RoleWorker, State: state.NodeRemoved, Updated: left},
+		{ID: "w2", Name: "w2", Role: pki.RoleWorker, State: state.NodeActive},
+		{ID: "w3", Name: "w3", Role: pki.RoleWorker, State: state.NodeActive, OutOfPool: true, Unheard: left},
+	})
+	if at, ok := seen("w1"); !ok || !at.Equal(left) {
+		t.Errorf("w1 left: last seen %v %v, want its departure %v", at, ok, left)
 	}
-	p := &Plane{hooks: Hooks{LastSeen: func(name string) (time.Time, bool) {
-		return gossipSaw, name == "w3"
-	}}}
-	seen := p.lastSeenIn(nodes)
-	for _, c := range []struct {
-		name string
-		at   time.Time
-		ok   bool
-	}{{"w1", left, true}, {"w2", unheard, true}, {"w3", gossipSaw, true}, {"c2", time.Time{}, false}} {
-		if at, ok := seen(c.name); ok != c.ok || !at.Equal(c.at) {
-			t.Errorf("%s last seen %v %v, want %v %v", c.name, at, ok, c.at, c.ok)
-		}
+	if at, ok := seen("w2"); ok {
+		t.Errorf("w2 active again under its name: last seen %v, want none", at)
+	}
+	if at, ok := seen("w3"); !ok || !at.Equal(left) {
+		t.Errorf("w3 out of the pool, unheard: last seen %v %v, want the verdict's %v over gossip's %v", at, ok, left, stale)
 	}
 }

@@ -74,9 +74,6 @@ type Hooks struct {
 	NotifyRevoked func() error
 	// ForceLeave drops a removed node from gossip.
 	ForceLeave func(name string) error
-	// PruneFailed drops a failed member out of gossip's list at once (a
-	// worker gone out of the pool: poolexit.go); nil: none is pruned.
-	PruneFailed func(name string) error
 	// Gossip is each gossip member's status by node name, for node lists.
 	Gossip func() map[string]string
 	// Pooled is the names gossip's member list holds, before any check of

@@ -32,6 +32,11 @@ type NodeRecord struct {
 	// holds (issue 33): the node fetches its reissued certificate when
 	// they are not its own certificate's.
 	NebulaRoutes []string `json:"nebula_routes,omitempty"`
+	// NAT is the NAT the node reported by its facts (agent/member's
+	// words, NATWords) and OutOfPool that it runs no gossip: what a node
+	// reads of a worker out of the pool in place of its gossip tags.
+	NAT       string `json:"nat,omitempty"`
+	OutOfPool bool   `json:"out_of_pool,omitempty"`
 }
 
 // GossipPeer is where the node gossips: its overlay IP at the port of its
@@ -84,7 +89,7 @@ func (p *Plane) nodeRecords(c Caller, unreachableFrom map[string][]string) []Nod
 		}
 		rec.NebulaPort, rec.EnrollAddr, rec.SerfAddr = n.NebulaPort, n.EnrollAddr, n.SerfAddr
 		rec.TLSFingerprint, rec.PrevTLSFingerprint = n.TLSFingerprint, n.PrevTLSFingerprint
-		rec.TLSPublicKey = n.TLSPublicKey
+		rec.TLSPublicKey, rec.NAT, rec.OutOfPool = n.TLSPublicKey, n.NAT, n.OutOfPool
 		out = append(out, recordFor(c, n, rec))
 	}
 	return out
@@ -174,7 +179,7 @@ func recordsOf(nodes []state.Node) []NodeRecord {
 	for _, n := range nodes {
 		r := NodeRecord{Node: apitype.Node{Name: n.Name, ID: n.ID, Role: string(n.Role), State: string(n.State), Underlay: n.Underlay,
 			SeenFrom: n.SeenFrom, BehindNAT: apitype.NATBehind(n.Underlay, n.SeenFrom), Relay: n.Relay, Routes: NodeRoutes(n)},
-			NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr}
+			NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr, NAT: n.NAT, OutOfPool: n.OutOfPool}
 		if len(n.NebulaRoutes) > 0 {
 			r.NebulaRoutes = strings.Split(prefixWire(n.NebulaRoutes), ",")
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshd/meshd/agent/apitype"
@@ -78,7 +79,7 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 			expect[n.Name] = n
 		}
 	}
-	wait := poolMembers(expect, p.hooks.Gossip()) // outofpool.go: a worker out of the pool cannot answer
+	wait := poolMembers(expect, p.hooks.Gossip()) // outofpool.go: a worker out of the pool answers by its record
 	legacy := map[string]bool{}                   // the previous release signs nothing (KeyReport.Legacy)
 	for _, r := range p.hooks.KeyReports() {
 		legacy[r.Name] = r.Legacy
@@ -87,8 +88,16 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 	nonce := newQueryNonce()
 	payload, _ := json.Marshal(RevocationQuery{Version: version, Nonce: nonce})
 	start := time.Now()
+	var mu sync.Mutex // acked and resp.LastAck: the gossip answers and the records' watch fill them at once
 	acked := map[string]bool{}
+	records := p.watchRecordAcks(ctx, byRecord(expect, wait), version, bound, func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		acked[name], resp.LastAck = true, time.Since(start)
+	})
 	done := func(answers map[string][]byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
 		for from, b := range answers {
 			var a RevocationQuery
 			n, ok := expect[from]
@@ -117,6 +126,7 @@ func (p *Plane) confirmRevocation(ctx context.Context, removed state.Node, bound
 	if err != nil {
 		p.log.Warn("could not ask the members to acknowledge the revocation", "code", codes.RevocationPending, "err", err)
 	}
+	<-records // both done: nothing fills acked any more
 	for name := range expect {
 		if acked[name] {
 			resp.Acked = append(resp.Acked, name)

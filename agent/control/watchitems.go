@@ -47,9 +47,11 @@ type watchRecord struct {
 	TLSFP      string `json:"tls,omitempty"`
 	PrevTLSFP  string `json:"ptls,omitempty"`
 	TLSKey     []byte `json:"tlskey,omitempty"`
-	Routes     string `json:"rt,omitempty"` // routeWire
-	Held       string `json:"hd,omitempty"` // the prefixes its current Nebula certificate holds, comma-separated
-	Unheard    int64  `json:"uh,omitempty"` // apitype.Node.Unheard, Unix seconds; 0 while heard
+	Routes     string `json:"rt,omitempty"`  // routeWire
+	Held       string `json:"hd,omitempty"`  // the prefixes its current Nebula certificate holds, comma-separated
+	Unheard    int64  `json:"uh,omitempty"`  // apitype.Node.Unheard, Unix seconds; 0 while heard
+	NAT        string `json:"nat,omitempty"` // its reported NAT (poolfacts.go)
+	OutOfPool  bool   `json:"op,omitempty"`  // runs no gossip: no rejoin dials it
 }
 
 func recordOf(n state.Node) watchRecord {
@@ -58,7 +60,7 @@ func recordOf(n state.Node) watchRecord {
 	}
 	r := watchRecord{Name: n.Name, State: string(n.State), Underlay: n.Underlay, Relay: n.Relay,
 		NebulaPort: n.NebulaPort, EnrollAddr: n.EnrollAddr, SerfAddr: n.SerfAddr, Routes: routeWire(n),
-		Held: prefixWire(n.NebulaRoutes)}
+		Held: prefixWire(n.NebulaRoutes), NAT: n.NAT, OutOfPool: n.OutOfPool}
 	if !n.Unheard.IsZero() {
 		r.Unheard = n.Unheard.Unix()
 	}
@@ -94,7 +96,7 @@ func (w watchRecord) nodeRecord(id string) NodeRecord {
 	r := NodeRecord{Node: apitype.Node{Name: w.Name, ID: id, Role: role, State: w.State, OverlayIP: w.OverlayIP,
 		OverlayIP6: w.OverlayIP6, Underlay: w.Underlay, Relay: w.Relay, Routes: routesFromWire(w.Routes, w.Held)},
 		NebulaPort: w.NebulaPort, EnrollAddr: w.EnrollAddr, SerfAddr: w.SerfAddr,
-		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey}
+		TLSFingerprint: w.TLSFP, PrevTLSFingerprint: w.PrevTLSFP, TLSPublicKey: w.TLSKey, NAT: w.NAT, OutOfPool: w.OutOfPool}
 	if w.Held != "" {
 		r.NebulaRoutes = strings.Split(w.Held, ",")
 	}

@@ -77,7 +77,6 @@ func (rt *Runtime) controlHooks() control.Hooks {
 		Poke:          rt.wake,
 		NotifyRevoked: func() error { return rt.gossip.Notify(notifyRevoked) },
 		ForceLeave:    func(name string) error { return rt.gossip.ForceLeave(name) },
-		PruneFailed:   func(name string) error { return rt.gossip.Prune(name) }, // control/poolexit.go
 		Gossip:        rt.members.gossipMembers,
 		Pooled:        rt.members.pooled, // outofpool.go
 		Versions:      rt.members.gossipVersions,

@@ -38,7 +38,6 @@ const (
 
 // factReporter posts this node's facts when they change.
 type factReporter struct {
-	version string
 	// sign is this node's signature of a CA report (pki.AttestCA).
 	sign func(ca string) ([]byte, error)
 	// post sends a report: to a control node (a worker), or into the
@@ -50,30 +49,38 @@ type factReporter struct {
 	log      *slog.Logger
 
 	mu    sync.Mutex
-	ca    string // the CA report offered last
+	want  factsSent // what runs now: the version, and what was offered last
 	sent  factsSent
 	posts int // posts made, failed or not (tests)
 }
 
-// factsSent is what a control node last took.
+// factsSent is what a node's facts say: what a control node last took,
+// or what runs now. nat, pool and revoked are a worker's out of the
+// gossip pool (poolfacts.go); empty or zero, they say nothing.
 type factsSent struct {
-	version, ca string
+	version, ca, nat, pool string
+	revoked                int
 }
 
 func newFactReporter(version string, sign func(string) ([]byte, error),
 	post func(context.Context, control.FactsRequest, int) error, log *slog.Logger) *factReporter {
-	return &factReporter{version: version, sign: sign, post: post, jitter: factJitter, retryMin: factRetryMin, wake: make(chan struct{}, 1), log: log}
+	return &factReporter{want: factsSent{version: version}, sign: sign, post: post, jitter: factJitter, retryMin: factRetryMin,
+		wake: make(chan struct{}, 1), log: log}
 }
 
 // offer is what this node runs now (control.CAReport): a post follows if
 // it differs from what was sent.
-func (f *factReporter) offer(ca string) {
+func (f *factReporter) offer(ca string) { f.change(func(w *factsSent) { w.ca = ca }) }
+
+// change applies set to what runs now; a post follows if that differs
+// from what was sent.
+func (f *factReporter) change(set func(*factsSent)) {
 	if f == nil { // a runtime built without one (tests)
 		return
 	}
 	f.mu.Lock()
-	f.ca = ca
-	due := f.sent != factsSent{f.version, ca}
+	set(&f.want)
+	due := f.sent != f.want
 	f.mu.Unlock()
 	if due {
 		select {
@@ -114,15 +121,15 @@ func (f *factReporter) run(ctx context.Context) {
 func (f *factReporter) settled() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.sent == factsSent{f.version, f.ca}
+	return f.sent == f.want
 }
 
 // postOnce posts what runs now.
 func (f *factReporter) postOnce(ctx context.Context, skip int) error {
 	f.mu.Lock()
-	want := factsSent{f.version, f.ca}
+	want := f.want
 	f.mu.Unlock()
-	req := control.FactsRequest{Version: want.version}
+	req := control.FactsRequest{Version: want.version, NAT: want.nat, Pool: want.pool, Revoked: want.revoked}
 	if want.ca != "" {
 		sig, err := f.sign(want.ca)
 		if err != nil {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
+	"github.com/meshd/meshd/agent/state"
 )
 
 // TestFactReporterPostsOnChange: a worker posts its facts when what it
@@ -76,5 +78,50 @@ func TestFactReporterPostsOnChange(t *testing.T) {
 	f.mu.Unlock()
 	if n != 3 || len(posts) != 0 {
 		t.Errorf("%d posts (%d unread), want 3: the first, its retry, the change", n, len(posts))
+	}
+}
+
+// TestFactReporterPoolFacts: a worker out of the pool posts its pool
+// facts (out of the pool, its NAT, the revocation version it blocks)
+// with the rest, each change once.
+func TestFactReporterPoolFacts(t *testing.T) {
+	posts := make(chan control.FactsRequest, 16)
+	f := newFactReporter("v2", func(ca string) ([]byte, error) { return []byte("sig:" + ca), nil },
+		func(_ context.Context, req control.FactsRequest, _ int) error { posts <- req; return nil },
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.jitter = 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go f.run(ctx)
+	next := func() control.FactsRequest {
+		t.Helper()
+		select {
+		case req := <-posts:
+			return req
+		case <-time.After(5 * time.Second):
+			t.Fatal("no post within 5 s")
+			return control.FactsRequest{}
+		}
+	}
+	f.change(func(w *factsSent) { w.pool, w.nat = state.PoolOut, string(natSymmetric) })
+	if req := next(); req.Pool != state.PoolOut || req.NAT != "sym" || req.Version != "v2" {
+		t.Fatalf("posted %+v", req)
+	}
+	f.change(func(w *factsSent) { w.revoked = 7 })
+	if req := next(); req.Revoked != 7 || req.Pool != state.PoolOut || req.NAT != "sym" {
+		t.Fatalf("posted %+v; want every fact with the new version", req)
+	}
+	f.change(func(w *factsSent) { w.revoked = 7 })
+	if len(f.wake) != 0 {
+		t.Fatal("the same version again queued a post")
+	}
+}
+
+// TestNATWordsAgree: the NAT words a control node takes in a facts
+// report (control.NATWords) are this package's NAT values.
+func TestNATWordsAgree(t *testing.T) {
+	ours := []string{string(natUnknown), string(natOpen), string(natPreserve), string(natIndep), string(natSymmetric)}
+	if !slices.Equal(slices.Sorted(slices.Values(ours)), slices.Sorted(slices.Values(control.NATWords))) {
+		t.Fatalf("member's NAT words %v, control's %v", ours, control.NATWords)
 	}
 }

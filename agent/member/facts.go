@@ -94,7 +94,7 @@ func (f planeFacts) Seeds() []string { return control.Spread(f.seeds, f.nodeID) 
 func (f planeFacts) SerfPeers() []string {
 	var controls, others []string
 	for _, n := range f.p.Records() {
-		if g := n.GossipPeer(); n.ID != f.nodeID && g != "" && n.Active() {
+		if g := n.GossipPeer(); n.ID != f.nodeID && g != "" && n.Active() && !n.OutOfPool { // out of the pool: no gossip to join
 			if n.RoleOf() == pki.RoleControl {
 				controls = append(controls, g)
 			} else {

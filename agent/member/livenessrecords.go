@@ -74,6 +74,7 @@ type heardMember struct {
 	overlay netip.Addr
 	port    uint16 // its gossip port (the record's SerfAddr)
 	nport   int
+	nat     NAT // the NAT its record reports (a worker out of the pool: poolfacts.go); "" unknown
 	status  gossip.Status
 	since   time.Time // when it stopped being alive: Unheard, or when this node saw its record depart
 }
@@ -166,7 +167,7 @@ func (l *recordLiveness) put(r control.NodeRecord) bool {
 	var h heardMember
 	switch st := r.StateOf(); {
 	case r.Active():
-		h = heardMember{name: r.Name, role: r.RoleOf(), status: gossip.StatusAlive, since: r.Unheard, nport: r.NebulaPort}
+		h = heardMember{name: r.Name, role: r.RoleOf(), status: gossip.StatusAlive, since: r.Unheard, nport: r.NebulaPort, nat: NAT(r.NAT)}
 		h.overlay, _ = netip.ParseAddr(r.OverlayIP)
 		if i := strings.LastIndexByte(r.SerfAddr, ':'); i >= 0 {
 			p, _ := strconv.ParseUint(r.SerfAddr[i+1:], 10, 16)
@@ -199,6 +200,9 @@ func (l *recordLiveness) put(r control.NodeRecord) bool {
 	tags := map[string]string{tagID: r.ID, tagRole: string(h.role), tagOverlay: h.overlay.String()}
 	if h.nport != 0 {
 		tags[tagNebulaPort] = strconv.Itoa(h.nport)
+	}
+	if h.nat != "" {
+		tags[tagNAT] = string(h.nat)
 	}
 	l.tags[r.ID] = tags
 	return true

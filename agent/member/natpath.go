@@ -152,6 +152,7 @@ func (rt *Runtime) runNATCheck(ctx context.Context) {
 			rt.pathWake.ring() // pathup asks NoDirect again (pathwake.go)
 		}
 		rt.reportNAT(c)
+		rt.offerNAT(c) // poolfacts.go: out of the pool, by the facts
 	}
 }
 

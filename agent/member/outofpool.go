@@ -32,9 +32,9 @@ import (
 //     gossip reports);
 //   - its version and signed CA report: posted by the internal API
 //     (factreport.go; reportCA skips the tags);
-// and what it cannot do yet: answer a revocation's acknowledgement query
-// (`meshctl remove` lists it pending, RevocationPending), or report its
-// NAT (a gossip tag: the others read it as unknown).
+//   - that it is out of the pool, its NAT, and its answer to a removal's
+//     acknowledgement query (the revocation version its Nebula blocks):
+//     posted the same way (poolfacts.go), read from its record.
 
 // inPool reports whether this node runs gossip: every control node, and
 // a worker unless its config says gossip_pool: false.

@@ -64,8 +64,7 @@ func (rt *Runtime) followSteps(duties []followStep) []followStep {
 // record, renew the Nebula certificates that are due, finish a CA
 // rotation that nothing depends on, revoke unused tokens naming a seed
 // that left or was removed, rotate the gossip key when departed nodes are
-// owed a rotation, prune old token records, prune from gossip the
-// workers that left the pool by a restart (control/poolexit.go).
+// owed a rotation, prune old token records.
 func (rt *Runtime) controlDuties() []followStep {
 	return []followStep{
 		// First: the steps after it wait on a leader, a removed node's in vain.
@@ -76,7 +75,6 @@ func (rt *Runtime) controlDuties() []followStep {
 		{"tokens naming departed seeds", stepBudget, func(ctx context.Context, _ told) bool { rt.ctl.SweepSeedTokens(ctx); return false }}, // the leader only
 		{"gossip key owed", stepBudget, func(context.Context, told) bool { rt.ctl.PayKeys(); return false }},                               // the leader only, in the background
 		{"token pruning", stepBudget, func(ctx context.Context, _ told) bool { _, _ = rt.ctl.PruneTokens(ctx); return false }},             // the leader only; it logs its own failure
-		{"workers gone out of the pool", stepBudget, func(context.Context, told) bool { return rt.pruneLeftPool() }},                       // control/poolexit.go
 	}
 }
 
@@ -177,16 +175,4 @@ func (rt *Runtime) runReconcile(ctx context.Context, every time.Duration) {
 			held = true
 		}
 	}
-}
-
-// pruneLeftPool prunes from gossip the workers that left the pool
-// (control.PruneLeftPool) and, while a failed one may yet be heard, asks
-// the follow loop for another pass one lighthouse interval on: gossip's
-// failure wakes it, but the host update that tells arrives after.
-func (rt *Runtime) pruneLeftPool() bool {
-	pruned, again := rt.ctl.PruneLeftPool()
-	if again > 0 {
-		time.AfterFunc(again, func() { rt.wakeFollow(told{}) })
-	}
-	return len(pruned) > 0
 }

@@ -3,7 +3,6 @@ package member
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
 	"github.com/meshd/meshd/agent/control"
@@ -93,8 +92,12 @@ func (ms *membership) answerRevocation(ctx context.Context, q gossip.Query) {
 // fingerprint in fps.
 func (ov *overlay) blocksAll(fps []string) bool {
 	applied := ov.applied().Blocklist
+	blocked := make(map[string]bool, len(applied))
+	for _, fp := range applied {
+		blocked[fp] = true
+	}
 	for _, fp := range fps {
-		if !slices.Contains(applied, fp) {
+		if !blocked[fp] {
 			return false
 		}
 	}

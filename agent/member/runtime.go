@@ -330,6 +330,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.spawnPoolLoops() // outofpool.go: rejoin, queries, keyring reports
 	rt.Spawn(rt.ca.runCAReports)
 	rt.Spawn(rt.factsOut.run) // factreport.go: the facts reportCA offers, by the internal API
+	rt.Spawn(rt.runPoolFacts) // poolfacts.go: out of the pool, the revocations blocked
 	rt.Spawn(rt.runFitness)   // fitness.go
 	rt.Spawn(rt.pairs.run)
 	rt.paths = rt.newPathUp()

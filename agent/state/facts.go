@@ -19,13 +19,24 @@ type SetFacts struct {
 	Actor   string       `json:"actor,omitempty"`
 }
 
-// FactChange is one node's report in SetFacts.
+// FactChange is one node's report in SetFacts. Pool is PoolIn or
+// PoolOut (empty: says nothing); Revoked only ever moves the record's
+// RevokedApplied forward (a late batch does not take it back).
 type FactChange struct {
 	NodeID  string `json:"node_id"`
 	Version string `json:"version,omitempty"`
 	CA      string `json:"ca,omitempty"`
 	CASig   []byte `json:"ca_sig,omitempty"`
+	NAT     string `json:"nat,omitempty"`
+	Pool    string `json:"pool,omitempty"`
+	Revoked int    `json:"revoked,omitempty"`
 }
+
+// What FactChange.Pool says: the node runs gossip, or it does not.
+const (
+	PoolIn  = "in"
+	PoolOut = "out"
+)
 
 func (SetFacts) commandType() cmdType { return typeSetFacts }
 
@@ -41,6 +52,16 @@ func (c SetFacts) applyTo(s *Snapshot) error {
 		if ch.CA != "" && len(ch.CASig) > 0 {
 			n.CAReport, n.CAReportSig = ch.CA, bytes.Clone(ch.CASig)
 		}
+		if ch.NAT != "" {
+			n.NAT = ch.NAT
+		}
+		switch ch.Pool {
+		case PoolIn:
+			n.OutOfPool = false
+		case PoolOut:
+			n.OutOfPool = true
+		}
+		n.RevokedApplied = max(n.RevokedApplied, ch.Revoked)
 		s.Nodes[n.ID] = n
 	}
 	return nil
@@ -52,5 +73,6 @@ func (c SetFacts) applyTo(s *Snapshot) error {
 // differs); both were checked against the record before they were
 // written.
 func (ch FactChange) Holds(n Node) bool {
-	return (ch.Version == "" || ch.Version == n.RunsVersion) && (ch.CA == "" || (ch.CA == n.CAReport && len(n.CAReportSig) > 0))
+	return (ch.Version == "" || ch.Version == n.RunsVersion) && (ch.CA == "" || (ch.CA == n.CAReport && len(n.CAReportSig) > 0)) &&
+		(ch.NAT == "" || ch.NAT == n.NAT) && (ch.Pool == "" || (ch.Pool == PoolOut) == n.OutOfPool) && ch.Revoked <= n.RevokedApplied
 }

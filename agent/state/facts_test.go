@@ -62,3 +62,49 @@ func TestSetFacts(t *testing.T) {
 		t.Errorf("restored w1 = %q %q %q", n.RunsVersion, n.CAReport, n.CAReportSig)
 	}
 }
+
+// TestSetFactsOutOfPool: a worker out of the gossip pool reports its NAT,
+// that it is out of the pool, and the revocation list version it blocks;
+// the version only moves forward (a late batch does not take it back);
+// PoolIn takes the flag back; Holds answers for each field; a snapshot
+// carries them.
+func TestSetFactsOutOfPool(t *testing.T) {
+	f := bootstrapped(t)
+	mustApply(t, f, MintToken{Record: tokenRecord(1, "w1", pki.RoleWorker)})
+	mustApply(t, f, admitCmd(1, "n-w1", "w1", pki.RoleWorker, "10.42.0.5"))
+
+	mustApply(t, f, SetFacts{Changes: []FactChange{{NodeID: "n-w1", NAT: "sym", Pool: PoolOut, Revoked: 7}}})
+	w1, _ := f.Node("n-w1")
+	if w1.NAT != "sym" || !w1.OutOfPool || w1.RevokedApplied != 7 {
+		t.Fatalf("w1 = nat %q out %v revoked %d; want sym, true, 7", w1.NAT, w1.OutOfPool, w1.RevokedApplied)
+	}
+	mustApply(t, f, SetFacts{Changes: []FactChange{{NodeID: "n-w1", Revoked: 5}}})
+	if w1, _ = f.Node("n-w1"); w1.RevokedApplied != 7 || w1.NAT != "sym" || !w1.OutOfPool {
+		t.Fatalf("a late report took the version back to %d (or cleared a field: %q %v)", w1.RevokedApplied, w1.NAT, w1.OutOfPool)
+	}
+	for _, c := range []struct {
+		ch   FactChange
+		want bool
+	}{
+		{FactChange{NAT: "sym", Pool: PoolOut, Revoked: 7}, true},
+		{FactChange{Revoked: 6}, true},
+		{FactChange{Revoked: 8}, false},
+		{FactChange{NAT: "open"}, false},
+		{FactChange{Pool: PoolIn}, false},
+	} {
+		if got := c.ch.Holds(w1); got != c.want {
+			t.Errorf("Holds(%+v) = %v, want %v", c.ch, got, c.want)
+		}
+	}
+	fresh := New()
+	if err := fresh.Restore(persist(t, f)); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := fresh.Node("n-w1"); n.NAT != "sym" || !n.OutOfPool || n.RevokedApplied != 7 {
+		t.Errorf("restored w1 = %q %v %d", n.NAT, n.OutOfPool, n.RevokedApplied)
+	}
+	mustApply(t, f, SetFacts{Changes: []FactChange{{NodeID: "n-w1", Pool: PoolIn}}})
+	if w1, _ = f.Node("n-w1"); w1.OutOfPool {
+		t.Error("PoolIn left the node out of the pool")
+	}
+}

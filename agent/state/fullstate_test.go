@@ -282,7 +282,8 @@ func fullHistory(t testing.TB) []fullStep {
 		// Issue 54: the facts members report by the internal API, one
 		// batch: w11's version and signed CA report (a left node and an
 		// unknown id skipped).
-		{cmd: SetFacts{Changes: []FactChange{{NodeID: "n-w11", Version: "v1.2.3", CA: "b1.t1.n1", CASig: []byte{1, 2, 3}},
+		{cmd: SetFacts{Changes: []FactChange{{NodeID: "n-w11", Version: "v1.2.3", CA: "b1.t1.n1", CASig: []byte{1, 2, 3},
+			NAT: "ei", Pool: PoolOut, Revoked: 4},
 			{NodeID: "n-c74", Version: "v9"}, {NodeID: "n-nobody", Version: "v9"}}, Actor: "node:n-c17"}},
 	}
 }

@@ -168,11 +168,20 @@ type Node struct {
 	// (agent/control.CAReport) and CAReportSig its signature of that
 	// (SetFacts, agent/control/facts.go); empty until it reports. Version
 	// above is what it joined with.
-	RunsVersion string    `json:"runs_version,omitempty"`
-	CAReport    string    `json:"ca_report,omitempty"`
-	CAReportSig []byte    `json:"ca_report_sig,omitempty"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	RunsVersion string `json:"runs_version,omitempty"`
+	CAReport    string `json:"ca_report,omitempty"`
+	CAReportSig []byte `json:"ca_report_sig,omitempty"`
+	// NAT is the NAT the node's own path check last found it behind
+	// (agent/member's NAT words: "open", "pp", "ei", "sym"; empty until it
+	// reports), OutOfPool that it runs no gossip (`gossip_pool: false`),
+	// and RevokedApplied the revocation list version its Nebula last
+	// blocked all of: what a worker out of the pool says by its facts
+	// instead of gossip's tags and queries (SetFacts).
+	NAT            string    `json:"nat,omitempty"`
+	OutOfPool      bool      `json:"out_of_pool,omitempty"`
+	RevokedApplied int       `json:"revoked_applied,omitempty"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
 }
 
 // JTIUse is the use of a JWT by a join (Snapshot.JTIs): which node it
