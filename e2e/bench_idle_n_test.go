@@ -20,9 +20,10 @@ import (
 // 25 and 50.
 const idleSizesEnv = "MESHD_IDLE_SIZES"
 
-// idlePoolEnv, "false", starts BenchmarkIdleAgainstN's workers with
-// `gossip_pool: false` (out of the gossip pool; recorded as the
-// parameter gossip_pool=false); unset or "true", in the pool.
+// idlePoolEnv, "true", starts BenchmarkIdleAgainstN's workers with
+// `gossip_pool: true` (in the gossip pool); unset or "false", out of it,
+// the workers' default since 2026-12-08. Recorded as the parameter
+// gossip_pool.
 const idlePoolEnv = "MESHD_IDLE_GOSSIP_POOL"
 
 // Settle and window of BenchmarkIdleAgainstN, at `timers: lan`.
@@ -85,9 +86,10 @@ func idleAtN(b *testing.B, size int) idleFigures {
 	n.Timers, n.DefaultRaft = "lan", true
 	params := map[string]string{"timers": "lan"}
 	switch v := os.Getenv(idlePoolEnv); v {
-	case "", "true":
-	case "false":
-		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: false\n", "false"
+	case "", "false":
+		params["gossip_pool"] = "false" // the workers' default since 2026-12-08
+	case "true":
+		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: true\n", "true"
 	default:
 		b.Fatalf("%s=%q: want true or false", idlePoolEnv, v)
 	}

@@ -129,6 +129,7 @@ func BenchmarkRemovalGossip(b *testing.B) {
 		b.Run("timers="+timers, func(b *testing.B) {
 			n := NewNet(b)
 			n.Timers = timers
+			n.ExtraConfig = "gossip_pool: true\n" // the workers in the gossip pool it measures (out of it by default)
 			nodes := cluster(b, n, "w1", "w2")
 			var removes, gones []time.Duration
 			b.ResetTimer()

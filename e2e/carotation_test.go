@@ -27,7 +27,8 @@ import (
 // each other over the overlay every 100 ms. A token minted before the
 // rotation joins a third worker during it; once that token is used the
 // old CA is dropped. Throughout: the raft leader and term never change on
-// any control node and gossip shows every member alive; at the end every
+// any control node, gossip shows every member alive and the control nodes'
+// node lists show the workers (out of the pool) alive; at the end every
 // node trusts only the new CA and runs TLS and Nebula certificates of it,
 // and a token minted afterwards joins. Lost pings are reported (target:
 // none) and recorded as ca_rotation_pings_lost.
@@ -74,13 +75,15 @@ func TestCARotationPings(t *testing.T) {
 		}
 	})
 	// Watch raft and gossip on every control node while the rotation runs.
-	// Gossip: every member it knows alive, and at least the nodes there
-	// are now. Not len(nodes) read as the test goes: w3 is appended when
-	// its join returns, which a control node's gossip view need not have
-	// caught up with at that instant (and the slice is the test
-	// goroutine's).
+	// Gossip: every member it knows alive, and at least the control nodes
+	// (the workers are out of the pool, the default); the workers there
+	// are now alive in its node list (the lighthouse verdict). Not nodes
+	// read as the test goes: w3 is appended when its join returns, which a
+	// control node's view need not have caught up with at that instant
+	// (and the slice is the test goroutine's).
 	var watchErr atomic.Value
-	members := len(nodes)
+	members := len(controls)
+	workers := []string{"w1", "w2"}
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			for _, c := range controls {
@@ -94,6 +97,15 @@ func TestCARotationPings(t *testing.T) {
 				}
 				if st.Gossip == nil || st.Gossip.Alive < members || st.Gossip.Alive != st.Gossip.Members {
 					watchErr.CompareAndSwap(nil, fmt.Sprintf("%s: gossip %+v, want all alive, at least %d", c.NodeName, st.Gossip, members))
+				}
+				var ns []apitype.Node
+				if err := c.CtlJSON(ctx, &ns, "nodes"); err != nil {
+					continue // the context ended
+				}
+				for _, w := range workers {
+					if i := slices.IndexFunc(ns, func(x apitype.Node) bool { return x.Name == w }); i < 0 || ns[i].Gossip != "alive" {
+						watchErr.CompareAndSwap(nil, fmt.Sprintf("%s's nodes: %s not alive (%+v)", c.NodeName, w, ns))
+					}
 				}
 			}
 			select {

@@ -97,7 +97,7 @@ func formCluster(tb testing.TB, n *Net, size, batch int, params map[string]strin
 	slices.Sort(c.joinTook)
 
 	seen, rounds := sweep(tb, c.all, c.lastJoin.Add(convergeBound), func(nd *Node) error {
-		if n.WorkerConfig != "" { // workers out of the gossip pool: no view of their own, and the control nodes' pool lacks them
+		if !strings.Contains(n.WorkerConfig, "gossip_pool: true") { // workers out of the gossip pool (the default): no view of their own, and the control nodes' pool lacks them
 			return seesAllAlive(tb.Context(), nd, size, ctlNodes)
 		}
 		return ownViewAllAlive(tb.Context(), nd, size)

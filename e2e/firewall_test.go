@@ -83,6 +83,10 @@ func TestOverlayFirewall(t *testing.T) {
 	if w1Base == string(cfg) {
 		t.Fatalf("no bind_addr line in %s", cfg)
 	}
+	// w1 in the gossip pool (workers are out of it by default): its
+	// gossip port is the service the rules below open and close, and
+	// meshd keeps it open to members whatever an operator's rule says.
+	w1Base += "gossip_pool: true\n"
 	if err := os.WriteFile(w1.Config, []byte(w1Base), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,10 @@ func forgeDeaths(t *testing.T, h *Host, bind string, targets []string, victim st
 func TestForgedDeath(t *testing.T) {
 	n := NewNet(t)
 	n.Timers, n.DefaultRaft = "lan", true
+	// The workers in the gossip pool, where a forged death could reach
+	// them (out of it, the default, gossip carries none of theirs: the
+	// control nodes judge them by the lighthouses' verdict).
+	n.ExtraConfig = "gossip_pool: true\n"
 	origin := n.NewNode("origin")
 	appendConfig(t, origin, fmt.Sprintf("ephemeral_after: %s\n", fleetEphemeralAfter))
 	origin.Start(t)

@@ -174,8 +174,8 @@ func clusterKey(t *testing.T, nd *Node) []byte {
 func status(ctx context.Context, nd *Node) (apitype.Status, error) {
 	var st apitype.Status
 	err := nd.CtlJSON(ctx, &st, "status")
-	if err == nil && (st.Gossip == nil || st.Overlay == nil) {
-		err = fmt.Errorf("%s: status without gossip or overlay", nd.NodeName)
+	if err == nil && (st.Gossip == nil && !st.OutOfPool || st.Overlay == nil) {
+		err = fmt.Errorf("%s: status without gossip (in the pool) or overlay", nd.NodeName)
 	}
 	return st, err
 }
@@ -188,6 +188,7 @@ func status(ctx context.Context, nd *Node) (apitype.Status, error) {
 // device) at another port: Nebula lets them in with w1's certificate.
 func TestGossipTrust(t *testing.T) {
 	n := NewNet(t)
+	n.ExtraConfig = "gossip_pool: true\n" // the workers in the pool whose trust this tests (out of it by default)
 	nodes := cluster(t, n, "w1", "w2")
 	origin, w1, w2 := nodes[0], nodes[1], nodes[2]
 	allPairsPing(t, nodes, 10*time.Second)

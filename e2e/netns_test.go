@@ -38,7 +38,7 @@ type Net struct {
 	// this net (for example "metrics_addr: 127.0.0.1:9464\n").
 	ExtraConfig string
 	// WorkerConfig is appended to the config of the workers formCluster
-	// makes (BenchmarkIdleAgainstN's "gossip_pool: false\n").
+	// makes (BenchmarkIdleAgainstN's "gossip_pool: true\n" with MESHD_IDLE_GOSSIP_POOL=true).
 	WorkerConfig string
 	// Unpinned leaves bind_addr and advertise_addr out of the configs of
 	// nodes made on this net (NewNode): they keep meshd's defaults, all

@@ -100,8 +100,8 @@ func TestWorkersOutOfPool(t *testing.T) {
 		if err := w.CtlJSON(t.Context(), &st, "status"); err != nil {
 			t.Fatal(err)
 		}
-		if st.Gossip != nil {
-			t.Errorf("%s runs gossip out of the pool: %+v", w.NodeName, st.Gossip)
+		if st.Gossip != nil || !st.OutOfPool {
+			t.Errorf("%s runs gossip out of the pool: %+v, or says it is in the pool (out_of_pool %v)", w.NodeName, st.Gossip, st.OutOfPool)
 		}
 	}
 

@@ -80,6 +80,7 @@ func removeTimed(t testing.TB, via *Node, rest []*Node, name string, within time
 func TestRemovalLeavesGossipView(t *testing.T) {
 	n := NewNet(t)
 	n.Timers = "lan"
+	n.ExtraConfig = "gossip_pool: true\n" // the workers in the gossip pool whose views this tests (out of it by default)
 	nodes := cluster(t, n, "w1", "w2")
 	origin, w1 := nodes[0], nodes[1]
 	Eventually(t, 20*time.Second, "every member sees all 3 alive", func() error {

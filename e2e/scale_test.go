@@ -21,9 +21,10 @@ import (
 // MESHD_SCALE_BATCH the number of workers joining at once,
 // MESHD_SCALE_TIMERS=lan meshd's defaults instead of the suite's fast
 // timers: gossip at `timers: lan` and raft at its own timing (the 2 s
-// failure target then does not apply), MESHD_SCALE_GOSSIP_POOL=false
-// every worker out of the gossip pool (`gossip_pool: false`; the killed
-// worker is then timed by the control nodes' verdict on a sample).
+// failure target then does not apply), MESHD_SCALE_GOSSIP_POOL=true
+// every worker in the gossip pool (`gossip_pool: true`); unset or false,
+// out of it, the default (the killed worker is then timed by the control
+// nodes' verdict on a sample). Recorded as the parameter gossip_pool.
 const scaleEnv = "MESHD_SCALE"
 
 // Issue 10's targets for the 100-agent run, asserted at every size.
@@ -66,9 +67,10 @@ func formation(t *testing.T, size, batch int) {
 	n.Timers = cmp.Or(os.Getenv(scaleEnv+"_TIMERS"), "fast")
 	n.DefaultRaft = n.Timers == "lan"
 	params := map[string]string{"batch": strconv.Itoa(batch), "timers": n.Timers}
-	outOfPool := os.Getenv(scaleEnv+"_GOSSIP_POOL") == "false"
-	if outOfPool { // MESHD_SCALE_GOSSIP_POOL=false: every worker with gossip_pool: false
-		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: false\n", "false"
+	outOfPool := os.Getenv(scaleEnv+"_GOSSIP_POOL") != "true"
+	params["gossip_pool"] = "false" // the workers' default since 2026-12-08
+	if !outOfPool {                 // MESHD_SCALE_GOSSIP_POOL=true: every worker with gossip_pool: true
+		n.WorkerConfig, params["gossip_pool"] = "gossip_pool: true\n", "true"
 	}
 	c := formCluster(t, n, size, batch, params, fmt.Sprintf("n=%d", size))
 	all, workers, start := c.all, c.workers, c.start

@@ -26,6 +26,7 @@ import (
 // only after they timed out.
 func TestOverlayFollowsGossipWhileControlStalls(t *testing.T) {
 	n := NewNet(t)
+	n.ExtraConfig = "gossip_pool: true\n" // the workers in the pool whose events this tests (out of it by default)
 	nodes := cluster(t, n, "w1", "w2")
 	origin, w1, w2 := nodes[0], nodes[1], nodes[2]
 	allPairsPing(t, nodes, 10*time.Second)

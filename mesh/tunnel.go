@@ -163,7 +163,13 @@ func (m *Mesh) WaitTunnel(ctx context.Context, ip netip.Addr) error {
 }
 
 // tunnelUp reports whether a tunnel to ip is established, and starts a
-// handshake if none is established or pending.
+// handshake if none is established or pending. A pending handshake is not
+// looked up (GetHostInfoByVpnAddr(ip, true)): Nebula copies the pending
+// host info without the handshake manager's lock while the handshake sets
+// its addresses from the peer's certificate, which panicked on a
+// dual-stack peer (index out of range in copyHostInfo: a join out of the
+// gossip pool reaches this wait at once, e2e.TestRemovedWhilePartitioned).
+// CreateTunnel (StartHandshake) does nothing when one is pending.
 func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -173,9 +179,7 @@ func (m *Mesh) tunnelUp(ip netip.Addr) (bool, error) {
 	if m.ctrl.GetHostInfoByVpnAddr(ip, false) != nil {
 		return true, nil
 	}
-	if m.ctrl.GetHostInfoByVpnAddr(ip, true) == nil {
-		m.ctrl.CreateTunnel(ip)
-	}
+	m.ctrl.CreateTunnel(ip)
 	return false, nil
 }
 

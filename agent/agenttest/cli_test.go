@@ -184,6 +184,15 @@ func TestWrongGossipKey(t *testing.T) {
 	origin := agenttest.NewProc(t, "origin")
 	origin.Start(t)
 	w1 := agenttest.NewProc(t, "w1")
+	// w1 in the gossip pool (a worker is out of it by default): a wrong
+	// key matters only there.
+	f, err := os.OpenFile(w1.Config, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("gossip_pool: true\n"); err != nil || f.Close() != nil {
+		t.Fatal(err)
+	}
 	w1.Start(t)
 	if r := origin.Ctl(t, "init", "--cluster", "alpha"); r.Exit != 0 {
 		t.Fatalf("init: %s", r.Stderr)

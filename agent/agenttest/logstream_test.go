@@ -33,7 +33,10 @@ func TestOneLogStream(t *testing.T) {
 			jsonAt := func(c *config.File) { c.LogFormat, c.LogLevel = "json", tc.level }
 			origin := agenttest.NewNodeAt(t, "origin", agenttest.TakeIP(t), clock, jsonAt)
 			origin.Init(t, "alpha")
-			w1 := agenttest.NewNodeAt(t, "w1", agenttest.TakeIP(t), clock, jsonAt)
+			// w1 in the gossip pool (workers are out of it by default), so
+			// memberlist has a member to talk to and log about.
+			inPool := func(c *config.File) { c.GossipPool = true }
+			w1 := agenttest.NewNodeAt(t, "w1", agenttest.TakeIP(t), clock, jsonAt, inPool)
 			if _, err := w1.Join(t, origin.Admit(t, apitype.AdmitRequest{Name: "w1"})); err != nil {
 				t.Fatal(err)
 			}

@@ -134,7 +134,11 @@ type Status struct {
 	TLSCertExpires time.Time `json:"tls_cert_expires,omitzero"`
 	Overlay        *Overlay  `json:"overlay,omitempty"`
 	Gossip         *Gossip   `json:"gossip,omitempty"`
-	Warnings       []Warning `json:"warnings,omitempty"`
+	// OutOfPool: this worker runs no gossip (meshd.yaml gossip_pool,
+	// false by default on a worker): Gossip is absent and it reads the
+	// others' liveness from its node list (issue 54).
+	OutOfPool bool      `json:"out_of_pool,omitempty"`
+	Warnings  []Warning `json:"warnings,omitempty"`
 	// Approvals are the joins that wait for an operator's approval
 	// (control nodes; approval.go).
 	Approvals []WaitingJoin `json:"approvals,omitempty"`

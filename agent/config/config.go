@@ -52,11 +52,12 @@ type File struct {
 	// change takes effect at the next start (Nebula reads am_relay once).
 	Relay  bool         `yaml:"relay"`
 	Timers TimerProfile `yaml:"timers"` // lan (memberlist's LAN defaults) or fast (short probe/gossip intervals)
-	// GossipPool, false on a worker, keeps it out of the gossip pool: no
-	// memberlist or serf runs, it reads the others' liveness from its node
-	// list and the control nodes judge it by its record (gossippool.go;
-	// issue 54 item 3, step iv). Default true; refused on a control node;
-	// next start.
+	// GossipPool, false (the default) on a worker, keeps it out of the
+	// gossip pool: no memberlist or serf runs, it reads the others'
+	// liveness from its node list and the control nodes judge it by its
+	// record (issue 54 item 3, step iv). true opts a worker
+	// into the pool. A control node is always in the pool, whatever it
+	// says (member.inPool). Next start.
 	GossipPool        bool          `yaml:"gossip_pool"`
 	ReconcileInterval time.Duration `yaml:"reconcile_interval"` // the safety-net tick of the overlay reconcile loop
 	// NebulaCertLifetime is how long the Nebula host certs the CA holder
@@ -164,7 +165,7 @@ func Default() File {
 		OverlayOffloads:   true,
 		Firewall:          DefaultFirewall(),
 		Timers:            TimersLAN,
-		GossipPool:        true,
+		GossipPool:        false, // workers out of the pool (issue 54); control nodes are in it regardless
 		ReconcileInterval: 30 * time.Second,
 
 		NebulaCertLifetime:   365 * 24 * time.Hour,

@@ -22,6 +22,11 @@ func (p *Plane) gossipView() map[string]string {
 	return p.gossipViewOf(p.raft.FSM().Nodes())
 }
 
+// GossipView is gossipView for the agent's readers on a control node
+// whose own source is gossip alone (`meshctl routes list`): O(records) a
+// call.
+func (p *Plane) GossipView() map[string]string { return p.gossipView() }
+
 // gossipViewOf is gossipView over nodes, records the caller read.
 func (p *Plane) gossipViewOf(nodes []state.Node) map[string]string {
 	var pooled map[string]bool

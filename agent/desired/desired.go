@@ -246,14 +246,28 @@ func Compute(in Inputs) Overlay {
 	return o
 }
 
-// AliveLighthouse is a control node gossip sees alive, if any: what a
-// joining node waits for before it expects a tunnel.
+// AliveLighthouse is the lowest of AliveLighthouses, if any.
 func AliveLighthouse(peers map[string]Peer) (netip.Addr, bool) {
-	var best netip.Addr
+	all := AliveLighthouses(peers)
+	if len(all) == 0 {
+		return netip.Addr{}, false
+	}
+	return all[0], true
+}
+
+// AliveLighthouses are the control nodes this node's liveness source
+// shows alive, lowest overlay address first: what a joining node waits
+// for before it expects a tunnel to one of them. Out of the gossip pool
+// a control node is alive by its record, so one that is down but not
+// removed is among them (member.ConfirmJoin waits for any). A handful at
+// any size: control nodes only.
+func AliveLighthouses(peers map[string]Peer) []netip.Addr {
+	var out []netip.Addr
 	for _, p := range peers {
-		if p.Role == pki.RoleControl && p.Gossip == gossip.StatusAlive && (!best.IsValid() || p.Overlay.Less(best)) {
-			best = p.Overlay
+		if p.Role == pki.RoleControl && p.Gossip == gossip.StatusAlive {
+			out = append(out, p.Overlay)
 		}
 	}
-	return best, best.IsValid()
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }

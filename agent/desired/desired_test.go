@@ -200,6 +200,9 @@ func TestAliveLighthouse(t *testing.T) {
 	if got, ok := AliveLighthouse(Peers(in)); !ok || got != ip("10.42.0.1") {
 		t.Fatalf("alive lighthouse %v %v, want the lowest alive control node 10.42.0.1", got, ok)
 	}
+	if got := AliveLighthouses(Peers(in)); len(got) != 2 || got[0] != ip("10.42.0.1") || got[1] != ip("10.42.0.2") {
+		t.Fatalf("alive lighthouses %v, want 10.42.0.1 then 10.42.0.2", got)
+	}
 	in.Members[0].Status = gossip.StatusFailed
 	if got, ok := AliveLighthouse(Peers(in)); !ok || got != ip("10.42.0.2") {
 		t.Fatalf("alive lighthouse %v %v, want 10.42.0.2 once 10.42.0.1 failed", got, ok)

@@ -11,8 +11,8 @@ import (
 )
 
 // TestInPool: every control node runs gossip whatever its config says
-// (config.CheckRole refuses the setting there first); a worker unless
-// gossip_pool is false.
+// (gossip_pool's default, false, included); a worker only with
+// gossip_pool: true.
 func TestInPool(t *testing.T) {
 	for _, c := range []struct {
 		pool bool

@@ -196,24 +196,24 @@ func (nd *node) poke() {
 type errBox struct{ err error }
 
 // confirmJoin is DESIGN §6 step 10: the node is alive in gossip alongside a
-// control node, and has reached a lighthouse over the overlay. A worker
+// control node (out of the pool: a control node is on record), and has
+// reached a lighthouse over the overlay (any of those alive). A worker
 // needs its node list first (raft's records decide which lighthouse
 // counts); it says when it has one, and a join that times out says which
 // of the two it waited for.
 func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) error {
 	start := time.Now()
 	_, listed := rt.cluster.Records() // a control node reads raft's records itself
-	var lighthouse netip.Addr
+	var lighthouses []netip.Addr
 	var listErr error
 	for {
-		var ok bool
 		_, listErr = rt.cluster.Refresh(ctx, false)
 		in := rt.overlayInputs()
 		if !listed && in.RecordsKnown {
 			listed = true
 			step("node list: %d other active nodes on record (%s)", len(in.Records), time.Since(start).Round(time.Millisecond))
 		}
-		if lighthouse, ok = desired.AliveLighthouse(desired.Peers(in)); ok {
+		if lighthouses = desired.AliveLighthouses(desired.Peers(in)); len(lighthouses) > 0 {
 			break
 		}
 		select {
@@ -231,7 +231,8 @@ func (rt *Runtime) ConfirmJoin(ctx context.Context, step func(string, ...any)) e
 		step("out of the gossip pool: a control node alive on record (%s)", time.Since(start).Round(time.Millisecond))
 	}
 	rt.poke()
-	if err := rt.mesh.WaitTunnel(ctx, lighthouse); err != nil {
+	lighthouse, err := waitAnyTunnel(ctx, lighthouses, rt.mesh.WaitTunnel) // confirmtunnel.go
+	if err != nil {
 		return err
 	}
 	step("overlay: tunnel to lighthouse %s established (%s)", lighthouse, time.Since(start).Round(time.Millisecond))

@@ -241,9 +241,6 @@ type renewal struct {
 // init, bootstrapping raft). On an error everything started is stopped.
 func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	facts, dir := o.Facts, o.Config.StateDir
-	if err := o.Config.CheckRole(facts.Role); err != nil { // gossip_pool: false on a control node
-		return nil, err
-	}
 	id, err := pki.LoadIdentity(filepath.Join(dir, statedir.IdentityDir))
 	if err != nil {
 		return nil, statedir.Corrupt(err)

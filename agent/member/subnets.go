@@ -232,6 +232,15 @@ func (rt *Runtime) RouteList() apitype.Routes {
 			}
 		}
 	}
+	if rt.ctl != nil {
+		// A control node's gossip lacks the workers out of the pool (the
+		// default): the control plane judges them by their records.
+		for name, st := range rt.ctl.GossipView() { // control/outofpool.go
+			if _, ok := view[name]; !ok {
+				view[name] = st
+			}
+		}
+	}
 	out := apitype.Routes{Routes: control.RouteRows(nodes, view)}
 	if out.Routes == nil {
 		out.Routes = []apitype.RouteRow{}

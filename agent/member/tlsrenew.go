@@ -14,7 +14,8 @@ import (
 
 // runTLSRenewal keeps TLS leaves fresh. On the CA holder it signs every
 // node's leaf that is past 2/3 of its lifetime (control.RenewTLSCerts); on
-// every node it adopts its own renewed leaf once its current one is due.
+// every node it adopts its own renewed leaf once its current one is due,
+// and during a CA rotation's reissue its reissued Nebula cert (certs.go).
 // It wakes when the next leaf falls due (at the latest every interval),
 // so a seconds-long lifetime renews on time without a fast reconcile tick.
 func (rn *renewal) runTLSRenewal(ctx context.Context, interval time.Duration) {
@@ -34,6 +35,19 @@ func (rn *renewal) runTLSRenewal(ctx context.Context, interval time.Duration) {
 		}
 		if own := rn.adoptRenewedTLS(ctx); !own.IsZero() && (next.IsZero() || own.Before(next)) {
 			next = own
+		}
+		if rn.ca.reissuePending(true) {
+			// A CA rotation reissues this node's Nebula cert too. In the
+			// pool the CA holder's notices wake the follow loop until it is
+			// adopted; out of the pool (a worker's default) nothing would
+			// before the follow loop's tick (interval), so it is looked for
+			// here each second, as the TLS leaf is, only while this node's
+			// own cert is under the old CA: one fetch a second per pending
+			// node, for the seconds the CA holder takes to sign them all.
+			rn.adoptRenewedCert(ctx)
+			if soon := rn.now().Add(time.Second); next.IsZero() || soon.Before(next) {
+				next = soon
+			}
 		}
 		wait := interval
 		if !next.IsZero() {

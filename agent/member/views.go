@@ -107,6 +107,7 @@ func (rt *Runtime) Status(ctx context.Context, s *apitype.Status) {
 		s.OverlayIP6 = ip6.Addr().String()
 	}
 	s.Overlay, s.Gossip = rt.ov.overlayStatus(), rt.members.gossipStatus()
+	s.OutOfPool = !inPool(rt.cfg.GossipPool, f.Role) // outofpool.go
 	s.TLSCertExpires = rt.live.Leaf().NotAfter
 	s.CertExpires, s.CertExpiresOf = s.TLSCertExpires, "tls"
 	if o := s.Overlay; o != nil && !o.CertExpires.IsZero() && o.CertExpires.Before(s.CertExpires) {

@@ -102,12 +102,15 @@ func (p listenPort) String() string {
 	return fmt.Sprintf("%d/udp", p.port)
 }
 
-// listenPorts are the ports a node of role listens on (DESIGN §3).
+// listenPorts are the ports a node of role listens on (DESIGN §3): a
+// worker out of the gossip pool (gossip_pool: false, its default) runs no
+// memberlist, so its gossip port is not checked.
 func (a Env) listenPorts(role pki.Role) []listenPort {
-	ps := []listenPort{
-		{name: "gossip", port: a.Config.Ports.Gossip, tcp: true, udp: true},
-		{name: "nebula", port: a.Config.Ports.Nebula, udp: true},
+	var ps []listenPort
+	if a.Config.GossipPool || role == pki.RoleControl { // member.inPool
+		ps = append(ps, listenPort{name: "gossip", port: a.Config.Ports.Gossip, tcp: true, udp: true})
 	}
+	ps = append(ps, listenPort{name: "nebula", port: a.Config.Ports.Nebula, udp: true})
 	if role == pki.RoleControl {
 		ps = append(ps, listenPort{name: "control", port: a.Config.Ports.Control, tcp: true},
 			listenPort{name: "raft", port: a.Config.Ports.Raft, tcp: true})

@@ -46,7 +46,7 @@ func TestHostChecks(t *testing.T) {
 
 // TestCheckHost: the join's own host checks are the plan's: a taken port
 // of the token's role fails with PortInUse (a control token's raft port
-// too, a worker's not), unless this meshd's running node holds it (join
+// too, a worker's not; a worker's gossip port only in the gossip pool), unless this meshd's running node holds it (join
 // --force), or, Nebula's, the overlay it parked; a state dir that takes no file fails with StateDir; passing,
 // each check says what it found.
 func TestCheckHost(t *testing.T) {
@@ -63,9 +63,15 @@ func TestCheckHost(t *testing.T) {
 	env.Config.Ports.Gossip, env.Config.Ports.Nebula, env.Config.Ports.Control = 0, 0, 0
 
 	found, err := env.CheckHost(pki.RoleWorker, false)
-	if err != nil || len(found) != 4 {
-		t.Fatalf("worker: %v, %q", err, found)
+	if err != nil || len(found) != 3 || strings.Contains(strings.Join(found, "; "), "port gossip") {
+		t.Fatalf("worker out of the gossip pool: %v, %q; want 3 checks, no gossip port", err, found)
 	}
+	env.Config.GossipPool = true
+	found, err = env.CheckHost(pki.RoleWorker, false)
+	if err != nil || len(found) != 4 || !strings.Contains(strings.Join(found, "; "), "port gossip") {
+		t.Fatalf("worker in the gossip pool: %v, %q; want 4 checks, the gossip port's among them", err, found)
+	}
+	env.Config.GossipPool = false
 	if _, err := env.CheckHost(pki.RoleControl, false); codes.Of(err) != codes.PortInUse || !strings.Contains(err.Error(), "port raft") {
 		t.Fatalf("control with its raft port taken: %v, want %s naming port raft", err, codes.PortInUse)
 	}

@@ -248,6 +248,9 @@ func (a *app) statusCommand() *cobra.Command {
 				}
 				row("gossip keys", keys)
 			}
+			if s.OutOfPool {
+				row("gossip", "none: out of the pool (gossip_pool: false), the others' liveness from the node list")
+			}
 			dnsRows(row, s.DNS)
 			for _, w := range s.Approvals {
 				row("waits for approval", fmt.Sprintf("%s, join from %s via %s since %s: `meshctl approve %s CODE` with the code it shows",
