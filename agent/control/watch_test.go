@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -337,6 +338,34 @@ func TestWatchEndsOnStop(t *testing.T) {
 			return
 		case <-time.After(2 * time.Second):
 			t.Fatal("the stream is still open 2 s after EndStreams")
+		}
+	}
+}
+
+// TestWatchRecordSameEveryField: two records that differ in any one field
+// are not the same, so a change of that field alone (a worker's NAT by
+// its facts) is encoded again and sent; a new field fails here until
+// same compares it.
+func TestWatchRecordSameEveryField(t *testing.T) {
+	var base watchRecord
+	typ := reflect.TypeFor[watchRecord]()
+	for i := range typ.NumField() {
+		other := base
+		f := reflect.ValueOf(&other).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(1)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]byte{1}))
+		default:
+			t.Fatalf("field %s: kind %s not handled here", typ.Field(i).Name, f.Kind())
+		}
+		if base.same(other) {
+			t.Errorf("records differing in %s alone are the same", typ.Field(i).Name)
 		}
 	}
 }

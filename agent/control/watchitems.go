@@ -145,7 +145,7 @@ func (a watchRecord) same(b watchRecord) bool {
 	return a.Name == b.Name && a.Role == b.Role && a.State == b.State && a.OverlayIP == b.OverlayIP && a.OverlayIP6 == b.OverlayIP6 &&
 		a.Underlay == b.Underlay && a.Relay == b.Relay && a.NebulaPort == b.NebulaPort && a.EnrollAddr == b.EnrollAddr &&
 		a.SerfAddr == b.SerfAddr && a.TLSFP == b.TLSFP && a.PrevTLSFP == b.PrevTLSFP && bytes.Equal(a.TLSKey, b.TLSKey) &&
-		a.Routes == b.Routes && a.Held == b.Held && a.Unheard == b.Unheard
+		a.Routes == b.Routes && a.Held == b.Held && a.Unheard == b.Unheard && a.NAT == b.NAT && a.OutOfPool == b.OutOfPool
 }
 
 // encodedRecord is a record and its JSON, kept between rebuilds.
