@@ -155,7 +155,12 @@ func (rt *Runtime) relayDownLook(rd *relayDown) time.Time {
 		rt.mesh.RebuildTunnel(ip)
 		rt.log.Info("rebuilt a relayed tunnel through every relay", "peer", ip, "relays", relays)
 	}
-	for _, ip := range relaysDown(tunnels, status) {
+	down := relaysDown(tunnels, status)
+	if rt.outOfPoolWorker() { // no suspicion of a relay from the records: probe them (relayprobe.go)
+		down = append(down, relaysDown(tunnels, rt.relaysUnanswered(tunnels))...)
+		next = earliest(next, now.Add(relayProbeEvery))
+	}
+	for _, ip := range down {
 		if at, ok := rd.rebuilt[ip]; ok && now.Sub(at) < relayDownAgain {
 			next = earliest(next, at.Add(relayDownAgain)) // still down then: rebuilt again
 			continue
