@@ -93,8 +93,10 @@ func startSimWorker(tb testing.TB, ca *pki.CA, key []byte, sc simTable, n int, l
 	}
 	w.rt = rt
 	tb.Cleanup(rt.Stop)
-	w.await(tb, 120*time.Second, "its Nebula holds every simulated peer and gossip shows c1 alive", func() bool {
-		return len(rt.ov.applied().StaticHosts) == n && slices.ContainsFunc(rt.gossip.Members(), func(m gossip.Member) bool {
+	// Its liveness source: gossip in the pool, its node list out of it
+	// (the default, gossip_pool: false).
+	w.await(tb, 120*time.Second, "its Nebula holds every simulated peer and its liveness shows c1 alive", func() bool {
+		return len(rt.ov.applied().StaticHosts) == n && slices.ContainsFunc(rt.peers().Members(), func(m gossip.Member) bool {
 			return m.Name == "c1" && m.Status == gossip.StatusAlive
 		})
 	})
@@ -199,7 +201,19 @@ type simLooks struct {
 }
 
 func (w *simWorker) looks() simLooks {
-	return simLooks{records: w.reads.records.Load(), members: w.rt.gossip.Copies(), tunnels: w.rt.mesh.TunnelLooks()}
+	return simLooks{records: w.reads.records.Load(), members: w.memberCopies(), tunnels: w.rt.mesh.TunnelLooks()}
+}
+
+// memberCopies counts the copies of every member its liveness source
+// made: gossip's in the pool, the node list's out of it (the default).
+func (w *simWorker) memberCopies() uint64 {
+	if w.rt.gossip != nil {
+		return w.rt.gossip.Copies()
+	}
+	if l, ok := w.rt.peers().(*recordLiveness); ok {
+		return l.copies.Load()
+	}
+	return 0
 }
 
 func (a simLooks) since(b simLooks) simLooks {
