@@ -245,7 +245,7 @@ const sitesWindow = 12 * time.Second
 // < sitesAdmitSite, one on site B through c3 in < sitesAdmitAcross (both
 // the 2 s; each join's steps are logged with their times), and
 // then a killed worker is seen failed by every node: with fast timers
-// within the lighthouse verdict's bound (5 s; the workers are out of the
+// within the lighthouse verdict's bound (7 s; the workers are out of the
 // gossip pool, where the issue's < 2 s on its own site and < 3 s across
 // the link held); with lan timers within gossipFailBound (memberlist's),
 // the figure logged. The window
@@ -284,8 +284,12 @@ func TestSites(t *testing.T) {
 			// fast, so the issue's < 2 s on a site and < 3 s across it
 			// hold in the pool only (gossip_pool: true); at lan (the
 			// default timers) within memberlist's bound as in the pool.
+			// Then the verdict's raft write reaches each observer (a
+			// follower's apply, a worker's watch stream): 2 s of slack
+			// for that on a shared box (3.2-5.0 s measured in CI,
+			// 2026-12-08: the second victim's silence begins mid-tick).
 			const fastInterval = time.Second // mesh.LighthouseInterval with Fast
-			verdict := 3*fastInterval + fastInterval + fastInterval
+			verdict := 3*fastInterval + fastInterval + fastInterval + 2*time.Second
 			bound := map[bool]time.Duration{true: verdict, false: verdict}
 			alive := l.All()
 			for _, victim := range []*Node{l.WA, l.WB} {
